@@ -1,0 +1,95 @@
+"""anfitrion — the host for tool-calling language models.
+
+The model proposes; the host disposes. Every proposed tool call passes one gate: resolve,
+validate, decide, approve, execute, shape — and every stage is audited.
+"""
+
+from __future__ import annotations
+
+from .approvals import (
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    CallbackApprover,
+    DeferredApprover,
+    DenyAllApprover,
+    TerminalApprover,
+)
+from .conversation import (
+    Provenance,
+    Reply,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    Usage,
+    UserMessage,
+)
+from .events import EventType, HostEvent
+from .exceptions import (
+    AdapterError,
+    AnfitrionError,
+    ConfigError,
+    ModelError,
+    RunError,
+    StoreError,
+    ToolDefinitionError,
+    UserError,
+)
+from .gate import GateLimits, ToolError
+from .host import Host, RunResult, RunStatus, StopSignal
+from .models import Model, ModelRequest, ScriptedModel
+from .policy import Decision, Policy, PolicyContext, Verdict
+from .principal import Principal
+from .tools import Effect, Tool, ToolContext, Toolbox
+
+__all__ = [
+    "AdapterError",
+    "AnfitrionError",
+    "ApprovalAnswer",
+    "ApprovalRequest",
+    "Approver",
+    "CallbackApprover",
+    "ConfigError",
+    "Decision",
+    "DeferredApprover",
+    "DenyAllApprover",
+    "Effect",
+    "EventType",
+    "GateLimits",
+    "Host",
+    "HostEvent",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "Policy",
+    "PolicyContext",
+    "Principal",
+    "Provenance",
+    "Reply",
+    "RunError",
+    "RunResult",
+    "RunStatus",
+    "ScriptedModel",
+    "StopReason",
+    "StopSignal",
+    "StoreError",
+    "TerminalApprover",
+    "Text",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolResult",
+    "Toolbox",
+    "Transcript",
+    "Usage",
+    "UserError",
+    "UserMessage",
+    "Verdict",
+    "__version__",
+]
+
+__version__ = "0.1.0"

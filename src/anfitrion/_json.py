@@ -1,0 +1,125 @@
+"""A strict JSON parser for text that comes from a model or any other untrusted peer.
+
+Rejects what :func:`json.loads` accepts but a hostile peer can abuse: duplicate keys (two parsers
+can disagree about which one wins), ``NaN``/``Infinity``, non-finite numbers, lone surrogates,
+nesting deeper than a limit (checked *before* parsing, so no recursion error) and text larger than
+a limit. Every rejection is a :class:`JsonError` with a message a model can act on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_DEPTH", "JsonError", "check_json_value",
+           "parse_json_strict"]
+
+DEFAULT_MAX_BYTES = 256 * 1024
+DEFAULT_MAX_DEPTH = 32
+
+
+class JsonError(ValueError):
+    """The text is not acceptable JSON; the message says why."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise JsonError(f"{name} is not valid JSON")
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JsonError(f"number {text[:40]} is out of range")
+    return value
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise JsonError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _max_depth(text: str, limit: int) -> None:
+    depth = 0
+    in_string = False
+    escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > limit:
+                raise JsonError(f"nesting deeper than {limit} levels")
+        elif ch in "]}":
+            depth -= 1
+
+
+def parse_json_strict(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
+                      max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """Parse untrusted JSON text, or raise :class:`JsonError` saying what is wrong.
+
+    Example:
+        >>> parse_json_strict('{"location": "Lisboa, PT"}')
+        {'location': 'Lisboa, PT'}
+    """
+    if not isinstance(text, str):
+        raise JsonError(f"expected JSON text, got {type(text).__name__}")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise JsonError("text contains an unpaired surrogate") from None
+    if size > max_bytes:
+        raise JsonError(f"arguments are {size} bytes; the limit is {max_bytes}")
+    if text.count("{") + text.count("[") > max_depth:  # cheap bound before the exact scan
+        _max_depth(text, max_depth)
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
+                           parse_float=_parse_float)
+    except JsonError:
+        raise
+    except json.JSONDecodeError as exc:
+        raise JsonError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except (ValueError, RecursionError) as exc:  # e.g. an integer with too many digits
+        raise JsonError(f"invalid JSON: {exc}") from None
+    if "\\u" in text:  # an escape may have produced an unpaired surrogate
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise JsonError("text contains an unpaired surrogate escape") from None
+    return value
+
+
+def check_json_value(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+    """Check that an already-parsed value is plain, finite JSON within the depth limit."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            if depth > max_depth:
+                raise JsonError(f"nesting deeper than {max_depth} levels")
+            for key, sub in item.items():
+                if not isinstance(key, str):
+                    raise JsonError("object keys must be strings")
+                stack.append((sub, depth + 1))
+        elif isinstance(item, list):
+            if depth > max_depth:
+                raise JsonError(f"nesting deeper than {max_depth} levels")
+            stack.extend((sub, depth + 1) for sub in item)
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise JsonError("numbers must be finite")
+        elif item is None or isinstance(item, (str, int, bool)):
+            continue
+        else:
+            raise JsonError(f"{type(item).__name__} is not a JSON value")

@@ -1,0 +1,1 @@
+"""The ``anfitrion`` command line: thin noun-verb groups over library functions."""

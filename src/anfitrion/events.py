@@ -1,0 +1,84 @@
+"""Host events: what happened, as it happens, in process.
+
+The host emits one :class:`HostEvent` per gate stage and per run milestone to its listeners —
+the audit recorder (which redacts and stores them), the CLI's printer, telemetry. Events carry
+the real objects; only the audit recorder decides what is kept on disk.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from .approvals import ApprovalAnswer, ApprovalRequest
+    from .conversation import Reply, ToolCall, ToolResult
+    from .policy import Decision
+
+__all__ = ["EventType", "HostEvent", "Listener"]
+
+log = logging.getLogger("anfitrion")
+
+
+class EventType(StrEnum):
+    RUN_STARTED = "run.started"
+    RUN_RESUMED = "run.resumed"
+    RUN_ENDED = "run.ended"
+    MODEL_REQUESTED = "model.requested"
+    MODEL_REPLIED = "model.replied"
+    CALL_PROPOSED = "call.proposed"
+    CALL_REJECTED = "call.rejected"
+    CALL_VALIDATED = "call.validated"
+    CALL_DECIDED = "call.decided"
+    APPROVAL_REQUESTED = "approval.requested"
+    APPROVAL_ANSWERED = "approval.answered"
+    EXECUTION_CLAIMED = "execution.claimed"
+    EXECUTION_SETTLED = "execution.settled"
+    RESULT_RETURNED = "result.returned"
+
+
+@dataclass(frozen=True, slots=True)
+class HostEvent:
+    """One thing that happened in a session."""
+
+    type: EventType
+    session_id: str
+    turn: int = 0
+    principal_id: str | None = None
+    call_id: str | None = None
+    tool: str | None = None
+    call: ToolCall | None = None
+    arguments: Mapping[str, Any] | None = None
+    decision: Decision | None = None
+    request: ApprovalRequest | None = None
+    answer: ApprovalAnswer | None = None
+    result: ToolResult | None = None
+    reply: Reply | None = None
+    status: str | None = None
+    detail: str | None = None
+    at: float = field(default_factory=time.time)
+
+
+Listener: TypeAlias = Callable[[HostEvent], "Awaitable[None] | None"]
+
+
+async def dispatch(listeners: Sequence[Listener], event: HostEvent) -> None:
+    """Give *event* to every listener; a failing listener is logged, never fatal to the run."""
+    for listener in listeners:
+        try:
+            outcome = listener(event)
+            if inspect.isawaitable(outcome):
+                await outcome
+        except Exception:  # noqa: BLE001 - a broken listener must not break the run
+            log.exception("event listener %r failed on %s", listener, event.type)
+
+
+def event_payload(event: HostEvent) -> dict[str, Any]:
+    """The event's identity fields as plain data (used by recorders)."""
+    return {"type": event.type.value, "session_id": event.session_id, "turn": event.turn,
+            "call_id": event.call_id, "tool": event.tool, "at": event.at}

@@ -1,0 +1,48 @@
+"""Stores: where sessions, approvals, the execution ledger and the audit log live.
+
+One async protocol (:class:`Store`), chosen by URL with :func:`open_store`:
+
+- ``memory://`` — in process, for tests;
+- ``sqlite:///path/to/file.db`` — the embedded default;
+- ``postgresql://…`` — many workers on many machines (extra ``postgres``).
+"""
+
+from __future__ import annotations
+
+from ._base import (
+    AuditRecord,
+    Claim,
+    ClaimState,
+    SessionState,
+    Store,
+)
+from .memory import MemoryStore
+
+__all__ = ["AuditRecord", "Claim", "ClaimState", "MemoryStore", "SessionState", "Store",
+           "open_store"]
+
+
+def open_store(url: str | Store | None) -> Store:
+    """Open the store named by *url* (or pass a store through).
+
+    Raises:
+        UserError: the URL scheme is unknown.
+    """
+    from ..exceptions import UserError
+
+    if url is None or url == "memory://":
+        return MemoryStore()
+    if not isinstance(url, str):
+        return url
+    if url.startswith("sqlite:"):
+        try:
+            from .sqlite import SQLiteStore
+        except ImportError as exc:  # pragma: no cover - sqlite3 is in the standard library
+            raise UserError(f"the SQLite store is unavailable: {exc}") from exc
+        return SQLiteStore.from_url(url)
+    if url.startswith(("postgresql:", "postgres:")):
+        from .postgres import PostgresStore
+
+        return PostgresStore.from_url(url)
+    raise UserError(f"unknown store URL {url!r}: use memory://, sqlite:///PATH or "
+                    "postgresql://…")

@@ -1,0 +1,118 @@
+"""The store protocol and the records it keeps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..conversation import ToolResult
+
+__all__ = ["AuditRecord", "Claim", "ClaimState", "SessionState", "Store"]
+
+
+@dataclass
+class SessionState:
+    """Everything needed to resume a session in another process.
+
+    Attributes:
+        data: the session as plain JSON data (owned by :mod:`anfitrion.host`).
+        version: optimistic-concurrency version; saving with a stale version conflicts.
+    """
+
+    session_id: str
+    principal_id: str
+    status: str
+    data: Mapping[str, Any]
+    version: int = 0
+    updated_at: datetime | None = None
+
+
+class ClaimState(StrEnum):
+    CLAIMED = "claimed"
+    """Claimed now by the caller: it must run the call and settle it."""
+    DONE = "done"
+    """Already ran and settled; ``result`` holds what it returned."""
+    FAILED = "failed"
+    """Already ran and failed; ``result`` holds the error result."""
+    UNKNOWN = "unknown"
+    """Claimed earlier and never settled: the side effect may or may not have happened."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    state: ClaimState
+    result: ToolResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    """One stored, redacted, hash-chained audit event."""
+
+    seq: int
+    type: str
+    session_id: str
+    at: float
+    data: Mapping[str, Any] = field(default_factory=dict)
+    prev_hash: str = ""
+    hash: str = ""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What the host needs from durable storage. Every method is safe under concurrency."""
+
+    # sessions
+    async def save_session(self, state: SessionState) -> SessionState:
+        """Insert or update; raises ConflictError if *state.version* is stale."""
+        ...
+
+    async def load_session(self, session_id: str) -> SessionState | None: ...
+
+    async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]: ...
+
+    # approvals
+    async def create_approval(self, request: ApprovalRequest) -> None: ...
+
+    async def get_approval(
+        self, request_id: str
+    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+        """The request, its answer (if any) and whether the answer was used."""
+        ...
+
+    async def list_approvals(self, *, pending_only: bool = True,
+                             session_id: str | None = None) -> Sequence[ApprovalRequest]: ...
+
+    async def answer_approval(self, answer: ApprovalAnswer) -> bool:
+        """Record an answer once: False if already answered or the digest does not match."""
+        ...
+
+    async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
+        """Mark the answer used (once) and return it; None if absent, used or mismatched."""
+        ...
+
+    # execution ledger
+    async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
+        """Atomically claim a call for execution (compare-and-set)."""
+        ...
+
+    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
+        ...
+
+    async def list_unknown_executions(self) -> Sequence[tuple[str, str]]: ...
+
+    # audit
+    async def append_audit(self, type: str, session_id: str, at: float,
+                           data: Mapping[str, Any]) -> AuditRecord: ...
+
+    async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]: ...
+
+    # counters for rate limits
+    async def count_calls(self, principal_id: str, tool: str, since: float) -> int: ...
+
+    async def record_call(self, principal_id: str, tool: str, at: float) -> None: ...
+
+    async def close(self) -> None: ...

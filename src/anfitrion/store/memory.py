@@ -1,0 +1,139 @@
+"""The in-memory store: the reference implementation of :class:`Store`, for tests."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..conversation import ToolResult
+from ..exceptions import ConflictError
+from ._base import AuditRecord, Claim, ClaimState, SessionState
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """Everything in dictionaries, guarded by one lock (safe across worker threads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[str, SessionState] = {}
+        self._requests: dict[str, ApprovalRequest] = {}
+        self._answers: dict[str, ApprovalAnswer] = {}
+        self._used: set[str] = set()
+        self._ledger: dict[tuple[str, str], tuple[ClaimState, str, ToolResult | None]] = {}
+        self._audit: list[AuditRecord] = []
+        self._calls: list[tuple[str, str, float]] = []
+
+    async def save_session(self, state: SessionState) -> SessionState:
+        with self._lock:
+            current = self._sessions.get(state.session_id)
+            if current is not None and current.version != state.version:
+                raise ConflictError(f"session {state.session_id!r} was changed concurrently")
+            if current is None and state.version != 0:
+                raise ConflictError(f"session {state.session_id!r} no longer exists")
+            saved = SessionState(state.session_id, state.principal_id, state.status,
+                                 state.data, state.version + 1, datetime.now(UTC))
+            self._sessions[state.session_id] = saved
+            return saved
+
+    async def load_session(self, session_id: str) -> SessionState | None:
+        with self._lock:
+            return self._sessions.get(session_id)
+
+    async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
+        with self._lock:
+            return [s for s in self._sessions.values() if status is None or s.status == status]
+
+    async def create_approval(self, request: ApprovalRequest) -> None:
+        with self._lock:
+            self._requests.setdefault(request.id, request)
+
+    async def get_approval(
+        self, request_id: str
+    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+        with self._lock:
+            request = self._requests.get(request_id)
+            if request is None:
+                return None
+            return request, self._answers.get(request_id), request_id in self._used
+
+    async def list_approvals(self, *, pending_only: bool = True,
+                             session_id: str | None = None) -> Sequence[ApprovalRequest]:
+        with self._lock:
+            found = [r for r in self._requests.values()
+                     if (not pending_only or r.id not in self._answers)
+                     and (session_id is None or r.session_id == session_id)]
+        return sorted(found, key=lambda r: r.created_at, reverse=True)
+
+    async def answer_approval(self, answer: ApprovalAnswer) -> bool:
+        with self._lock:
+            request = self._requests.get(answer.request_id)
+            if request is None or request.digest != answer.digest:
+                return False
+            if answer.request_id in self._answers:
+                return False
+            self._answers[answer.request_id] = answer
+            return True
+
+    async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
+        with self._lock:
+            answer = self._answers.get(request_id)
+            if answer is None or answer.digest != digest or request_id in self._used:
+                return None
+            self._used.add(request_id)
+            return answer
+
+    async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
+        key = (session_id, call_id)
+        with self._lock:
+            entry = self._ledger.get(key)
+            if entry is None:
+                self._ledger[key] = (ClaimState.CLAIMED, digest, None)
+                return Claim(ClaimState.CLAIMED)
+            state, _, result = entry
+            if state is ClaimState.CLAIMED:
+                return Claim(ClaimState.UNKNOWN)
+            return Claim(state, result)
+
+    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
+        key = (session_id, call_id)
+        with self._lock:
+            _, digest, _ = self._ledger.get(key, (ClaimState.CLAIMED, "", None))
+            state = ClaimState.FAILED if result.is_error else ClaimState.DONE
+            self._ledger[key] = (state, digest, result)
+
+    async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
+        with self._lock:
+            return [k for k, (s, _, _) in self._ledger.items() if s is ClaimState.CLAIMED]
+
+    async def append_audit(self, type: str, session_id: str, at: float,
+                           data: Mapping[str, Any]) -> AuditRecord:
+        from ..audit import GENESIS, chain_hash
+
+        with self._lock:
+            seq = len(self._audit) + 1
+            prev = self._audit[-1].hash if self._audit else GENESIS
+            record = AuditRecord(seq, type, session_id, at, dict(data), prev,
+                                 chain_hash(seq, type, session_id, at, data, prev))
+            self._audit.append(record)
+            return record
+
+    async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
+        with self._lock:
+            return [r for r in self._audit if session_id is None or r.session_id == session_id]
+
+    async def count_calls(self, principal_id: str, tool: str, since: float) -> int:
+        with self._lock:
+            return sum(1 for p, t, at in self._calls if p == principal_id and t == tool
+                       and at >= since)
+
+    async def record_call(self, principal_id: str, tool: str, at: float) -> None:
+        with self._lock:
+            self._calls.append((principal_id, tool, at))
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,511 @@
+"""Tools: what the model may ask the host to run.
+
+A :class:`Tool` is a name, a description written for the model, a JSON Schema for its input, a
+declared :class:`Effect` and :class:`~anfitrion.conversation.Provenance`, and a handler. Tools know
+nothing of policy. A :class:`Toolbox` is a registry and a :class:`ToolSource`; other sources (an
+MCP server, a filtered view) plug into it, and the host asks it each turn what to offer.
+
+Example:
+    >>> tools = Toolbox()
+    >>> @tools.tool(effect=Effect.READ)
+    ... def get_weather(location: str) -> dict:
+    ...     '''Get the current weather for a given location.'''
+    ...     return {"location": location, "temp_c": 15}
+    >>> tools.get("get_weather").input_schema["required"]
+    ['location']
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, TypeAlias, overload, runtime_checkable
+
+import anyio.to_thread
+import jsonschema
+import pydantic
+from jsonschema.validators import Draft202012Validator
+
+from ._canonical import canonical_json, digest
+from ._json import JsonError, check_json_value
+from .conversation import JsonValue, Provenance
+from .exceptions import ToolDefinitionError
+from .principal import Principal
+
+__all__ = [
+    "ArgumentError",
+    "BoundCall",
+    "Effect",
+    "OfferContext",
+    "Tool",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolSource",
+    "Toolbox",
+]
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+MAX_SCHEMA_BYTES = 64 * 1024
+MAX_SCHEMA_DEPTH = 32
+DEFAULT_MAX_RESULT_CHARS = 16 * 1024
+
+
+class Effect(StrEnum):
+    """What running a tool does to the world. Undeclared means WRITE: fail safe."""
+
+    READ = "read"
+    WRITE = "write"
+
+
+class ArgumentError(ValueError):
+    """Arguments that do not satisfy a tool; the message names the field and the problem."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a running tool may know about the call: given to handlers that ask for it."""
+
+    principal: Principal
+    session_id: str
+    call_id: str
+    tool_name: str
+    turn: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OfferContext:
+    """What a tool source may know when the host asks which tools to offer this turn."""
+
+    principal: Principal
+    session_id: str
+    turn: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """What a model sees of a tool: the only part adapters translate."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, JsonValue]
+
+
+Handler: TypeAlias = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+Validator: TypeAlias = Callable[[Mapping[str, Any]], None]
+
+
+def _schema_depth_ok(schema: Any, depth: int = 0) -> bool:
+    if depth > MAX_SCHEMA_DEPTH:
+        return False
+    if isinstance(schema, dict):
+        return all(_schema_depth_ok(v, depth + 1) for v in schema.values())
+    if isinstance(schema, list):
+        return all(_schema_depth_ok(v, depth + 1) for v in schema)
+    return True
+
+
+def _refs(schema: Any) -> Iterator[Any]:
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            if key == "$ref":
+                yield value
+            elif key not in ("const", "enum", "default", "examples"):
+                yield from _refs(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _refs(item)
+
+
+def _close_objects(schema: Any) -> Any:
+    """Return *schema* with ``additionalProperties: false`` on every object schema lacking it.
+
+    Unknown properties are rejected unless a schema explicitly allows them.
+    """
+    if isinstance(schema, list):
+        return [_close_objects(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _close_objects(v) if k not in ("const", "enum", "default", "examples") else v
+           for k, v in schema.items()}
+    is_object = out.get("type") == "object" or "properties" in out
+    if is_object and "additionalProperties" not in out and "patternProperties" not in out \
+            and "unevaluatedProperties" not in out:
+        out["additionalProperties"] = False
+    return out
+
+
+def check_input_schema(name: str, schema: Any) -> dict[str, Any]:
+    """Validate a tool's input schema with limits and close its objects.
+
+    Raises:
+        ToolDefinitionError: the schema is not a valid, bounded, local object schema.
+    """
+    if not isinstance(schema, dict):
+        raise ToolDefinitionError(f"tool {name!r}: input schema must be a JSON object")
+    try:
+        check_json_value(schema, max_depth=MAX_SCHEMA_DEPTH + 1)
+        size = len(canonical_json(schema).encode("utf-8"))
+    except (JsonError, ValueError) as exc:
+        raise ToolDefinitionError(f"tool {name!r}: input schema is not plain JSON: {exc}") from None
+    if size > MAX_SCHEMA_BYTES:
+        raise ToolDefinitionError(f"tool {name!r}: input schema is {size} bytes "
+                                  f"(limit {MAX_SCHEMA_BYTES})")
+    if not _schema_depth_ok(schema):
+        raise ToolDefinitionError(f"tool {name!r}: input schema nests deeper than "
+                                  f"{MAX_SCHEMA_DEPTH} levels")
+    if schema.get("type") != "object":
+        raise ToolDefinitionError(f"tool {name!r}: input schema must have type 'object'")
+    for ref in _refs(schema):
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise ToolDefinitionError(f"tool {name!r}: remote $ref {ref!r} is not allowed")
+    try:
+        Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ToolDefinitionError(f"tool {name!r}: invalid input schema: {exc.message}") from None
+    closed: dict[str, Any] = _close_objects(schema)
+    return closed
+
+
+def _error_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path)
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        return f"unexpected properties {', '.join(map(repr, extra))}; they are not allowed"
+    if error.validator == "required":
+        return error.message
+    message = error.message
+    if len(message) > 300:
+        message = message[:300] + "…"
+    return message
+
+
+@dataclass(frozen=True, eq=False)
+class Tool:
+    """One tool the host may offer. Build with :meth:`from_function` or :meth:`from_schema`.
+
+    Attributes:
+        name: ``[A-Za-z0-9_.-]{1,64}``; matched byte for byte at resolve.
+        description: written for the model: what it does and when not to use it.
+        input_schema: JSON Schema (draft 2020-12) of the arguments object; objects are closed.
+        handler: ``async (arguments, context) -> result``.
+        effect: READ or WRITE (the default, fail safe).
+        provenance: who could have written the results (UNTRUSTED unless declared).
+        validator: business rules after the schema; raise ``ValueError`` to reject.
+        max_result_chars: result size cap (default 16 KiB).
+        timeout: seconds before the call is abandoned with an error result.
+        idempotent: safe to re-run after a crash left its outcome unknown.
+        scopes: principal scopes required to see and call this tool.
+        sensitive: argument names never written to the audit log.
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, JsonValue]
+    handler: Handler
+    effect: Effect = Effect.WRITE
+    provenance: Provenance = Provenance.UNTRUSTED
+    validator: Validator | None = None
+    max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
+    timeout: float | None = None
+    idempotent: bool = False
+    scopes: frozenset[str] = frozenset()
+    sensitive: frozenset[str] = frozenset()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    _schema_validator: Draft202012Validator = field(init=False, repr=False)
+    _convert: Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, repr=False)
+    definition_hash: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not TOOL_NAME.fullmatch(self.name):
+            raise ToolDefinitionError(
+                f"tool name {self.name!r} must match [A-Za-z0-9_.-]{{1,64}}")
+        schema = check_input_schema(self.name, dict(self.input_schema))
+        object.__setattr__(self, "input_schema", schema)
+        object.__setattr__(self, "effect", Effect(self.effect))
+        object.__setattr__(self, "provenance", Provenance(self.provenance))
+        object.__setattr__(self, "scopes", frozenset(self.scopes))
+        object.__setattr__(self, "sensitive", frozenset(self.sensitive))
+        if self.max_result_chars < 1:
+            raise ToolDefinitionError(f"tool {self.name!r}: max_result_chars must be positive")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
+        object.__setattr__(self, "_schema_validator", Draft202012Validator(schema))
+        object.__setattr__(self, "definition_hash", digest(self.definition_dict()))
+
+    @property
+    def definition(self) -> ToolDefinition:
+        return ToolDefinition(self.name, self.description, self.input_schema)
+
+    def definition_dict(self) -> dict[str, Any]:
+        """Everything that defines the tool for the model and the policy (hashed and pinned)."""
+        return {"name": self.name, "description": self.description,
+                "input_schema": self.input_schema, "effect": self.effect.value,
+                "provenance": self.provenance.value, "idempotent": self.idempotent,
+                "scopes": sorted(self.scopes)}
+
+    def validate(self, arguments: Any) -> dict[str, Any]:
+        """Check parsed arguments against the schema and the business rules.
+
+        Returns:
+            the arguments, converted for the handler.
+
+        Raises:
+            ArgumentError: naming the field and the problem.
+        """
+        if not isinstance(arguments, dict):
+            raise ArgumentError(f"arguments must be a JSON object, got {type(arguments).__name__}")
+        errors = sorted(self._schema_validator.iter_errors(arguments),
+                        key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+        if errors:
+            problems = [f"{_error_path(e) or '(root)'}: {_describe(e)}" for e in errors[:3]]
+            more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+            first = errors[0]
+            raise ArgumentError("; ".join(problems) + more, field=_error_path(first))
+        converted = arguments
+        if self._convert is not None:
+            try:
+                converted = self._convert(arguments)
+            except pydantic.ValidationError as exc:
+                err = exc.errors()[0]
+                loc = ".".join(str(p) for p in err["loc"])
+                raise ArgumentError(f"{loc}: {err['msg']}", field=loc) from None
+        if self.validator is not None:
+            try:
+                self.validator(arguments)
+            except ArgumentError:
+                raise
+            except ValueError as exc:
+                raise ArgumentError(str(exc)) from None
+        return converted
+
+    # -- constructors ------------------------------------------------------------------------
+
+    @classmethod
+    def from_schema(cls, name: str, input_schema: Mapping[str, Any],
+                    handler: Callable[..., Any], *, description: str = "",
+                    **options: Any) -> Tool:
+        """A tool from a raw JSON Schema and a handler ``(arguments)`` or
+        ``(arguments, context)``, sync or async."""
+        return cls(name=name, description=description, input_schema=dict(input_schema),
+                   handler=_wrap_raw_handler(handler), **options)
+
+    @classmethod
+    def from_function(cls, fn: Callable[..., Any], *, name: str | None = None,
+                      description: str | None = None, **options: Any) -> Tool:
+        """A tool from a typed Python function (sync or async).
+
+        The input schema comes from the type hints (Pydantic v2 types and models work); the
+        description from the docstring, argument descriptions from its ``Args:`` section.
+        Parameters annotated :class:`ToolContext` or :class:`Principal` are injected, not shown.
+        """
+        tool_name = name or fn.__name__
+        summary, arg_docs = _parse_docstring(inspect.getdoc(fn) or "")
+        schema, convert, injected = _signature_schema(tool_name, fn, arg_docs)
+        return cls(name=tool_name, description=description if description is not None
+                   else summary, input_schema=schema,
+                   handler=_wrap_function(fn, injected), _convert=convert, **options)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    lines = doc.splitlines()
+    summary: list[str] = []
+    args: dict[str, str] = {}
+    section = None
+    current = None
+    for line in lines:
+        stripped = line.strip()
+        if re.fullmatch(r"(Args|Arguments|Parameters|Returns|Raises|Yields|Example|Examples):",
+                        stripped):
+            section = stripped[:-1]
+            continue
+        if section is None:
+            summary.append(line)
+        elif section in ("Args", "Arguments", "Parameters"):
+            m = re.match(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?:\s*(.*)$", line)
+            if m and (line.startswith("    ") or line.startswith("\t")) and \
+                    not line.startswith("        "):
+                current = m.group(1)
+                args[current] = m.group(3).strip()
+            elif current and stripped:
+                args[current] = f"{args[current]} {stripped}".strip()
+    return "\n".join(summary).strip(), args
+
+
+def _signature_schema(
+    tool_name: str, fn: Callable[..., Any], arg_docs: Mapping[str, str]
+) -> tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]] | None, dict[str, str]]:
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # noqa: BLE001 - any failure to resolve hints is a definition error
+        raise ToolDefinitionError(f"tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
+    fields: dict[str, Any] = {}
+    injected: dict[str, str] = {}
+    simple = True
+    for pname, param in inspect.signature(fn).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(f"tool {tool_name!r}: *args/**kwargs are not supported")
+        annotation = hints.get(pname, inspect.Parameter.empty)
+        if annotation is ToolContext:
+            injected[pname] = "context"
+            continue
+        if annotation is Principal:
+            injected[pname] = "principal"
+            continue
+        if annotation is inspect.Parameter.empty:
+            raise ToolDefinitionError(f"tool {tool_name!r}: parameter {pname!r} needs a type hint")
+        if annotation not in (str, int, float, bool):
+            simple = False
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (annotation, pydantic.Field(default, description=arg_docs.get(pname)))
+    try:
+        model = pydantic.create_model(  # type: ignore[call-overload]
+            f"{tool_name.replace('.', '_').replace('-', '_')}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+        schema = model.model_json_schema()
+    except (pydantic.PydanticUserError, pydantic.PydanticSchemaGenerationError, TypeError) as exc:
+        raise ToolDefinitionError(f"tool {tool_name!r}: cannot build a schema: {exc}") from exc
+    schema = _strip_titles(schema)
+    schema.setdefault("properties", {})
+
+    def convert(arguments: dict[str, Any]) -> dict[str, Any]:
+        instance = model.model_validate(arguments)
+        return {k: getattr(instance, k) for k in fields}
+
+    return schema, (None if simple else convert), injected
+
+
+def _strip_titles(schema: Any, in_properties: bool = False) -> Any:
+    if isinstance(schema, list):
+        return [_strip_titles(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {k: _strip_titles(v, k in ("properties", "$defs")) for k, v in schema.items()
+            if not (k == "title" and not in_properties and isinstance(v, str))}
+
+
+def _wrap_function(fn: Callable[..., Any], injected: Mapping[str, str]) -> Handler:
+    is_async = inspect.iscoroutinefunction(fn)
+
+    async def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
+        kwargs = dict(arguments)
+        for pname, what in injected.items():
+            kwargs[pname] = context if what == "context" else context.principal
+        if is_async:
+            return await fn(**kwargs)
+        return await anyio.to_thread.run_sync(lambda: fn(**kwargs), abandon_on_cancel=True)
+
+    return handler
+
+
+def _wrap_raw_handler(fn: Callable[..., Any]) -> Handler:
+    wants_context = len(inspect.signature(fn).parameters) >= 2
+    is_async = inspect.iscoroutinefunction(fn)
+
+    async def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
+        call_args = (arguments, context) if wants_context else (arguments,)
+        if is_async:
+            return await fn(*call_args)
+        return await anyio.to_thread.run_sync(lambda: fn(*call_args), abandon_on_cancel=True)
+
+    return handler
+
+
+@dataclass(frozen=True, slots=True)
+class BoundCall:
+    """A call that passed resolve and validate: a known tool and checked arguments."""
+
+    call_id: str
+    tool: Tool
+    arguments: Mapping[str, JsonValue]
+
+    @property
+    def name(self) -> str:
+        return self.tool.name
+
+
+@runtime_checkable
+class ToolSource(Protocol):
+    """Anything that can say which tools to offer this turn (a toolbox, an MCP server, ...)."""
+
+    async def list_tools(self, context: OfferContext) -> Sequence[Tool]: ...
+
+
+class Toolbox:
+    """A registry of tools, and a :class:`ToolSource` that can include other sources.
+
+    Args:
+        tools: tools to register at once.
+        offer: optional filter ``(tool, context) -> bool`` deciding what is offered each turn.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = (), *,
+                 offer: Callable[[Tool, OfferContext], bool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._sources: list[ToolSource] = []
+        self._offer = offer
+        for t in tools:
+            self.add(t)
+
+    def add(self, tool: Tool) -> Tool:
+        """Register a tool. Raises :class:`ToolDefinitionError` on a duplicate name."""
+        if tool.name in self._tools:
+            raise ToolDefinitionError(f"a tool named {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+        return tool
+
+    def include(self, source: ToolSource) -> None:
+        """Offer another source's tools too (names must not collide)."""
+        self._sources.append(source)
+
+    @overload
+    def tool(self, fn: Callable[..., Any], /) -> Tool: ...
+    @overload
+    def tool(self, fn: None = None, /, **options: Any) -> Callable[[Callable[..., Any]], Tool]: ...
+
+    def tool(self, fn: Callable[..., Any] | None = None, /,
+             **options: Any) -> Tool | Callable[[Callable[..., Any]], Tool]:
+        """Decorator registering a function as a tool; options as in :class:`Tool`."""
+        def register(f: Callable[..., Any]) -> Tool:
+            return self.add(Tool.from_function(f, **options))
+        return register(fn) if fn is not None else register
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def only(self, *names: str) -> Toolbox:
+        """A toolbox offering just these of this toolbox's own tools."""
+        missing = [n for n in names if n not in self._tools]
+        if missing:
+            raise ToolDefinitionError(f"no tool named {', '.join(map(repr, missing))}")
+        return Toolbox(self._tools[n] for n in names)
+
+    async def list_tools(self, context: OfferContext) -> list[Tool]:
+        tools = list(self._tools.values())
+        for source in self._sources:
+            for t in await source.list_tools(context):
+                if t.name in self._tools or any(t.name == o.name for o in tools):
+                    raise ToolDefinitionError(f"two tool sources offer {t.name!r}")
+                tools.append(t)
+        if self._offer is not None:
+            tools = [t for t in tools if self._offer(t, context)]
+        return tools
