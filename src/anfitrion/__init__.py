@@ -42,7 +42,7 @@ from .host import Host, RunResult, RunStatus, StopSignal
 from .models import Model, ModelRequest, ScriptedModel
 from .policy import Decision, Policy, PolicyContext, Verdict
 from .principal import Principal
-from .tools import Effect, Tool, ToolContext, Toolbox
+from .tools import Effect, Tool, Toolbox, ToolContext
 
 __all__ = [
     "AdapterError",

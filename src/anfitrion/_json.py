@@ -89,7 +89,8 @@ def parse_json_strict(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
     except JsonError:
         raise
     except json.JSONDecodeError as exc:
-        raise JsonError(f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        raise JsonError(
+            f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except (ValueError, RecursionError) as exc:  # e.g. an integer with too many digits
         raise JsonError(f"invalid JSON: {exc}") from None
     if "\\u" in text:  # an escape may have produced an unpaired surrogate

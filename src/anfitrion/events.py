@@ -74,7 +74,7 @@ async def dispatch(listeners: Sequence[Listener], event: HostEvent) -> None:
             outcome = listener(event)
             if inspect.isawaitable(outcome):
                 await outcome
-        except Exception:  # noqa: BLE001 - a broken listener must not break the run
+        except Exception:
             log.exception("event listener %r failed on %s", listener, event.type)
 
 

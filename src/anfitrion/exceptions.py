@@ -148,7 +148,7 @@ def map_exceptions(
         yield
     except AnfitrionError:
         raise
-    except tuple(mapping) as exc:  # noqa: B030 - the tuple is built from the mapping's keys
+    except tuple(mapping) as exc:
         for foreign, ours in mapping.items():
             if isinstance(exc, foreign):
                 text = f"{message}: {exc}" if message else str(exc)

@@ -285,7 +285,7 @@ class Gate:
                             f"seconds.{hint}", tool)
         except ToolError as exc:
             result = _error(call, "tool_error", f"{tool.name} failed: {exc}"[:2000], tool)
-        except Exception as exc:  # noqa: BLE001 - a tool's failure is data for the model
+        except Exception as exc:
             log.exception("tool %s raised (session %s, call %s)", tool.name, scope.session_id,
                           call.id)
             result = _error(call, "tool_error",

@@ -32,7 +32,6 @@ from .audit import AuditRecorder
 from .conversation import (
     Reply,
     Text,
-    ToolCall,
     ToolResult,
     Transcript,
     Usage,

@@ -180,7 +180,8 @@ def _error_path(error: jsonschema.ValidationError) -> str:
 
 def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        extra = sorted(set(error.instance) - set(schema.get("properties", {})))  # type: ignore[arg-type]
         return f"unexpected properties {', '.join(map(repr, extra))}; they are not allowed"
     if error.validator == "required":
         return error.message
@@ -333,7 +334,7 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
             summary.append(line)
         elif section in ("Args", "Arguments", "Parameters"):
             m = re.match(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?:\s*(.*)$", line)
-            if m and (line.startswith("    ") or line.startswith("\t")) and \
+            if m and (line.startswith(("    ", "\t"))) and \
                     not line.startswith("        "):
                 current = m.group(1)
                 args[current] = m.group(3).strip()
@@ -347,7 +348,7 @@ def _signature_schema(
 ) -> tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]] | None, dict[str, str]]:
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
-    except Exception as exc:  # noqa: BLE001 - any failure to resolve hints is a definition error
+    except Exception as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
     fields: dict[str, Any] = {}
     injected: dict[str, str] = {}

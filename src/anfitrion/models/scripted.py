@@ -22,7 +22,8 @@ from ._base import ModelRequest
 __all__ = ["ScriptStep", "ScriptedModel", "call", "reply"]
 
 ScriptStep: TypeAlias = "str | ToolCall | Sequence[ToolCall] | Reply"
-ReplyFunction: TypeAlias = Callable[[ModelRequest], "Reply | str | ToolCall | Sequence[ToolCall] | Awaitable[Reply | str | ToolCall | Sequence[ToolCall]]"]
+_Step: TypeAlias = "Reply | str | ToolCall | Sequence[ToolCall]"
+ReplyFunction: TypeAlias = Callable[[ModelRequest], "_Step | Awaitable[_Step]"]
 
 _ids = itertools.count(1)
 

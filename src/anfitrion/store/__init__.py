@@ -36,13 +36,15 @@ def open_store(url: str | Store | None) -> Store:
         return url
     if url.startswith("sqlite:"):
         try:
-            from .sqlite import SQLiteStore
+            from .sqlite import SQLiteStore  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:  # pragma: no cover - sqlite3 is in the standard library
             raise UserError(f"the SQLite store is unavailable: {exc}") from exc
-        return SQLiteStore.from_url(url)
+        store: Store = SQLiteStore.from_url(url)
+        return store
     if url.startswith(("postgresql:", "postgres:")):
-        from .postgres import PostgresStore
+        from .postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
 
-        return PostgresStore.from_url(url)
+        pg_store: Store = PostgresStore.from_url(url)
+        return pg_store
     raise UserError(f"unknown store URL {url!r}: use memory://, sqlite:///PATH or "
                     "postgresql://…")

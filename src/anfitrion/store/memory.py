@@ -27,6 +27,7 @@ class MemoryStore:
         self._ledger: dict[tuple[str, str], tuple[ClaimState, str, ToolResult | None]] = {}
         self._audit: list[AuditRecord] = []
         self._calls: list[tuple[str, str, float]] = []
+        self._records: dict[str, dict[str, dict[str, Any]]] = {}
 
     async def save_session(self, state: SessionState) -> SessionState:
         with self._lock:
@@ -134,6 +135,19 @@ class MemoryStore:
     async def record_call(self, principal_id: str, tool: str, at: float) -> None:
         with self._lock:
             self._calls.append((principal_id, tool, at))
+
+    async def get_record(self, namespace: str, key: str) -> Mapping[str, Any] | None:
+        with self._lock:
+            value = self._records.get(namespace, {}).get(key)
+            return None if value is None else dict(value)
+
+    async def put_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._records.setdefault(namespace, {})[key] = dict(value)
+
+    async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]:
+        with self._lock:
+            return sorted((k, dict(v)) for k, v in self._records.get(namespace, {}).items())
 
     async def close(self) -> None:
         return None

@@ -1,0 +1,30 @@
+"""The public surface is a decision: __all__ is sorted, complete, and imports nothing optional."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import anfitrion
+
+
+def test_all_is_sorted_and_exported() -> None:
+    names = [n for n in anfitrion.__all__ if n != "__version__"]
+    assert names == sorted(names)
+    for name in anfitrion.__all__:
+        assert hasattr(anfitrion, name), name
+
+
+def test_public_names_are_all_listed() -> None:
+    public = {n for n in vars(anfitrion) if not n.startswith("_") and n != "annotations"}
+    modules = {n for n in public if type(getattr(anfitrion, n)).__name__ == "module"}
+    assert public - modules == set(anfitrion.__all__) - {"__version__"}
+
+
+def test_importing_anfitrion_imports_no_optional_dependency() -> None:
+    code = ("import sys, anfitrion, anfitrion.testing, anfitrion.cli.main;"
+            "bad = [m for m in ('anthropic', 'openai', 'mcp', 'psycopg', 'starlette', "
+            "'uvicorn', 'opentelemetry', 'llama_cpp') if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "[]"
