@@ -298,6 +298,8 @@ class Tool:
                     **options: Any) -> Tool:
         """A tool from a raw JSON Schema and a handler ``(arguments)`` or
         ``(arguments, context)``, sync or async."""
+        if not isinstance(input_schema, Mapping):
+            raise ToolDefinitionError(f"tool {name!r}: input schema must be a JSON object")
         return cls(name=name, description=description, input_schema=dict(input_schema),
                    handler=_wrap_raw_handler(handler), **options)
 
