@@ -256,3 +256,36 @@ def test_validation_never_crashes_only_rejects(arguments: dict[str, object]) -> 
         tool.validate(arguments)
     except ArgumentError as exc:
         assert str(exc)
+
+
+flat_schema = {
+    "type": "object",
+    "properties": {
+        "s": {"type": "string", "minLength": 1, "maxLength": 5},
+        "i": {"type": "integer", "minimum": 0, "maximum": 10},
+        "n": {"type": "number"},
+        "b": {"type": "boolean"},
+        "e": {"type": "string", "enum": ["a", "b"]},
+    },
+    "required": ["s"],
+}
+json_scalars = (st.none() | st.booleans() | st.integers(-20, 20) | st.text(max_size=7)
+                | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(["a", "b"]))
+
+
+@given(st.dictionaries(st.sampled_from(["s", "i", "n", "b", "e", "x"]), json_scalars, max_size=6))
+def test_the_fast_validation_path_agrees_with_json_schema(arguments: dict[str, object]) -> None:
+    """The fast path may only accept what the full validator accepts."""
+    import jsonschema
+
+    tool = Tool.from_schema("flat", flat_schema, lambda a: a)
+    assert tool._fast_check is not None
+    expected = jsonschema.Draft202012Validator(tool.input_schema).is_valid(arguments)
+    try:
+        tool.validate(arguments)
+        accepted = True
+    except ArgumentError:
+        accepted = False
+    assert accepted == expected
+    if tool._fast_check(arguments):
+        assert expected
