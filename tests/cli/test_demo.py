@@ -38,3 +38,23 @@ def test_demo_shows_every_branch_with_the_hosts_reasons() -> None:
     # not a TTY: the write is denied with the reason, nothing is asked
     assert "a person must approve this call" in out
     assert "Approve this exact call?" not in out
+
+
+def test_demo_asks_on_the_terminal_and_runs_the_write_after_yes() -> None:
+    env = {**os.environ, "NO_COLOR": "1"}
+    out = subprocess.run([sys.executable, "-m", "anfitrion.cli.main", "demo", "--approve"],
+                         input="y\n", capture_output=True, text=True, env=env, timeout=60,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert "Approve this exact call? [y/N]" in out.stdout
+    assert "text = Lisboa 15 °C, partly cloudy." in out.stdout  # the exact arguments shown
+    assert "person approved (terminal)" in out.stdout
+    assert "final: Saved the note to drafts/weather.md." in out.stdout
+
+
+def test_demo_terminal_approval_defaults_to_no() -> None:
+    env = {**os.environ, "NO_COLOR": "1"}
+    out = subprocess.run([sys.executable, "-m", "anfitrion.cli.main", "demo", "--approve"],
+                         input="\n", capture_output=True, text=True, env=env, timeout=60,
+                         check=False)
+    assert "person denied (terminal: declined at the terminal)" in out.stdout
