@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from anfitrion import Provenance, ToolContext, Principal
+from anfitrion import Principal, Provenance, ToolContext
 from anfitrion.gate import ToolError
-from anfitrion.tools import ArgumentError, Tool
 from anfitrion.toolkits import files
 from anfitrion.toolkits.files import check_relative_path
+from anfitrion.tools import ArgumentError, Tool
 
 
 @pytest.fixture
@@ -164,11 +164,11 @@ async def test_a_symlinked_folder_pointing_outside_is_not_followed(
     root, secret = layout
     (root / "out").symlink_to(secret, target_is_directory=True)
     box = files(root)
-    with pytest.raises(ToolError, match="symbolic link|not a folder"):
+    with pytest.raises(ToolError, match=r"symbolic link|not a folder"):
         await call(tool(box, "read_file"), {"path": "out/secret.txt"})
-    with pytest.raises(ToolError, match="symbolic link|not a folder"):
+    with pytest.raises(ToolError, match=r"symbolic link|not a folder"):
         await call(tool(box, "list_files"), {"path": "out"})
-    with pytest.raises(ToolError, match="symbolic link|not a folder"):
+    with pytest.raises(ToolError, match=r"symbolic link|not a folder"):
         await call(tool(box, "write_draft"), {"path": "out/secret.txt", "text": "pwned"})
     assert (secret / "secret.txt").read_text() == "TOP SECRET"
 
@@ -183,7 +183,7 @@ async def test_a_folder_swapped_for_a_symlink_after_the_check_is_refused(
     arguments = write.validate({"path": "drafts/secret.txt", "text": "pwned"})  # the check
     os.rename(root / "drafts", root / "drafts.old")                              # the swap
     (root / "drafts").symlink_to(secret, target_is_directory=True)
-    with pytest.raises(ToolError, match="symbolic link|not a folder"):
+    with pytest.raises(ToolError, match=r"symbolic link|not a folder"):
         await write.handler(arguments, ToolContext(Principal("a"), "s", "c", write.name))
     assert (secret / "secret.txt").read_text() == "TOP SECRET"
 

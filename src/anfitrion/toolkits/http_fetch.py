@@ -302,7 +302,7 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
                 raise ToolError(f"{target.host!r} resolved to an invalid address") from None
             loopback_ok = allow_http_loopback and target.scheme == "http" and _is_loopback(ip)
             if not address_is_public(ip) and not loopback_ok:
-                raise ToolError(f"{target.host!r} resolves to {ip}, which is not a public "
+                raise ToolError(f"{target.host!r} resolves to {text}, which is not a public "
                                 "address; refused")
             if target.scheme == "http" and not _is_loopback(ip):
                 raise ToolError("http is allowed only to loopback addresses (development)")

@@ -7,7 +7,7 @@ Three layers, each enough on its own for the common attacks:
    must be ``SELECT``, ``WITH``, ``VALUES``, ``TABLE`` or ``EXPLAIN``.
 2. **SQLite**: the file is opened with a ``mode=ro`` URI, ``PRAGMA query_only`` is set, and an
    authorizer refuses everything that is not a read: writes, schema changes, transactions,
-   ``ATTACH``/``DETACH``, PRAGMAs other than a few table-introspection ones, and
+   ``ATTACH``/``DETACH``, every PRAGMA (the schema is read from ``sqlite_master``), and
    ``load_extension``. A progress handler stops a query after the time limit.
 3. **PostgreSQL** (extra ``postgres``): every query runs in a ``READ ONLY`` transaction with a
    ``statement_timeout``, after ``SET LOCAL ROLE`` to the principal's own database role when a
@@ -149,8 +149,6 @@ def _shape(columns: Sequence[str], rows: Sequence[Sequence[Any]], more: bool, ma
     return result
 
 
-_SQLITE_INTROSPECTION = frozenset({"table_info", "table_xinfo", "index_list", "index_info",
-                                   "index_xinfo", "foreign_key_list"})
 _SQLITE_DENIED_FUNCTIONS = frozenset({"load_extension", "fts3_tokenizer", "readfile",
                                       "writefile", "edit"})
 
@@ -162,8 +160,6 @@ def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, db: str 
     if action == sqlite3.SQLITE_FUNCTION:
         return sqlite3.SQLITE_DENY if (arg2 or "").lower() in _SQLITE_DENIED_FUNCTIONS \
             else sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_PRAGMA and (arg1 or "").lower() in _SQLITE_INTROSPECTION:
-        return sqlite3.SQLITE_OK
     return sqlite3.SQLITE_DENY
 
 
@@ -184,8 +180,8 @@ def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
     def run(query: str) -> dict[str, Any]:
         """Run one read-only SQL query (SQLite dialect) and return columns and rows.
 
-        One SELECT statement at a time; writes, PRAGMA changes and ATTACH are refused. Ask for
-        only the columns and rows you need (results are capped).
+        One SELECT statement at a time; writes, PRAGMA and ATTACH are refused. The schema is in
+        sqlite_master. Ask for only the columns and rows you need (results are capped).
 
         Args:
             query: One SQLite SELECT statement.
@@ -197,6 +193,8 @@ def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
             raise ToolError(f"cannot open the database read-only: {exc}") from None
         try:
             conn.execute("PRAGMA query_only = ON")
+            # load the schema before the authorizer: SQLite's own schema parse is not a query
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
             conn.set_authorizer(_sqlite_authorizer)
             deadline = time.monotonic() + timeout
             conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
@@ -280,9 +278,9 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
                     if db_role is not None:
                         await cur.execute(pgsql.SQL("SET LOCAL ROLE {}").format(
                             pgsql.Identifier(db_role)))
-                    # (empty) parameters force the extended protocol, which the server limits
-                    # to one statement; '%' is doubled because psycopg then reads placeholders
-                    await cur.execute(query.replace("%", "%%").encode("utf-8"), ())
+                    # a prepared statement goes through the extended protocol, which the
+                    # server limits to one statement: a second one cannot ride along
+                    await cur.execute(query.encode("utf-8"), prepare=True)
                     rows = await cur.fetchmany(max_rows + 1) if cur.description else []
                     columns = [d.name for d in cur.description or ()]
                 except psycopg.errors.QueryCanceled:
