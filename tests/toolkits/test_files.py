@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anfitrion import Principal, Provenance, ToolContext
 from anfitrion.gate import ToolError
@@ -298,3 +300,14 @@ def test_the_root_must_exist(tmp_path: Path) -> None:
 def test_delete_can_be_left_out(layout: tuple[Path, Path]) -> None:
     root, _ = layout
     assert "delete_file" not in files(root, allow_delete=False)
+
+
+@given(st.lists(st.sampled_from([*"ab./\\~:\x00C", "..", "%2e"]), max_size=30).map("".join))
+def test_any_accepted_path_stays_inside_the_folder_lexically(path: str) -> None:
+    try:
+        parts = check_relative_path(path, allow_root=True)
+    except ArgumentError:
+        return
+    joined = os.path.normpath(os.path.join("/w/proj", *parts))
+    assert joined == "/w/proj" or joined.startswith("/w/proj/")
+    assert all(p not in ("", ".", "..") and "\\" not in p and "\x00" not in p for p in parts)

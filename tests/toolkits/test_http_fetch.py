@@ -9,6 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anfitrion import Principal, ToolContext
 from anfitrion.gate import ToolError
@@ -276,3 +278,21 @@ def test_an_empty_allow_list_is_a_definition_error() -> None:
 
     with pytest.raises(ToolDefinitionError, match="at least one"):
         http_fetch([])
+
+
+@given(st.integers(min_value=0, max_value=2**32 - 1))
+def test_every_ipv4_encoding_decodes_to_the_same_address(number: int) -> None:
+    import ipaddress
+
+    ip = ipaddress.IPv4Address(number)
+    octets = str(ip).split(".")
+    forms = [str(number), hex(number), ".".join(oct(int(o)).replace("0o", "0") for o in octets),
+             ".".join(hex(int(o)) for o in octets), f"{octets[0]}.{number & 0xFFFFFF}"]
+    for form in forms:
+        assert numeric_host(form) == ip, form
+    public = address_is_public(ip)
+    for form in forms:
+        if public:
+            continue
+        with pytest.raises(ArgumentError, match="not public"):
+            PROD.validate({"url": f"https://{form}/"})
