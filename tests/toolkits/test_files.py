@@ -311,3 +311,22 @@ def test_any_accepted_path_stays_inside_the_folder_lexically(path: str) -> None:
     joined = os.path.normpath(os.path.join("/w/proj", *parts))
     assert joined == "/w/proj" or joined.startswith("/w/proj/")
     assert all(p not in ("", ".", "..") and "\\" not in p and "\x00" not in p for p in parts)
+
+
+@pytest.mark.anyio
+async def test_proc_mounted_under_the_folder_is_refused_as_another_file_system() -> None:
+    """``/`` as the root stands in for a folder with ``/proc`` mounted inside it."""
+    if os.stat("/").st_dev == os.stat("/proc").st_dev:
+        pytest.skip("/proc is not a separate file system here")
+    box = files("/")
+    with pytest.raises(ToolError, match="another file system"):
+        await call(tool(box, "read_file"), {"path": "proc/self/environ"})
+    with pytest.raises(ToolError, match="another file system"):
+        await call(tool(box, "list_files"), {"path": "proc/self"})
+
+
+@pytest.mark.anyio
+async def test_a_root_inside_proc_still_refuses_links() -> None:
+    box = files("/proc/self", one_filesystem=True)
+    with pytest.raises(ToolError, match="symbolic link"):
+        await call(tool(box, "read_file"), {"path": "cwd/etc/passwd"})

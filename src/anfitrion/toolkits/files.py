@@ -11,7 +11,8 @@ Containment has two layers:
    descriptor of the previous one, with ``O_NOFOLLOW``: a symbolic link anywhere on the path is
    refused, including one swapped in after validation, and the path is never resolved again by
    name. Only regular files are read, written or deleted (FIFOs, devices and sockets are
-   refused; FIFOs are opened non-blocking so they cannot hang the call). Sizes and listing
+   refused; FIFOs are opened non-blocking so they cannot hang the call), and so is anything on
+   another file system than the root (a mount of ``/proc`` inside the folder). Sizes and listing
    lengths are capped.
 
 Example:
@@ -103,15 +104,22 @@ def _refusal(exc: OSError, shown: str) -> ToolError:
 class _Root:
     """Opens paths under one folder by walking directory file descriptors."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, one_filesystem: bool) -> None:
         self.path = Path(root)
+        self.one_filesystem = one_filesystem
+        self.device = os.stat(self.path).st_dev
+
+    def check_device(self, fd: int, shown: str) -> None:
+        """Refuse a descriptor on another file system than the root (a mount of /proc, ...)."""
+        if self.one_filesystem and os.fstat(fd).st_dev != self.device:
+            raise ToolError(f"{shown}: is on another file system than the folder; not followed")
 
     @contextmanager
     def folder(self, parts: tuple[str, ...], *, create: bool = False) -> Iterator[int]:
         """A descriptor of the folder *parts* under the root; no link on the way is followed."""
         fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            for part in parts:
+            for index, part in enumerate(parts):
                 try:
                     nxt = os.open(part, _O_DIR, dir_fd=fd)
                 except FileNotFoundError:
@@ -121,15 +129,17 @@ class _Root:
                     nxt = os.open(part, _O_DIR, dir_fd=fd)
                 os.close(fd)
                 fd = nxt
+                self.check_device(fd, repr("/".join(parts[:index + 1])))
             yield fd
         finally:
             os.close(fd)
 
 
-def _read_regular(parent: int, name: str, limit: int, shown: str) -> bytes:
+def _read_regular(base: _Root, parent: int, name: str, limit: int, shown: str) -> bytes:
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                  dir_fd=parent)
     try:
+        base.check_device(fd, shown)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             kind = "folder" if stat.S_ISDIR(info.st_mode) else "special file"
@@ -163,7 +173,7 @@ def _kind(mode: int) -> str:
 
 def files(root: str | os.PathLike[str], *, trusted: bool = False,
           max_file_bytes: int = 1024 * 1024, max_list_entries: int = 500,
-          allow_delete: bool = True) -> Toolbox:
+          allow_delete: bool = True, one_filesystem: bool = True) -> Toolbox:
     """The files toolkit for one folder: ``list_files``, ``read_file``, ``write_draft``
     (write, creates or replaces a file atomically) and ``delete_file`` (write).
 
@@ -173,15 +183,17 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
         max_file_bytes: largest file read or written.
         max_list_entries: most entries one listing returns.
         allow_delete: offer ``delete_file``.
+        one_filesystem: refuse folders and files on another file system than the root (a bind
+            mount of ``/proc`` or ``/dev`` inside the folder, a network share).
 
     Raises:
         ToolDefinitionError: *root* is not an existing folder.
     """
-    base = _Root(root)
-    if not base.path.is_dir():
+    if not Path(root).is_dir():
         from ..exceptions import ToolDefinitionError
 
         raise ToolDefinitionError(f"files root {str(root)!r} is not an existing folder")
+    base = _Root(root, one_filesystem=one_filesystem)
 
     def shown(parts: tuple[str, ...]) -> str:
         return repr("/".join(parts) or ".")
@@ -241,7 +253,7 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
         parts = check_relative_path(path)
         try:
             with base.folder(parts[:-1]) as fd:
-                data = _read_regular(fd, parts[-1], max_file_bytes, shown(parts))
+                data = _read_regular(base, fd, parts[-1], max_file_bytes, shown(parts))
         except OSError as exc:
             raise _refusal(exc, shown(parts)) from None
         try:
