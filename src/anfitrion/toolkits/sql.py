@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import json
 import sqlite3
 import time
@@ -163,6 +164,13 @@ def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, db: str 
     return sqlite3.SQLITE_DENY
 
 
+def _query_tool(run: Callable[..., Any], name: str, description: str) -> Tool:
+    summary = (inspect.getdoc(run) or "").split("Args:")[0].strip()
+    return Tool.from_function(run, name=name, effect=Effect.READ,
+                              provenance=Provenance.UNTRUSTED, validator=_check_query,
+                              description=summary + (f"\n\n{description}" if description else ""))
+
+
 def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
            max_bytes: int = 64 * 1024, timeout: float = 5.0, description: str = "") -> Tool:
     """A read-only query tool over one SQLite file.
@@ -180,8 +188,9 @@ def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
     def run(query: str) -> dict[str, Any]:
         """Run one read-only SQL query (SQLite dialect) and return columns and rows.
 
-        One SELECT statement at a time; writes, PRAGMA and ATTACH are refused. The schema is in
-        sqlite_master. Ask for only the columns and rows you need (results are capped).
+        One SELECT statement at a time; writes, PRAGMA and ATTACH are refused, so do not use it
+        to change data. The schema is in sqlite_master. Ask for only the columns and rows you
+        need (results are capped).
 
         Args:
             query: One SQLite SELECT statement.
@@ -214,12 +223,7 @@ def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
             conn.close()
         return _shape(columns, rows[:max_rows], len(rows) > max_rows, max_rows, max_bytes)
 
-    text = (run.__doc__ or "").split("\n\n")[0]
-    return Tool.from_function(run, name=name, effect=Effect.READ,
-                              provenance=Provenance.UNTRUSTED, validator=_check_query,
-                              description=(text + ("\n\n" + description if description else "")
-                                           + "\nOne statement at a time; writes, PRAGMA changes "
-                                           "and ATTACH are refused; results are capped."))
+    return _query_tool(run, name, description)
 
 
 RoleOf = Callable[[Principal], "str | None"]
@@ -254,7 +258,8 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
         """Run one read-only SQL query (PostgreSQL dialect) and return columns and rows.
 
         One SELECT statement at a time, in a read-only transaction with your own database
-        permissions. Ask for only the columns and rows you need (results are capped).
+        permissions, so do not use it to change data. Ask for only the columns and rows you
+        need (results are capped).
 
         Args:
             query: One PostgreSQL SELECT statement.
@@ -293,9 +298,4 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
             await conn.close()
         return _shape(columns, rows[:max_rows], len(rows) > max_rows, max_rows, max_bytes)
 
-    text = (run.__doc__ or "").split("\n\n")[0]
-    return Tool.from_function(run, name=name, effect=Effect.READ,
-                              provenance=Provenance.UNTRUSTED, validator=_check_query,
-                              description=(text + ("\n\n" + description if description else "")
-                                           + "\nOne statement at a time, read-only, with your "
-                                           "own permissions; results are capped."))
+    return _query_tool(run, name, description)
