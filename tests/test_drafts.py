@@ -153,3 +153,82 @@ async def test_drafts_are_listed_per_principal_and_status() -> None:
     assert [d.id for d in await drafts.list(principal_id="alice")] == [a.id]
     assert [d.id for d in await drafts.list(status="committed")] == [b.id]
     assert len(await drafts.list()) == 2
+
+
+REFUND = {"type": "object", "properties": {"order": {"type": "string"},
+                                           "amount": {"type": "integer", "minimum": 1}},
+          "required": ["order", "amount"]}
+
+
+def refund_tools(store: MemoryStore, done: list[Any]) -> Any:
+    from anfitrion.drafts import draft_tools
+
+    def check(arguments: Any) -> None:
+        if arguments.get("amount", 0) > 100:
+            raise ValueError("amount: refunds above 100 need a manager")
+
+    def refund(draft: Draft, context: ToolContext) -> str:
+        done.append((dict(draft.content), context.principal.id))
+        return f"refunded {draft.content['amount']} on {draft.content['order']}"
+
+    return draft_tools(store, kind="refund", input_schema=REFUND, action=refund,
+                       validator=check)
+
+
+@pytest.mark.anyio
+async def test_draft_tools_propose_freely_and_commit_after_approval_exactly_once() -> None:
+    from anfitrion import CallbackApprover, Host, Toolbox
+    from anfitrion.approvals import ApprovalRequest
+    from anfitrion.models.scripted import ScriptedModel, call
+
+    store = MemoryStore()
+    done: list[Any] = []
+    asked: list[ApprovalRequest] = []
+    tools = Toolbox(refund_tools(store, done))
+    args = {"order": "A-17", "amount": 40}
+
+    def step(request: Any) -> Any:
+        results = request.messages[-1].parts if request.messages else ()
+        last = results[-1] if results else None
+        if last is None or not hasattr(last, "call_id"):
+            return call("draft_refund", args)
+        if last.name == "draft_refund":
+            import json
+
+            draft_id = json.loads(last.content)["draft_id"]
+            return [call("commit_refund", {"draft_id": draft_id, **args}),
+                    call("commit_refund", {"draft_id": draft_id, **args})]
+        return "ok"
+
+    def person(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return True
+
+    host = Host(model=ScriptedModel(step), tools=tools, store=store,
+                approver=CallbackApprover(person))
+    run = await host.run("refund A-17", principal="alice")
+    results = run.transcript.tool_results
+    assert [r.name for r in results] == ["draft_refund", "commit_refund", "commit_refund"]
+    assert results[1].content == "refunded 40 on A-17"
+    assert "already committed" in results[2].content
+    assert [r.tool_name for r in asked] == ["commit_refund", "commit_refund"]
+    assert {k: v for k, v in asked[0].arguments.items() if k != "draft_id"} == args
+    assert done == [(args, "alice")]
+
+
+def test_draft_tools_validate_both_steps_and_reserve_draft_id() -> None:
+    from anfitrion import ToolDefinitionError
+    from anfitrion.drafts import draft_tools
+    from anfitrion.tools import ArgumentError
+
+    propose, commit = refund_tools(MemoryStore(), [])
+    with pytest.raises(ArgumentError, match="need a manager"):
+        propose.validate({"order": "A", "amount": 500})
+    with pytest.raises(ArgumentError, match="need a manager"):
+        commit.validate({"draft_id": "refund-1", "order": "A", "amount": 500})
+    with pytest.raises(ArgumentError, match="draft_id"):
+        commit.validate({"order": "A", "amount": 5})
+    assert (propose.effect.value, commit.effect.value) == ("read", "write")
+    bad = {"type": "object", "properties": {"draft_id": {"type": "string"}}}
+    with pytest.raises(ToolDefinitionError, match="reserved"):
+        draft_tools(MemoryStore(), kind="x", input_schema=bad, action=lambda d, c: None)

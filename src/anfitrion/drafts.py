@@ -22,19 +22,23 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import anyio.to_thread
+
 from ._canonical import digest
-from .conversation import JsonValue, ToolResult
+from .conversation import JsonValue, Provenance, ToolResult
+from .exceptions import ToolDefinitionError
 from .gate import ToolError
 from .store import ClaimState, Store
-from .tools import ToolContext
+from .tools import Effect, Tool, ToolContext
 
-__all__ = ["Draft", "Drafts", "draft_digest"]
+__all__ = ["Draft", "Drafts", "draft_digest", "draft_tools"]
 
 T = TypeVar("T")
 
@@ -146,3 +150,74 @@ class Drafts:
         status = "failed" if failed else "committed"
         await self.store.put_record(self.namespace, draft.id, {
             **draft.to_dict(), "status": status, "committed_at": datetime.now(UTC).isoformat()})
+
+
+def draft_tools(store: Store, *, kind: str, input_schema: Mapping[str, Any],
+                action: Callable[[Draft, ToolContext], Any], propose_name: str | None = None,
+                commit_name: str | None = None, propose_description: str = "",
+                commit_description: str = "",
+                validator: Callable[[Mapping[str, Any]], None] | None = None,
+                namespace: str = "drafts", **commit_options: Any) -> tuple[Tool, Tool]:
+    """A propose tool and a commit tool for any action, built from one input schema.
+
+    The propose tool (``Effect.READ``: it only records a draft) takes *input_schema*; the commit
+    tool (``Effect.WRITE``: the default policy asks) takes the same properties plus
+    ``draft_id`` and runs ``action(draft, context)`` (sync or async) once, after approval, if the
+    arguments are exactly the draft's.
+
+    Raises:
+        ToolDefinitionError: the schema already has a ``draft_id`` property.
+
+    Example:
+        >>> from anfitrion.store import MemoryStore
+        >>> schema = {"type": "object", "properties": {"amount": {"type": "integer"}},
+        ...           "required": ["amount"]}
+        >>> propose, commit = draft_tools(MemoryStore(), kind="refund", input_schema=schema,
+        ...                               action=lambda draft, context: "refunded")
+        >>> propose.name, commit.name, commit.input_schema["required"]
+        ('draft_refund', 'commit_refund', ['draft_id', 'amount'])
+    """
+    properties = dict(input_schema.get("properties", {}))  # type: ignore[call-overload]
+    if "draft_id" in properties:
+        raise ToolDefinitionError(f"draft tools for {kind!r}: 'draft_id' is reserved")
+    propose_name = propose_name or f"draft_{kind}"
+    commit_name = commit_name or f"commit_{kind}"
+    commit_schema = {**input_schema,
+                     "properties": {"draft_id": {"type": "string", "maxLength": 100},
+                                    **properties},
+                     "required": ["draft_id", *input_schema.get("required", [])]}
+    drafts = Drafts(store, kind=kind, namespace=namespace)
+
+    def content_of(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in arguments.items() if k != "draft_id"}
+
+    def validate_commit(arguments: Mapping[str, Any]) -> None:
+        if validator is not None:
+            validator(content_of(arguments))
+
+    async def propose(arguments: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        draft = await drafts.propose(arguments, context)
+        return {"draft_id": draft.id, "digest": draft.digest, "status": "drafted, not done",
+                "next": f"to carry it out, call {commit_name} with this draft_id and the same "
+                        "arguments; a person may be asked to approve"}
+
+    async def commit(arguments: dict[str, Any], context: ToolContext) -> Any:
+        async def run(draft: Draft) -> Any:
+            if inspect.iscoroutinefunction(action):
+                return await action(draft, context)
+            return await anyio.to_thread.run_sync(action, draft, context)
+
+        return await drafts.commit(arguments["draft_id"], content_of(arguments), context, run)
+
+    propose_tool = Tool.from_schema(
+        propose_name, input_schema, propose, effect=Effect.READ, provenance=Provenance.TRUSTED,
+        validator=validator, metadata={"draft": "propose"},
+        description=propose_description or f"Propose a {kind}: records a draft, does nothing "
+        f"else. Returns a draft_id for {commit_name}.")
+    commit_tool = Tool.from_schema(
+        commit_name, commit_schema, commit, effect=Effect.WRITE,
+        validator=validate_commit, metadata={"draft": "commit"},
+        description=commit_description or f"Carry out a {kind} drafted with {propose_name}: "
+        "give its draft_id and exactly the same arguments. Needs a person's approval.",
+        **{"provenance": Provenance.TRUSTED, **commit_options})
+    return propose_tool, commit_tool
