@@ -296,3 +296,22 @@ def test_every_ipv4_encoding_decodes_to_the_same_address(number: int) -> None:
             continue
         with pytest.raises(ArgumentError, match="not public"):
             PROD.validate({"url": f"https://{form}/"})
+
+
+@pytest.mark.anyio
+async def test_the_connection_goes_to_the_checked_address_so_dns_cannot_rebind(
+        server: int) -> None:
+    """A resolver that answers loopback once, then a private address: one lookup per hop."""
+    answers = [["127.0.0.1"], ["10.0.0.5"], ["10.0.0.5"]]
+    lookups: list[str] = []
+
+    async def rebinding(host: str) -> list[str]:
+        lookups.append(host)
+        return answers[len(lookups) - 1]
+
+    t = http_fetch([f"app.test:{server}"], resolver=rebinding, allow_http_loopback=True)
+    before = len(Handler.seen)
+    result = await fetch(t, f"http://app.test:{server}/page")
+    assert result["title"] == "Forecast"
+    assert lookups == ["app.test"]
+    assert len(Handler.seen) == before + 1
