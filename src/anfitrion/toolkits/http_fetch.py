@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from html.parser import HTMLParser
 from typing import Any
@@ -259,7 +260,8 @@ def html_to_text(html: str) -> tuple[str, str]:
 def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
                allow_http_loopback: bool = False, max_bytes: int = 512 * 1024,
                max_chars: int = 16 * 1024, timeout: float = 10.0, max_redirects: int = 5,
-               user_agent: str = "anfitrion-http-fetch") -> Tool:
+               user_agent: str = "anfitrion-http-fetch",
+               verify: ssl.SSLContext | bool = True) -> Tool:
     """The ``fetch_url`` tool (extra ``http``).
 
     Args:
@@ -271,6 +273,9 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
         max_chars: most characters of text returned.
         timeout: seconds for the whole fetch, redirects included.
         max_redirects: most redirects followed.
+        user_agent: the ``User-Agent`` header.
+        verify: TLS verification: ``True`` (system CAs) or an ``ssl.SSLContext`` for a private
+            CA. Never pass ``False`` outside a test.
 
     Raises:
         MissingDependencyError: httpx is not installed.
@@ -313,8 +318,8 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
         shown_ip = f"[{address}]" if ":" in address else address
         host_header = target.host if target.port in (80, 443) \
             else f"{target.host}:{target.port}"
-        async with httpx.AsyncClient(trust_env=False, follow_redirects=False,
-                                     timeout=timeout) as client:
+        async with httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout,
+                                     verify=verify) as client:
             request = client.build_request(
                 "GET", f"{target.scheme}://{shown_ip}:{target.port}{target.path}",
                 headers={"Host": host_header, "User-Agent": user_agent,
