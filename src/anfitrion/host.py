@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 
 import anyio
 
-from ._canonical import digest
 from .approvals import ApprovalRequest, Approver, DenyAllApprover
 from .audit import AuditRecorder
 from .conversation import (
@@ -376,8 +375,7 @@ class Host:
             session.settled[tool_call.id] = outcome.result
             if outcome.stage == "execute":
                 session.counters["tool_calls"] = session.counters.get("tool_calls", 0) + 1
-                session.recent_calls.append((tool_call.name, digest(tool_call.raw_arguments)))
-                del session.recent_calls[:-20]
+            # recent_calls is kept by the gate: every proposal, digested canonically (policy)
             if outcome.result.provenance == "untrusted" and \
                     tool_call.name not in session.untrusted_sources:
                 session.untrusted_sources.append(tool_call.name)
