@@ -330,7 +330,8 @@ class Gate:
                           answer=answer)
         if answer.digest != request.digest or answer.request_id != request.id:
             return denied("the answer was given for a different call", request)
-        if request.expired(answer.at) or request.expired(now):
+        # the gate's clock decides, not the time an answer claims to have been given
+        if request.expired(self.policy.now()):
             return denied("the approval request expired", request)
         if answer.edited_arguments is not None:
             if await self.store.consume_approval(request.id, request.digest) is None:
