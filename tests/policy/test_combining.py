@@ -169,14 +169,16 @@ def test_the_host_does_not_offer_a_tool_whose_scopes_the_principal_lacks() -> No
     model = ScriptedModel([call("payroll", {}), "done"])
     run = Host(model=model, tools=tools).run_sync("pay?", principal="bob")
     offered = {t.name for t in model.requests[0].tools}
-    assert "payroll" not in offered and "read_file" in offered
+    assert "payroll" not in offered
+    assert "read_file" in offered
     assert run.calls[0].error_kind == "unknown_tool"
 
     model = ScriptedModel([call("payroll", {}), "done"])
     hr = Principal("ana", scopes=frozenset({"hr"}))
     run = Host(model=model, tools=tools).run_sync("pay?", principal=hr)
     assert "payroll" in {t.name for t in model.requests[0].tools}
-    assert run.calls[0].stage == "execute" and run.calls[0].is_error is False
+    assert run.calls[0].stage == "execute"
+    assert run.calls[0].is_error is False
 
 
 def test_a_denial_tells_the_model_the_reason_and_never_the_rule_id() -> None:
@@ -194,7 +196,8 @@ def test_an_unknown_tool_is_denied_even_when_a_glob_rule_would_allow_everything(
     policy = Policy([ToolRule("*", Verdict.ALLOW)])
     model = ScriptedModel([call("format_disk", {}), "ok"])
     run = Host(model=model, tools=office_tools(), policy=policy).run_sync("go")
-    assert run.calls[0].stage == "resolve" and run.calls[0].error_kind == "unknown_tool"
+    assert run.calls[0].stage == "resolve"
+    assert run.calls[0].error_kind == "unknown_tool"
 
 
 def test_ask_runs_only_with_a_yes_and_tells_the_model_a_no() -> None:

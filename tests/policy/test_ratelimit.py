@@ -117,7 +117,8 @@ def test_a_rate_limit_without_counts_fails_closed() -> None:
     tool = Tool.from_schema("send_email", {"type": "object"}, lambda a: "ok")
     limit = RateLimit("send_email", max_calls=5, per="1h")
     decision = limit(BoundCall("c", tool, {}), PolicyContext(Principal("a"), "s"))
-    assert decision is not None and decision.verdict is Verdict.DENY
+    assert decision is not None
+    assert decision.verdict is Verdict.DENY
     ok = limit(BoundCall("c", tool, {}), PolicyContext(Principal("a"), "s",
                                                        rate_counts={"send_email/3600s": 4}))
     assert ok is None

@@ -39,12 +39,15 @@ def test_an_argument_rule_gives_its_verdict_only_when_every_constraint_holds() -
                                        "subject": LengthRange(max_length=10)}, Verdict.ASK,
                         rule_id="mail")
     ok = rule(_bound({"to": "a@example.com", "subject": "hi"}), CTX)
-    assert ok is not None and ok.verdict is Verdict.ASK
+    assert ok is not None
+    assert ok.verdict is Verdict.ASK
     bad = rule(_bound({"to": "a@evil.com", "subject": "hi"}), CTX)
-    assert bad is not None and bad.verdict is Verdict.DENY
+    assert bad is not None
+    assert bad.verdict is Verdict.DENY
     assert bad.reason == "argument 'to' is not at an allowed domain"
     long = rule(_bound({"to": "a@example.com", "subject": "x" * 11}), CTX)
-    assert long is not None and long.verdict is Verdict.DENY
+    assert long is not None
+    assert long.verdict is Verdict.DENY
     assert rule(_bound({"to": "a@evil.com"}, name="post_message"), CTX) is None
 
 
@@ -52,7 +55,8 @@ def test_an_argument_rule_without_verdict_only_denies() -> None:
     rule = ArgumentRule("*", {"path": PathInside("drafts")})
     assert rule(_bound({"path": "drafts/a"}), CTX) is None
     denied = rule(_bound({"path": "../a"}), CTX)
-    assert denied is not None and denied.verdict is Verdict.DENY
+    assert denied is not None
+    assert denied.verdict is Verdict.DENY
 
 
 def test_the_operators_violation_text_replaces_the_generated_one() -> None:
@@ -60,18 +64,23 @@ def test_the_operators_violation_text_replaces_the_generated_one() -> None:
                         reason="a person approves mail", violation="only example.com")
     denied = rule(_bound({"to": "a@evil.com"}), CTX)
     asked = rule(_bound({"to": "a@example.com"}), CTX)
-    assert denied is not None and denied.reason == "only example.com"
-    assert asked is not None and asked.reason == "a person approves mail"
+    assert denied is not None
+    assert denied.reason == "only example.com"
+    assert asked is not None
+    assert asked.reason == "a person approves mail"
 
 
 def test_every_element_of_an_array_argument_is_checked() -> None:
     rule = ArgumentRule("send_email", {"to": EmailDomain(["example.com"])}, Verdict.ALLOW)
     ok = rule(_bound({"to": ["a@example.com", "b@example.com"]}), CTX)
-    assert ok is not None and ok.verdict is Verdict.ALLOW
+    assert ok is not None
+    assert ok.verdict is Verdict.ALLOW
     smuggled = rule(_bound({"to": ["a@example.com", "eve@evil.com"]}), CTX)
-    assert smuggled is not None and smuggled.verdict is Verdict.DENY
+    assert smuggled is not None
+    assert smuggled.verdict is Verdict.DENY
     nested = rule(_bound({"to": [["a@example.com"], ["eve@evil.com"]]}), CTX)
-    assert nested is not None and nested.verdict is Verdict.DENY
+    assert nested is not None
+    assert nested.verdict is Verdict.DENY
 
 
 def test_dotted_paths_reach_into_objects_and_arrays_of_objects() -> None:
@@ -88,7 +97,8 @@ def test_dotted_paths_reach_into_objects_and_arrays_of_objects() -> None:
 def test_an_absent_argument_is_not_checked() -> None:
     rule = ArgumentRule("send_email", {"cc": EmailDomain(["example.com"])}, Verdict.ALLOW)
     found = rule(_bound({"to": "x"}), CTX)
-    assert found is not None and found.verdict is Verdict.ALLOW
+    assert found is not None
+    assert found.verdict is Verdict.ALLOW
 
 
 def test_one_of_on_an_enum_like_argument() -> None:

@@ -186,7 +186,7 @@ class ApprovalLimits:
 
     ttl: timedelta = timedelta(minutes=15)
     max_pending: int = 5
-    max_asks: int = 10
+    max_asks: int = 20
     per: timedelta = timedelta(minutes=1)
     max_edits: int = 3
 
