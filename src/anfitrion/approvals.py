@@ -9,10 +9,11 @@ about to run, the request has not expired, and the answer has not been used.
 Approvers answer now (``ApprovalAnswer``) or not now (``None``: the session suspends and the
 answer comes later through the store — the inbox or ``anfitrion approvals``).
 
-An approver may also *edit* the arguments (:meth:`ApprovalAnswer.edit`). The edit does not
-approve anything: the gate treats it as a new proposal for the same call id, which goes through
+An approver may also *edit* the arguments (:meth:`ApprovalAnswer.edit`). The edit never approves
+the original: the gate treats it as a new proposal for the same call id, which goes through
 validate and decide again and needs its own approval (a new request with ``edit_of`` naming the
-one it came from). An approval never covers a session, a tool, or future calls.
+one it came from) — asked anew, or given by the same approver with the edit ("approve with
+edits"). An approval never covers a session, a tool, or future calls.
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ class ApprovalRequest:
         width = max(width, 40)
         lines = [f"Tool: {make_visible(self.tool_name)} ({self.effect})",
                  f"For: {make_visible(self.principal_id)}  session {self.session_id}",
-                 f"Why asked: {make_visible(self.reason)}"]
+                 f"Why asked: {make_visible(self.reason)} [{make_visible(self.rule_id)}]"]
         if self.edit_of:
             lines.append("These arguments are a person's edit of an earlier proposal.")
         lines += [f"Warning: {show_value(w)}" for w in self.warnings]
@@ -253,7 +254,9 @@ class ApprovalAnswer:
         note: the approver's words; on a refusal the model sees them after
             ``denied by policy:``.
         edited_arguments: an edit instead of a yes: the request is *not* approved; the gate
-            turns the edit into a new proposal that needs its own approval.
+            turns the edit into a new proposal that goes through validate and decide again
+            and needs its own approval — given here already when *approved* is true
+            ("approve with edits"), else asked for anew.
     """
 
     request_id: str
@@ -272,10 +275,16 @@ class ApprovalAnswer:
 
     @classmethod
     def edit(cls, request: ApprovalRequest, arguments: Mapping[str, JsonValue], approver: str,
-             note: str = "", *, at: datetime | None = None) -> ApprovalAnswer:
-        """Propose *arguments* instead; they go through validate, decide and approve again."""
-        return cls(request.id, request.digest, False, approver, note, at or datetime.now(UTC),
-                   dict(arguments))
+             note: str = "", *, approve: bool = False,
+             at: datetime | None = None) -> ApprovalAnswer:
+        """Propose *arguments* instead; they go through validate and decide again.
+
+        The request itself is never approved by an edit. With *approve* ("approve with
+        edits"), the same approver also approves the edited call — if the policy still asks
+        for it after deciding again; without it, the edit waits for its own approval.
+        """
+        return cls(request.id, request.digest, approve, approver, note,
+                   at or datetime.now(UTC), dict(arguments))
 
     def to_dict(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "digest": self.digest, "approved": self.approved,

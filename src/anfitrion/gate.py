@@ -148,11 +148,13 @@ class Gate:
         return outcome
 
     async def process(self, call: ToolCall, offered: Mapping[str, Tool], scope: CallScope, *,
-                      edit_of: str | None = None, edits: int = 0) -> CallOutcome:
+                      edit_of: str | None = None, edits: int = 0,
+                      approved_by: str | None = None) -> CallOutcome:
         """Take one proposed call through the stages; never raises for bad input.
 
-        *edit_of* / *edits*: set when an approver's edit re-enters the gate as a new proposal
-        (the request it came from, and how many edits led here).
+        *edit_of* / *edits* / *approved_by*: set when an approver's edit re-enters the gate as
+        a new proposal (the request it came from, how many edits led here, and who approved
+        the edit together with making it, if they did).
         """
         # (policy) resuming a call whose pending request is an approver's edit: what waits for
         # a person is the edit, so the edit is what goes through the stages again.
@@ -204,18 +206,21 @@ class Gate:
         digest: str | None = None
         if decision.verdict is Verdict.ASK:
             outcome, digest, edit = await self._approve(call, bound, decision, scope, edit_of,
-                                                        edits)
+                                                        edits, approved_by)
             if edit is not None:
                 # an approver's edit is a new proposal: validate, decide and approve again
-                edited_call, parent = edit
+                edited_call, parent, editor = edit
                 return await self.process(
                     edited_call, offered, dataclasses.replace(scope, pending_request_id=None),
-                    edit_of=parent, edits=edits + 1)
+                    edit_of=parent, edits=edits + 1, approved_by=editor)
             if outcome is not None:
                 return await self._finish(scope, outcome)
 
         # 5. execute, 6. shape
         result = await self._execute(call, tool, arguments, scope, digest)
+        if edit_of is not None:  # the model proposed other arguments: tell it what ran
+            result = dataclasses.replace(result, content="[a person edited the arguments to "
+                                         f"{canonical_json(parsed)}]\n{result.content}")
         return await self._finish(scope, CallOutcome(call, "execute", result, decision))
 
     def _policy_context(self, scope: CallScope, now: datetime,
@@ -283,8 +288,8 @@ class Gate:
 
     async def _approve(
         self, call: ToolCall, bound: BoundCall, decision: Decision, scope: CallScope,
-        edit_of: str | None, edits: int,
-    ) -> tuple[CallOutcome | None, str, tuple[ToolCall, str] | None]:
+        edit_of: str | None, edits: int, approved_by: str | None,
+    ) -> tuple[CallOutcome | None, str, tuple[ToolCall, str, str | None] | None]:
         """Returns (outcome if the call stops here, digest to execute under, edit if any)."""
         now = self.policy.now()
         fresh = ApprovalRequest.for_call(
@@ -321,7 +326,13 @@ class Gate:
             scope.counters["approvals_asked"] = scope.counters.get("approvals_asked", 0) + 1
             await self._event(EventType.APPROVAL_REQUESTED, scope, call,
                               arguments=bound.arguments, decision=decision, request=request)
-            answer = await self.approver.decide(request)
+            if approved_by is not None and edit_of is not None:
+                # the person who made this edit approved it with the edit ("approve with
+                # edits"); it still passed validate and decide again, and binds to this digest
+                answer = ApprovalAnswer.to(request, True, approved_by, "approved with the edit",
+                                           at=now)
+            else:
+                answer = await self.approver.decide(request)
             if answer is None:
                 return CallOutcome(call, "approve", None, decision, request), "", None
             if not await self.store.answer_approval(answer):
@@ -340,7 +351,7 @@ class Gate:
                 return denied("the arguments were edited too many times", request)
             edited = ToolCall.from_object(call.id, call.name, dict(answer.edited_arguments),
                                           call.provider_details)
-            return None, "", (edited, request.id)
+            return None, "", (edited, request.id, answer.approver if answer.approved else None)
         if not answer.approved:
             return denied(answer.note or "a person declined this call", request)
         if await self.store.consume_approval(request.id, request.digest) is None:

@@ -150,3 +150,52 @@ def test_an_edit_is_never_an_approval() -> None:
     assert answer.digest == request.digest
     assert ApprovalAnswer.from_dict(answer.to_dict()) == answer
     assert ApprovalRequest.from_dict(request.to_dict()) == request
+
+
+async def test_approve_with_edits_runs_the_edit_without_asking_again(store: MemoryStore,
+                                                                     clock: FakeClock) -> None:
+    sent: list[dict[str, Any]] = []
+    edited = {**MAIL, "to": "bea@example.com"}
+    asked: list[ApprovalRequest] = []
+
+    def approve_with_edit(request: ApprovalRequest) -> ApprovalAnswer:
+        asked.append(request)
+        return ApprovalAnswer.edit(request, edited, "ana", approve=True)
+
+    run = await mail_host(sent, store, clock, approver=CallbackApprover(approve_with_edit),
+                          policy=EXAMPLE_ONLY).run("m")
+    assert sent == [edited]
+    assert len(asked) == 1
+    requests = await store.list_approvals(pending_only=False, session_id=run.session_id)
+    assert len(requests) == 2
+    second = next(r for r in requests if r.edit_of is not None)
+    found = await store.get_approval(second.id)
+    assert found is not None
+    assert found[1] is not None
+    assert found[1].approver == "ana"
+    assert found[2] is True  # used
+    result = run.transcript[-2].parts[0].content
+    assert result.startswith('[a person edited the arguments to {"body":')
+    assert result.endswith("sent to bea@example.com")
+
+
+async def test_approve_with_edits_still_obeys_the_policy(store: MemoryStore,
+                                                         clock: FakeClock) -> None:
+    sent: list[dict[str, Any]] = []
+    approver = CallbackApprover(lambda r: ApprovalAnswer.edit(
+        r, {**MAIL, "to": "eve@evil.com"}, "ana", approve=True))
+    run = await mail_host(sent, store, clock, approver=approver, policy=EXAMPLE_ONLY).run("m")
+    assert sent == []
+    assert run.transcript[-2].parts[0].content == "denied by policy: only example.com"
+
+
+async def test_approve_with_edits_from_the_inbox_runs_on_resume(store: MemoryStore,
+                                                                clock: FakeClock) -> None:
+    sent: list[dict[str, Any]] = []
+    run = await mail_host(sent, store, clock).run("mail", principal="alice")
+    edited = {**MAIL, "subject": "Q3 (corrected)"}
+    assert await store.answer_approval(ApprovalAnswer.edit(run.pending[0], edited, "ana",
+                                                           approve=True, at=clock()))
+    done = await resume_host(sent, store, clock).resume(run.session_id)
+    assert done.status is RunStatus.COMPLETED
+    assert sent == [edited]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from typing import Any
 
 import click
@@ -17,7 +16,7 @@ from ..policy import (
     Evaluation,
     Policy,
     PolicyContext,
-    load_policy,
+    find_policy,
     rule_id_of,
 )
 from ..principal import Principal
@@ -25,12 +24,8 @@ from ..tools import ArgumentError, BoundCall, Effect, Tool, Toolbox
 
 
 def _load(path: str | None) -> Policy:
-    if path is None:
-        if not os.path.exists(DEFAULT_POLICY_FILE):
-            return Policy.default()
-        path = DEFAULT_POLICY_FILE
     try:
-        return load_policy(path)
+        return find_policy(path)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -21,7 +21,7 @@ from ._core import (
     Verdict,
     rule_id_of,
 )
-from .config import DEFAULT_POLICY_FILE, load_policy, parse_policy
+from .config import DEFAULT_POLICY_FILE, find_policy, load_policy, parse_policy
 from .constraints import (
     Constraint,
     EmailDomain,
@@ -64,6 +64,7 @@ __all__ = [
     "Verdict",
     "arguments_digest",
     "canonical_host",
+    "find_policy",
     "load_policy",
     "parse_duration",
     "parse_policy",

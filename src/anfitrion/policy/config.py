@@ -44,7 +44,7 @@ from .constraints import (
 from .ratelimit import RateLimit, parse_duration
 from .rules import ArgumentRule, RepeatGuard, ToolRule
 
-__all__ = ["DEFAULT_POLICY_FILE", "load_policy", "parse_policy"]
+__all__ = ["DEFAULT_POLICY_FILE", "find_policy", "load_policy", "parse_policy"]
 
 DEFAULT_POLICY_FILE = "anfitrion.toml"
 T = TypeVar("T")
@@ -357,3 +357,17 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
     except UnicodeDecodeError:
         raise ConfigError("the policy file is not UTF-8 text", path=name) from None
     return parse_policy(text, path=name)
+
+
+def find_policy(path: str | os.PathLike[str] | None = None) -> Policy:
+    """The policy a command should use: *path*, else ``./anfitrion.toml`` when it exists,
+    else :meth:`Policy.default`.
+
+    Raises:
+        ConfigError: the file is invalid (or *path* was given and cannot be read).
+    """
+    if path is None:
+        if not os.path.exists(DEFAULT_POLICY_FILE):
+            return Policy.default()
+        path = DEFAULT_POLICY_FILE
+    return load_policy(path)
