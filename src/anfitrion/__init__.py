@@ -40,7 +40,7 @@ from .exceptions import (
 from .gate import GateLimits, ToolError
 from .host import Host, RunResult, RunStatus, StopSignal
 from .models import Model, ModelRequest, ScriptedModel
-from .policy import Decision, Policy, PolicyContext, Verdict
+from .policy import Decision, Policy, PolicyContext, Verdict, load_policy
 from .principal import Principal
 from .tools import Effect, Tool, Toolbox, ToolContext
 
@@ -90,6 +90,7 @@ __all__ = [
     "UserMessage",
     "Verdict",
     "__version__",
+    "load_policy",
 ]
 
 __version__ = "0.1.0"

@@ -8,22 +8,34 @@ about to run, the request has not expired, and the answer has not been used.
 
 Approvers answer now (``ApprovalAnswer``) or not now (``None``: the session suspends and the
 answer comes later through the store — the inbox or ``anfitrion approvals``).
+
+An approver may also *edit* the arguments (:meth:`ApprovalAnswer.edit`). The edit never approves
+the original: the gate treats it as a new proposal for the same call id, which goes through
+validate and decide again and needs its own approval (a new request with ``edit_of`` naming the
+one it came from) — asked anew, or given by the same approver with the edit ("approve with
+edits"). An approval never covers a session, a tool, or future calls.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
+import signal
+import threading
 import unicodedata
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 import anyio.to_thread
 
 from ._canonical import canonical_json, digest
 from .conversation import JsonValue
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "ApprovalAnswer",
@@ -35,6 +47,7 @@ __all__ = [
     "TerminalApprover",
     "approval_digest",
     "make_visible",
+    "show_value",
 ]
 
 DEFAULT_APPROVAL_TTL = timedelta(minutes=15)
@@ -82,6 +95,56 @@ def make_visible(text: str) -> str:
     return "".join(out)
 
 
+# a run of characters that could be a host name: no spaces, separators or URL punctuation
+_HOSTISH = re.compile(r"[^\s@/\\:?#<>\"'()\[\],;=&|]+")
+_DOTS = (".", "\u3002", "\uff0e", "\uff61")
+
+
+def show_value(text: str) -> str:
+    """:func:`make_visible`, plus non-ASCII domain names shown in punycode.
+
+    A person cannot tell ``exаmple.com`` (Cyrillic ``а``) from ``example.com``; the punycode
+    ``xn--exmple-4nf.com`` makes the difference plain, and the name as written follows.
+
+    Example:
+        >>> show_value("bob@exаmple.com")
+        'bob@xn--exmple-4nf.com ⟨non-ASCII domain; as written: exаmple.com⟩'
+    """
+    out: list[str] = []
+    last = 0
+    for m in _HOSTISH.finditer(text):
+        token = m.group(0)
+        if token.isascii() or not any(d in token for d in _DOTS):
+            continue
+        try:
+            ascii_name = token.lower().encode("idna").decode("ascii")
+        except UnicodeError:
+            ascii_name = token.encode("ascii", "backslashreplace").decode("ascii")
+        out.append(make_visible(text[last:m.start()]))
+        out.append(f"{ascii_name} ⟨non-ASCII domain; as written: {make_visible(token)}⟩")
+        last = m.end()
+    out.append(make_visible(text[last:]))
+    return "".join(out)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Break *text* into lines of at most *width* characters, never dropping any and, where
+    possible, not inside a ``⟨…⟩`` marker."""
+    lines: list[str] = []
+    for raw in text.split("\n"):
+        current = ""
+        depth = 0
+        for ch in raw:
+            current += ch
+            depth += (ch == "⟨") - (ch == "⟩")
+            if (len(current) >= width and depth <= 0) or len(current) >= 2 * width:
+                lines.append(current)
+                current = ""
+                depth = 0
+        lines.append(current)
+    return lines
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """A request for a person to approve one exact call."""
@@ -100,19 +163,21 @@ class ApprovalRequest:
     warnings: tuple[str, ...] = ()
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     expires_at: datetime = field(default_factory=lambda: datetime.now(UTC) + DEFAULT_APPROVAL_TTL)
+    edit_of: str | None = None
+    """The request whose answer proposed these arguments as an edit (``None``: the model's)."""
 
     @classmethod
     def for_call(cls, *, session_id: str, principal_id: str, call_id: str, tool_name: str,
                  tool_definition_hash: str, arguments: Mapping[str, JsonValue], effect: str,
                  reason: str, rule_id: str, warnings: tuple[str, ...] = (),
-                 now: datetime | None = None,
-                 ttl: timedelta = DEFAULT_APPROVAL_TTL) -> ApprovalRequest:
+                 now: datetime | None = None, ttl: timedelta = DEFAULT_APPROVAL_TTL,
+                 edit_of: str | None = None) -> ApprovalRequest:
         created = now or datetime.now(UTC)
         return cls(
             id=uuid.uuid4().hex, session_id=session_id, principal_id=principal_id,
             call_id=call_id, tool_name=tool_name, tool_definition_hash=tool_definition_hash,
             arguments=arguments, effect=effect, reason=reason, rule_id=rule_id,
-            warnings=warnings, created_at=created, expires_at=created + ttl,
+            warnings=warnings, created_at=created, expires_at=created + ttl, edit_of=edit_of,
             digest=approval_digest(session_id=session_id, principal_id=principal_id,
                                    call_id=call_id, tool_name=tool_name,
                                    tool_definition_hash=tool_definition_hash,
@@ -121,19 +186,43 @@ class ApprovalRequest:
     def expired(self, now: datetime | None = None) -> bool:
         return (now or datetime.now(UTC)) >= self.expires_at
 
-    def describe(self) -> str:
-        """Plain-language text for a person, rendered from the canonical arguments."""
+    def describe(self, width: int = 100) -> str:
+        """Plain-language text for a person, rendered from the canonical arguments.
+
+        Every value is shown in full — long ones over several lines, never cut — with
+        invisible characters (control, ANSI escapes, bidi overrides, zero-width) made visible
+        and non-ASCII domains shown in punycode (:func:`show_value`).
+        """
+        return "\n".join(self.render_lines(width))
+
+    def render_lines(self, width: int = 100) -> list[str]:
+        """The lines of :meth:`describe`, each at most about *width* characters."""
+        width = max(width, 40)
         lines = [f"Tool: {make_visible(self.tool_name)} ({self.effect})",
                  f"For: {make_visible(self.principal_id)}  session {self.session_id}",
-                 f"Why asked: {self.reason} [{self.rule_id}]"]
-        lines += [f"Warning: {make_visible(w)}" for w in self.warnings]
+                 f"Why asked: {make_visible(self.reason)} [{make_visible(self.rule_id)}]"]
+        if self.edit_of:
+            lines.append("These arguments are a person's edit of an earlier proposal.")
+        lines += [f"Warning: {show_value(w)}" for w in self.warnings]
         lines.append("Arguments:")
         for key in sorted(self.arguments):
             value = self.arguments[key]
             text = value if isinstance(value, str) else canonical_json(value)
-            lines.append(f"  {make_visible(key)} = {make_visible(text)}"
-                         + (f"   ({len(text)} characters)" if len(text) > 80 else ""))
-        return "\n".join(lines)
+            head = f"  {make_visible(key)} = "
+            body = _wrap(show_value(text), width - len(head))
+            lines.append(head + body[0])
+            lines += [" " * len(head) + part for part in body[1:]]
+            if len(body) > 1:
+                lines.append(" " * len(head) + f"[{len(text)} characters over {len(body)} "
+                             "lines, shown in full]")
+        lines.append(f"Digest: {self.digest[:16]}…  expires {self.expires_at:%Y-%m-%d %H:%M} UTC")
+        return lines
+
+    def pages(self, lines_per_page: int = 40, width: int = 100) -> list[str]:
+        """:meth:`describe` split into pages for a terminal; all of it, in order."""
+        lines = self.render_lines(width)
+        size = max(lines_per_page, 5)
+        return ["\n".join(lines[i:i + size]) for i in range(0, len(lines), size)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "digest": self.digest, "session_id": self.session_id,
@@ -142,7 +231,7 @@ class ApprovalRequest:
                 "arguments": dict(self.arguments), "effect": self.effect, "reason": self.reason,
                 "rule_id": self.rule_id, "warnings": list(self.warnings),
                 "created_at": self.created_at.isoformat(),
-                "expires_at": self.expires_at.isoformat()}
+                "expires_at": self.expires_at.isoformat(), "edit_of": self.edit_of}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ApprovalRequest:
@@ -152,12 +241,23 @@ class ApprovalRequest:
                    arguments=d["arguments"], effect=d["effect"], reason=d["reason"],
                    rule_id=d["rule_id"], warnings=tuple(d.get("warnings", ())),
                    created_at=datetime.fromisoformat(d["created_at"]),
-                   expires_at=datetime.fromisoformat(d["expires_at"]))
+                   expires_at=datetime.fromisoformat(d["expires_at"]),
+                   edit_of=d.get("edit_of"))
 
 
 @dataclass(frozen=True, slots=True)
 class ApprovalAnswer:
-    """A person's answer to one request; valid only for the request's digest."""
+    """A person's answer to one request; valid only for the request's digest, used once.
+
+    Attributes:
+        approver: who answered (a person's name, ``terminal``, ``deny-all``).
+        note: the approver's words; on a refusal the model sees them after
+            ``denied by policy:``.
+        edited_arguments: an edit instead of a yes: the request is *not* approved; the gate
+            turns the edit into a new proposal that goes through validate and decide again
+            and needs its own approval — given here already when *approved* is true
+            ("approve with edits"), else asked for anew.
+    """
 
     request_id: str
     digest: str
@@ -165,20 +265,39 @@ class ApprovalAnswer:
     approver: str
     note: str = ""
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    edited_arguments: Mapping[str, JsonValue] | None = None
 
     @classmethod
     def to(cls, request: ApprovalRequest, approved: bool, approver: str,
-           note: str = "") -> ApprovalAnswer:
-        return cls(request.id, request.digest, approved, approver, note)
+           note: str = "", *, at: datetime | None = None) -> ApprovalAnswer:
+        return cls(request.id, request.digest, approved, approver, note,
+                   at or datetime.now(UTC))
+
+    @classmethod
+    def edit(cls, request: ApprovalRequest, arguments: Mapping[str, JsonValue], approver: str,
+             note: str = "", *, approve: bool = False,
+             at: datetime | None = None) -> ApprovalAnswer:
+        """Propose *arguments* instead; they go through validate and decide again.
+
+        The request itself is never approved by an edit. With *approve* ("approve with
+        edits"), the same approver also approves the edited call — if the policy still asks
+        for it after deciding again; without it, the edit waits for its own approval.
+        """
+        return cls(request.id, request.digest, approve, approver, note,
+                   at or datetime.now(UTC), dict(arguments))
 
     def to_dict(self) -> dict[str, Any]:
         return {"request_id": self.request_id, "digest": self.digest, "approved": self.approved,
-                "approver": self.approver, "note": self.note, "at": self.at.isoformat()}
+                "approver": self.approver, "note": self.note, "at": self.at.isoformat(),
+                "edited_arguments": None if self.edited_arguments is None
+                else dict(self.edited_arguments)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ApprovalAnswer:
+        edited = d.get("edited_arguments")
         return cls(d["request_id"], d["digest"], bool(d["approved"]), d["approver"],
-                   d.get("note", ""), datetime.fromisoformat(d["at"]))
+                   d.get("note", ""), datetime.fromisoformat(d["at"]),
+                   None if edited is None else dict(edited))
 
 
 @runtime_checkable
@@ -228,28 +347,65 @@ class CallbackApprover:
 
 
 class TerminalApprover:
-    """Shows the request on the terminal and waits for y/n. Ctrl-C or end of input = deny."""
+    """Shows the request on the terminal (rich), page by page, and waits for y/n.
 
-    def __init__(self, *, approver: str = "terminal",
-                 prompt: Callable[[str], str] = input,
-                 show: Callable[[str], None] = print) -> None:
+    Anything but ``y``/``yes`` denies; so do end of input and Ctrl-C. The whole description
+    is shown before the question: long values are paged, never cut. Text is rendered as
+    plain text (never as rich markup), after :func:`show_value` made hidden characters
+    visible.
+
+    While it waits, it holds the event loop's thread when that is the main thread: that is
+    what lets Ctrl-C reach the prompt (and deny) instead of cancelling the whole run.
+
+    Args:
+        approver: the name recorded as who answered.
+        console: where to render (a ``rich.console.Console``; default: one on stdout).
+        prompt: reads one answer line (default :func:`input`).
+        lines_per_page: lines shown before "Enter for more".
+    """
+
+    def __init__(self, *, approver: str = "terminal", console: Console | None = None,
+                 prompt: Callable[[str], str] = input, lines_per_page: int = 40) -> None:
         self._approver = approver
+        self._console = console
         self._prompt = prompt
-        self._show = show
+        self._lines_per_page = lines_per_page
+
+    def _interact(self, request: ApprovalRequest) -> tuple[bool, str]:
+        from rich.console import Console
+        from rich.panel import Panel
+        from rich.text import Text
+
+        console = self._console or Console()
+        width = max(min(console.width - 4, 120), 40)
+        pages = request.pages(self._lines_per_page, width)
+        try:
+            for number, page in enumerate(pages, 1):
+                title = "approval needed" + (f" ({number}/{len(pages)})" if len(pages) > 1
+                                             else "")
+                console.print(Panel(Text(page), title=title, title_align="left"))
+                if number < len(pages):
+                    self._prompt("-- more: press Enter --")
+            answer = self._prompt("Approve this exact call? [y/N] ")
+        except KeyboardInterrupt:
+            return False, "interrupted at the terminal (Ctrl-C)"
+        except EOFError:
+            return False, "no answer at the terminal (end of input)"
+        approved = answer.strip().lower() in ("y", "yes")
+        return approved, "" if approved else "declined at the terminal"
 
     async def decide(self, request: ApprovalRequest) -> ApprovalAnswer:
-        self._show("\n── approval needed " + "─" * 40 + "\n" + request.describe())
-
-        def ask() -> str:
+        if threading.current_thread() is threading.main_thread():
+            # asyncio's runner turns the first Ctrl-C into a cancellation of the main task; put
+            # Python's default handler back while we wait, so Ctrl-C interrupts the prompt.
+            previous = signal.signal(signal.SIGINT, signal.default_int_handler)
             try:
-                return self._prompt("Approve this exact call? [y/N] ")
-            except (EOFError, KeyboardInterrupt):
-                return ""
-
-        answer = (await anyio.to_thread.run_sync(ask)).strip().lower()
-        approved = answer in ("y", "yes")
-        return ApprovalAnswer.to(request, approved, self._approver,
-                                 "" if approved else "declined at the terminal")
+                approved, note = self._interact(request)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+        else:
+            approved, note = await anyio.to_thread.run_sync(self._interact, request)
+        return ApprovalAnswer.to(request, approved, self._approver, note)
 
 
 def with_expiry(request: ApprovalRequest, expires_at: datetime) -> ApprovalRequest:

@@ -20,16 +20,19 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
 import pydantic
 
+from ._canonical import canonical_json
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonError, parse_json_strict
 from .approvals import ApprovalAnswer, ApprovalRequest, Approver
 from .conversation import Provenance, ToolCall, ToolResult
 from .events import EventType, HostEvent
-from .policy import Decision, Policy, PolicyContext, Verdict
+from .policy import Decision, Policy, PolicyContext, Verdict, arguments_digest
+from .policy.rules import RECENT_CALLS_KEPT
 from .principal import Principal
 from .store import ClaimState, Store
 from .tools import ArgumentError, BoundCall, Effect, Tool, ToolContext
@@ -150,10 +153,25 @@ class Gate:
                               result=outcome.result, status=outcome.stage)
         return outcome
 
-    async def process(self, call: ToolCall, offered: Mapping[str, Tool],
-                      scope: CallScope) -> CallOutcome:
-        """Take one proposed call through the stages; never raises for bad input."""
-        await self._event(EventType.CALL_PROPOSED, scope, call, call=call)
+    async def process(self, call: ToolCall, offered: Mapping[str, Tool], scope: CallScope, *,
+                      edit_of: str | None = None, edits: int = 0,
+                      approved_by: str | None = None) -> CallOutcome:
+        """Take one proposed call through the stages; never raises for bad input.
+
+        *edit_of* / *edits* / *approved_by*: set when an approver's edit re-enters the gate as
+        a new proposal (the request it came from, how many edits led here, and who approved
+        the edit together with making it, if they did).
+        """
+        # (policy) resuming a call whose pending request is an approver's edit: what waits for
+        # a person is the edit, so the edit is what goes through the stages again.
+        if scope.pending_request_id is not None and edit_of is None:
+            edited = await self._pending_edit(call, scope)
+            if isinstance(edited, CallOutcome):
+                return await self._finish(scope, edited)
+            if edited is not None:
+                call, edit_of, edits = edited
+        await self._event(EventType.CALL_PROPOSED, scope, call, call=call,
+                          detail="an approver's edit" if edit_of else None)
 
         # 1. resolve — exact, byte-for-byte; only what was offered this turn.
         tool = offered.get(call.name) if isinstance(call.name, str) else None
@@ -174,8 +192,16 @@ class Gate:
         bound = BoundCall(call.id, tool, parsed)
         await self._event(EventType.CALL_VALIDATED, scope, call, arguments=parsed)
 
-        # 3. decide
-        decision = self.policy.decide(bound, self._policy_context(scope))
+        # 3. decide — rate counts come from the store; the policy itself does no I/O
+        now = self.policy.now()
+        rate_counts = {key.id: await self.store.count_calls(
+            scope.principal.id, key.tool, (now - timedelta(seconds=key.seconds)).timestamp())
+            for key in self.policy.rate_keys(tool.name)}
+        decision = self.policy.decide(bound, self._policy_context(scope, now, rate_counts))
+        if scope.pending_request_id is None and edit_of is None:
+            # every new proposal (not a resume, not an edit) feeds the repeated-call guard
+            scope.recent_calls.append((tool.name, arguments_digest(parsed)))
+            del scope.recent_calls[:-RECENT_CALLS_KEPT]
         await self._event(EventType.CALL_DECIDED, scope, call, arguments=parsed,
                           decision=decision)
         if decision.verdict is Verdict.DENY:
@@ -185,19 +211,58 @@ class Gate:
         # 4. approve
         digest: str | None = None
         if decision.verdict is Verdict.ASK:
-            outcome, digest = await self._approve(call, bound, decision, scope)
+            outcome, digest, edit = await self._approve(call, bound, decision, scope, edit_of,
+                                                        edits, approved_by)
+            if edit is not None:
+                # an approver's edit is a new proposal: validate, decide and approve again
+                edited_call, parent, editor = edit
+                return await self.process(
+                    edited_call, offered, dataclasses.replace(scope, pending_request_id=None),
+                    edit_of=parent, edits=edits + 1, approved_by=editor)
             if outcome is not None:
                 return await self._finish(scope, outcome)
 
         # 5. execute, 6. shape
         result = await self._execute(call, tool, arguments, scope, digest)
+        if edit_of is not None:  # the model proposed other arguments: tell it what ran
+            result = dataclasses.replace(result, content="[a person edited the arguments to "
+                                         f"{canonical_json(parsed)}]\n{result.content}")
         return await self._finish(scope, CallOutcome(call, "execute", result, decision))
 
-    def _policy_context(self, scope: CallScope) -> PolicyContext:
+    def _policy_context(self, scope: CallScope, now: datetime,
+                        rate_counts: Mapping[str, int]) -> PolicyContext:
         return PolicyContext(principal=scope.principal, session_id=scope.session_id,
-                             turn=scope.turn, counters=scope.counters,
+                             turn=scope.turn, now=now, counters=dict(scope.counters),
                              recent_calls=tuple(scope.recent_calls),
-                             untrusted_sources=tuple(scope.untrusted_sources))
+                             untrusted_sources=tuple(scope.untrusted_sources),
+                             rate_counts=rate_counts)
+
+    async def _pending_edit(self, call: ToolCall,
+                            scope: CallScope) -> tuple[ToolCall, str, int] | CallOutcome | None:
+        """If the pending request holds an approver's edit of *call*, the edited call."""
+        assert scope.pending_request_id is not None
+        stored = await self.store.get_approval(scope.pending_request_id)
+        if stored is None or stored[0].edit_of is None:
+            return None
+        request, first_parent = stored[0], stored[0].edit_of
+        child, depth = request, 0
+        parent_id: str | None = first_parent
+        while parent_id is not None and depth <= self.policy.approvals.max_edits:
+            parent = await self.store.get_approval(parent_id)
+            answer = parent[1] if parent is not None else None
+            if parent is None or answer is None or answer.edited_arguments is None or \
+                    canonical_json(dict(answer.edited_arguments)) != \
+                    canonical_json(dict(child.arguments)) or \
+                    (parent[0].session_id, parent[0].principal_id, parent[0].call_id,
+                     parent[0].tool_name) != (scope.session_id, scope.principal.id, call.id,
+                                              call.name):
+                result = _error(call, "denied", "denied by policy: the edited call does not "
+                                "match the approval it came from")
+                return CallOutcome(call, "approve", result, None, request)
+            child, parent_id, depth = parent[0], parent[0].edit_of, depth + 1
+        edited = ToolCall.from_object(call.id, call.name, dict(request.arguments),
+                                      call.provider_details)
+        return edited, first_parent, depth
 
     async def _invalid(self, call: ToolCall, tool: Tool, scope: CallScope,
                        problem: str) -> CallOutcome:
@@ -216,54 +281,88 @@ class Gate:
         message = f"invalid arguments for {tool.name}: {problem}. Fix the arguments and retry."
         return CallOutcome(call, "validate", _error(call, "invalid_arguments", message, tool))
 
-    async def _approve(self, call: ToolCall, bound: BoundCall, decision: Decision,
-                       scope: CallScope) -> tuple[CallOutcome | None, str]:
+    async def _flood_guard(self, scope: CallScope, now: datetime) -> str | None:
+        """Why a new approval request must not be raised now, or ``None``."""
+        limits = self.policy.approvals
+        asked = await self.store.list_approvals(pending_only=False, session_id=scope.session_id)
+        pending = await self.store.list_approvals(pending_only=True, session_id=scope.session_id)
+        if sum(1 for r in pending if not r.expired(now)) >= limits.max_pending:
+            return "too many approval requests are waiting in this session"
+        if sum(1 for r in asked if r.created_at > now - limits.per) >= limits.max_asks:
+            return "approval requests are being raised too fast in this session"
+        return None
+
+    async def _approve(
+        self, call: ToolCall, bound: BoundCall, decision: Decision, scope: CallScope,
+        edit_of: str | None, edits: int, approved_by: str | None,
+    ) -> tuple[CallOutcome | None, str, tuple[ToolCall, str, str | None] | None]:
+        """Returns (outcome if the call stops here, digest to execute under, edit if any)."""
+        now = self.policy.now()
         fresh = ApprovalRequest.for_call(
             session_id=scope.session_id, principal_id=scope.principal.id, call_id=call.id,
             tool_name=bound.tool.name, tool_definition_hash=bound.tool.definition_hash,
             arguments=bound.arguments, effect=bound.tool.effect.value, reason=decision.reason,
-            rule_id=decision.rule_id, warnings=decision.warnings)
+            rule_id=decision.rule_id, warnings=decision.warnings, now=now,
+            ttl=self.policy.approvals.ttl, edit_of=edit_of)
 
-        def denied(message: str, request: ApprovalRequest | None) -> CallOutcome:
-            return CallOutcome(call, "approve", _error(call, "denied", message, bound.tool),
-                               decision, request)
+        def denied(why: str, request: ApprovalRequest | None) -> tuple[CallOutcome, str, None]:
+            # the model sees the operator's or approver's words only, never rule internals
+            result = _error(call, "denied", f"denied by policy: {why}", bound.tool)
+            return CallOutcome(call, "approve", result, decision, request), "", None
 
         answer: ApprovalAnswer | None
         if scope.pending_request_id is not None:
             stored = await self.store.get_approval(scope.pending_request_id)
             if stored is None:
-                return denied("denied: the approval request no longer exists", None), ""
+                return denied("the approval request no longer exists", None)
             request, answer, _ = stored
             if request.digest != fresh.digest:
-                return denied("denied: the call or the tool changed after approval was asked",
-                              request), ""
+                return denied("the call or the tool changed after approval was asked", request)
             if answer is None:
-                if request.expired():
-                    return denied("denied: the approval request expired", request), ""
-                return CallOutcome(call, "approve", None, decision, request), ""
+                if request.expired(now):
+                    return denied("the approval request expired", request)
+                return CallOutcome(call, "approve", None, decision, request), "", None
         else:
+            flood = await self._flood_guard(scope, now)
+            if flood is not None:
+                await self._event(EventType.CALL_REJECTED, scope, call, detail=flood)
+                return denied(flood, None)
             request = fresh
             await self.store.create_approval(request)
+            scope.counters["approvals_asked"] = scope.counters.get("approvals_asked", 0) + 1
             await self._event(EventType.APPROVAL_REQUESTED, scope, call,
                               arguments=bound.arguments, decision=decision, request=request)
-            answer = await self.approver.decide(request)
+            if approved_by is not None and edit_of is not None:
+                # the person who made this edit approved it with the edit ("approve with
+                # edits"); it still passed validate and decide again, and binds to this digest
+                answer = ApprovalAnswer.to(request, True, approved_by, "approved with the edit",
+                                           at=now)
+            else:
+                answer = await self.approver.decide(request)
             if answer is None:
-                return CallOutcome(call, "approve", None, decision, request), ""
+                return CallOutcome(call, "approve", None, decision, request), "", None
             if not await self.store.answer_approval(answer):
-                return denied("denied: the answer did not match the request", request), ""
+                return denied("the answer did not match the request", request)
         await self._event(EventType.APPROVAL_ANSWERED, scope, call, request=request,
                           answer=answer)
-        if answer.digest != request.digest:
-            return denied("denied: the answer was given for different arguments", request), ""
-        if request.expired(answer.at):
-            return denied("denied: the approval request expired before it was answered",
-                          request), ""
+        if answer.digest != request.digest or answer.request_id != request.id:
+            return denied("the answer was given for a different call", request)
+        # the gate's clock decides, not the time an answer claims to have been given
+        if request.expired(self.policy.now()):
+            return denied("the approval request expired", request)
+        if answer.edited_arguments is not None:
+            if await self.store.consume_approval(request.id, request.digest) is None:
+                return denied("this answer was already used", request)
+            if edits >= self.policy.approvals.max_edits:
+                return denied("the arguments were edited too many times", request)
+            edited = ToolCall.from_object(call.id, call.name, dict(answer.edited_arguments),
+                                          call.provider_details)
+            return None, "", (edited, request.id, answer.approver if answer.approved else None)
         if not answer.approved:
-            note = f": {answer.note}" if answer.note else ""
-            return denied(f"denied by {answer.approver}{note}", request), ""
+            return denied(answer.note or "a person declined this call", request)
         if await self.store.consume_approval(request.id, request.digest) is None:
-            return denied("denied: this approval was already used", request), ""
-        return None, request.digest
+            return denied("this approval was already used", request)
+        return None, request.digest, None
 
     async def _execute(self, call: ToolCall, tool: Tool, arguments: dict[str, Any],
                        scope: CallScope, digest: str | None) -> ToolResult:
@@ -277,6 +376,10 @@ class Gate:
             if claim.state is ClaimState.UNKNOWN and not tool.idempotent:
                 return _error(call, "outcome_unknown", "outcome unknown — the action may have "
                               "happened; it was not run again. Ask the operator to check.", tool)
+        # (policy) count the call for rate limits, under each key a limit on this tool reads
+        at = self.policy.now().timestamp()
+        for counted in dict.fromkeys(k.tool for k in self.policy.rate_keys(tool.name)):
+            await self.store.record_call(scope.principal.id, counted, at)
         context = ToolContext(scope.principal, scope.session_id, call.id, tool.name, scope.turn)
         try:
             if tool.timeout is not None:

@@ -17,7 +17,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -378,9 +377,7 @@ class Host:
             session.settled[tool_call.id] = outcome.result
             if outcome.stage == "execute":
                 session.counters["tool_calls"] = session.counters.get("tool_calls", 0) + 1
-                session.recent_calls.append((tool_call.name, hashlib.sha256(
-                    tool_call.raw_arguments.encode("utf-8", "surrogatepass")).hexdigest()))
-                del session.recent_calls[:-20]
+            # recent_calls is kept by the gate: every proposal, digested canonically (policy)
             if outcome.result.provenance == "untrusted" and \
                     tool_call.name not in session.untrusted_sources:
                 session.untrusted_sources.append(tool_call.name)

@@ -64,7 +64,7 @@ async def test_send_asks_showing_the_exact_final_email_then_delivers_it(
     shown = request.describe()
     assert 'to = ["team@example.com"]' in shown
     assert "subject = Weather in Lisboa" in shown
-    assert "body = Lisboa: 15 °C, partly cloudy.⏎\nSee you." in shown
+    assert "body = Lisboa: 15 °C, partly cloudy.⏎\n         See you." in shown
     [message] = messages(maildir)
     assert message["To"] == "team@example.com"
     assert message["From"] == "host@example.org"

@@ -13,6 +13,7 @@ from .._demo import SCENES, demo_model, demo_toolbox
 from ..approvals import Approver, DenyAllApprover, TerminalApprover
 from ..events import EventType, HostEvent
 from ..host import Host
+from ..policy import find_policy
 
 
 class DemoPrinter:
@@ -49,15 +50,19 @@ class DemoPrinter:
 @click.command("demo")
 @click.option("--store", "store_url", default="memory://", show_default=True,
               help="Store URL (memory://, sqlite:///PATH, postgresql://…).")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False), default=None,
+              help="Policy file (TOML); default ./anfitrion.toml if present, else the default "
+                   "policy.")
 @click.option("--approve/--no-approve", default=None,
               help="Ask on the terminal (default when stdin is a TTY) or deny writes.")
-def command(store_url: str, approve: bool | None) -> None:
+def command(store_url: str, policy_path: str | None, approve: bool | None) -> None:
     """Run the offline demo: no network, no key, a scripted model."""
     interactive = sys.stdin.isatty() if approve is None else approve
     approver: Approver = TerminalApprover() if interactive else DenyAllApprover()
     with tempfile.TemporaryDirectory(prefix="anfitrion-demo-") as workdir:
         host = Host(model=demo_model(), tools=demo_toolbox(workdir), store=store_url,
-                    approver=approver, listeners=[DemoPrinter()], max_turns=4)
+                    policy=find_policy(policy_path), approver=approver,
+                    listeners=[DemoPrinter()], max_turns=4)
         anyio.run(_scenes, host)
 
 

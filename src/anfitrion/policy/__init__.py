@@ -1,0 +1,72 @@
+"""Policy: the host decides whether a checked call may run, must ask a person, or is refused.
+
+The combining rule (any deny wins, then any ask, then allow; else the default per effect) is
+written once, in :mod:`anfitrion.policy._core`. Built-in rules live in :mod:`.rules` (tool
+globs, effects, argument constraints, repeated calls) and :mod:`.ratelimit`; constraints in
+:mod:`.constraints`; loading from ``anfitrion.toml`` in :mod:`.config`.
+"""
+
+from __future__ import annotations
+
+from ._core import (
+    ApprovalLimits,
+    Budgets,
+    Decision,
+    Evaluation,
+    Opinion,
+    Policy,
+    PolicyContext,
+    RateKey,
+    Rule,
+    Verdict,
+    rule_id_of,
+)
+from .config import DEFAULT_POLICY_FILE, find_policy, load_policy, parse_policy
+from .constraints import (
+    Constraint,
+    EmailDomain,
+    LengthRange,
+    Matches,
+    NumberRange,
+    OneOf,
+    PathInside,
+    UrlAllowed,
+    canonical_host,
+)
+from .ratelimit import ALL_TOOLS, RateLimit, parse_duration
+from .rules import ArgumentRule, EffectRule, RepeatGuard, ToolRule, arguments_digest
+
+__all__ = [
+    "ALL_TOOLS",
+    "DEFAULT_POLICY_FILE",
+    "ApprovalLimits",
+    "ArgumentRule",
+    "Budgets",
+    "Constraint",
+    "Decision",
+    "EffectRule",
+    "EmailDomain",
+    "Evaluation",
+    "LengthRange",
+    "Matches",
+    "NumberRange",
+    "OneOf",
+    "Opinion",
+    "PathInside",
+    "Policy",
+    "PolicyContext",
+    "RateKey",
+    "RateLimit",
+    "RepeatGuard",
+    "Rule",
+    "ToolRule",
+    "UrlAllowed",
+    "Verdict",
+    "arguments_digest",
+    "canonical_host",
+    "find_policy",
+    "load_policy",
+    "parse_duration",
+    "parse_policy",
+    "rule_id_of",
+]

@@ -1,0 +1,361 @@
+"""Decisions, the policy context, and the combining rule.
+
+A :class:`Policy` is a chain of rules. A rule is a plain callable ``(call, context) ->
+Decision | None``: ``None`` means "no opinion". The combining rule is written down once, here:
+
+1. a tool that requires scopes the principal lacks is denied (rule id ``scopes``);
+2. a spent session budget denies (rule ids ``budget.tool_calls``, ``budget.turns``);
+3. every rule runs; **any deny wins**, then **any ask**, then **allow**;
+4. when no rule has an opinion, the default for the tool's effect applies:
+   ``read → allow``, ``write → ask`` (rule ids ``default.read`` / ``default.write``);
+5. an ``ask`` when the session has asked for its budget of approvals becomes a deny
+   (``budget.approvals_asked``);
+6. a rule that raises denies the call (fail closed, rule id ``<rule>.error``).
+
+Unknown tools never get here: the gate refuses them at resolve (an unknown tool is denied).
+The policy does no I/O; the counters it needs (rate counts, session counters) come in the
+:class:`PolicyContext`, filled by the gate from the store.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from ..principal import Principal
+from ..tools import BoundCall, Effect
+
+__all__ = [
+    "ApprovalLimits",
+    "Budgets",
+    "Decision",
+    "Evaluation",
+    "Opinion",
+    "Policy",
+    "PolicyContext",
+    "RateKey",
+    "Rule",
+    "Verdict",
+    "rule_id_of",
+]
+
+log = logging.getLogger("anfitrion.policy")
+
+
+class Verdict(StrEnum):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the policy decided for one call, why, and which rule decided it.
+
+    Attributes:
+        reason: the operator's words; the model sees ``denied by policy: <reason>`` only.
+        rule_id: which rule decided (audit log and ``anfitrion policy check``; never shown
+            to the model).
+        warnings: things a person approving the call should see (flagged arguments, taint).
+    """
+
+    verdict: Verdict
+    reason: str
+    rule_id: str
+    warnings: tuple[str, ...] = ()
+
+    @classmethod
+    def allow(cls, reason: str, rule_id: str) -> Decision:
+        return cls(Verdict.ALLOW, reason, rule_id)
+
+    @classmethod
+    def ask(cls, reason: str, rule_id: str, warnings: Iterable[str] = ()) -> Decision:
+        return cls(Verdict.ASK, reason, rule_id, tuple(warnings))
+
+    @classmethod
+    def deny(cls, reason: str, rule_id: str) -> Decision:
+        return cls(Verdict.DENY, reason, rule_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict.value, "reason": self.reason, "rule_id": self.rule_id,
+                "warnings": list(self.warnings)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Decision:
+        return cls(Verdict(d["verdict"]), d["reason"], d["rule_id"], tuple(d.get("warnings", ())))
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyContext:
+    """Everything a rule may look at besides the call. Built by the gate; no I/O in rules.
+
+    Attributes:
+        counters: per-session counts: ``tool_calls`` (executed), ``approvals_asked``,
+            ``invalid_calls``.
+        recent_calls: ``(tool, canonical-arguments digest)`` of the calls this session
+            proposed (validated), oldest first, for the repeated-call guard.
+        untrusted_sources: tools whose untrusted results entered the conversation (taint).
+        flagged_arguments: argument paths whose values came only from untrusted content.
+        rate_counts: calls the principal made in each window a rate limit needs, keyed by
+            :attr:`RateKey.id` (filled by the gate from the store).
+    """
+
+    principal: Principal
+    session_id: str
+    turn: int = 0
+    now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    counters: Mapping[str, int] = field(default_factory=dict)
+    recent_calls: tuple[tuple[str, str], ...] = ()
+    untrusted_sources: tuple[str, ...] = ()
+    flagged_arguments: Mapping[str, str] = field(default_factory=dict)
+    rate_counts: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def tainted(self) -> bool:
+        return bool(self.untrusted_sources)
+
+
+Rule: TypeAlias = Callable[[BoundCall, PolicyContext], "Decision | None"]
+
+
+def rule_id_of(rule: Rule) -> str:
+    """The id a rule reports: its ``rule_id`` attribute, else its name."""
+    rid = getattr(rule, "rule_id", None)
+    if isinstance(rid, str) and rid:
+        return rid
+    return str(getattr(rule, "__name__", type(rule).__name__))
+
+
+@dataclass(frozen=True, slots=True)
+class RateKey:
+    """One count the gate must fetch: calls of *tool* (``*`` = all tools) by the principal
+    in the last *seconds*."""
+
+    tool: str
+    seconds: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.tool}/{self.seconds}s"
+
+
+@runtime_checkable
+class CountsCalls(Protocol):
+    """A rule that needs rate counts says which, per tool name."""
+
+    def rate_keys(self, tool_name: str) -> Iterable[RateKey]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """Per-session budgets; ``None`` means unlimited.
+
+    Attributes:
+        tool_calls: executed tool calls in the session.
+        turns: model replies in the session (a call in turn N+1 is denied when N is the cap).
+        approvals_asked: approval requests the session may raise.
+    """
+
+    tool_calls: int | None = None
+    turns: int | None = None
+    approvals_asked: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tool_calls", "turns", "approvals_asked"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 0):
+                raise ValueError(f"budget {name} must be a non-negative integer")
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalLimits:
+    """How approval requests are bounded (applied by the gate's approve stage).
+
+    Attributes:
+        ttl: how long a request stays valid (default 15 minutes); expired → denied.
+        max_pending: unanswered requests one session may hold; more asks are denied.
+        max_asks: requests one session may raise per *per* window (ask rate).
+        per: the window of *max_asks*.
+        max_edits: how many times an approver may edit one call (each edit is a new ask).
+    """
+
+    ttl: timedelta = timedelta(minutes=15)
+    max_pending: int = 5
+    max_asks: int = 20
+    per: timedelta = timedelta(minutes=1)
+    max_edits: int = 3
+
+    def __post_init__(self) -> None:
+        if self.ttl <= timedelta(0) or self.per <= timedelta(0):
+            raise ValueError("approval ttl and per must be positive")
+        for name in ("max_pending", "max_asks", "max_edits"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"approvals {name} must be a non-negative integer")
+
+
+@dataclass(frozen=True, slots=True)
+class Opinion:
+    """What one rule said about a call (``None``: no opinion)."""
+
+    rule_id: str
+    decision: Decision | None
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """The combined decision and every rule's opinion that led to it (for explanations)."""
+
+    decision: Decision
+    opinions: tuple[Opinion, ...]
+
+
+_DEFAULTS: Mapping[Effect, Verdict] = {Effect.READ: Verdict.ALLOW, Effect.WRITE: Verdict.ASK}
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Policy:
+    """A chain of rules, the defaults per effect, budgets and approval limits.
+
+    Args:
+        rules: plain callables ``(call, context) -> Decision | None``.
+        defaults: verdict per effect when no rule has an opinion (read → allow, write → ask).
+        budgets: per-session budgets.
+        approvals: TTL and flood guard of approval requests.
+        clock: the time source for rate windows and approval expiry (inject one in tests).
+        principals: principals declared in a policy file, by id (see :meth:`principal`).
+        source: where the policy came from (a file path), for messages.
+
+    Example:
+        >>> policy = Policy.default()
+        >>> policy.defaults[Effect.WRITE]
+        <Verdict.ASK: 'ask'>
+    """
+
+    def __init__(self, rules: Iterable[Rule] = (), *,
+                 defaults: Mapping[Effect, Verdict] | None = None,
+                 budgets: Budgets | None = None, approvals: ApprovalLimits | None = None,
+                 clock: Callable[[], datetime] | None = None,
+                 principals: Mapping[str, Principal] | None = None,
+                 source: str | None = None) -> None:
+        self.rules: tuple[Rule, ...] = tuple(rules)
+        self.defaults: Mapping[Effect, Verdict] = {**_DEFAULTS, **(defaults or {})}
+        self.budgets = budgets or Budgets()
+        self.approvals = approvals or ApprovalLimits()
+        self.clock: Callable[[], datetime] = clock or _utcnow
+        self.principals: Mapping[str, Principal] = dict(principals or {})
+        self.source = source
+
+    @classmethod
+    def default(cls) -> Policy:
+        """Reads are allowed, writes ask a person, nothing else is decided."""
+        return cls()
+
+    def _copy(self, **changes: Any) -> Policy:
+        options: dict[str, Any] = {"defaults": self.defaults, "budgets": self.budgets,
+                                   "approvals": self.approvals, "clock": self.clock,
+                                   "principals": self.principals, "source": self.source}
+        options.update(changes)
+        rules = options.pop("rules", self.rules)
+        return Policy(rules, **options)
+
+    def with_rules(self, *rules: Rule) -> Policy:
+        """A new policy with *rules* appended."""
+        return self._copy(rules=(*self.rules, *rules))
+
+    def with_clock(self, clock: Callable[[], datetime]) -> Policy:
+        """A new policy reading the time from *clock* (tests, simulations)."""
+        return self._copy(clock=clock)
+
+    def now(self) -> datetime:
+        """The current time according to this policy's clock (timezone-aware)."""
+        return self.clock()
+
+    def principal(self, principal_id: str) -> Principal:
+        """The principal declared under *principal_id*, or a bare one with no scopes."""
+        return self.principals.get(principal_id) or Principal(principal_id)
+
+    def rate_keys(self, tool_name: str) -> tuple[RateKey, ...]:
+        """The counts the gate must fetch before deciding a call of *tool_name*."""
+        keys: dict[str, RateKey] = {}
+        for rule in self.rules:
+            if isinstance(rule, CountsCalls):
+                for key in rule.rate_keys(tool_name):
+                    keys[key.id] = key
+        return tuple(keys.values())
+
+    def decide(self, call: BoundCall, context: PolicyContext) -> Decision:
+        """Apply the combining rule (module docstring) to one call."""
+        return self.evaluate(call, context).decision
+
+    def evaluate(self, call: BoundCall, context: PolicyContext) -> Evaluation:
+        """Like :meth:`decide`, keeping every rule's opinion (``anfitrion policy check``)."""
+        tool = call.tool
+        if tool.scopes and not tool.scopes <= context.principal.scopes:
+            missing = ", ".join(sorted(tool.scopes - context.principal.scopes))
+            return Evaluation(Decision.deny(f"the principal lacks the scope(s) {missing}",
+                                            "scopes"), ())
+        spent = self._spent_budget(context)
+        if spent is not None:
+            return Evaluation(spent, ())
+        opinions: list[Opinion] = []
+        deny: Decision | None = None
+        asks: list[Decision] = []
+        allow: Decision | None = None
+        for rule in self.rules:
+            rid = rule_id_of(rule)
+            try:
+                decision = rule(call, context)
+            except Exception:  # a rule is operator code: a failing one must fail closed
+                log.exception("policy rule %s raised on %s", rid, tool.name)
+                decision = Decision.deny("a policy rule could not decide", f"{rid}.error")
+            opinions.append(Opinion(rid, decision))
+            if decision is None:
+                continue
+            if decision.verdict is Verdict.DENY:
+                deny = deny or decision
+            elif decision.verdict is Verdict.ASK:
+                asks.append(decision)
+            elif allow is None:
+                allow = decision
+        if deny is not None:
+            final = deny
+        elif asks:
+            first = asks[0]
+            warnings = tuple(dict.fromkeys(w for d in asks for w in d.warnings))
+            final = Decision(Verdict.ASK, first.reason, first.rule_id, warnings)
+        elif allow is not None:
+            final = allow
+        else:
+            final = self._default(tool.effect)
+        if final.verdict is Verdict.ASK:
+            cap = self.budgets.approvals_asked
+            if cap is not None and context.counters.get("approvals_asked", 0) >= cap:
+                final = Decision.deny(f"this session has asked for its {cap} approvals",
+                                      "budget.approvals_asked")
+        return Evaluation(final, tuple(opinions))
+
+    def _spent_budget(self, context: PolicyContext) -> Decision | None:
+        calls = self.budgets.tool_calls
+        if calls is not None and context.counters.get("tool_calls", 0) >= calls:
+            return Decision.deny(f"this session has used its {calls} tool calls",
+                                 "budget.tool_calls")
+        turns = self.budgets.turns
+        if turns is not None and context.turn > turns:
+            return Decision.deny(f"this session has used its {turns} turns", "budget.turns")
+        return None
+
+    def _default(self, effect: Effect) -> Decision:
+        verdict = self.defaults.get(effect, Verdict.DENY)
+        reason = {Verdict.ALLOW: f"{effect.value} tools are allowed by default",
+                  Verdict.ASK: f"{effect.value} tools need a person's approval by default",
+                  Verdict.DENY: f"{effect.value} tools are not allowed"}[verdict]
+        return Decision(verdict, reason, f"default.{effect.value}")

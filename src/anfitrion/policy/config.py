@@ -1,0 +1,373 @@
+"""Loading a policy from TOML (``anfitrion.toml``), strictly.
+
+Every table and key is checked: an unknown key, a wrong type or an invalid constraint is a
+:class:`~anfitrion.exceptions.ConfigError` naming the file, the line (when it can be found) and
+the key — never silently ignored. Array tables are numbered from 1 in key paths
+(``rules[2].arguments.to`` is the second ``[[rules]]``). The format is documented in
+``docs/policy.md``; ``examples/anfitrion.toml`` is a complete example.
+
+Example:
+    >>> policy = parse_policy('''
+    ... [defaults]
+    ... write = "deny"
+    ... [[rules]]
+    ... tool = "send_email"
+    ... verdict = "ask"
+    ... ''')
+    >>> len(policy.rules)
+    1
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any, NoReturn, TypeVar
+
+from ..exceptions import ConfigError
+from ..principal import Principal
+from ..tools import Effect
+from ._core import ApprovalLimits, Budgets, Policy, Rule, Verdict
+from .constraints import (
+    Constraint,
+    EmailDomain,
+    LengthRange,
+    Matches,
+    NumberRange,
+    OneOf,
+    PathInside,
+    UrlAllowed,
+)
+from .ratelimit import RateLimit, parse_duration
+from .rules import ArgumentRule, RepeatGuard, ToolRule
+
+__all__ = ["DEFAULT_POLICY_FILE", "find_policy", "load_policy", "parse_policy"]
+
+DEFAULT_POLICY_FILE = "anfitrion.toml"
+T = TypeVar("T")
+
+_TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
+        "repeat_guard"}
+_RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
+         "arguments"}
+_RATE = {"id", "tool", "tools", "max_calls", "per", "combined", "reason"}
+_CONSTRAINT = {"path_inside", "base", "resolve_symlinks", "one_of", "matches",
+               "max_input_length", "min", "max", "min_length", "max_length", "url_hosts",
+               "url_schemes", "email_domains"}
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
+_KEY = re.compile(rf"^\s*({_PART}(?:\s*\.\s*{_PART})*)\s*=")
+
+
+def _split_key(text: str) -> list[str]:
+    return [p.strip().strip("\"'") for p in re.findall(r"""[A-Za-z0-9_-]+|"[^"]*"|'[^']*'""",
+                                                       text)]
+
+
+class _Lines:
+    """Maps dotted key paths (array tables numbered from 1) to the line that defines them."""
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[str, int] = {}
+        arrays: dict[str, int] = {}
+        table = ""
+        for number, line in enumerate(text.splitlines(), 1):
+            header = _HEADER.match(line)
+            if header and not _KEY.match(line):
+                parts = _split_key(header.group(2))
+                path = ""
+                for i, part in enumerate(parts):
+                    path = f"{path}.{part}" if path else part
+                    last = i == len(parts) - 1
+                    if header.group(1) == "[[" and last:
+                        arrays[path] = arrays.get(path, 0) + 1
+                        path = f"{path}[{arrays[path]}]"
+                    elif path in arrays:
+                        path = f"{path}[{arrays[path]}]"
+                table = path
+                self.lines.setdefault(table, number)
+                continue
+            key = _KEY.match(line)
+            if key:
+                full = ".".join([table, *_split_key(key.group(1))]) if table else \
+                    ".".join(_split_key(key.group(1)))
+                self.lines.setdefault(full, number)
+
+    def find(self, key: str) -> int | None:
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            key = re.sub(r"(\.[^.]*|\[\d+\])$", "", key) if ("." in key or "[" in key) else ""
+        return None
+
+
+class _Reader:
+    def __init__(self, text: str, path: str | None) -> None:
+        self.path = path
+        self.index = _Lines(text)
+
+    def fail(self, message: str, key: str) -> NoReturn:
+        raise ConfigError(message, path=self.path, key=key or None, line=self.index.find(key))
+
+    def table(self, value: Any, key: str, allowed: set[str]) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            self.fail("must be a table", key)
+        for name in value:
+            if name not in allowed:
+                self.fail(f"unknown key {name!r} (allowed: {', '.join(sorted(allowed))})",
+                          f"{key}.{name}" if key else name)
+        return value
+
+    def typed(self, table: Mapping[str, Any], name: str, key: str, kind: type | tuple[type, ...],
+              what: str) -> Any:
+        value = table.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            self.fail(f"must be {what}", f"{key}.{name}")
+        if not isinstance(value, kind):
+            self.fail(f"must be {what}", f"{key}.{name}")
+        return value
+
+    def strings(self, table: Mapping[str, Any], name: str, key: str) -> list[str] | None:
+        value = table.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not value or \
+                not all(isinstance(v, str) and v for v in value):
+            self.fail("must be a non-empty list of strings", f"{key}.{name}")
+        return value
+
+    def built(self, key: str, make: Callable[[], T]) -> T:
+        try:
+            return make()
+        except ValueError as exc:
+            self.fail(str(exc), key)
+
+    def verdict(self, table: Mapping[str, Any], name: str, key: str) -> Verdict | None:
+        value = table.get(name)
+        if value is None:
+            return None
+        if value not in ("allow", "ask", "deny"):
+            self.fail("must be one of 'allow', 'ask', 'deny'", f"{key}.{name}")
+        return Verdict(value)
+
+    def duration(self, table: Mapping[str, Any], name: str, key: str) -> timedelta | None:
+        if name not in table:
+            return None
+        return self.built(f"{key}.{name}", lambda: parse_duration(table[name]))
+
+    def tools(self, table: Mapping[str, Any], key: str) -> list[str] | None:
+        if "tool" in table and "tools" in table:
+            self.fail("give 'tool' or 'tools', not both", f"{key}.tools")
+        if "tool" in table:
+            return [self.typed(table, "tool", key, str, "a tool name or glob")]
+        return self.strings(table, "tools", key)
+
+
+def _constraints(r: _Reader, spec: Any, key: str, base_dir: str | None) -> list[Constraint]:
+    spec = r.table(spec, key, _CONSTRAINT)
+    if not spec:
+        r.fail("names no constraint", key)
+    out: list[Constraint] = []
+    pairs = {"base": "path_inside", "resolve_symlinks": "path_inside",
+             "max_input_length": "matches", "url_schemes": "url_hosts"}
+    for option, owner in pairs.items():
+        if option in spec and owner not in spec:
+            r.fail(f"{option!r} only goes with {owner!r}", f"{key}.{option}")
+    if "path_inside" in spec:
+        root = r.typed(spec, "path_inside", key, str, "a path")
+        base = r.typed(spec, "base", key, str, "a directory path")
+        if base is not None and not os.path.isabs(base) and base_dir is not None:
+            base = os.path.normpath(os.path.join(base_dir, base))
+        resolve = r.typed(spec, "resolve_symlinks", key, bool, "true or false")
+        out.append(r.built(f"{key}.path_inside", lambda: PathInside(
+            root, base=base, resolve_symlinks=bool(resolve))))
+    if "one_of" in spec:
+        values = spec["one_of"]
+        if not isinstance(values, list):
+            r.fail("must be a list", f"{key}.one_of")
+        out.append(r.built(f"{key}.one_of", lambda: OneOf(values)))
+    if "matches" in spec:
+        pattern = r.typed(spec, "matches", key, str, "a regular expression")
+        cap = r.typed(spec, "max_input_length", key, int, "an integer") or 1024
+        out.append(r.built(f"{key}.matches", lambda: Matches(pattern, max_input_length=cap)))
+    if "min" in spec or "max" in spec:
+        low = r.typed(spec, "min", key, (int, float), "a number")
+        high = r.typed(spec, "max", key, (int, float), "a number")
+        out.append(r.built(f"{key}.{'min' if 'min' in spec else 'max'}",
+                           lambda: NumberRange(low, high)))
+    if "min_length" in spec or "max_length" in spec:
+        short = r.typed(spec, "min_length", key, int, "an integer")
+        long = r.typed(spec, "max_length", key, int, "an integer")
+        out.append(r.built(f"{key}.{'min_length' if 'min_length' in spec else 'max_length'}",
+                           lambda: LengthRange(short, long)))
+    if "url_hosts" in spec:
+        hosts = r.strings(spec, "url_hosts", key) or []
+        schemes = r.strings(spec, "url_schemes", key) or ["https"]
+        out.append(r.built(f"{key}.url_hosts", lambda: UrlAllowed(hosts, schemes=schemes)))
+    if "email_domains" in spec:
+        domains = r.strings(spec, "email_domains", key) or []
+        out.append(r.built(f"{key}.email_domains", lambda: EmailDomain(domains)))
+    return out
+
+
+def _rule(r: _Reader, spec: Any, key: str, base_dir: str | None) -> Rule:
+    spec = r.table(spec, key, _RULE)
+    tools = r.tools(spec, key)
+    effect = spec.get("effect")
+    if effect is not None and effect not in ("read", "write"):
+        r.fail("must be 'read' or 'write'", f"{key}.effect")
+    if tools is None and effect is None:
+        r.fail("a rule needs 'tool', 'tools' or 'effect' to say which calls it is about", key)
+    roles = r.strings(spec, "roles", key)
+    verdict = r.verdict(spec, "verdict", key)
+    reason = r.typed(spec, "reason", key, str, "text")
+    violation = r.typed(spec, "violation", key, str, "text")
+    rule_id = r.typed(spec, "id", key, str, "text") or key
+    if violation is not None and "arguments" not in spec:
+        r.fail("'violation' only goes with 'arguments'", f"{key}.violation")
+    if "arguments" in spec:
+        arguments = r.table(spec["arguments"], f"{key}.arguments",
+                            set(spec["arguments"]) if isinstance(spec["arguments"], dict)
+                            else set())
+        if not arguments:
+            r.fail("names no argument", f"{key}.arguments")
+        constraints = {name: _constraints(r, value, f"{key}.arguments.{name}", base_dir)
+                       for name, value in arguments.items()}
+        return r.built(key, lambda: ArgumentRule(tools or "*", constraints, verdict,
+                                                 reason=reason, violation=violation,
+                                                 effect=effect, roles=roles, rule_id=rule_id))
+    if verdict is None:
+        r.fail("a rule without 'arguments' needs a 'verdict'", key)
+    return r.built(key, lambda: ToolRule(tools or "*", verdict, reason=reason, effect=effect,
+                                         roles=roles, rule_id=rule_id))
+
+
+def _rate_limit(r: _Reader, spec: Any, key: str) -> Rule:
+    spec = r.table(spec, key, _RATE)
+    tools = r.tools(spec, key)
+    if tools is None:
+        r.fail("a rate limit needs 'tool' or 'tools' ('*' for every tool)", key)
+    if "max_calls" not in spec or "per" not in spec:
+        r.fail("a rate limit needs 'max_calls' and 'per'", key)
+    max_calls = r.typed(spec, "max_calls", key, int, "an integer")
+    per = r.duration(spec, "per", key) or timedelta(0)
+    combined = r.typed(spec, "combined", key, bool, "true or false")
+    reason = r.typed(spec, "reason", key, str, "text")
+    rule_id = r.typed(spec, "id", key, str, "text") or key
+    return r.built(key, lambda: RateLimit(tools, max_calls=max_calls, per=per,
+                                          combined=bool(combined), reason=reason,
+                                          rule_id=rule_id))
+
+
+def parse_policy(text: str, *, path: str | None = None) -> Policy:
+    """Build a :class:`Policy` from TOML text.
+
+    Raises:
+        ConfigError: the text is not TOML, or a key or value is unknown or invalid.
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(f"not valid TOML: {exc}", path=path,
+                          line=int(found.group(1)) if found else None) from None
+    r = _Reader(text, path)
+    r.table(data, "", _TOP)
+    base_dir = os.path.dirname(os.path.abspath(path)) if path else None
+
+    defaults: dict[Effect, Verdict] = {}
+    if "defaults" in data:
+        table = r.table(data["defaults"], "defaults", {"read", "write"})
+        for effect in ("read", "write"):
+            verdict = r.verdict(table, effect, "defaults")
+            if verdict is not None:
+                defaults[Effect(effect)] = verdict
+
+    principals: dict[str, Principal] = {}
+    if "principals" in data:
+        table = r.table(data["principals"], "principals", set(data["principals"])
+                        if isinstance(data["principals"], dict) else set())
+        for pid, spec in table.items():
+            key = f"principals.{pid}"
+            spec = r.table(spec, key, {"scopes", "roles"})
+            principals[pid] = Principal(pid, frozenset(r.strings(spec, "roles", key) or ()),
+                                        frozenset(r.strings(spec, "scopes", key) or ()))
+
+    rules: list[Rule] = []
+    for name in ("rules", "rate_limits"):
+        items = data.get(name, [])
+        if not isinstance(items, list):
+            r.fail(f"must be an array of tables ([[{name}]])", name)
+        for i, spec in enumerate(items, 1):
+            key = f"{name}[{i}]"
+            rules.append(_rule(r, spec, key, base_dir) if name == "rules"
+                         else _rate_limit(r, spec, key))
+
+    if "repeat_guard" in data:
+        table = r.table(data["repeat_guard"], "repeat_guard", {"max_repeats", "reason"})
+        repeats = r.typed(table, "max_repeats", "repeat_guard", int, "an integer")
+        reason = r.typed(table, "reason", "repeat_guard", str, "text")
+        rules.append(r.built("repeat_guard.max_repeats",
+                             lambda: RepeatGuard(3 if repeats is None else repeats,
+                                                 reason=reason)))
+
+    budgets = None
+    if "budgets" in data:
+        table = r.table(data["budgets"], "budgets", {"tool_calls", "turns", "approvals_asked"})
+        values: dict[str, int] = {k: r.typed(table, k, "budgets", int, "an integer")
+                                  for k in table}
+        budgets = r.built("budgets", lambda: Budgets(**values))
+
+    approvals = None
+    if "approvals" in data:
+        key = "approvals"
+        table = r.table(data[key], key, {"ttl", "max_pending", "max_asks", "per", "max_edits"})
+        options: dict[str, Any] = {}
+        for name in ("ttl", "per"):
+            if (d := r.duration(table, name, key)) is not None:
+                options[name] = d
+        for name in ("max_pending", "max_asks", "max_edits"):
+            if (n := r.typed(table, name, key, int, "an integer")) is not None:
+                options[name] = n
+        approvals = r.built(key, lambda: ApprovalLimits(**options))
+
+    return Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
+                  principals=principals, source=path)
+
+
+def load_policy(path: str | os.PathLike[str]) -> Policy:
+    """Read and check a policy file.
+
+    Raises:
+        ConfigError: the file cannot be read, is not TOML, or holds an invalid policy.
+    """
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            raw = f.read()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the policy file: {exc.strerror or exc}",
+                          path=name) from None
+    except UnicodeDecodeError:
+        raise ConfigError("the policy file is not UTF-8 text", path=name) from None
+    return parse_policy(text, path=name)
+
+
+def find_policy(path: str | os.PathLike[str] | None = None) -> Policy:
+    """The policy a command should use: *path*, else ``./anfitrion.toml`` when it exists,
+    else :meth:`Policy.default`.
+
+    Raises:
+        ConfigError: the file is invalid (or *path* was given and cannot be read).
+    """
+    if path is None:
+        if not os.path.exists(DEFAULT_POLICY_FILE):
+            return Policy.default()
+        path = DEFAULT_POLICY_FILE
+    return load_policy(path)

@@ -1,0 +1,112 @@
+"""Rate limits over time windows, per principal and tool.
+
+A :class:`RateLimit` is a rule that needs counts: it tells the policy which ones
+(:meth:`RateLimit.rate_keys`), the gate fetches them from the store
+(``Store.count_calls(principal, tool, since)``) into ``PolicyContext.rate_counts`` before
+deciding, and records every executed call (``Store.record_call``) under each key a limit on
+that tool reads: the tool's own name, or ``*`` / ``group:<globs>`` for a combined limit.
+Calls made while no limit covered a tool are not counted. The rule itself only compares numbers.
+Time comes from the policy's clock, so tests move time instead of sleeping.
+
+Example:
+    >>> limit = RateLimit("send_email", max_calls=5, per=parse_duration("1h"))
+    >>> [k.id for k in limit.rate_keys("send_email")]
+    ['send_email/3600s']
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable
+from datetime import timedelta
+
+from ..tools import BoundCall
+from ._core import Decision, PolicyContext, RateKey
+
+__all__ = ["ALL_TOOLS", "RateLimit", "parse_duration"]
+
+ALL_TOOLS = "*"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(value: str | int | float | timedelta) -> timedelta:
+    """``"90s"``, ``"15m"``, ``"1h"``, ``"2d"``, a number of seconds, or a timedelta.
+
+    Raises:
+        ValueError: not a positive duration in one of those forms.
+    """
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or text like '15m'")
+    elif isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str) and (m := re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", value)):
+        seconds = float(int(m.group(1)) * _UNITS[m.group(2)])
+    else:
+        raise ValueError(f"{value!r} is not a duration: use e.g. '30s', '15m', '1h', '1d'")
+    if not seconds > 0:
+        raise ValueError("a duration must be positive")
+    return timedelta(seconds=seconds)
+
+
+class RateLimit:
+    """At most *max_calls* calls in any window of *per*, per principal.
+
+    Args:
+        tools: tool-name globs; each matching tool is counted on its own.
+        max_calls: calls allowed in the window (the next one is denied).
+        per: the window (a timedelta, seconds, or text like ``"1h"``).
+        combined: count all of the principal's calls together (any tool), instead of per tool.
+        reason: the operator's words for the denial.
+    """
+
+    def __init__(self, tools: str | Iterable[str], *, max_calls: int,
+                 per: timedelta | int | float | str, combined: bool = False,
+                 reason: str | None = None, rule_id: str | None = None) -> None:
+        self.tools = (tools,) if isinstance(tools, str) else tuple(tools)
+        if not self.tools or not all(isinstance(t, str) and t for t in self.tools):
+            raise ValueError("tools must be non-empty name patterns")
+        if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0:
+            raise ValueError("max_calls must be a non-negative integer")
+        self.max_calls = max_calls
+        self.per = parse_duration(per)
+        self.seconds = max(1, round(self.per.total_seconds()))
+        self.combined = combined
+        self.reason = reason
+        self.rule_id = rule_id or f"rate:{'|'.join(self.tools)}"
+
+    def _key(self, tool_name: str) -> RateKey | None:
+        if not any(fnmatch.fnmatchcase(tool_name, t) for t in self.tools):
+            return None
+        if not self.combined:
+            return RateKey(tool_name, self.seconds)
+        # a combined limit counts under one name for its whole group of tools
+        group = ALL_TOOLS if self.tools == (ALL_TOOLS,) else "group:" + "|".join(self.tools)
+        return RateKey(group, self.seconds)
+
+    def rate_keys(self, tool_name: str) -> tuple[RateKey, ...]:
+        key = self._key(tool_name)
+        return () if key is None else (key,)
+
+    def __call__(self, call: BoundCall, context: PolicyContext) -> Decision | None:
+        key = self._key(call.name)
+        if key is None:
+            return None
+        count = context.rate_counts.get(key.id)
+        if count is None:  # nobody counted: refuse rather than guess (fail closed)
+            return Decision.deny("the rate limit could not be checked", self.rule_id)
+        if count >= self.max_calls:
+            what = "tool calls" if self.combined else f"{call.name} calls"
+            return Decision.deny(self.reason or f"at most {self.max_calls} {what} per "
+                                 f"{_window(self.seconds)}; try again later", self.rule_id)
+        return None
+
+
+def _window(seconds: int) -> str:
+    for size, name in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds % size == 0:
+            n = seconds // size
+            return name if n == 1 else f"{n} {name}s"
+    return f"{seconds} seconds"
