@@ -26,12 +26,12 @@ import anyio
 import pydantic
 
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonError, parse_json_strict
-from .approvals import ApprovalAnswer, ApprovalRequest, Approver
+from .approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_digest
 from .conversation import Provenance, ToolCall, ToolResult
 from .events import EventType, HostEvent
 from .policy import Decision, Policy, PolicyContext, Verdict
 from .principal import Principal
-from .store import ClaimState, Store
+from .store import ClaimState, LedgerState, Store
 from .tools import ArgumentError, BoundCall, Effect, Tool, ToolContext
 
 __all__ = ["CallOutcome", "Gate", "GateLimits", "ToolError", "shape_result"]
@@ -167,24 +167,34 @@ class Gate:
             return await self._finish(scope, await self._invalid(call, tool, scope, str(exc)))
         bound = BoundCall(call.id, tool, parsed)
         await self._event(EventType.CALL_VALIDATED, scope, call, arguments=parsed)
+        # side effects go through the ledger: proposed → decided → (approved) → claimed → …
+        ledger_digest = approval_digest(
+            session_id=scope.session_id, principal_id=scope.principal.id, call_id=call.id,
+            tool_name=tool.name, tool_definition_hash=tool.definition_hash, arguments=parsed)
+        ledger = tool.effect is Effect.WRITE
+        if ledger:
+            await self.store.advance_execution(scope.session_id, call.id, LedgerState.PROPOSED,
+                                               ledger_digest)
 
         # 3. decide
         decision = self.policy.decide(bound, self._policy_context(scope))
         await self._event(EventType.CALL_DECIDED, scope, call, arguments=parsed,
                           decision=decision)
+        if ledger:
+            await self.store.advance_execution(scope.session_id, call.id, LedgerState.DECIDED,
+                                               ledger_digest)
         if decision.verdict is Verdict.DENY:
             result = _error(call, "denied", f"denied by policy: {decision.reason}", tool)
             return await self._finish(scope, CallOutcome(call, "decide", result, decision))
 
         # 4. approve
-        digest: str | None = None
         if decision.verdict is Verdict.ASK:
-            outcome, digest = await self._approve(call, bound, decision, scope)
+            outcome, _ = await self._approve(call, bound, decision, scope)
             if outcome is not None:
                 return await self._finish(scope, outcome)
 
         # 5. execute, 6. shape
-        result = await self._execute(call, tool, arguments, scope, digest)
+        result = await self._execute(call, tool, arguments, scope, ledger_digest)
         return await self._finish(scope, CallOutcome(call, "execute", result, decision))
 
     def _policy_context(self, scope: CallScope) -> PolicyContext:
@@ -256,14 +266,19 @@ class Gate:
             note = f": {answer.note}" if answer.note else ""
             return denied(f"denied by {answer.approver}{note}", request), ""
         if await self.store.consume_approval(request.id, request.digest) is None:
-            return denied("denied: this approval was already used", request), ""
+            # Used already: by this very call (the digest names session and call id) in a
+            # process that died before settling? Then the ledger says so; the claim decides.
+            entry = await self.store.execution_state(scope.session_id, call.id)
+            if entry is None or entry.digest != request.digest or entry.state in (
+                    LedgerState.PROPOSED, LedgerState.DECIDED):
+                return denied("denied: this approval was already used", request), ""
         return None, request.digest
 
     async def _execute(self, call: ToolCall, tool: Tool, arguments: dict[str, Any],
-                       scope: CallScope, digest: str | None) -> ToolResult:
+                       scope: CallScope, digest: str) -> ToolResult:
         ledger = tool.effect is Effect.WRITE
         if ledger:
-            claim = await self.store.claim_execution(scope.session_id, call.id, digest or "")
+            claim = await self.store.claim_execution(scope.session_id, call.id, digest)
             await self._event(EventType.EXECUTION_CLAIMED, scope, call,
                               status=claim.state.value)
             if claim.state in (ClaimState.DONE, ClaimState.FAILED) and claim.result is not None:

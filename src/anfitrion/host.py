@@ -341,7 +341,10 @@ class Host:
     async def _offered(self, session: _Session) -> dict[str, Tool]:
         context = OfferContext(session.principal, session.id, session.turn)
         tools = await self.tools.list_tools(context)
-        return {t.name: t for t in tools if t.scopes <= session.principal.scopes}
+        offered = {t.name: t for t in tools if t.scopes <= session.principal.scopes}
+        if self._recorder is not None:
+            self._recorder.learn(offered.values())  # arguments it must never record
+        return offered
 
     async def _run_calls(self, session: _Session, reply: Reply, offered: Mapping[str, Tool],
                          records: list[CallRecord], stop: StopSignal) -> RunStatus | None:

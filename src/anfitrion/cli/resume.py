@@ -1,0 +1,71 @@
+"""``anfitrion resume SESSION``: continue a suspended session, in this or any process.
+
+A store keeps transcripts, not code: the resuming process must configure the same tools (and
+policy) as the one that suspended. This command uses the demo's scripted model and toolbox
+(``--model scripted:demo``); applications resume with ``Host.resume`` and their own tools.
+"""
+
+from __future__ import annotations
+
+import json
+
+import anyio
+import click
+
+from .._demo import demo_model, demo_toolbox
+from ..approvals import DeferredApprover
+from ..exceptions import AnfitrionError
+from ..host import Host, RunResult
+from ..models._base import Model
+from ..store import open_store
+from ..tools import Toolbox
+from ._common import resolve_url, shown, store_option
+
+_MODELS = ("scripted:demo",)
+
+
+def _host_parts(model: str) -> tuple[Model, Toolbox]:
+    if model == "scripted:demo":
+        return demo_model(), demo_toolbox()
+    raise click.BadParameter(f"unknown model {model!r}; known: {', '.join(_MODELS)}",
+                             param_hint="--model")
+
+
+@click.command("resume")
+@click.argument("session_id")
+@store_option
+@click.option("--model", default="scripted:demo", show_default=True,
+              help="The model and toolbox to resume with (they must match the session's).")
+@click.option("--force", is_flag=True,
+              help="Resume a session left 'running' by a process that died. Unsettled "
+                   "side effects are reported as 'outcome unknown', never run again.")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+def command(session_id: str, store_url: str | None, model: str, force: bool,
+            as_json: bool) -> None:
+    """Continue SESSION after its approvals were answered."""
+    from .demo import DemoPrinter
+
+    the_model, tools = _host_parts(model)
+
+    async def main() -> RunResult:
+        store = open_store(resolve_url(store_url))
+        try:
+            host = Host(model=the_model, tools=tools, store=store, approver=DeferredApprover(),
+                        listeners=[] if as_json else [DemoPrinter()], max_turns=4)
+            return await host.resume(session_id, force=force)
+        finally:
+            await store.close()
+
+    try:
+        run = anyio.run(main)
+    except AnfitrionError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(json.dumps({"session_id": run.session_id, "status": run.status.value,
+                               "output": run.output, "error": run.error,
+                               "pending": [r.id for r in run.pending]}, ensure_ascii=False))
+        return
+    click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
+    for request in run.pending:
+        click.echo(f"waiting for approval {request.id} ({shown(request.tool_name)}): "
+                   f"anfitrion approvals approve {request.id}")
