@@ -133,7 +133,7 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                           "preview": redact(event.result.content)}
     if event.reply is not None:
         data["reply"] = {"stop_reason": event.reply.stop_reason.value,
-                         "tool_calls": [c.name for c in event.reply.tool_calls],
+                         "tool_calls": [redact(c.name, 80) for c in event.reply.tool_calls],
                          "text_chars": len(event.reply.text),
                          "usage": {"input_tokens": event.reply.usage.input_tokens,
                                    "output_tokens": event.reply.usage.output_tokens}}
