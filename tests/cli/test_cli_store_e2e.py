@@ -83,7 +83,7 @@ def test_two_people_approving_at_once_from_two_processes_record_one_answer(
                                 *store], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
               for verb, who in (("approve", "bob"), ("deny", "carol"))]
-    outcomes = [p.communicate(timeout=120) + (p.returncode,) for p in people]
+    outcomes = [(*p.communicate(timeout=120), p.returncode) for p in people]
     assert sorted(code for _, _, code in outcomes) == [0, 1]
     loser = next(err for _, err, code in outcomes if code == 1)
     assert "already answered" in loser
