@@ -154,3 +154,18 @@ def test_audit_show_filters_by_session_and_escapes_terminal_controls() -> None:
     assert "evil" in everything.output
     assert "\x1b" not in everything.output
     assert "\r" not in everything.output
+
+
+def test_resume_ready_continues_every_answered_session_once() -> None:
+    first, second, waiting = suspended_note(), suspended_note(), suspended_note()
+    for run in (first, second):
+        assert invoke("approvals", "approve", run.pending[0].id).exit_code == 0
+    result = invoke("resume", "--ready", "--json")
+    assert result.exit_code == 0, result.output
+    outcomes = json.loads(result.output)
+    assert sorted(o["session_id"] for o in outcomes) == sorted([first.session_id,
+                                                               second.session_id])
+    assert all(o["output"] == "Saved the note to drafts/weather.md." for o in outcomes)
+    assert waiting.session_id not in result.output
+    assert "no session is ready" in invoke("resume", "--ready").output
+    assert invoke("resume").exit_code == 2

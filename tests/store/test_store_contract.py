@@ -257,3 +257,29 @@ async def test_expired_requests_still_list_with_their_expiry(store: Store) -> No
     await store.create_approval(old)
     [listed] = await store.list_approvals()
     assert listed.expired()
+
+
+async def test_workers_claiming_ready_sessions_each_get_a_different_one(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    for n in range(6):
+        await store.save_session(SessionState(f"s{n}", "alice", "suspended", {"n": n}))
+        request = _request(f"s{n}", "c1")
+        await store.create_approval(request)
+        if n != 5:  # s5 still waits for a person
+            await store.answer_approval(ApprovalAnswer.to(request, True, "bob"))
+    await store.save_session(SessionState("done", "alice", "completed", {}))
+    taken: list[str] = []
+
+    async def worker(handle: Store) -> None:
+        while (state := await handle.claim_resumable()) is not None:
+            assert state.status == "running"
+            taken.append(state.session_id)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for handle in (store, other_handle(), other_handle()):
+                tg.start_soon(worker, handle)
+    assert sorted(taken) == ["s0", "s1", "s2", "s3", "s4"]
+    s0 = await store.load_session("s0")
+    assert s0 is not None
+    assert (s0.status, s0.version) == ("running", 2)

@@ -32,40 +32,56 @@ def _host_parts(model: str) -> tuple[Model, Toolbox]:
 
 
 @click.command("resume")
-@click.argument("session_id")
+@click.argument("session_id", required=False)
 @store_option
 @click.option("--model", default="scripted:demo", show_default=True,
               help="The model and toolbox to resume with (they must match the session's).")
+@click.option("--ready", is_flag=True,
+              help="Instead of SESSION: resume every suspended session whose approvals are "
+                   "all answered (safe to run on many workers at once).")
 @click.option("--force", is_flag=True,
               help="Resume a session left 'running' by a process that died. Unsettled "
                    "side effects are reported as 'outcome unknown', never run again.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
-def command(session_id: str, store_url: str | None, model: str, force: bool,
-            as_json: bool) -> None:
+def command(session_id: str | None, store_url: str | None, model: str, ready: bool,
+            force: bool, as_json: bool) -> None:
     """Continue SESSION after its approvals were answered."""
     from .demo import DemoPrinter
 
+    if (session_id is None) is not ready:
+        raise click.UsageError("give either SESSION or --ready")
     the_model, tools = _host_parts(model)
 
-    async def main() -> RunResult:
+    async def main() -> list[RunResult]:
         store = open_store(resolve_url(store_url))
         try:
             host = Host(model=the_model, tools=tools, store=store, approver=DeferredApprover(),
                         listeners=[] if as_json else [DemoPrinter()], max_turns=4)
-            return await host.resume(session_id, force=force)
+            if session_id is not None:
+                return [await host.resume(session_id, force=force)]
+            runs = []
+            while (taken := await store.claim_resumable()) is not None:
+                runs.append(await host.resume(taken.session_id, force=True))
+            return runs
         finally:
             await store.close()
 
     try:
-        run = anyio.run(main)
+        runs = anyio.run(main)
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:
-        click.echo(json.dumps({"session_id": run.session_id, "status": run.status.value,
-                               "output": run.output, "error": run.error,
-                               "pending": [r.id for r in run.pending]}, ensure_ascii=False))
+        outcomes = [{"session_id": run.session_id, "status": run.status.value,
+                     "output": run.output, "error": run.error,
+                     "pending": [r.id for r in run.pending]} for run in runs]
+        click.echo(json.dumps(outcomes if ready else outcomes[0], ensure_ascii=False))
         return
-    click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
-    for request in run.pending:
-        click.echo(f"waiting for approval {request.id} ({shown(request.tool_name)}): "
-                   f"anfitrion approvals approve {request.id}")
+    if ready and not runs:
+        click.echo("no session is ready to resume")
+    for run in runs:
+        if ready:
+            click.echo(f"session {run.session_id}:")
+        click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
+        for request in run.pending:
+            click.echo(f"waiting for approval {request.id} ({shown(request.tool_name)}): "
+                       f"anfitrion approvals approve {request.id}")

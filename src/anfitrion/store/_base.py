@@ -109,6 +109,14 @@ class Store(Protocol):
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]: ...
 
+    async def claim_resumable(self) -> SessionState | None:
+        """Take one suspended session whose approvals are all answered, marking it running.
+
+        Concurrent workers never get the same session; resume it with
+        ``Host.resume(session_id, force=True)``.
+        """
+        ...
+
     # approvals
     async def create_approval(self, request: ApprovalRequest) -> None: ...
 

@@ -50,6 +50,20 @@ class MemoryStore:
         with self._lock:
             return [s for s in self._sessions.values() if status is None or s.status == status]
 
+    async def claim_resumable(self) -> SessionState | None:
+        with self._lock:
+            waiting = {r.session_id for r in self._requests.values() if r.id not in self._answers}
+            ready = sorted((s for s in self._sessions.values()
+                            if s.status == "suspended" and s.session_id not in waiting),
+                           key=lambda s: s.updated_at or datetime.min.replace(tzinfo=UTC))
+            if not ready:
+                return None
+            state = ready[0]
+            taken = SessionState(state.session_id, state.principal_id, "running", state.data,
+                                 state.version + 1, datetime.now(UTC))
+            self._sessions[state.session_id] = taken
+            return taken
+
     async def create_approval(self, request: ApprovalRequest) -> None:
         with self._lock:
             self._requests.setdefault(request.id, request)

@@ -193,6 +193,23 @@ class SQLiteStore:
                                                    args).fetchall())
         return [_session(r) for r in rows]
 
+    async def claim_resumable(self) -> SessionState | None:
+        def claim(c: Conn) -> SessionState | None:
+            row = c.execute(
+                "SELECT session_id, principal_id, status, data, version, updated_at "
+                "FROM anfitrion_sessions s WHERE s.status = 'suspended' AND NOT EXISTS "
+                "(SELECT 1 FROM anfitrion_approvals a WHERE a.session_id = s.session_id "
+                "AND a.answer IS NULL) ORDER BY s.updated_at LIMIT 1").fetchone()
+            if row is None:
+                return None
+            now = now_iso()
+            c.execute("UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
+                      "updated_at = ? WHERE session_id = ?", (now, row[0]))
+            state = _session(row)
+            return SessionState(state.session_id, state.principal_id, "running", state.data,
+                                state.version + 1, datetime.fromisoformat(now))
+        return await self._write(claim)
+
     # -- approvals -----------------------------------------------------------------------------
 
     async def create_approval(self, request: ApprovalRequest) -> None:
