@@ -187,8 +187,9 @@ class Gate:
             result = _error(call, "denied", f"denied by policy: {decision.reason}", tool)
             return await self._finish(scope, CallOutcome(call, "decide", result, decision))
 
-        # 4. approve
-        if decision.verdict is Verdict.ASK:
+        # 4. approve — unless the ledger shows this exact call approved before a crash
+        if decision.verdict is Verdict.ASK and not (ledger and await self._approved_before(
+                scope, call, ledger_digest)):
             outcome, _ = await self._approve(call, bound, decision, scope)
             if outcome is not None:
                 return await self._finish(scope, outcome)
@@ -273,6 +274,11 @@ class Gate:
                     LedgerState.PROPOSED, LedgerState.DECIDED):
                 return denied("denied: this approval was already used", request), ""
         return None, request.digest
+
+    async def _approved_before(self, scope: CallScope, call: ToolCall, digest: str) -> bool:
+        entry = await self.store.execution_state(scope.session_id, call.id)
+        return entry is not None and entry.digest == digest and entry.state not in (
+            LedgerState.PROPOSED, LedgerState.DECIDED)
 
     async def _execute(self, call: ToolCall, tool: Tool, arguments: dict[str, Any],
                        scope: CallScope, digest: str) -> ToolResult:

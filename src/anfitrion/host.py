@@ -332,6 +332,10 @@ class Host:
                 if not reply.tool_calls:
                     return await self._end(session, RunStatus.COMPLETED, records, usage,
                                            output=reply.text)
+                # checkpoint before any call runs: a crash from here on leaves a session that
+                # `resume --force` continues, the ledger answering for calls already claimed
+                session.status = "running"
+                session.version = (await self.store.save_session(session.to_state())).version
                 ended = await self._run_calls(session, reply, offered, records, stop)
                 if ended is not None:
                     return await self._end(session, ended, records, usage)

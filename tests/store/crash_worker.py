@@ -1,7 +1,11 @@
 """A host process for the crash tests: it can stop dead at any ledger state.
 
     python crash_worker.py STORE_URL EFFECTS_FILE run
+    python crash_worker.py STORE_URL EFFECTS_FILE run-approving - STOP_AT
     python crash_worker.py STORE_URL EFFECTS_FILE resume SESSION STOP_AT
+
+``run`` suspends on the approval; ``run-approving`` has a person approve at once, so the
+whole ledger is walked in the first run.
 
 At STOP_AT (approved, claimed, executed, settled, or none) it prints ``AT <state>`` and waits
 for its standard input forever, so the test can SIGKILL it exactly there.
@@ -17,14 +21,15 @@ from typing import Any
 import anyio
 
 from anfitrion import Effect, Host, Toolbox
-from anfitrion.approvals import DeferredApprover
+from anfitrion.approvals import Approver, CallbackApprover, DeferredApprover
 from anfitrion.conversation import ToolResult, UserMessage
 from anfitrion.models._base import ModelRequest
 from anfitrion.store import ClaimState, open_store
 from anfitrion.testing import ScriptedModel, call
 
 STORE_URL, EFFECTS, MODE = sys.argv[1:4]
-STOP_AT = sys.argv[5] if MODE == "resume" else "none"
+SESSION_ID = "crash-session"
+STOP_AT = sys.argv[5] if len(sys.argv) > 5 else "none"
 
 
 def stop_here(state: str) -> None:
@@ -84,11 +89,15 @@ def respond(request: ModelRequest) -> Any:
 
 async def main() -> None:
     store = StoppingStore(open_store(STORE_URL))
+    approver: Approver = DeferredApprover()
+    if MODE == "run-approving":
+        approver = CallbackApprover(lambda request: True, name="bob")
     host = Host(model=ScriptedModel(respond), tools=toolbox(), store=store,  # type: ignore[arg-type]
-                approver=DeferredApprover())
+                approver=approver)
     try:
-        if MODE == "run":
-            run = await host.run("send it", principal="alice")
+        if MODE.startswith("run"):
+            print(f"SESSION {SESSION_ID}", flush=True)
+            run = await host.run("send it", principal="alice", session_id=SESSION_ID)
         else:
             run = await host.resume(sys.argv[4], force=True)
     finally:

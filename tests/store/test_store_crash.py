@@ -32,7 +32,7 @@ def worker(url: str, effects: Path, *args: str, **kwargs: Any) -> subprocess.Pop
 def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
-    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])  # after SESSION …
     return result
 
 
@@ -89,4 +89,32 @@ def test_a_host_killed_at_a_ledger_state_never_runs_twice_nor_loses_an_approval(
     state, unknown, intact = anyio.run(ledger_state, url, session_id)
     assert state is final_state
     assert ((session_id, "w1") in unknown) is (final_state is LedgerState.UNKNOWN)
+    assert intact
+
+
+@pytest.mark.parametrize(("kill_at", "effects_after", "output", "final_state"), [
+    ("approved", 1, "sent to ana", LedgerState.DONE),
+    ("claimed", 0, "outcome unknown", LedgerState.UNKNOWN),
+    ("executed", 1, "outcome unknown", LedgerState.UNKNOWN),
+    ("settled", 1, "sent to ana", LedgerState.DONE),
+])
+def test_a_host_killed_during_its_first_run_is_resumed_without_running_twice(
+        tmp_path: Path, kill_at: str, effects_after: int, output: str,
+        final_state: LedgerState) -> None:
+    """An approver answered at once: the whole ledger is walked before any suspension."""
+    url = f"sqlite:///{tmp_path / 'host.db'}"
+    effects = tmp_path / "effects.log"
+    doomed = worker(url, effects, "run-approving", "-", kill_at)
+    assert doomed.stdout is not None
+    session_id = doomed.stdout.readline().split()[1]
+    assert doomed.stdout.readline().strip() == f"AT {kill_at}"
+    doomed.send_signal(signal.SIGKILL)
+    doomed.communicate(timeout=60)
+
+    restarted = finish(worker(url, effects, "resume", session_id, "none"))
+    assert restarted["status"] == "completed"
+    assert output in restarted["output"]
+    assert (effects.read_text().count("sent to") if effects.exists() else 0) == effects_after
+    state, _, intact = anyio.run(ledger_state, url, session_id)
+    assert state is final_state
     assert intact
