@@ -251,6 +251,9 @@ class Host:
                 raise UserError(f"session {session_id!r} belongs to another principal")
             if session.pending:
                 raise UserError(f"session {session_id!r} waits for an approval: resume it")
+            if session.status == "running":
+                raise UserError(f"session {session_id!r} is running in another process (or "
+                                "its process died: resume it with force=True)")
         else:
             session = _Session(session_id or uuid.uuid4().hex, who, Transcript())
         session.transcript.append(UserMessage((Text(prompt),)))

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import anyio
+import pytest
 from click.testing import CliRunner, Result
 
 from anfitrion._demo import demo_model, demo_toolbox
@@ -35,10 +36,7 @@ def test_the_default_store_is_the_sqlite_file_in_the_data_folder(anfitrion_home:
 
 
 def test_the_store_url_can_come_from_the_environment(tmp_path: Path,
-                                                     monkeypatch: object) -> None:
-    import pytest
-
-    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ANFITRION_STORE", f"sqlite:///{tmp_path / 'elsewhere.db'}")
     assert invoke("db", "path").output.strip() == str(tmp_path / "elsewhere.db")
 
@@ -169,3 +167,15 @@ def test_resume_ready_continues_every_answered_session_once() -> None:
     assert waiting.session_id not in result.output
     assert "no session is ready" in invoke("resume", "--ready").output
     assert invoke("resume").exit_code == 2
+
+
+def test_the_data_folder_follows_xdg_when_anfitrion_home_is_unset(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from anfitrion._home import home_dir
+
+    monkeypatch.delenv("ANFITRION_HOME")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert home_dir() == tmp_path / "xdg" / "anfitrion"
+    monkeypatch.delenv("XDG_DATA_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "user"))
+    assert home_dir() == tmp_path / "user" / ".local" / "share" / "anfitrion"

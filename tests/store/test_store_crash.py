@@ -1,4 +1,4 @@
-"""Crash tests: a host process on a SQLite store is SIGKILLed at each ledger state.
+"""Crash tests: a host process is SIGKILLed at each ledger state (SQLite, and PostgreSQL).
 
 After a restart nothing has run twice and nothing approved is lost: an approval consumed
 before the kill still executes (once); a claim left unsettled is reported as "outcome unknown"
@@ -11,17 +11,24 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from pg_schema import pg_schema_url
 
 from anfitrion.approvals import ApprovalAnswer
 from anfitrion.audit import verify_chain
 from anfitrion.store import LedgerState, open_store
 
 WORKER = Path(__file__).with_name("crash_worker.py")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from pg_schema_url()
 
 
 def worker(url: str, effects: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
@@ -62,10 +69,13 @@ async def ledger_state(url: str, session_id: str) -> tuple[LedgerState | None, l
     ("executed", 1, "outcome unknown", LedgerState.UNKNOWN),
     ("settled", 1, "sent to ana", LedgerState.DONE),
 ])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
 def test_a_host_killed_at_a_ledger_state_never_runs_twice_nor_loses_an_approval(
         tmp_path: Path, kill_at: str, effects_after: int, output: str,
-        final_state: LedgerState) -> None:
-    url = f"sqlite:///{tmp_path / 'host.db'}"
+        final_state: LedgerState, backend: str, request: pytest.FixtureRequest) -> None:
+    url = (f"sqlite:///{tmp_path / 'host.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
     effects = tmp_path / "effects.log"
     suspended = finish(worker(url, effects, "run"))
     assert suspended["status"] == "suspended"

@@ -204,3 +204,23 @@ async def test_the_audit_log_of_a_suspended_and_resumed_run_verifies(store: Stor
                      "execution.claimed", "execution.settled", "result.returned", "run.ended"):
         assert expected in types
     assert verify_chain(await store.audit_records()).ok
+
+
+async def test_a_session_left_running_cannot_take_a_new_prompt_but_can_be_forced_on(
+        store: Store) -> None:
+    from anfitrion.store import SessionState
+
+    world = World()
+    calls = (call("lookup", {"name": "ana"}, id="r1"),)
+    done = await host(store, world, *calls).run("go", principal="alice")
+    state = await store.load_session(done.session_id)
+    assert state is not None
+    await store.save_session(SessionState(state.session_id, state.principal_id, "running",
+                                          state.data, state.version))
+    with pytest.raises(UserError, match="running"):
+        await host(store, world, *calls).run("again", principal="alice",
+                                             session_id=done.session_id)
+    with pytest.raises(UserError, match="not suspended"):
+        await host(store, world, *calls).resume(done.session_id)
+    forced = await host(store, world, *calls).resume(done.session_id, force=True)
+    assert forced.status is RunStatus.COMPLETED
