@@ -90,3 +90,29 @@ def test_two_people_approving_at_once_from_two_processes_record_one_answer(
     shown = json.loads(anfitrion("approvals", "show", found.group(1), "--json", *store).stdout)
     winner = "bob" if outcomes[0][2] == 0 else "carol"
     assert shown["answer"]["approver"] == winner
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
+def test_two_processes_resuming_one_session_execute_the_call_once(
+        backend: str, request: pytest.FixtureRequest) -> None:
+    store = [] if backend == "sqlite" else ["--store", request.getfixturevalue("pg_url")]
+    demo = anfitrion("demo", "--defer", *store)
+    request_id = re.search(r"approvals approve ([0-9a-f]{32})", demo.stdout)
+    session_id = re.search(r"anfitrion resume ([0-9a-f]{32})", demo.stdout)
+    assert request_id is not None
+    assert session_id is not None
+    anfitrion("approvals", "approve", request_id.group(1), *store)
+    workers = [subprocess.Popen([*ANFITRION, "resume", session_id.group(1), "--json", *store],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for _ in range(2)]
+    outcomes = [(*w.communicate(timeout=120), w.returncode) for w in workers]
+    completed = [json.loads(out) for out, _, code in outcomes if code == 0]
+    assert [c["status"] for c in completed] == ["completed"]
+    loser = next(err for _, err, code in outcomes if code != 0)
+    assert "changed concurrently" in loser or "not suspended" in loser
+    records = json.loads(anfitrion("audit", "show", "--json", "--session", session_id.group(1),
+                                   *store).stdout)
+    settled = [r for r in records if r["type"] == "execution.settled"]
+    assert len(settled) == 1
+    assert "audit chain intact" in anfitrion("audit", "verify", *store).stdout
