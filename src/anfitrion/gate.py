@@ -267,15 +267,12 @@ class Gate:
             note = f": {answer.note}" if answer.note else ""
             return denied(f"denied by {answer.approver}{note}", request), ""
         if await self.store.consume_approval(request.id, request.digest) is None:
-            # Used already: by this very call (the digest names session and call id) in a
-            # process that died before settling? Then the ledger says so; the claim decides.
-            entry = await self.store.execution_state(scope.session_id, call.id)
-            if entry is None or entry.digest != request.digest or entry.state in (
-                    LedgerState.PROPOSED, LedgerState.DECIDED):
-                return denied("denied: this approval was already used", request), ""
+            return denied("denied: this approval was already used", request), ""
         return None, request.digest
 
     async def _approved_before(self, scope: CallScope, call: ToolCall, digest: str) -> bool:
+        """Whether an approval for exactly this call was used already (the ledger moved to
+        ``approved`` in the same transaction), by a process that may have died since."""
         entry = await self.store.execution_state(scope.session_id, call.id)
         return entry is not None and entry.digest == digest and entry.state not in (
             LedgerState.PROPOSED, LedgerState.DECIDED)
