@@ -37,3 +37,11 @@ def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test touches the real data folder (~/.local/share/anfitrion) or a configured store."""
+    monkeypatch.setenv("ANFITRION_HOME", str(tmp_path_factory.mktemp("anfitrion-home")))
+    monkeypatch.delenv("ANFITRION_STORE", raising=False)

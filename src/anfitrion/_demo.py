@@ -20,7 +20,7 @@ from .store import MemoryStore, Store
 from .toolkits import files, mail
 from .tools import Effect, Toolbox
 
-__all__ = ["SCENES", "demo_model", "demo_toolbox"]
+__all__ = ["SCENES", "demo_model", "demo_parts", "demo_toolbox"]
 
 SCENES: tuple[tuple[str, str], ...] = (
     ("A read tool, allowed by default", "Weather in Lisboa?"),
@@ -120,6 +120,17 @@ def _respond(request: ModelRequest) -> Reply | str | object:
             return call("send_email", {"draft_id": draft_id, **EMAIL})
         return "Sent the forecast to team@example.com."
     return "I have nothing to do for that."
+
+
+def demo_parts(store: Store) -> tuple[ScriptedModel, Toolbox]:
+    """The demo's model and tools for a host on *store*.
+
+    The workspace and Maildir live in ``$ANFITRION_HOME/demo`` and mail drafts in *store*, so
+    that ``anfitrion resume`` in another process finds what the suspended run left.
+    """
+    from ._home import home_dir
+
+    return demo_model(), demo_toolbox(home_dir() / "demo", store=store)
 
 
 def demo_model() -> ScriptedModel:

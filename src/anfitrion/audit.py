@@ -11,57 +11,97 @@ prev_hash})``; :func:`verify_chain` re-derives the chain and names the first bro
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._canonical import canonical_json, digest
 from .events import EventType, HostEvent, event_payload
 from .store._base import AuditRecord, Store
 
-__all__ = ["AuditRecorder", "ChainReport", "chain_hash", "redact", "verify_chain"]
+if TYPE_CHECKING:
+    from .tools import Tool
+
+__all__ = ["AuditRecorder", "ChainReport", "chain_hash", "export_jsonl", "record_to_dict",
+           "records_from_jsonl", "redact", "verify_chain"]
 
 PREVIEW_CHARS = 200
+ARGUMENT_PREVIEW_CHARS = 120
+MAX_PREVIEW_ARGUMENTS = 20
 GENESIS = "0" * 64
 
+_SECRET_NAME = (r"[\w-]*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|token|auth"
+                r"|credential|private[_-]?key|session[_-]?key|cookie)[\w-]*")
 _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)",
                 re.S), "[private key]"),
-    (re.compile(r"\b(sk|pk|rk)-[A-Za-z0-9_-]{16,}"), "[secret]"),
     (re.compile(r"\bsk-ant-[A-Za-z0-9_-]{10,}"), "[secret]"),
-    (re.compile(r"\b(ghp|gho|ghu|ghs|github_pat|xox[abpr]|glpat)[-_][A-Za-z0-9_-]{10,}"),
+    (re.compile(r"\b(?:sk|pk|rk)[-_][A-Za-z0-9_-]{16,}"), "[secret]"),
+    (re.compile(r"\b(ghp|gho|ghu|ghs|ghr|github_pat|xox[abpr]|glpat|hf)[-_][A-Za-z0-9_-]{10,}"),
      "[secret]"),
-    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "[secret]"),
+    (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), "[secret]"),
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), "[secret]"),
     (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), "[token]"),
     (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 [secret]"),
-    (re.compile(r"(?i)((?:password|passwd|pwd|secret|api[_-]?key|token|auth)"
-                r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;]{3,}"), r"\1[secret]"),
+    (re.compile(r"(?i)(\b" + _SECRET_NAME + r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]{3,}"),
+     r"\1[secret]"),
     (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@"), r"\1[secret]@"),
-    (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"), "[email]"),
-    (re.compile(r"(?<![\w.])\+?\d[\d ().-]{7,}\d(?![\w.])"), "[phone]"),
+    (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"), "[email]"),
 )
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0080-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+_SECRET_ARGUMENT = re.compile(r"(?i)^" + _SECRET_NAME + "$")
+_PHONE = re.compile(r"(?<![\w.+-])\+?\(?\d[\d ().-]{6,}\d(?![\w-]|\.\d)")
+_NOT_PHONE = re.compile(r"\d{4}-\d{2}-\d{2}|\d+\.\d+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0080-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e"
+                      r"\u2060\u2066-\u2069\ufeff]")
+
+
+def _mask_phone(match: re.Match[str]) -> str:
+    text = match.group()
+    digits = sum(ch.isdigit() for ch in text)
+    if 9 <= digits <= 15 and not _NOT_PHONE.match(text):
+        return "[phone]"
+    return text
 
 
 def redact(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """Mask secrets and personal data, escape control characters, cut to *limit*."""
+    """Mask secrets and personal data, escape control characters, cut to *limit*.
+
+    Example:
+        >>> redact("mail bob@example.com, key sk-abcdefghijklmnopqrstuv\\x1b[31m")
+        'mail [email], key [secret]\\\\u001b[31m'
+    """
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
+    text = _PHONE.sub(_mask_phone, text)
     text = _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text if len(text) <= limit else text[:limit] + f"… [{len(text)} chars]"
 
 
 def _redact_arguments(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> dict[str, Any]:
+    """Previews of argument values: declared-sensitive and secret-named ones dropped."""
     hidden = set(sensitive)
-    return {k: ("[sensitive]" if k in hidden else redact(
-        v if isinstance(v, str) else canonical_json(v), 120)) for k, v in arguments.items()}
+    preview: dict[str, Any] = {}
+    for key in list(arguments)[:MAX_PREVIEW_ARGUMENTS]:
+        value = arguments[key]
+        if key in hidden or _SECRET_ARGUMENT.match(key):
+            preview[redact(key, 64)] = "[sensitive]"
+        else:
+            text = value if isinstance(value, str) else canonical_json(value)
+            preview[redact(key, 64)] = redact(text, ARGUMENT_PREVIEW_CHARS)
+    if len(arguments) > MAX_PREVIEW_ARGUMENTS:
+        preview["…"] = f"{len(arguments) - MAX_PREVIEW_ARGUMENTS} more arguments"
+    return preview
 
 
 def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[str, Any]:
     """What the audit log keeps of one event: identities, digests, redacted previews."""
     data: dict[str, Any] = {k: v for k, v in event_payload(event).items()
                             if k not in ("type", "session_id", "at") and v is not None}
+    for key in ("tool", "call_id"):  # written by the model: may carry anything
+        if isinstance(data.get(key), str):
+            data[key] = redact(data[key], 80)
     if event.principal_id is not None:
         data["principal"] = event.principal_id
     if event.call is not None:
@@ -93,7 +133,7 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                           "preview": redact(event.result.content)}
     if event.reply is not None:
         data["reply"] = {"stop_reason": event.reply.stop_reason.value,
-                         "tool_calls": [c.name for c in event.reply.tool_calls],
+                         "tool_calls": [redact(c.name, 80) for c in event.reply.tool_calls],
                          "text_chars": len(event.reply.text),
                          "usage": {"input_tokens": event.reply.usage.input_tokens,
                                    "output_tokens": event.reply.usage.output_tokens}}
@@ -113,31 +153,112 @@ def chain_hash(seq: int, type: str, session_id: str, at: float, data: Mapping[st
 
 @dataclass(frozen=True, slots=True)
 class ChainReport:
+    """The outcome of :func:`verify_chain`.
+
+    Attributes:
+        ok: every record fits the chain (and it ends at *expect_head*, when given).
+        records: how many records were read.
+        broken_at: the sequence number of the first record that does not fit.
+        kind: ``edited``, ``deleted``, ``reordered``, ``inserted`` or ``truncated``.
+        problem: what is wrong, in a sentence.
+        head: the hash of the last record (keep it elsewhere to detect a rewritten tail).
+    """
+
     ok: bool
     records: int
     broken_at: int | None = None
     problem: str = ""
+    kind: str = ""
+    head: str = GENESIS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "records": self.records, "broken_at": self.broken_at,
+                "kind": self.kind or None, "problem": self.problem or None, "head": self.head}
 
 
-def verify_chain(records: Iterable[AuditRecord]) -> ChainReport:
-    """Re-derive the hash chain; report the first record that does not fit."""
-    prev = GENESIS
-    expected_seq = 1
-    count = 0
-    for record in records:
-        count += 1
-        if record.seq != expected_seq:
-            return ChainReport(False, count, record.seq,
-                               f"expected record {expected_seq}, found {record.seq} "
-                               "(deleted, inserted or reordered)")
+def _own_hash_ok(record: AuditRecord) -> bool:
+    return chain_hash(record.seq, record.type, record.session_id, record.at, record.data,
+                      record.prev_hash) == record.hash
+
+
+def verify_chain(records: Iterable[AuditRecord], *,
+                 expect_head: str | None = None) -> ChainReport:
+    """Re-derive the hash chain; report the first record that does not fit, and how.
+
+    *records* must be the whole log in sequence order. A hash chain without a secret can be
+    rewritten from the first edit onwards; pass *expect_head* (a head hash kept elsewhere,
+    e.g. printed by an earlier ``anfitrion audit verify``) to detect that and a cut tail.
+    """
+    recs = list(records)
+    position = {r.hash: i for i, r in enumerate(recs)}
+
+    def broken(at: int, kind: str, problem: str, read: int) -> ChainReport:
+        return ChainReport(False, read, at, problem, kind, recs[read - 1].hash if read else GENESIS)
+
+    prev, expected = GENESIS, 1
+    for i, record in enumerate(recs):
+        if record.seq > expected:
+            gap = f"{expected}" if record.seq == expected + 1 else f"{expected}–{record.seq - 1}"
+            return broken(expected, "deleted", f"record {gap} is missing (deleted)", i + 1)
+        if record.seq < expected:
+            return broken(record.seq, "reordered",
+                          f"record {record.seq} appears again after record {expected - 1} "
+                          "(reordered or inserted)", i + 1)
         if record.prev_hash != prev:
-            return ChainReport(False, count, record.seq, "previous-hash link is broken")
-        if chain_hash(record.seq, record.type, record.session_id, record.at, record.data,
-                      record.prev_hash) != record.hash:
-            return ChainReport(False, count, record.seq, "record content was edited")
-        prev = record.hash
-        expected_seq += 1
-    return ChainReport(True, count)
+            j = position.get(record.prev_hash, -2 if record.prev_hash != GENESIS else -1)
+            if j > i:
+                return broken(record.seq, "reordered", f"record {record.seq} links to record "
+                              f"{recs[j].seq}, which comes after it (reordered)", i + 1)
+            if -1 <= j < i - 1:
+                first = recs[j + 1].seq
+                return broken(first, "inserted", f"records {first}–{recs[i - 1].seq} are not "
+                              f"in the chain: record {record.seq} links past them (inserted)",
+                              i + 1)
+            if _own_hash_ok(record) and i > 0:
+                return broken(recs[i - 1].seq, "edited", f"record {recs[i - 1].seq} was edited "
+                              f"and re-hashed: record {record.seq} no longer links to it", i + 1)
+            return broken(record.seq, "edited",
+                          f"record {record.seq}: its previous-hash link was edited", i + 1)
+        if not _own_hash_ok(record):
+            return broken(record.seq, "edited",
+                          f"record {record.seq}: its content does not match its hash (edited)",
+                          i + 1)
+        prev, expected = record.hash, expected + 1
+    if expect_head is not None and prev != expect_head:
+        where = position.get(expect_head)
+        if where is not None:
+            return ChainReport(False, len(recs), recs[where].seq + 1 if where + 1 < len(recs)
+                               else None, "records after the expected head were appended",
+                               "inserted", prev)
+        return ChainReport(False, len(recs), None, "the chain does not end at the expected head "
+                           "(records removed from the end, or the log rewritten)", "truncated",
+                           prev)
+    return ChainReport(True, len(recs), head=prev)
+
+
+def record_to_dict(record: AuditRecord) -> dict[str, Any]:
+    """One audit record as plain JSON data (already redacted when it was recorded)."""
+    return {"seq": record.seq, "type": record.type, "session_id": record.session_id,
+            "at": record.at, "data": dict(record.data), "prev_hash": record.prev_hash,
+            "hash": record.hash}
+
+
+def export_jsonl(records: Iterable[AuditRecord]) -> Iterator[str]:
+    """One canonical JSON line per record: what ``anfitrion audit export`` writes.
+
+    The lines carry every hashed field, so the export can be verified on its own.
+    """
+    for record in records:
+        yield canonical_json(record_to_dict(record)) + "\n"
+
+
+def records_from_jsonl(lines: Iterable[str]) -> Iterator[AuditRecord]:
+    """Inverse of :func:`export_jsonl`."""
+    for line in lines:
+        if line.strip():
+            d = json.loads(line)
+            yield AuditRecord(int(d["seq"]), d["type"], d["session_id"], float(d["at"]),
+                              d["data"], d["prev_hash"], d["hash"])
 
 
 class AuditRecorder:
@@ -146,11 +267,18 @@ class AuditRecorder:
     def __init__(self, store: Store, *, sensitive_by_tool: Mapping[str, Iterable[str]]
                  | None = None, skip: Iterable[EventType] = ()) -> None:
         self._store = store
-        self._sensitive = sensitive_by_tool or {}
+        self._sensitive: dict[str, frozenset[str]] = {
+            name: frozenset(names) for name, names in (sensitive_by_tool or {}).items()}
         self._skip = frozenset(skip)
 
     def sensitive_for(self, tool: str | None) -> Iterable[str]:
         return self._sensitive.get(tool or "", ())
+
+    def learn(self, tools: Iterable[Tool]) -> None:
+        """Note the sensitive argument names of *tools* (the host calls this each turn)."""
+        for tool in tools:
+            if tool.sensitive:
+                self._sensitive[tool.name] = frozenset(tool.sensitive)
 
     async def __call__(self, event: HostEvent) -> None:
         if event.type in self._skip:

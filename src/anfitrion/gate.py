@@ -28,13 +28,13 @@ import pydantic
 
 from ._canonical import canonical_json
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonError, parse_json_strict
-from .approvals import ApprovalAnswer, ApprovalRequest, Approver
+from .approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_digest
 from .conversation import Provenance, ToolCall, ToolResult
 from .events import EventType, HostEvent
 from .policy import Decision, Policy, PolicyContext, Verdict, arguments_digest
 from .policy.rules import RECENT_CALLS_KEPT
 from .principal import Principal
-from .store import ClaimState, Store
+from .store import ClaimState, LedgerState, Store
 from .tools import ArgumentError, BoundCall, Effect, Tool, ToolContext
 
 __all__ = ["CallOutcome", "Gate", "GateLimits", "ToolError", "shape_result"]
@@ -191,6 +191,15 @@ class Gate:
             return await self._finish(scope, await self._invalid(call, tool, scope, str(exc)))
         bound = BoundCall(call.id, tool, parsed)
         await self._event(EventType.CALL_VALIDATED, scope, call, arguments=parsed)
+        # side effects go through the ledger: proposed → decided → (approved) → claimed → …
+        ledger = tool.effect is Effect.WRITE
+        ledger_digest = approval_digest(
+            session_id=scope.session_id, principal_id=scope.principal.id, call_id=call.id,
+            tool_name=tool.name, tool_definition_hash=tool.definition_hash,
+            arguments=parsed) if ledger else ""
+        if ledger:
+            await self.store.advance_execution(scope.session_id, call.id, LedgerState.PROPOSED,
+                                               ledger_digest)
 
         # 3. decide — rate counts come from the store; the policy itself does no I/O
         now = self.policy.now()
@@ -204,15 +213,18 @@ class Gate:
             del scope.recent_calls[:-RECENT_CALLS_KEPT]
         await self._event(EventType.CALL_DECIDED, scope, call, arguments=parsed,
                           decision=decision)
+        if ledger:
+            await self.store.advance_execution(scope.session_id, call.id, LedgerState.DECIDED,
+                                               ledger_digest)
         if decision.verdict is Verdict.DENY:
             result = _error(call, "denied", f"denied by policy: {decision.reason}", tool)
             return await self._finish(scope, CallOutcome(call, "decide", result, decision))
 
-        # 4. approve
-        digest: str | None = None
-        if decision.verdict is Verdict.ASK:
-            outcome, digest, edit = await self._approve(call, bound, decision, scope, edit_of,
-                                                        edits, approved_by)
+        # 4. approve — unless the ledger shows this exact call approved before a crash
+        if decision.verdict is Verdict.ASK and not (ledger and await self._approved_before(
+                scope, call, ledger_digest)):
+            outcome, _, edit = await self._approve(call, bound, decision, scope, edit_of,
+                                                   edits, approved_by)
             if edit is not None:
                 # an approver's edit is a new proposal: validate, decide and approve again
                 edited_call, parent, editor = edit
@@ -223,7 +235,7 @@ class Gate:
                 return await self._finish(scope, outcome)
 
         # 5. execute, 6. shape
-        result = await self._execute(call, tool, arguments, scope, digest)
+        result = await self._execute(call, tool, arguments, scope, ledger_digest)
         if edit_of is not None:  # the model proposed other arguments: tell it what ran
             result = dataclasses.replace(result, content="[a person edited the arguments to "
                                          f"{canonical_json(parsed)}]\n{result.content}")
@@ -364,11 +376,18 @@ class Gate:
             return denied("this approval was already used", request)
         return None, request.digest, None
 
+    async def _approved_before(self, scope: CallScope, call: ToolCall, digest: str) -> bool:
+        """Whether an approval for exactly this call was used already (the ledger moved to
+        ``approved`` in the same transaction), by a process that may have died since."""
+        entry = await self.store.execution_state(scope.session_id, call.id)
+        return entry is not None and entry.digest == digest and entry.state not in (
+            LedgerState.PROPOSED, LedgerState.DECIDED)
+
     async def _execute(self, call: ToolCall, tool: Tool, arguments: dict[str, Any],
-                       scope: CallScope, digest: str | None) -> ToolResult:
+                       scope: CallScope, digest: str) -> ToolResult:
         ledger = tool.effect is Effect.WRITE
         if ledger:
-            claim = await self.store.claim_execution(scope.session_id, call.id, digest or "")
+            claim = await self.store.claim_execution(scope.session_id, call.id, digest)
             await self._event(EventType.EXECUTION_CLAIMED, scope, call,
                               status=claim.state.value)
             if claim.state in (ClaimState.DONE, ClaimState.FAILED) and claim.result is not None:

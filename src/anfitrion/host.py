@@ -251,6 +251,9 @@ class Host:
                 raise UserError(f"session {session_id!r} belongs to another principal")
             if session.pending:
                 raise UserError(f"session {session_id!r} waits for an approval: resume it")
+            if session.status == "running":
+                raise UserError(f"session {session_id!r} is running in another process (or "
+                                "its process died: resume it with force=True)")
         else:
             session = _Session(session_id or uuid.uuid4().hex, who, Transcript())
         session.transcript.append(UserMessage((Text(prompt),)))
@@ -332,6 +335,10 @@ class Host:
                 if not reply.tool_calls:
                     return await self._end(session, RunStatus.COMPLETED, records, usage,
                                            output=reply.text)
+                # checkpoint before any call runs: a crash from here on leaves a session that
+                # `resume --force` continues, the ledger answering for calls already claimed
+                session.status = "running"
+                session.version = (await self.store.save_session(session.to_state())).version
                 ended = await self._run_calls(session, reply, offered, records, stop)
                 if ended is not None:
                     return await self._end(session, ended, records, usage)
@@ -341,7 +348,10 @@ class Host:
     async def _offered(self, session: _Session) -> dict[str, Tool]:
         context = OfferContext(session.principal, session.id, session.turn)
         tools = await self.tools.list_tools(context)
-        return {t.name: t for t in tools if t.scopes <= session.principal.scopes}
+        offered = {t.name: t for t in tools if t.scopes <= session.principal.scopes}
+        if self._recorder is not None:
+            self._recorder.learn(offered.values())  # arguments it must never record
+        return offered
 
     async def _run_calls(self, session: _Session, reply: Reply, offered: Mapping[str, Tool],
                          records: list[CallRecord], stop: StopSignal) -> RunStatus | None:

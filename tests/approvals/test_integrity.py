@@ -114,7 +114,8 @@ async def test_a_used_approval_cannot_be_replayed(store: MemoryStore, clock: Fak
                                          state.data, state.version))
     await resume_host(sent, store, clock).resume(session_id)
     assert len(sent) == 1
-    assert await _result(store, session_id) == "denied by policy: this approval was already used"
+    # the execution ledger answers with the settled result; nothing runs a second time
+    assert await _result(store, session_id) == "sent to ana@example.com"
     assert await store.consume_approval(request.id, request.digest) is None
 
 

@@ -25,8 +25,9 @@ def render() -> str:
            "`tests/cli/test_reference.py` checks that this page is current.", ""]
     for path, command in _walk(cli, ["anfitrion"]):
         name = " ".join(path)
-        with click.Context(command, info_name=name, terminal_width=100,
-                           max_content_width=100) as ctx:
+        # the same help option names as the real CLI (click caches the option per command)
+        with click.Context(command, info_name=name, terminal_width=100, max_content_width=100,
+                           help_option_names=["-h", "--help"]) as ctx:
             text = command.get_help(ctx)
         out += [f"## `{name}`", "", "```text", text.rstrip(), "```", ""]
     return "\n".join(out)

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import sys
-import tempfile
 from typing import Any
 
 import anyio
 import click
 
-from .._demo import SCENES, demo_model, demo_toolbox
-from ..approvals import Approver, DenyAllApprover, TerminalApprover
+from .._demo import SCENES, demo_parts
+from .._home import default_store_url
+from ..approvals import Approver, DeferredApprover, DenyAllApprover, TerminalApprover
 from ..events import EventType, HostEvent
-from ..host import Host
+from ..host import Host, RunStatus
 from ..policy import find_policy
+from ..store import Store, open_store
 
 
 class DemoPrinter:
@@ -48,29 +49,51 @@ class DemoPrinter:
 
 
 @click.command("demo")
-@click.option("--store", "store_url", default="memory://", show_default=True,
-              help="Store URL (memory://, sqlite:///PATH, postgresql://…).")
+@click.option("--store", "store_url", default=None,
+              help="Store URL (memory://, sqlite:///PATH, postgresql://…); default: "
+                   "$ANFITRION_STORE, else anfitrion.db in $ANFITRION_HOME.")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), default=None,
               help="Policy file (TOML); default ./anfitrion.toml if present, else the default "
                    "policy.")
 @click.option("--approve/--no-approve", default=None,
               help="Ask on the terminal (default when stdin is a TTY) or deny writes.")
-def command(store_url: str, policy_path: str | None, approve: bool | None) -> None:
+@click.option("--defer", is_flag=True,
+              help="Suspend on approvals: answer later with `anfitrion approvals approve`, "
+                   "then `anfitrion resume`.")
+def command(store_url: str | None, policy_path: str | None, approve: bool | None,
+            defer: bool) -> None:
     """Run the offline demo: no network, no key, a scripted model."""
     interactive = sys.stdin.isatty() if approve is None else approve
-    approver: Approver = TerminalApprover() if interactive else DenyAllApprover()
-    with tempfile.TemporaryDirectory(prefix="anfitrion-demo-") as workdir:
-        host = Host(model=demo_model(), tools=demo_toolbox(workdir), store=store_url,
-                    policy=find_policy(policy_path), approver=approver,
-                    listeners=[DemoPrinter()], max_turns=4)
-        anyio.run(_scenes, host)
+    approver: Approver
+    if defer:
+        approver = DeferredApprover()
+    else:
+        approver = TerminalApprover() if interactive else DenyAllApprover()
+    store = open_store(store_url or default_store_url())
+    model, tools = demo_parts(store)
+    host = Host(model=model, tools=tools, store=store, policy=find_policy(policy_path),
+                approver=approver, listeners=[DemoPrinter()], max_turns=4)
+    hint = f" --store '{store_url}'" if store_url else ""
+    if policy_path:
+        hint += f" --policy '{policy_path}'"
+    anyio.run(_scenes, host, store, hint)
 
 
-async def _scenes(host: Host) -> None:
+async def _scenes(host: Host, store: Store, hint: str) -> None:
     session_id: str | None = None
-    for number, (title, prompt) in enumerate(SCENES, 1):
-        click.echo(click.style(f"\n{number}. {title}", bold=True))
-        click.echo(f"user: {prompt}")
-        run = await host.run(prompt, principal="demo-user", session_id=session_id)
-        session_id = run.session_id
-        click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
+    try:
+        for number, (title, prompt) in enumerate(SCENES, 1):
+            click.echo(click.style(f"\n{number}. {title}", bold=True))
+            click.echo(f"user: {prompt}")
+            run = await host.run(prompt, principal="demo-user", session_id=session_id)
+            session_id = run.session_id
+            click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
+            if run.status is RunStatus.SUSPENDED:
+                for request in run.pending:
+                    click.echo(f"  waiting for approval {request.id}\n"
+                               f"  approve from any terminal:  anfitrion approvals "
+                               f"approve {request.id}{hint}")
+                click.echo(f"  then continue:  anfitrion resume {run.session_id}{hint}")
+                return
+    finally:
+        await store.close()

@@ -13,13 +13,15 @@ from ._base import (
     AuditRecord,
     Claim,
     ClaimState,
+    LedgerEntry,
+    LedgerState,
     SessionState,
     Store,
 )
 from .memory import MemoryStore
 
-__all__ = ["AuditRecord", "Claim", "ClaimState", "MemoryStore", "SessionState", "Store",
-           "open_store"]
+__all__ = ["AuditRecord", "Claim", "ClaimState", "LedgerEntry", "LedgerState", "MemoryStore",
+           "SessionState", "Store", "open_store"]
 
 
 def open_store(url: str | Store | None) -> Store:

@@ -11,7 +11,8 @@ from typing import Any, Protocol, runtime_checkable
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
 
-__all__ = ["AuditRecord", "Claim", "ClaimState", "SessionState", "Store"]
+__all__ = ["AuditRecord", "Claim", "ClaimState", "LedgerEntry", "LedgerState", "SessionState",
+           "Store"]
 
 
 @dataclass
@@ -48,6 +49,40 @@ class Claim:
     result: ToolResult | None = None
 
 
+class LedgerState(StrEnum):
+    """Where one side-effecting call is in the execution ledger.
+
+    ``proposed → decided → (approved) → claimed → done | failed | unknown``. The first three
+    only move forward; ``claimed`` is entered once, atomically; ``unknown`` is a claim found
+    unsettled by a later claimer (its process died, or is still running).
+    """
+
+    PROPOSED = "proposed"
+    DECIDED = "decided"
+    APPROVED = "approved"
+    CLAIMED = "claimed"
+    DONE = "done"
+    FAILED = "failed"
+    UNKNOWN = "unknown"
+
+
+PRE_CLAIM: tuple[LedgerState, ...] = (LedgerState.PROPOSED, LedgerState.DECIDED,
+                                      LedgerState.APPROVED)
+"""States from which a call may still be claimed, in order."""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    """One row of the execution ledger."""
+
+    session_id: str
+    call_id: str
+    state: LedgerState
+    digest: str
+    result: ToolResult | None = None
+    updated_at: datetime | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class AuditRecord:
     """One stored, redacted, hash-chained audit event."""
@@ -74,6 +109,14 @@ class Store(Protocol):
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]: ...
 
+    async def claim_resumable(self) -> SessionState | None:
+        """Take one suspended session whose approvals are all answered, marking it running.
+
+        Concurrent workers never get the same session; resume it with
+        ``Host.resume(session_id, force=True)``.
+        """
+        ...
+
     # approvals
     async def create_approval(self, request: ApprovalRequest) -> None: ...
 
@@ -91,7 +134,11 @@ class Store(Protocol):
         ...
 
     async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
-        """Mark the answer used (once) and return it; None if absent, used or mismatched."""
+        """Mark the answer used (once) and return it; None if absent, used or mismatched.
+
+        In the same transaction, an approving answer moves the call's ledger entry to
+        ``approved`` (with *digest*), so a crash right after cannot lose the approval.
+        """
         ...
 
     # execution ledger
@@ -102,7 +149,16 @@ class Store(Protocol):
     async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
         ...
 
-    async def list_unknown_executions(self) -> Sequence[tuple[str, str]]: ...
+    async def advance_execution(self, session_id: str, call_id: str, state: LedgerState,
+                                digest: str) -> None:
+        """Record ``proposed``/``decided``/``approved``; never moves an entry backwards."""
+        ...
+
+    async def execution_state(self, session_id: str, call_id: str) -> LedgerEntry | None: ...
+
+    async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
+        """(session id, call id) of claims never settled: ``claimed`` or ``unknown``."""
+        ...
 
     # audit
     async def append_audit(self, type: str, session_id: str, at: float,

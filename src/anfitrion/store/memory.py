@@ -10,7 +10,8 @@ from typing import Any
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
 from ..exceptions import ConflictError
-from ._base import AuditRecord, Claim, ClaimState, SessionState
+from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
+from ._rows import claim_transition, may_advance, settled_state
 
 __all__ = ["MemoryStore"]
 
@@ -24,7 +25,7 @@ class MemoryStore:
         self._requests: dict[str, ApprovalRequest] = {}
         self._answers: dict[str, ApprovalAnswer] = {}
         self._used: set[str] = set()
-        self._ledger: dict[tuple[str, str], tuple[ClaimState, str, ToolResult | None]] = {}
+        self._ledger: dict[tuple[str, str], LedgerEntry] = {}
         self._audit: list[AuditRecord] = []
         self._calls: list[tuple[str, str, float]] = []
         self._records: dict[str, dict[str, dict[str, Any]]] = {}
@@ -48,6 +49,20 @@ class MemoryStore:
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
         with self._lock:
             return [s for s in self._sessions.values() if status is None or s.status == status]
+
+    async def claim_resumable(self) -> SessionState | None:
+        with self._lock:
+            waiting = {r.session_id for r in self._requests.values() if r.id not in self._answers}
+            ready = sorted((s for s in self._sessions.values()
+                            if s.status == "suspended" and s.session_id not in waiting),
+                           key=lambda s: s.updated_at or datetime.min.replace(tzinfo=UTC))
+            if not ready:
+                return None
+            state = ready[0]
+            taken = SessionState(state.session_id, state.principal_id, "running", state.data,
+                                 state.version + 1, datetime.now(UTC))
+            self._sessions[state.session_id] = taken
+            return taken
 
     async def create_approval(self, request: ApprovalRequest) -> None:
         with self._lock:
@@ -86,30 +101,49 @@ class MemoryStore:
             if answer is None or answer.digest != digest or request_id in self._used:
                 return None
             self._used.add(request_id)
+            if answer.approved:
+                request = self._requests[request_id]
+                self._advance(request.session_id, request.call_id, LedgerState.APPROVED, digest)
             return answer
+
+    def _advance(self, session_id: str, call_id: str, state: LedgerState, digest: str) -> None:
+        current = self._ledger.get((session_id, call_id))
+        if may_advance(current.state if current else None, state):
+            self._ledger[(session_id, call_id)] = LedgerEntry(session_id, call_id, state, digest,
+                                                              None, datetime.now(UTC))
+
+    async def advance_execution(self, session_id: str, call_id: str, state: LedgerState,
+                                digest: str) -> None:
+        with self._lock:
+            self._advance(session_id, call_id, state, digest)
+
+    async def execution_state(self, session_id: str, call_id: str) -> LedgerEntry | None:
+        with self._lock:
+            return self._ledger.get((session_id, call_id))
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
         key = (session_id, call_id)
         with self._lock:
             entry = self._ledger.get(key)
-            if entry is None:
-                self._ledger[key] = (ClaimState.CLAIMED, digest, None)
-                return Claim(ClaimState.CLAIMED)
-            state, _, result = entry
-            if state is ClaimState.CLAIMED:
-                return Claim(ClaimState.UNKNOWN)
-            return Claim(state, result)
+            new, answer = claim_transition(entry.state if entry else None)
+            if new is not None:
+                self._ledger[key] = LedgerEntry(session_id, call_id, new,
+                                                entry.digest if entry else digest, None,
+                                                datetime.now(UTC))
+            return Claim(answer, entry.result if entry else None)
 
     async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
         key = (session_id, call_id)
         with self._lock:
-            _, digest, _ = self._ledger.get(key, (ClaimState.CLAIMED, "", None))
-            state = ClaimState.FAILED if result.is_error else ClaimState.DONE
-            self._ledger[key] = (state, digest, result)
+            entry = self._ledger.get(key)
+            self._ledger[key] = LedgerEntry(session_id, call_id, settled_state(result),
+                                            entry.digest if entry else "", result,
+                                            datetime.now(UTC))
 
     async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
         with self._lock:
-            return [k for k, (s, _, _) in self._ledger.items() if s is ClaimState.CLAIMED]
+            return [k for k, e in self._ledger.items()
+                    if e.state in (LedgerState.CLAIMED, LedgerState.UNKNOWN)]
 
     async def append_audit(self, type: str, session_id: str, at: float,
                            data: Mapping[str, Any]) -> AuditRecord:

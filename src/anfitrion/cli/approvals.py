@@ -1,0 +1,178 @@
+"""``anfitrion approvals``: decide waiting calls from any terminal.
+
+``list [--unknown] [--all] [--json]``, ``show ID``, ``approve ID [--note]``, ``deny ID [--note]``.
+An answer is bound to the request's digest (the exact call) and recorded once: if two people
+answer at the same instant, the first one counts and the second is told so.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..audit import AuditRecorder
+from ..events import EventType, HostEvent
+from ..store import Store
+from ._common import run_with_store, shown, store_option
+
+
+@click.group("approvals")
+def command() -> None:
+    """Approval requests: list them, show one, approve or deny it."""
+
+
+def _state(answer: ApprovalAnswer | None, used: bool, request: ApprovalRequest) -> str:
+    if answer is None:
+        return "expired" if request.expired() else "pending"
+    word = "approved" if answer.approved else "denied"
+    return f"{word} (used)" if used else word
+
+
+async def _find(store: Store, request_id: str) -> tuple[ApprovalRequest, ApprovalAnswer | None,
+                                                        bool]:
+    found = await store.get_approval(request_id)
+    if found is None and len(request_id) >= 6:  # a unique prefix, as people type them
+        matches = [r for r in await store.list_approvals(pending_only=False)
+                   if r.id.startswith(request_id)]
+        if len(matches) == 1:
+            found = await store.get_approval(matches[0].id)
+    if found is None:
+        raise click.ClickException(f"no approval request {request_id!r}")
+    return found
+
+
+@command.command("list")
+@store_option
+@click.option("--all", "show_all", is_flag=True, help="Include answered requests.")
+@click.option("--session", "session_id", default=None, help="Only this session's requests.")
+@click.option("--unknown", is_flag=True,
+              help="List executions whose outcome is unknown (claimed, never settled).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown: bool,
+          as_json: bool) -> None:
+    """List approval requests waiting for a person (or unknown outcomes)."""
+    if unknown:
+        async def unknowns(store: Store) -> list[dict[str, Any]]:
+            rows = []
+            for sid, call_id in await store.list_unknown_executions():
+                entry = await store.execution_state(sid, call_id)
+                rows.append({"session_id": sid, "call_id": call_id,
+                             "state": entry.state.value if entry else "unknown",
+                             "since": entry.updated_at.isoformat()
+                             if entry and entry.updated_at else None})
+            return rows
+
+        rows = run_with_store(store_url, unknowns)
+        if as_json:
+            click.echo(json.dumps(rows, indent=2))
+        elif not rows:
+            click.echo("no execution has an unknown outcome")
+        for row in [] if as_json else rows:
+            click.echo(f"{row['session_id']}  call {shown(row['call_id'])}  {row['state']} "
+                       f"since {row['since']}  — the action may have happened: check it")
+        return
+
+    async def requests(store: Store) -> list[tuple[ApprovalRequest, str]]:
+        out = []
+        for request in await store.list_approvals(pending_only=not show_all,
+                                                  session_id=session_id):
+            found = await store.get_approval(request.id)
+            answer, used = (found[1], found[2]) if found else (None, False)
+            out.append((request, _state(answer, used, request)))
+        return out
+
+    found = run_with_store(store_url, requests)
+    if as_json:
+        click.echo(json.dumps([{**r.to_dict(), "state": state} for r, state in found],
+                              indent=2, ensure_ascii=False))
+        return
+    if not found:
+        click.echo("no approval request is waiting" if not show_all else "no approval request")
+    for request, state in found:
+        click.echo(f"{request.id}  {state:<8} {shown(request.tool_name)} for "
+                   f"{shown(request.principal_id)}  session {request.session_id}  "
+                   f"expires {request.expires_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
+
+
+@command.command("show")
+@click.argument("request_id")
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def show(request_id: str, store_url: str | None, as_json: bool) -> None:
+    """Show one request: the exact call, in plain language, and its answer."""
+    request, answer, used = run_with_store(store_url, lambda s: _find(s, request_id))
+    if as_json:
+        click.echo(json.dumps({"request": request.to_dict(), "state": _state(answer, used,
+                                                                             request),
+                               "answer": answer.to_dict() if answer else None},
+                              indent=2, ensure_ascii=False))
+        return
+    click.echo(f"request {request.id}  ({_state(answer, used, request)})")
+    click.echo(request.describe())
+    click.echo(f"Digest: {request.digest}")
+    click.echo(f"Expires: {request.expires_at.isoformat()}")
+    if answer is not None:
+        word = "approved" if answer.approved else "denied"
+        click.echo(f"Answer: {word} by {shown(answer.approver)} at {answer.at.isoformat()}"
+                   + (f" — {shown(answer.note)}" if answer.note else ""))
+
+
+def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
+            approver: str | None) -> None:
+    who = approver or getpass.getuser()
+
+    async def work(store: Store) -> tuple[ApprovalRequest, bool]:
+        request, answer, _ = await _find(store, request_id)
+        if answer is not None:
+            return request, False
+        if request.expired():
+            raise click.ClickException(f"request {request.id} expired at "
+                                       f"{request.expires_at.isoformat()}; it can no longer "
+                                       "be answered")
+        given = ApprovalAnswer(request.id, request.digest, approved, who, note,
+                               datetime.now(UTC))
+        recorded = await store.answer_approval(given)
+        if recorded:
+            await AuditRecorder(store)(HostEvent(
+                EventType.APPROVAL_ANSWERED, request.session_id, 0, request.principal_id,
+                request.call_id, request.tool_name, request=request, answer=given,
+                detail="answered with anfitrion approvals"))
+        return request, recorded
+
+    request, recorded = run_with_store(store_url, work)
+    if not recorded:
+        raise click.ClickException(f"request {request.id} was already answered; "
+                                   "this answer was not recorded")
+    word = "approved" if approved else "denied"
+    click.echo(f"{word} {request.id} ({shown(request.tool_name)}) as {shown(who)}")
+    click.echo(f"continue the session with:  anfitrion resume {request.session_id}")
+
+
+_note = click.option("--note", default="", help="Why: kept with the answer and in the audit.")
+_who = click.option("--as", "approver", default=None,
+                    help="Who answers (default: the login name).")
+
+
+@command.command("approve")
+@click.argument("request_id")
+@store_option
+@_note
+@_who
+def approve(request_id: str, store_url: str | None, note: str, approver: str | None) -> None:
+    """Approve exactly the call of request ID (once)."""
+    _answer(request_id, store_url, True, note, approver)
+
+
+@command.command("deny")
+@click.argument("request_id")
+@store_option
+@_note
+@_who
+def deny(request_id: str, store_url: str | None, note: str, approver: str | None) -> None:
+    """Deny the call of request ID; the model is told why."""
+    _answer(request_id, store_url, False, note, approver)

@@ -1,0 +1,92 @@
+"""Named schema migrations, shared by the SQLite and PostgreSQL stores.
+
+Each migration is a name and a list of statements written in the SQL both databases accept
+(``TEXT``, ``BIGINT``, ``DOUBLE PRECISION``). Applied names are recorded in
+``anfitrion_migrations``; a migration runs once, inside one transaction with its record.
+JSON is kept as canonical JSON *text* in both databases: the audit chain hashes it, so it must
+come back byte for byte (PostgreSQL ``jsonb`` would reorder keys).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIGRATIONS", "MIGRATIONS_TABLE", "Migration", "pending"]
+
+MIGRATIONS_TABLE = """CREATE TABLE IF NOT EXISTS anfitrion_migrations (
+    name TEXT PRIMARY KEY,
+    applied_at TEXT NOT NULL
+)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    name: str
+    statements: tuple[str, ...]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_sessions_approvals_ledger", (
+        """CREATE TABLE anfitrion_sessions (
+            session_id TEXT PRIMARY KEY,
+            principal_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            data TEXT NOT NULL,
+            version BIGINT NOT NULL,
+            updated_at TEXT NOT NULL)""",
+        "CREATE INDEX anfitrion_sessions_status ON anfitrion_sessions (status)",
+        """CREATE TABLE anfitrion_approvals (
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            request TEXT NOT NULL,
+            answer TEXT,
+            used INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL)""",
+        "CREATE INDEX anfitrion_approvals_session ON anfitrion_approvals (session_id)",
+        """CREATE TABLE anfitrion_ledger (
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            state TEXT NOT NULL,
+            digest TEXT NOT NULL,
+            result TEXT,
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (session_id, call_id))""",
+        "CREATE INDEX anfitrion_ledger_state ON anfitrion_ledger (state)",
+    )),
+    Migration("0002_audit_chain", (
+        """CREATE TABLE anfitrion_audit (
+            seq BIGINT PRIMARY KEY,
+            type TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            data TEXT NOT NULL,
+            prev_hash TEXT NOT NULL,
+            hash TEXT NOT NULL)""",
+        "CREATE INDEX anfitrion_audit_session ON anfitrion_audit (session_id)",
+        # One row: the chain head. Appenders lock it, so the chain has one writer order.
+        """CREATE TABLE anfitrion_audit_head (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            seq BIGINT NOT NULL,
+            hash TEXT NOT NULL)""",
+        "INSERT INTO anfitrion_audit_head (id, seq, hash) VALUES (1, 0, '" + "0" * 64 + "')",
+    )),
+    Migration("0003_counters_records", (
+        """CREATE TABLE anfitrion_call_log (
+            principal_id TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL)""",
+        "CREATE INDEX anfitrion_call_log_lookup ON anfitrion_call_log (principal_id, tool, at)",
+        """CREATE TABLE anfitrion_records (
+            namespace TEXT NOT NULL,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            PRIMARY KEY (namespace, key))""",
+    )),
+)
+
+
+def pending(applied: set[str]) -> list[Migration]:
+    """The migrations not yet applied, in order."""
+    return [m for m in MIGRATIONS if m.name not in applied]

@@ -1,0 +1,69 @@
+"""Pure helpers shared by the stores: ledger transitions and (de)serialising records."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from .._canonical import canonical_json
+from ..conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
+from ._base import PRE_CLAIM, ClaimState, LedgerState
+
+__all__ = ["claim_transition", "dump_json", "dump_result", "load_json", "load_result",
+           "may_advance", "now_iso", "settled_state"]
+
+
+def claim_transition(current: LedgerState | None) -> tuple[LedgerState | None, ClaimState]:
+    """For a claim finding *current*: the state to write (None: unchanged) and the answer.
+
+    Unclaimed → claimed (the caller runs it). Claimed → unknown: whoever claimed it never
+    settled, so the side effect may have happened. Settled states answer with their result.
+    """
+    if current is None or current in PRE_CLAIM:
+        return LedgerState.CLAIMED, ClaimState.CLAIMED
+    if current is LedgerState.CLAIMED:
+        return LedgerState.UNKNOWN, ClaimState.UNKNOWN
+    if current is LedgerState.UNKNOWN:
+        return None, ClaimState.UNKNOWN
+    return None, ClaimState(current.value)
+
+
+def may_advance(current: LedgerState | None, new: LedgerState) -> bool:
+    """Whether a pre-claim state may be recorded over *current* (forward only)."""
+    if new not in PRE_CLAIM:
+        raise ValueError(f"advance_execution records only {[s.value for s in PRE_CLAIM]}")
+    return current is None or (current in PRE_CLAIM
+                               and PRE_CLAIM.index(current) < PRE_CLAIM.index(new))
+
+
+def settled_state(result: ToolResult) -> LedgerState:
+    return LedgerState.FAILED if result.is_error else LedgerState.DONE
+
+
+def dump_result(result: ToolResult) -> str:
+    parts = message_to_dict(UserMessage((result,)))["parts"]
+    assert isinstance(parts, list)
+    return canonical_json(parts[0])
+
+
+def load_result(text: str | None) -> ToolResult | None:
+    if text is None:
+        return None
+    part = message_from_dict({"kind": "user", "parts": [json.loads(text)]}).parts[0]
+    assert isinstance(part, ToolResult)
+    return part
+
+
+def dump_json(value: Mapping[str, Any]) -> str:
+    """Canonical JSON text: what goes in, comes out byte for byte (the audit chain needs it)."""
+    return canonical_json(value)
+
+
+def load_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()

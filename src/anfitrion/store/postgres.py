@@ -1,0 +1,426 @@
+"""The PostgreSQL store: many host processes on many machines share one database.
+
+psycopg 3 with an async connection pool (extra ``postgres``). Concurrency rules:
+
+- sessions: optimistic versions (``UPDATE … WHERE version = %s``) — a stale writer conflicts;
+- approvals: an answer is recorded by ``UPDATE … WHERE answer IS NULL`` (first one wins), and
+  used once by ``UPDATE … WHERE used = 0``;
+- ledger: the claim locks the entry (``SELECT … FOR UPDATE``) or inserts it, so one claimer
+  wins and a second one sees ``claimed`` and reports ``unknown``;
+- audit: appenders lock the one chain-head row (``SELECT … FOR UPDATE``), so the hash chain has
+  a single writer order across every process;
+- :meth:`PostgresStore.claim_resumable` hands suspended sessions whose approvals are all
+  answered to workers with ``FOR UPDATE SKIP LOCKED``.
+
+Example:
+    >>> store = PostgresStore.from_url("postgresql://app@db/anfitrion")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..conversation import ToolResult
+from ..exceptions import ConflictError, MissingDependencyError, StoreError, map_exceptions
+from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
+from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
+from ._rows import (
+    claim_transition,
+    dump_json,
+    dump_result,
+    load_json,
+    load_result,
+    may_advance,
+    now_iso,
+    settled_state,
+)
+
+try:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as exc:  # pragma: no cover - exercised on a bare install
+    raise MissingDependencyError("postgres", exc.name or "psycopg") from exc
+
+__all__ = ["PostgresStore"]
+
+_MIGRATION_LOCK = 0x616E6669  # "anfi": one migrator at a time across processes
+_SESSION_COLUMNS = "session_id, principal_id, status, data, version, updated_at"
+_Conn = psycopg.AsyncConnection[Any]
+
+
+class PostgresStore:
+    """A :class:`~anfitrion.store.Store` in PostgreSQL.
+
+    Args:
+        conninfo: a libpq URL or connection string.
+        min_size / max_size: connection pool bounds (per process).
+        migrate: apply pending migrations on first use.
+    """
+
+    def __init__(self, conninfo: str, *, min_size: int = 1, max_size: int = 10,
+                 migrate: bool = True) -> None:
+        self.conninfo = conninfo
+        self.min_size = min_size
+        self.max_size = max_size
+        self.auto_migrate = migrate
+        self._pool: AsyncConnectionPool | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._migrated = False
+
+    @classmethod
+    def from_url(cls, url: str) -> PostgresStore:
+        """``postgresql://user@host:port/db?pool_max=10&migrate=0`` (other parameters go to
+        libpq, e.g. ``options=-csearch_path%3Dtenant``)."""
+        parts = urlsplit(url)
+        ours: dict[str, str] = {}
+        theirs: list[tuple[str, str]] = []
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            (ours.__setitem__(key, value) if key in ("pool_min", "pool_max", "migrate")
+             else theirs.append((key, value)))
+        conninfo = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(theirs),
+                               parts.fragment))
+        return cls(conninfo, min_size=int(ours.get("pool_min", 1)),
+                   max_size=int(ours.get("pool_max", 10)),
+                   migrate=ours.get("migrate", "1") not in ("0", "false", "no"))
+
+    @property
+    def url(self) -> str:
+        return self.conninfo
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _get_pool(self) -> AsyncConnectionPool:
+        loop = asyncio.get_running_loop()
+        if self._pool is None or self._loop is not loop:
+            # a pool belongs to one event loop: run_sync() starts a new loop each time
+            pool = AsyncConnectionPool(self.conninfo, min_size=self.min_size,
+                                       max_size=self.max_size, open=False,
+                                       kwargs={"autocommit": True})
+            with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+                await pool.open(wait=True)
+            self._pool, self._loop = pool, loop
+        return self._pool
+
+    async def _ready(self) -> AsyncConnectionPool:
+        pool = await self._get_pool()
+        if not self._migrated:
+            if self.auto_migrate:
+                await self.migrate()
+            elif any(at is None for _, at in await self.migration_status()):
+                raise StoreError("the store needs migrations: run `anfitrion db migrate`")
+            self._migrated = True
+        return pool
+
+    # -- migrations ----------------------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations (one migrator at a time); return the names applied now."""
+        pool = await self._get_pool()
+        done: list[str] = []
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute(MIGRATIONS_TABLE)
+                cur = await conn.execute("SELECT name FROM anfitrion_migrations")
+                applied = {r[0] for r in await cur.fetchall()}
+                for migration in pending(applied):
+                    for statement in migration.statements:
+                        await conn.execute(statement)  # type: ignore[arg-type]
+                    await conn.execute("INSERT INTO anfitrion_migrations (name, applied_at) "
+                                       "VALUES (%s, %s)", (migration.name, now_iso()))
+                    done.append(migration.name)
+        self._migrated = True
+        return done
+
+    async def migration_status(self) -> list[tuple[str, str | None]]:
+        pool = await self._get_pool()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn:
+                await conn.execute(MIGRATIONS_TABLE)
+                cur = await conn.execute("SELECT name, applied_at FROM anfitrion_migrations")
+                applied = {r[0]: r[1] for r in await cur.fetchall()}
+        return [(m.name, applied.get(m.name)) for m in MIGRATIONS]
+
+    async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn:
+                cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+                return await cur.fetchall() if cur.description else []
+
+    async def _rowcount(self, sql: str, args: Sequence[Any] = ()) -> int:
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn:
+                cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+                return int(cur.rowcount)
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    async def save_session(self, state: SessionState) -> SessionState:
+        data, now = dump_json(state.data), now_iso()
+        if state.version == 0:
+            count = await self._rowcount(
+                "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, version, "
+                "updated_at) VALUES (%s, %s, %s, %s, 1, %s) ON CONFLICT DO NOTHING",
+                (state.session_id, state.principal_id, state.status, data, now))
+        else:
+            count = await self._rowcount(
+                "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, data = %s, "
+                "version = version + 1, updated_at = %s WHERE session_id = %s AND version = %s",
+                (state.principal_id, state.status, data, now, state.session_id, state.version))
+        if count != 1:
+            raise ConflictError(f"session {state.session_id!r} was changed concurrently")
+        return SessionState(state.session_id, state.principal_id, state.status, state.data,
+                            state.version + 1, datetime.fromisoformat(now))
+
+    async def load_session(self, session_id: str) -> SessionState | None:
+        rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+                                 "WHERE session_id = %s", (session_id,))
+        return _session(rows[0]) if rows else None
+
+    async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
+        if status is None:
+            rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+                                     "ORDER BY updated_at DESC")
+        else:
+            rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+                                     "WHERE status = %s ORDER BY updated_at DESC", (status,))
+        return [_session(r) for r in rows]
+
+    async def claim_resumable(self) -> SessionState | None:
+        """Take one suspended session whose approvals are all answered, for this worker.
+
+        The session is marked ``running`` (its version bumped) inside the same transaction
+        that locked it with ``FOR UPDATE SKIP LOCKED``: concurrent workers each get a
+        different session, never the same one. Resume it with ``Host.resume(id, force=True)``.
+        """
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(
+                    f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s "
+                    "WHERE s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
+                    "anfitrion_approvals a WHERE a.session_id = s.session_id AND "
+                    "a.answer IS NULL) ORDER BY s.updated_at LIMIT 1 FOR UPDATE SKIP LOCKED")
+                row = await cur.fetchone()
+                if row is None:
+                    return None
+                now = now_iso()
+                await conn.execute("UPDATE anfitrion_sessions SET status = 'running', "
+                                   "version = version + 1, updated_at = %s "
+                                   "WHERE session_id = %s", (now, row[0]))
+        state = _session(row)
+        return SessionState(state.session_id, state.principal_id, "running", state.data,
+                            state.version + 1, datetime.fromisoformat(now))
+
+    # -- approvals -----------------------------------------------------------------------------
+
+    async def create_approval(self, request: ApprovalRequest) -> None:
+        await self._rowcount(
+            "INSERT INTO anfitrion_approvals (id, session_id, call_id, digest, request, "
+            "created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (request.id, request.session_id, request.call_id, request.digest,
+             dump_json(request.to_dict()), request.created_at.isoformat()))
+
+    async def get_approval(
+        self, request_id: str
+    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+        rows = await self._fetch("SELECT request, answer, used FROM anfitrion_approvals "
+                                 "WHERE id = %s", (request_id,))
+        if not rows:
+            return None
+        request, answer, used = rows[0]
+        return (ApprovalRequest.from_dict(load_json(request)),
+                None if answer is None else ApprovalAnswer.from_dict(load_json(answer)),
+                bool(used))
+
+    async def list_approvals(self, *, pending_only: bool = True,
+                             session_id: str | None = None) -> Sequence[ApprovalRequest]:
+        sql = "SELECT request FROM anfitrion_approvals WHERE TRUE"
+        args: list[Any] = []
+        if pending_only:
+            sql += " AND answer IS NULL"
+        if session_id is not None:
+            sql += " AND session_id = %s"
+            args.append(session_id)
+        rows = await self._fetch(sql + " ORDER BY created_at DESC", args)
+        return [ApprovalRequest.from_dict(load_json(r[0])) for r in rows]
+
+    async def answer_approval(self, answer: ApprovalAnswer) -> bool:
+        count = await self._rowcount(
+            "UPDATE anfitrion_approvals SET answer = %s "
+            "WHERE id = %s AND digest = %s AND answer IS NULL",
+            (dump_json(answer.to_dict()), answer.request_id, answer.digest))
+        return count == 1
+
+    async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(
+                    "UPDATE anfitrion_approvals SET used = 1 WHERE id = %s AND digest = %s "
+                    "AND answer IS NOT NULL AND used = 0 RETURNING answer, session_id, call_id",
+                    (request_id, digest))
+                row = await cur.fetchone()
+                if row is None:
+                    return None
+                answer = ApprovalAnswer.from_dict(load_json(row[0]))
+                if answer.approved:
+                    await _advance(conn, row[1], row[2], LedgerState.APPROVED, digest)
+                return answer
+
+    # -- execution ledger ----------------------------------------------------------------------
+
+    async def advance_execution(self, session_id: str, call_id: str, state: LedgerState,
+                                digest: str) -> None:
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn, conn.transaction():
+                await _advance(conn, session_id, call_id, state, digest)
+
+    async def execution_state(self, session_id: str, call_id: str) -> LedgerEntry | None:
+        rows = await self._fetch("SELECT session_id, call_id, state, digest, result, updated_at "
+                                 "FROM anfitrion_ledger WHERE session_id = %s AND call_id = %s",
+                                 (session_id, call_id))
+        return _entry(rows[0]) if rows else None
+
+    async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn, conn.transaction():
+                # make sure the row exists, then lock it: one claimer at a time
+                await conn.execute(
+                    "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, "
+                    "updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (session_id, call_id, LedgerState.PROPOSED.value, digest, now_iso()))
+                cur = await conn.execute(
+                    "SELECT state, result FROM anfitrion_ledger WHERE session_id = %s "
+                    "AND call_id = %s FOR UPDATE", (session_id, call_id))
+                row = await cur.fetchone()
+                assert row is not None
+                new, answer = claim_transition(LedgerState(row[0]))
+                if new is not None:
+                    await conn.execute(
+                        "UPDATE anfitrion_ledger SET state = %s, updated_at = %s "
+                        "WHERE session_id = %s AND call_id = %s",
+                        (new.value, now_iso(), session_id, call_id))
+                return Claim(answer, load_result(row[1]))
+
+    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
+        await self._rowcount(
+            "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, result, "
+            "updated_at) VALUES (%s, %s, %s, '', %s, %s) ON CONFLICT (session_id, call_id) "
+            "DO UPDATE SET state = excluded.state, result = excluded.result, "
+            "updated_at = excluded.updated_at",
+            (session_id, call_id, settled_state(result).value, dump_result(result), now_iso()))
+
+    async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
+        rows = await self._fetch("SELECT session_id, call_id FROM anfitrion_ledger "
+                                 "WHERE state IN (%s, %s) ORDER BY updated_at",
+                                 (LedgerState.CLAIMED.value, LedgerState.UNKNOWN.value))
+        return [(r[0], r[1]) for r in rows]
+
+    # -- audit ---------------------------------------------------------------------------------
+
+    async def append_audit(self, type: str, session_id: str, at: float,
+                           data: Mapping[str, Any]) -> AuditRecord:
+        from ..audit import chain_hash
+
+        text = dump_json(data)
+        stored = load_json(text)
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn, conn.transaction():
+                cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
+                                         "WHERE id = 1 FOR UPDATE")
+                head = await cur.fetchone()
+                assert head is not None
+                seq, prev = int(head[0]) + 1, str(head[1])
+                record = AuditRecord(seq, type, session_id, at, stored, prev,
+                                     chain_hash(seq, type, session_id, at, stored, prev))
+                await conn.execute(
+                    "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, "
+                    "hash) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (seq, type, session_id, at, text, prev, record.hash))
+                await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
+                                   "WHERE id = 1", (seq, record.hash))
+        return record
+
+    async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
+        sql = "SELECT seq, type, session_id, at, data, prev_hash, hash FROM anfitrion_audit"
+        if session_id is None:
+            rows = await self._fetch(sql + " ORDER BY seq")
+        else:
+            rows = await self._fetch(sql + " WHERE session_id = %s ORDER BY seq", (session_id,))
+        return [AuditRecord(int(r[0]), r[1], r[2], float(r[3]), load_json(r[4]), r[5], r[6])
+                for r in rows]
+
+    async def audit_head(self) -> tuple[int, str]:
+        """The chain head the store recorded: (last seq, last hash)."""
+        rows = await self._fetch("SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1")
+        return int(rows[0][0]), str(rows[0][1])
+
+    # -- counters and records ------------------------------------------------------------------
+
+    async def count_calls(self, principal_id: str, tool: str, since: float) -> int:
+        rows = await self._fetch("SELECT count(*) FROM anfitrion_call_log WHERE principal_id = %s "
+                                 "AND tool = %s AND at >= %s", (principal_id, tool, since))
+        return int(rows[0][0])
+
+    async def record_call(self, principal_id: str, tool: str, at: float) -> None:
+        await self._rowcount("INSERT INTO anfitrion_call_log (principal_id, tool, at) "
+                             "VALUES (%s, %s, %s)", (principal_id, tool, at))
+
+    async def get_record(self, namespace: str, key: str) -> Mapping[str, Any] | None:
+        rows = await self._fetch("SELECT value FROM anfitrion_records WHERE namespace = %s "
+                                 "AND key = %s", (namespace, key))
+        return load_json(rows[0][0]) if rows else None
+
+    async def put_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> None:
+        await self._rowcount(
+            "INSERT INTO anfitrion_records (namespace, key, value) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
+            (namespace, key, dump_json(value)))
+
+    async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]:
+        rows = await self._fetch("SELECT key, value FROM anfitrion_records WHERE namespace = %s "
+                                 "ORDER BY key", (namespace,))
+        return [(r[0], load_json(r[1])) for r in rows]
+
+    async def close(self) -> None:
+        pool, self._pool, self._loop = self._pool, None, None
+        self._migrated = False
+        if pool is not None:
+            await pool.close()
+
+
+async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerState,
+                   digest: str) -> None:
+    cur = await conn.execute("SELECT state FROM anfitrion_ledger WHERE session_id = %s "
+                             "AND call_id = %s FOR UPDATE", (session_id, call_id))
+    row = await cur.fetchone()
+    if not may_advance(LedgerState(row[0]) if row else None, state):
+        return
+    await conn.execute(
+        "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, updated_at) "
+        "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO UPDATE "
+        "SET state = excluded.state, digest = excluded.digest, updated_at = excluded.updated_at "
+        "WHERE anfitrion_ledger.state = %s",
+        (session_id, call_id, state.value, digest, now_iso(),
+         row[0] if row else LedgerState.PROPOSED.value))
+
+
+def _session(row: Sequence[Any]) -> SessionState:
+    return SessionState(row[0], row[1], row[2], load_json(row[3]), int(row[4]),
+                        datetime.fromisoformat(row[5]))
+
+
+def _entry(row: Sequence[Any]) -> LedgerEntry:
+    return LedgerEntry(row[0], row[1], LedgerState(row[2]), row[3], load_result(row[4]),
+                       datetime.fromisoformat(row[5]))

@@ -1,0 +1,109 @@
+"""A host process for the crash tests: it can stop dead at any ledger state.
+
+    python crash_worker.py STORE_URL EFFECTS_FILE run
+    python crash_worker.py STORE_URL EFFECTS_FILE run-approving - STOP_AT
+    python crash_worker.py STORE_URL EFFECTS_FILE resume SESSION STOP_AT
+
+``run`` suspends on the approval; ``run-approving`` has a person approve at once, so the
+whole ledger is walked in the first run.
+
+At STOP_AT (approved, claimed, executed, settled, or none) it prints ``AT <state>`` and waits
+for its standard input forever, so the test can SIGKILL it exactly there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import anyio
+
+from anfitrion import Effect, Host, Toolbox
+from anfitrion.approvals import Approver, CallbackApprover, DeferredApprover
+from anfitrion.conversation import ToolResult, UserMessage
+from anfitrion.models._base import ModelRequest
+from anfitrion.store import ClaimState, open_store
+from anfitrion.testing import ScriptedModel, call
+
+STORE_URL, EFFECTS, MODE = sys.argv[1:4]
+SESSION_ID = "crash-session"
+STOP_AT = sys.argv[5] if len(sys.argv) > 5 else "none"
+
+
+def stop_here(state: str) -> None:
+    if state == STOP_AT:
+        print(f"AT {state}", flush=True)
+        sys.stdin.read()  # the test kills us here
+        raise SystemExit("stdin closed before the kill")
+
+
+class StoppingStore:
+    """The real store, with a stop right after the ledger reaches a state."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def consume_approval(self, request_id: str, digest: str) -> Any:
+        answer = await self._store.consume_approval(request_id, digest)
+        stop_here("approved")
+        return answer
+
+    async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Any:
+        claim = await self._store.claim_execution(session_id, call_id, digest)
+        if claim.state is ClaimState.CLAIMED:
+            stop_here("claimed")
+        return claim
+
+    async def settle_execution(self, session_id: str, call_id: str, result: Any) -> None:
+        await self._store.settle_execution(session_id, call_id, result)
+        stop_here("settled")
+
+
+def toolbox() -> Toolbox:
+    tools = Toolbox()
+
+    @tools.tool(effect=Effect.WRITE, provenance="trusted")
+    def send(to: str) -> str:
+        """Send a message (the side effect: a line in the effects file)."""
+        with open(EFFECTS, "a", encoding="utf-8") as f:
+            f.write(f"sent to {to}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        stop_here("executed")
+        return f"sent to {to}"
+
+    return tools
+
+
+def respond(request: ModelRequest) -> Any:
+    last = request.messages[-1]
+    if isinstance(last, UserMessage) and any(isinstance(p, ToolResult) for p in last.parts):
+        return " | ".join(p.content for p in last.parts if isinstance(p, ToolResult))
+    return call("send", {"to": "ana"}, id="w1")
+
+
+async def main() -> None:
+    store = StoppingStore(open_store(STORE_URL))
+    approver: Approver = DeferredApprover()
+    if MODE == "run-approving":
+        approver = CallbackApprover(lambda request: True, name="bob")
+    host = Host(model=ScriptedModel(respond), tools=toolbox(), store=store,  # type: ignore[arg-type]
+                approver=approver)
+    try:
+        if MODE.startswith("run"):
+            print(f"SESSION {SESSION_ID}", flush=True)
+            run = await host.run("send it", principal="alice", session_id=SESSION_ID)
+        else:
+            run = await host.resume(sys.argv[4], force=True)
+    finally:
+        await store.close()
+    print(json.dumps({"session_id": run.session_id, "status": run.status.value,
+                      "output": run.output}), flush=True)
+
+
+anyio.run(main)

@@ -1,0 +1,285 @@
+"""One contract, three backends: what every Store must do, including under concurrency."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import anyio
+import pytest
+
+from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
+from anfitrion.audit import verify_chain
+from anfitrion.conversation import Provenance, ToolResult
+from anfitrion.exceptions import ConflictError
+from anfitrion.store import ClaimState, LedgerState, SessionState, Store
+
+pytestmark = pytest.mark.anyio
+
+
+def _request(session_id: str = "s1", call_id: str = "c1", path: str = "a.md") -> ApprovalRequest:
+    return ApprovalRequest.for_call(
+        session_id=session_id, principal_id="alice", call_id=call_id, tool_name="save_note",
+        tool_definition_hash="d" * 64, arguments={"path": path}, effect="write",
+        reason="writes need a person", rule_id="default.write")
+
+
+async def test_a_new_session_is_saved_and_loaded_with_version_one(store: Store) -> None:
+    saved = await store.save_session(SessionState("s1", "alice", "suspended", {"k": [1, "é"]}))
+    assert saved.version == 1
+    loaded = await store.load_session("s1")
+    assert loaded is not None
+    assert (loaded.principal_id, loaded.status, dict(loaded.data), loaded.version) == \
+        ("alice", "suspended", {"k": [1, "é"]}, 1)
+    assert await store.load_session("missing") is None
+
+
+async def test_saving_with_a_stale_version_conflicts(store: Store) -> None:
+    first = await store.save_session(SessionState("s1", "alice", "running", {}))
+    await store.save_session(SessionState("s1", "alice", "suspended", {}, first.version))
+    with pytest.raises(ConflictError):
+        await store.save_session(SessionState("s1", "alice", "completed", {}, first.version))
+    with pytest.raises(ConflictError):
+        await store.save_session(SessionState("s1", "alice", "running", {}))
+    loaded = await store.load_session("s1")
+    assert loaded is not None
+    assert loaded.status == "suspended"
+    assert loaded.version == 2
+
+
+async def test_sessions_are_listed_by_status(store: Store) -> None:
+    await store.save_session(SessionState("a", "alice", "suspended", {}))
+    await store.save_session(SessionState("b", "bob", "completed", {}))
+    assert [s.session_id for s in await store.list_sessions("suspended")] == ["a"]
+    assert {s.session_id for s in await store.list_sessions()} == {"a", "b"}
+
+
+async def test_an_approval_is_answered_once_and_used_once(store: Store) -> None:
+    request = _request()
+    await store.create_approval(request)
+    assert [r.id for r in await store.list_approvals()] == [request.id]
+    wrong = ApprovalAnswer(request.id, "0" * 64, True, "mallory")
+    assert not await store.answer_approval(wrong)
+    assert await store.answer_approval(ApprovalAnswer.to(request, True, "bob", "fine"))
+    assert not await store.answer_approval(ApprovalAnswer.to(request, False, "carol"))
+    assert await store.list_approvals() == []
+    assert [r.id for r in await store.list_approvals(pending_only=False)] == [request.id]
+    found = await store.get_approval(request.id)
+    assert found is not None
+    stored, answer, used = found
+    assert stored == request
+    assert answer is not None
+    assert (answer.approver, answer.note, used) == ("bob", "fine", False)
+    assert await store.consume_approval(request.id, "0" * 64) is None
+    assert await store.consume_approval(request.id, request.digest) is not None
+    assert await store.consume_approval(request.id, request.digest) is None
+    found = await store.get_approval(request.id)
+    assert found is not None
+    assert found[2] is True
+
+
+async def test_approvals_are_filtered_by_session(store: Store) -> None:
+    await store.create_approval(_request("s1", "c1"))
+    await store.create_approval(_request("s2", "c1"))
+    assert [r.session_id for r in await store.list_approvals(session_id="s2")] == ["s2"]
+
+
+async def test_using_an_approving_answer_moves_the_ledger_to_approved(store: Store) -> None:
+    request, denied = _request("s1", "c1"), _request("s1", "c2")
+    for r, ok in ((request, True), (denied, False)):
+        await store.create_approval(r)
+        await store.advance_execution("s1", r.call_id, LedgerState.DECIDED, r.digest)
+        assert await store.answer_approval(ApprovalAnswer.to(r, ok, "bob"))
+        assert await store.consume_approval(r.id, r.digest) is not None
+    approved = await store.execution_state("s1", "c1")
+    assert approved is not None
+    assert (approved.state, approved.digest) == (LedgerState.APPROVED, request.digest)
+    still = await store.execution_state("s1", "c2")
+    assert still is not None
+    assert still.state is LedgerState.DECIDED
+
+
+async def test_the_ledger_only_moves_forward(store: Store) -> None:
+    await store.advance_execution("s", "c", LedgerState.PROPOSED, "d1")
+    await store.advance_execution("s", "c", LedgerState.APPROVED, "d1")
+    await store.advance_execution("s", "c", LedgerState.DECIDED, "d1")
+    entry = await store.execution_state("s", "c")
+    assert entry is not None
+    assert entry.state is LedgerState.APPROVED
+    await store.claim_execution("s", "c", "d1")
+    await store.advance_execution("s", "c", LedgerState.PROPOSED, "d1")
+    entry = await store.execution_state("s", "c")
+    assert entry is not None
+    assert entry.state is LedgerState.CLAIMED
+    with pytest.raises(ValueError, match="records only"):
+        await store.advance_execution("s", "c", LedgerState.DONE, "d1")
+
+
+async def test_a_claim_never_settled_is_unknown_to_the_next_claimer(store: Store) -> None:
+    assert (await store.claim_execution("s", "c", "d")).state is ClaimState.CLAIMED
+    assert (await store.claim_execution("s", "c", "d")).state is ClaimState.UNKNOWN
+    assert (await store.claim_execution("s", "c", "d")).state is ClaimState.UNKNOWN
+    entry = await store.execution_state("s", "c")
+    assert entry is not None
+    assert entry.state is LedgerState.UNKNOWN
+    assert list(await store.list_unknown_executions()) == [("s", "c")]
+
+
+async def test_a_settled_call_returns_its_result_instead_of_running_again(store: Store) -> None:
+    ok = ToolResult("c1", "save_note", "saved", provenance=Provenance.TRUSTED)
+    bad = ToolResult("c2", "save_note", "disk full", is_error=True, error_kind="tool_error")
+    for result in (ok, bad):
+        assert (await store.claim_execution("s", result.call_id, "d")).state is \
+            ClaimState.CLAIMED
+        await store.settle_execution("s", result.call_id, result)
+    again = await store.claim_execution("s", "c1", "d")
+    assert (again.state, again.result) == (ClaimState.DONE, ok)
+    failed = await store.claim_execution("s", "c2", "d")
+    assert (failed.state, failed.result) == (ClaimState.FAILED, bad)
+    assert list(await store.list_unknown_executions()) == []
+
+
+async def test_concurrent_claims_from_many_handles_let_exactly_one_run(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    handles = [store] + [other_handle() for _ in range(3)]
+    answers: list[ClaimState] = []
+
+    async def claim(handle: Store) -> None:
+        answers.append((await handle.claim_execution("s", "c", "d")).state)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(claim, handles[i % len(handles)])
+    assert answers.count(ClaimState.CLAIMED) == 1
+    assert answers.count(ClaimState.UNKNOWN) == 11
+
+
+async def test_two_approvers_answering_at_once_record_exactly_one_answer(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    request = _request()
+    await store.create_approval(request)
+    second = other_handle()
+    outcomes: dict[str, bool] = {}
+
+    async def answer(handle: Store, who: str, approved: bool) -> None:
+        outcomes[who] = await handle.answer_approval(ApprovalAnswer.to(request, approved, who))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer, store, "bob", True)
+            tg.start_soon(answer, second, "carol", False)
+    assert sorted(outcomes.values()) == [False, True]
+    found = await store.get_approval(request.id)
+    assert found is not None
+    assert found[1] is not None
+    winner = next(who for who, ok in outcomes.items() if ok)
+    assert found[1].approver == winner
+    used = [await store.consume_approval(request.id, request.digest),
+            await second.consume_approval(request.id, request.digest)]
+    assert sum(u is not None for u in used) == 1
+
+
+async def test_the_audit_chain_has_one_order_under_concurrent_writers(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    handles = [store, other_handle(), other_handle()]
+
+    async def append(handle: Store, n: int) -> None:
+        await handle.append_audit("call.proposed", f"s{n % 2}", 1_700_000_000.25 + n,
+                                  {"n": n, "text": "ünïcode ✓", "ratio": 0.1 + n})
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for n in range(30):
+                tg.start_soon(append, handles[n % 3], n)
+    records = await store.audit_records()
+    assert [r.seq for r in records] == list(range(1, 31))
+    report = verify_chain(records)
+    assert report.ok, report.problem
+    assert report.head == records[-1].hash
+    assert {r.data["n"] for r in await store.audit_records("s1")} == set(range(1, 30, 2))
+
+
+async def test_audit_data_comes_back_exactly_as_hashed(store: Store) -> None:
+    data = {"b": [1, 2.5, None, True], "a": {"z": "é\u202e", "y": 1e-7}, "n": 12345678901234}
+    record = await store.append_audit("run.started", "s", 1_764_000_000.123456, data)
+    [again] = await store.audit_records()
+    assert again == record
+    assert dict(again.data) == data
+
+
+async def test_call_counts_and_named_records(store: Store) -> None:
+    for at in (10.0, 20.0, 30.0):
+        await store.record_call("alice", "send", at)
+    await store.record_call("bob", "send", 30.0)
+    assert await store.count_calls("alice", "send", 15.0) == 2
+    assert await store.count_calls("alice", "other", 0.0) == 0
+    assert await store.get_record("pins", "srv") is None
+    await store.put_record("pins", "srv", {"hash": "1"})
+    await store.put_record("pins", "srv", {"hash": "2"})
+    await store.put_record("pins", "another", {"hash": "3"})
+    assert await store.get_record("pins", "srv") == {"hash": "2"}
+    assert [k for k, _ in await store.list_records("pins")] == ["another", "srv"]
+    assert await store.list_records("nothing") == []
+
+
+async def test_everything_survives_closing_and_reopening(store_url: str) -> None:
+    if store_url == "memory://":
+        pytest.skip("the in-memory store lives and dies with its process")
+    from anfitrion.store import open_store
+
+    first = open_store(store_url)
+    request = _request()
+    await first.save_session(SessionState("s", "alice", "suspended", {"x": 1}))
+    await first.create_approval(request)
+    await first.answer_approval(ApprovalAnswer.to(request, True, "bob"))
+    await first.claim_execution("s", "c9", "d")
+    await first.append_audit("run.ended", "s", 1.0, {})
+    await first.close()
+    second = open_store(store_url)
+    try:
+        assert (await second.load_session("s")) is not None
+        found = await second.get_approval(request.id)
+        assert found is not None
+        assert found[1] is not None
+        assert found[1].approved
+        assert list(await second.list_unknown_executions()) == [("s", "c9")]
+        assert verify_chain(await second.audit_records()).ok
+    finally:
+        await second.close()
+
+
+async def test_expired_requests_still_list_with_their_expiry(store: Store) -> None:
+    old = ApprovalRequest.for_call(
+        session_id="s", principal_id="alice", call_id="c", tool_name="t",
+        tool_definition_hash="d", arguments={}, effect="write", reason="r", rule_id="x",
+        now=datetime.now(UTC) - timedelta(hours=1))
+    await store.create_approval(old)
+    [listed] = await store.list_approvals()
+    assert listed.expired()
+
+
+async def test_workers_claiming_ready_sessions_each_get_a_different_one(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    for n in range(6):
+        await store.save_session(SessionState(f"s{n}", "alice", "suspended", {"n": n}))
+        request = _request(f"s{n}", "c1")
+        await store.create_approval(request)
+        if n != 5:  # s5 still waits for a person
+            await store.answer_approval(ApprovalAnswer.to(request, True, "bob"))
+    await store.save_session(SessionState("done", "alice", "completed", {}))
+    taken: list[str] = []
+
+    async def worker(handle: Store) -> None:
+        while (state := await handle.claim_resumable()) is not None:
+            assert state.status == "running"
+            taken.append(state.session_id)
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for handle in (store, other_handle(), other_handle()):
+                tg.start_soon(worker, handle)
+    assert sorted(taken) == ["s0", "s1", "s2", "s3", "s4"]
+    s0 = await store.load_session("s0")
+    assert s0 is not None
+    assert (s0.status, s0.version) == ("running", 2)

@@ -1,0 +1,131 @@
+"""Crash tests: a host process is SIGKILLed at each ledger state (SQLite, and PostgreSQL).
+
+After a restart nothing has run twice and nothing approved is lost: an approval consumed
+before the kill still executes (once); a claim left unsettled is reported as "outcome unknown"
+and never re-run; a settled call returns its stored result.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from anfitrion.approvals import ApprovalAnswer
+from anfitrion.audit import verify_chain
+from anfitrion.store import LedgerState, open_store
+
+from .pg_schema import pg_schema_url
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from pg_schema_url()
+
+
+def worker(url: str, effects: Path, *args: str, **kwargs: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(WORKER), url, str(effects), *args],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **kwargs)
+
+
+def finish(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])  # after SESSION …
+    return result
+
+
+async def approve(url: str, session_id: str) -> None:
+    store = open_store(url)
+    try:
+        [request] = await store.list_approvals(session_id=session_id)
+        assert await store.answer_approval(ApprovalAnswer.to(request, True, "bob"))
+    finally:
+        await store.close()
+
+
+async def ledger_state(url: str, session_id: str) -> tuple[LedgerState | None, list[Any], bool]:
+    store = open_store(url)
+    try:
+        entry = await store.execution_state(session_id, "w1")
+        unknown = list(await store.list_unknown_executions())
+        intact = verify_chain(await store.audit_records()).ok
+        return (entry.state if entry else None), unknown, intact
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(("kill_at", "effects_after", "output", "final_state"), [
+    ("approved", 1, "sent to ana", LedgerState.DONE),
+    ("claimed", 0, "outcome unknown", LedgerState.UNKNOWN),
+    ("executed", 1, "outcome unknown", LedgerState.UNKNOWN),
+    ("settled", 1, "sent to ana", LedgerState.DONE),
+])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
+def test_a_host_killed_at_a_ledger_state_never_runs_twice_nor_loses_an_approval(
+        tmp_path: Path, kill_at: str, effects_after: int, output: str,
+        final_state: LedgerState, backend: str, request: pytest.FixtureRequest) -> None:
+    url = (f"sqlite:///{tmp_path / 'host.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
+    effects = tmp_path / "effects.log"
+    suspended = finish(worker(url, effects, "run"))
+    assert suspended["status"] == "suspended"
+    session_id = suspended["session_id"]
+    anyio.run(approve, url, session_id)
+
+    doomed = worker(url, effects, "resume", session_id, kill_at)
+    assert doomed.stdout is not None
+    assert doomed.stdout.readline().strip() == f"AT {kill_at}"
+    doomed.send_signal(signal.SIGKILL)
+    doomed.communicate(timeout=60)  # reaps it and closes the pipes
+    assert doomed.returncode == -signal.SIGKILL
+    ran_before_restart = effects.read_text().count("sent to") if effects.exists() else 0
+
+    restarted = finish(worker(url, effects, "resume", session_id, "none"))
+    assert restarted["status"] == "completed"
+    assert output in restarted["output"]
+    ran = effects.read_text().count("sent to") if effects.exists() else 0
+    assert ran == effects_after
+    assert ran >= ran_before_restart
+    state, unknown, intact = anyio.run(ledger_state, url, session_id)
+    assert state is final_state
+    assert ((session_id, "w1") in unknown) is (final_state is LedgerState.UNKNOWN)
+    assert intact
+
+
+@pytest.mark.parametrize(("kill_at", "effects_after", "output", "final_state"), [
+    ("approved", 1, "sent to ana", LedgerState.DONE),
+    ("claimed", 0, "outcome unknown", LedgerState.UNKNOWN),
+    ("executed", 1, "outcome unknown", LedgerState.UNKNOWN),
+    ("settled", 1, "sent to ana", LedgerState.DONE),
+])
+def test_a_host_killed_during_its_first_run_is_resumed_without_running_twice(
+        tmp_path: Path, kill_at: str, effects_after: int, output: str,
+        final_state: LedgerState) -> None:
+    """An approver answered at once: the whole ledger is walked before any suspension."""
+    url = f"sqlite:///{tmp_path / 'host.db'}"
+    effects = tmp_path / "effects.log"
+    doomed = worker(url, effects, "run-approving", "-", kill_at)
+    assert doomed.stdout is not None
+    session_id = doomed.stdout.readline().split()[1]
+    assert doomed.stdout.readline().strip() == f"AT {kill_at}"
+    doomed.send_signal(signal.SIGKILL)
+    doomed.communicate(timeout=60)
+
+    restarted = finish(worker(url, effects, "resume", session_id, "none"))
+    assert restarted["status"] == "completed"
+    assert output in restarted["output"]
+    assert (effects.read_text().count("sent to") if effects.exists() else 0) == effects_after
+    state, _, intact = anyio.run(ledger_state, url, session_id)
+    assert state is final_state
+    assert intact
