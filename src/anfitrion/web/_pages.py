@@ -61,6 +61,7 @@ def layout(title: str, body: str, *, csrf: str | None = None, user: str | None =
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
             f'<title>{h(title)} — anfitrion inbox</title>'
+            f'<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">'
             f'<link rel="stylesheet" href="/static/inbox.css">'
             f'<script src="/static/inbox.js" defer></script></head>'
             f'<body><header><strong>anfitrion</strong> approval inbox{nav}</header>'

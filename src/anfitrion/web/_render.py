@@ -160,7 +160,7 @@ def file_diff(arguments: Mapping[str, JsonValue], files_root: Path | None) -> st
 
 
 def email_preview(arguments: Mapping[str, JsonValue]) -> str | None:
-    """The e-mail the call would send, as the RFC 5322 text that goes on the wire.
+    """The e-mail the call would send, as the RFC 5322 text that goes on the wire (LF-ended).
 
     Applies when the arguments have ``to`` and a ``subject`` or ``body``; None otherwise.
     """
@@ -175,6 +175,7 @@ def email_preview(arguments: Mapping[str, JsonValue]) -> str | None:
             text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
             message[header.replace("_", "-").title()] = text
         message.set_content(str(arguments.get("body", "")))
-        return message.as_string()
+        # the wire has CRLF line ends; shown with LF so that only unexpected characters stand out
+        return message.as_string().replace("\r\n", "\n")
     except (ValueError, TypeError) as exc:  # header injection, undecodable text
         return f"This message cannot be sent as it is: {exc}"

@@ -48,8 +48,9 @@ __all__ = ["DEFAULT_ALLOWED_HOSTS", "MIN_TOKEN_CHARS", "create_app"]
 DEFAULT_ALLOWED_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 MIN_TOKEN_CHARS = 16
 _STATIC = {name: resources.files(__package__).joinpath("static", name).read_bytes()
-           for name in ("inbox.css", "inbox.js")}
-_TYPES = {"inbox.css": "text/css; charset=utf-8", "inbox.js": "text/javascript; charset=utf-8"}
+           for name in ("inbox.css", "inbox.js", "favicon.svg")}
+_TYPES = {"inbox.css": "text/css; charset=utf-8", "inbox.js": "text/javascript; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
 _REFUSAL_STATUS = {Refusal.NOT_FOUND: 404, Refusal.STALE: 409, Refusal.ANSWERED: 409,
                    Refusal.EXPIRED: 409, Refusal.INVALID: 422}
 
