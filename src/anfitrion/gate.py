@@ -34,9 +34,12 @@ from .principal import Principal
 from .store import ClaimState, Store
 from .tools import ArgumentError, BoundCall, Effect, Tool, ToolContext
 
-__all__ = ["CallOutcome", "Gate", "GateLimits", "ToolError", "shape_result"]
+__all__ = ["APPROVAL_EDITS", "CallOutcome", "Gate", "GateLimits", "ToolError", "shape_result"]
 
 log = logging.getLogger("anfitrion.gate")
+
+APPROVAL_EDITS = "approval_edits"
+"""Store namespace: request id -> a reviewer's edit ({"replacement_id", "arguments", "editor"})."""
 
 
 class ToolError(Exception):
@@ -157,6 +160,10 @@ class Gate:
             await self._event(EventType.CALL_REJECTED, scope, call, detail="unknown tool")
             return await self._finish(scope, CallOutcome(call, "resolve", result))
 
+        # A reviewer who denied the pending request with edits replaced its arguments: the
+        # edited call goes through validation, policy and the reviewer's approval from here on.
+        original, call = call, await self._edited(call, scope)
+
         # 2. validate — strict parse, schema, business rules; bounded retries.
         try:
             parsed = parse_json_strict(call.raw_arguments or "{}",
@@ -185,7 +192,25 @@ class Gate:
 
         # 5. execute, 6. shape
         result = await self._execute(call, tool, arguments, scope, digest)
+        if call is not original:
+            result = dataclasses.replace(result, content="[a reviewer edited the arguments to "
+                                         f"{call.raw_arguments}]\n{result.content}")
         return await self._finish(scope, CallOutcome(call, "execute", result, decision))
+
+    async def _edited(self, call: ToolCall, scope: CallScope) -> ToolCall:
+        if scope.pending_request_id is None:
+            return call
+        stored = await self.store.get_approval(scope.pending_request_id)
+        if stored is None or stored[1] is None or stored[1].approved:
+            return call
+        edit = await self.store.get_record(APPROVAL_EDITS, stored[0].id)
+        # only the edit made by whoever recorded this denial; the replacement's digest binds it
+        # to this session and call
+        if edit is None or edit.get("editor") != stored[1].approver \
+                or not isinstance(edit.get("replacement_id"), str):
+            return call
+        scope.pending_request_id = edit["replacement_id"]
+        return ToolCall.from_object(call.id, call.name, edit["arguments"])
 
     def _policy_context(self, scope: CallScope) -> PolicyContext:
         return PolicyContext(principal=scope.principal, session_id=scope.session_id,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from starlette.testclient import TestClient
 
-from anfitrion import DeferredApprover, Effect, Host, RunResult, Toolbox
+from anfitrion import DeferredApprover, Effect, Host, Policy, RunResult, Toolbox
 from anfitrion.store import MemoryStore
 from anfitrion.testing import ScriptedModel, call
 
@@ -22,7 +22,8 @@ class Mailroom:
     sent: list[dict[str, str]]
 
 
-def mail_host(store: MemoryStore, mailroom: Mailroom, arguments: dict[str, str]) -> Host:
+def mail_host(store: MemoryStore, mailroom: Mailroom, arguments: dict[str, str],
+              policy: Policy | None = None) -> Host:
     tools = Toolbox()
 
     @tools.tool(effect=Effect.WRITE, provenance="trusted")
@@ -38,7 +39,8 @@ def mail_host(store: MemoryStore, mailroom: Mailroom, arguments: dict[str, str])
         return f"sent to {to}"
 
     model = ScriptedModel([call("send_email", arguments), "Sent."])
-    return Host(model=model, tools=tools, store=store, approver=DeferredApprover())
+    return Host(model=model, tools=tools, store=store, approver=DeferredApprover(),
+                policy=policy)
 
 
 def suspended_run(store: MemoryStore, mailroom: Mailroom,

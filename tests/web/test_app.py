@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
-from inbox_support import ORIGIN, TOKEN, Mailroom, sign_in, suspended_run
+from inbox_support import ORIGIN, TOKEN, Mailroom, mail_host, sign_in, suspended_run
 from starlette.testclient import TestClient
 
-from anfitrion import Host
+from anfitrion import Decision, Host, Policy, RunResult, ToolResult
 from anfitrion.approvals import ApprovalAnswer, ApprovalRequest, with_expiry
 from anfitrion.store import MemoryStore
 from anfitrion.web import create_app
@@ -286,50 +289,97 @@ def test_an_expired_request_cannot_be_approved(browser_client: tuple[TestClient,
     assert "expired" in client.get("/history").text
 
 
-def test_approve_with_edits_denies_and_hands_the_arguments_back_to_the_model(
+def _edit(client: TestClient, csrf: str, request: ApprovalRequest, arguments: object,
+          note: str = "") -> int:
+    response = client.post(f"/approvals/{request.id}/edit", headers=H, data={
+        "csrf": csrf, "digest": request.digest, "arguments": json.dumps(arguments),
+        "note": note})
+    return response.status_code
+
+
+def _error_results(run: RunResult) -> list[ToolResult]:
+    return [p for m in run.transcript for p in getattr(m, "parts", ())
+            if isinstance(p, ToolResult) and p.is_error]
+
+
+EDITED = {"to": "bob@example.com", "subject": "Quarterly numbers", "body": "Attached."}
+
+
+def test_approve_with_edits_runs_the_edited_call_after_validation_and_policy(
         browser_client: tuple[TestClient, str], store: MemoryStore, mailroom: Mailroom,
         pending: tuple[Host, ApprovalRequest]) -> None:
     client, csrf = browser_client
     host, request = pending
-    edited = '{"to": "bob@example.com", "subject": "Quarterly numbers", "body": "Attached."}'
-    response = client.post(f"/approvals/{request.id}/edit", headers=H, data={
-        "csrf": csrf, "digest": request.digest, "arguments": edited, "note": "fix recipient"})
-    assert response.status_code == 303
-    answer = answer_of(store, request.id)
-    assert answer is not None
-    assert not answer.approved
-    assert '"to": "bob@example.com"' in answer.note
-    import anyio
-
+    assert _edit(client, csrf, request, EDITED, "fix recipient") == 303
+    original = answer_of(store, request.id)
+    assert original is not None
+    assert not original.approved
     record = anyio.run(store.get_record, EDITS_NAMESPACE, request.id)
     assert record is not None
     assert record["editor"] == "web:carol"
+    replacement = anyio.run(store.get_approval, record["replacement_id"])
+    assert replacement is not None
+    assert replacement[0].arguments == EDITED
+    assert replacement[0].call_id == request.call_id
+    assert replacement[1] is not None
+    assert replacement[1].approved
+    assert "No request waits" in client.get("/pending.html").text
     run = host.resume_sync(request.session_id)
-    assert mailroom.sent == []  # nothing ran that the model did not propose
-    assert "Edited proposal" in client.get(f"/approvals/{request.id}").text
     assert run.status == "completed"
+    assert mailroom.sent == [EDITED]  # the edited call ran, the proposed one did not
+    result = run.transcript[-2].parts[0]  # type: ignore[union-attr]
+    assert result.content.startswith("[a reviewer edited the arguments to ")
+    used = anyio.run(store.get_approval, record["replacement_id"])
+    assert used is not None
+    assert used[2] is True
+    assert "Edited proposal" in client.get(f"/approvals/{request.id}").text
 
 
-def test_a_new_proposal_matching_an_edit_is_marked_in_the_inbox(
+def test_an_edit_that_fails_validation_does_not_run(
         browser_client: tuple[TestClient, str], store: MemoryStore, mailroom: Mailroom,
         pending: tuple[Host, ApprovalRequest]) -> None:
     client, csrf = browser_client
-    _, request = pending
-    edited = {"to": "bob@example.com", "subject": "Quarterly numbers", "body": "Attached."}
-    import json
+    host, request = pending
+    assert _edit(client, csrf, request, {**EDITED, "subject": 42}) == 303
+    run = host.resume_sync(request.session_id)
+    assert mailroom.sent == []
+    assert _error_results(run)[0].error_kind == "invalid_arguments"
 
-    client.post(f"/approvals/{request.id}/edit", headers=H, data={
-        "csrf": csrf, "digest": request.digest, "arguments": json.dumps(edited)})
-    # the model proposes the edited call in the same session: it needs its own approval
-    again = ApprovalRequest.for_call(
-        session_id=request.session_id, principal_id="alice", call_id="call_again",
+
+def test_an_edit_the_policy_denies_does_not_run(browser_client: tuple[TestClient, str],
+                                                store: MemoryStore, mailroom: Mailroom) -> None:
+    client, csrf = browser_client
+
+    def no_mail_to_eve(call: Any, context: Any) -> Decision | None:
+        if "eve@" in str(call.arguments.get("to", "")):
+            return Decision.deny("no mail to eve", "no-eve")
+        return None
+
+    host = mail_host(store, mailroom, EDITED, Policy.default().with_rules(no_mail_to_eve))
+    request = host.run_sync("Mail Bob", principal="alice").pending[0]
+    assert _edit(client, csrf, request, {**EDITED, "to": "eve@example.com"}) == 303
+    run = host.resume_sync(request.session_id)
+    assert mailroom.sent == []
+    assert "denied by policy: no mail to eve" in _error_results(run)[0].content
+
+
+def test_a_plain_denial_is_not_mistaken_for_an_edit(
+        browser_client: tuple[TestClient, str], store: MemoryStore, mailroom: Mailroom,
+        pending: tuple[Host, ApprovalRequest]) -> None:
+    """An edit record that does not belong to the recorded denial is ignored by the host."""
+    client, csrf = browser_client
+    host, request = pending
+    client.post(f"/approvals/{request.id}/decide", data=_form(csrf, request, "deny"), headers=H)
+    forged = ApprovalRequest.for_call(
+        session_id=request.session_id, principal_id="alice", call_id=request.call_id,
         tool_name="send_email", tool_definition_hash=request.tool_definition_hash,
-        arguments=edited, effect="write", reason="r", rule_id="default.write")
-    import anyio
-
-    anyio.run(store.create_approval, again)
-    assert "Carries out the edit web:carol asked for" in client.get("/pending.html").text
-    assert "carries out exactly the edit" in client.get(f"/approvals/{again.id}").text
+        arguments=EDITED, effect="write", reason="r", rule_id="default.write")
+    anyio.run(store.create_approval, forged)
+    anyio.run(store.answer_approval, ApprovalAnswer.to(forged, True, "someone-else"))
+    anyio.run(store.put_record, EDITS_NAMESPACE, request.id, {
+        "replacement_id": forged.id, "arguments": EDITED, "editor": "someone-else"})
+    host.resume_sync(request.session_id)
+    assert mailroom.sent == []
 
 
 def test_an_edit_must_be_a_json_object_that_differs(

@@ -4,17 +4,17 @@ A decision names the request id *and* the digest the reviewer saw. It is recorde
 request still has that digest, is unanswered and has not expired; the store's compare-and-set
 (:meth:`Store.answer_approval`) makes a double submission record exactly one answer.
 
-"Approve with edits" does not run anything the model did not propose: it denies the request and
-hands the reviewer's arguments back to the model in the denial note, and records the edit under
-the store namespace ``approval_edits``. The model may then propose the edited call; that new call
-goes through validation, policy and a fresh approval like any other, and the inbox marks it as
-matching the reviewer's edit.
+"Approve with edits" denies the request and stores the reviewer's arguments as a new request for
+the same call, approved by the reviewer and linked to the original in the store namespace
+``approval_edits``. When the host resumes, the gate swaps in the edited arguments and puts them
+through validation and policy before the approval is consumed: a policy denial or a schema error
+still stops the call, and the model's result says that a reviewer edited the arguments.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -23,12 +23,13 @@ from typing import Any
 from .._canonical import canonical_json, digest
 from .._json import JsonError, parse_json_strict
 from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..gate import APPROVAL_EDITS
 from ..store import Store
 
-__all__ = ["EDITS_NAMESPACE", "Refusal", "RequestState", "answer", "edit_for", "matching_edit",
+__all__ = ["EDITS_NAMESPACE", "Refusal", "RequestState", "answer", "edit_for",
            "parse_edited_arguments", "propose_edit", "state_of"]
 
-EDITS_NAMESPACE = "approval_edits"
+EDITS_NAMESPACE = APPROVAL_EDITS
 MAX_NOTE_CHARS = 2000
 MAX_EDIT_BYTES = 256 * 1024
 
@@ -106,7 +107,13 @@ def parse_edited_arguments(text: str) -> dict[str, Any]:
 async def propose_edit(store: Store, request_id: str, seen_digest: str,
                        arguments: Mapping[str, Any], *, approver: str, note: str = "",
                        on_answer: OnAnswer | None = None) -> Outcome:
-    """Deny the request, handing the reviewer's arguments back to the model; record the edit."""
+    """Replace the request's arguments with the reviewer's: deny it, approve the edited call.
+
+    The original is denied (compare-and-set, bound to *seen_digest*); only then the edited call
+    is stored as a new request for the same session, call and tool, approved by the reviewer,
+    and linked under :data:`~anfitrion.gate.APPROVAL_EDITS`. On resume the gate validates the
+    edited arguments, asks the policy, and runs them only if both agree.
+    """
     found = await store.get_approval(request_id)
     if found is None:
         return Outcome(None, Refusal.NOT_FOUND)
@@ -114,20 +121,27 @@ async def propose_edit(store: Store, request_id: str, seen_digest: str,
     if canonical_json(dict(arguments)) == canonical_json(dict(request.arguments)):
         return Outcome(None, Refusal.INVALID, "the edited arguments equal the proposed ones: "
                        "approve the call instead")
+    replacement = ApprovalRequest.for_call(
+        session_id=request.session_id, principal_id=request.principal_id,
+        call_id=request.call_id, tool_name=request.tool_name,
+        tool_definition_hash=request.tool_definition_hash, arguments=dict(arguments),
+        effect=request.effect, reason=f"edited by {approver} from request {request.id}",
+        rule_id=request.rule_id, warnings=request.warnings)
     shown = json.dumps(dict(arguments), sort_keys=True, ensure_ascii=False)
-    text = (f"the reviewer did not approve these arguments and asks for a call to "
-            f"{request.tool_name} with these arguments instead: {shown}")
+    text = f"replaced by the reviewer's edited call {replacement.id}: {shown}"
     if note:
         text += f" (note: {note})"
     outcome = await answer(store, request_id, seen_digest, approved=False, approver=approver,
-                           note=text, on_answer=None)
+                           note=text)
     if outcome.answer is None:
         return outcome
+    await store.create_approval(replacement)
+    await store.answer_approval(ApprovalAnswer.to(replacement, True, approver, note))
     await store.put_record(EDITS_NAMESPACE, request.id, {
-        "request_id": request.id, "session_id": request.session_id,
-        "tool_name": request.tool_name, "arguments": dict(arguments),
-        "arguments_sha256": digest(dict(arguments)), "editor": approver, "note": note,
-        "at": outcome.answer.at.isoformat()})
+        "request_id": request.id, "replacement_id": replacement.id,
+        "session_id": request.session_id, "tool_name": request.tool_name,
+        "arguments": dict(arguments), "arguments_sha256": digest(dict(arguments)),
+        "editor": approver, "note": note, "at": outcome.answer.at.isoformat()})
     if on_answer is not None:
         await on_answer(request, outcome.answer)
     return outcome
@@ -136,16 +150,3 @@ async def propose_edit(store: Store, request_id: str, seen_digest: str,
 async def edit_for(store: Store, request_id: str) -> Mapping[str, Any] | None:
     """The edit a reviewer made to *request_id*, if any."""
     return await store.get_record(EDITS_NAMESPACE, request_id)
-
-
-def matching_edit(request: ApprovalRequest,
-                  edits: Sequence[tuple[str, Mapping[str, Any]]]) -> Mapping[str, Any] | None:
-    """The recorded edit this new request carries out exactly (same session, tool, arguments)."""
-    wanted = digest(dict(request.arguments))
-    for _, edit in edits:
-        if (edit.get("session_id") == request.session_id
-                and edit.get("tool_name") == request.tool_name
-                and edit.get("arguments_sha256") == wanted
-                and edit.get("request_id") != request.id):
-            return edit
-    return None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -92,7 +92,6 @@ class Row:
 
     request: ApprovalRequest
     warnings: Sequence[str] = ()
-    edit: Mapping[str, Any] | None = None
 
 
 def _warning_list(warnings: Sequence[str]) -> str:
@@ -107,16 +106,12 @@ def pending_rows(rows: Sequence[Row], now: datetime) -> str:
     out = []
     for row in rows:
         r = row.request
-        edited = ""
-        if row.edit is not None:
-            edited = (f'<p class="edit">Carries out the edit {v(str(row.edit.get("editor")))} '
-                      f'asked for.</p>')
         out.append(
             f'<tr data-request="{h(r.id)}"><td><a href="/approvals/{h(r.id)}">'
             f'{v(r.tool_name)}</a></td><td><span class="effect {h(r.effect)}">{h(r.effect)}'
             f'</span></td><td>{v(r.principal_id)}</td><td>{h(age(r, now))}</td>'
             f'<td>{h(expiry(r, now))}</td><td>{v(r.reason)}</td>'
-            f'<td>{edited}{_warning_list(row.warnings)}</td></tr>')
+            f'<td>{_warning_list(row.warnings)}</td></tr>')
     return "".join(out)
 
 
@@ -147,8 +142,6 @@ class Detail:
     diff: str | None = None
     email: str | None = None
     edit: Mapping[str, Any] | None = None
-    matching: Mapping[str, Any] | None = None
-    extra: list[str] = field(default_factory=list)
 
 
 def _diff_html(diff: str) -> str:
@@ -176,14 +169,14 @@ def _decision_forms(r: ApprovalRequest, csrf: str) -> str:
         f'<button type="submit" name="decision" value="deny" class="deny">Deny</button>'
         f'</div></form>'
         f'<details class="edit"><summary>Approve with edits…</summary>'
-        f'<p class="hint">Nothing runs from here: the call is denied and your arguments go back '
-        f'to the model as a request. If the model proposes them, that new call passes '
-        f'validation, policy and a fresh approval.</p>'
+        f'<p class="hint">The proposed call is denied and your arguments are approved in its '
+        f'place. When the host resumes, they pass validation and the policy again before they '
+        f'run; the model is told that a reviewer edited them.</p>'
         f'<form method="post" action="/approvals/{h(r.id)}/edit">{hidden}'
         f'<label>Arguments (JSON object) <textarea name="arguments" rows="10" '
         f'class="code">{h(edit_text)}</textarea></label>'
         f'<label>Note (optional) <textarea name="note" rows="2" maxlength="2000"></textarea>'
-        f'</label><button type="submit" class="edit">Send edited proposal</button>'
+        f'</label><button type="submit" class="edit">Approve the edited call</button>'
         f'</form></details></section>')
 
 
@@ -206,11 +199,6 @@ def detail_page(d: Detail, now: datetime, *, csrf: str, user: str) -> str:
     table = "".join(f"<tr><th>{k}</th><td>{val}</td></tr>" for k, val in rows)
     parts = [f'<h1>{v(r.tool_name)} <span class="effect {h(r.effect)}">{h(r.effect)}</span>'
              f'</h1><table class="meta">{table}</table>']
-    if d.matching is not None:
-        parts.append(f'<p class="edit">This call carries out exactly the edit '
-                     f'{v(str(d.matching.get("editor")))} asked for on request '
-                     f'<a href="/approvals/{h(d.matching.get("request_id"))}">'
-                     f'{h(d.matching.get("request_id"))}</a>.</p>')
     if d.warnings:
         parts.append('<section><h2>Warnings</h2>' + _warning_list(d.warnings) + '</section>')
     args = "".join(
@@ -230,8 +218,11 @@ def detail_page(d: Detail, now: datetime, *, csrf: str, user: str) -> str:
         parts.append(f'<section><h2>The message as it will be sent</h2>'
                      f'<pre class="value email">{v(d.email)}</pre></section>')
     if d.edit is not None:
+        replacement = h(d.edit.get("replacement_id"))
         parts.append(f'<section><h2>Edited proposal</h2><p>{v(str(d.edit.get("editor")))} '
-                     f'sent these arguments back to the model:</p><pre class="value">'
+                     f'replaced the arguments with the <a href="/approvals/{replacement}">'
+                     f'edited call</a>; the host validates it and asks the policy again before '
+                     f'it runs:</p><pre class="value">'
                      f'{v(json.dumps(d.edit.get("arguments"), indent=2, ensure_ascii=False))}'
                      f'</pre></section>')
     if state is RequestState.PENDING:

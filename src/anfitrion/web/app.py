@@ -31,12 +31,10 @@ from ..store import Store
 from . import _pages as pages
 from ._api import api_routes, error
 from ._decisions import (
-    EDITS_NAMESPACE,
     OnAnswer,
     Refusal,
     answer,
     edit_for,
-    matching_edit,
     parse_edited_arguments,
     propose_edit,
 )
@@ -107,8 +105,7 @@ def create_app(store: Store, *, token: str,
 
     async def rows() -> list[pages.Row]:
         pending = await store.list_approvals(pending_only=True)
-        edits = await store.list_records(EDITS_NAMESPACE) if pending else []
-        return [pages.Row(r, await warnings_for(r), matching_edit(r, edits)) for r in pending]
+        return [pages.Row(r, await warnings_for(r)) for r in pending]
 
     # -- sign-in ---------------------------------------------------------------------------
 
@@ -161,12 +158,9 @@ def create_app(store: Store, *, token: str,
                                                    csrf=who.csrf, user=who.name),
                                 status_code=404)
         req, ans, used = found
-        matching = None
-        if ans is None:
-            matching = matching_edit(req, await store.list_records(EDITS_NAMESPACE))
         view = pages.Detail(req, ans, used, await warnings_for(req),
                             file_diff(req.arguments, root), email_preview(req.arguments),
-                            await edit_for(store, req.id), matching)
+                            await edit_for(store, req.id))
         return HTMLResponse(pages.detail_page(view, datetime.now(UTC), csrf=who.csrf,
                                               user=who.name))
 
