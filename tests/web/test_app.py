@@ -108,6 +108,20 @@ def test_a_post_with_a_matching_referer_and_no_origin_is_accepted(
     assert response.status_code == 303
 
 
+def test_an_oversized_or_unsized_body_is_refused_before_it_is_read(
+        browser_client: tuple[TestClient, str]) -> None:
+    client, csrf = browser_client
+    big = client.post("/approvals/x/decide", headers=H,
+                      content=b"csrf=" + csrf.encode() + b"&note=" + b"a" * (1024 * 1024),
+                      )
+    assert big.status_code == 413
+
+    def chunks() -> Any:
+        yield b"csrf=x"
+
+    assert client.post("/approvals/x/decide", headers=H, content=chunks()).status_code == 411
+
+
 def test_a_post_without_the_csrf_token_is_refused(
         browser_client: tuple[TestClient, str], store: MemoryStore,
         pending: tuple[Host, ApprovalRequest]) -> None:
@@ -408,6 +422,20 @@ def test_session_view_shows_the_redacted_audit_trail(
     assert client.get("/sessions/no-such-session").status_code == 404
 
 
+def test_taint_of_the_session_is_shown_as_a_warning(
+        browser_client: tuple[TestClient, str], store: MemoryStore,
+        pending: tuple[Host, ApprovalRequest]) -> None:
+    client, _ = browser_client
+    _, request = pending
+    state = anyio.run(store.load_session, request.session_id)
+    assert state is not None
+    state.data = {**state.data, "untrusted_sources": ["fetch_url"]}
+    anyio.run(store.save_session, state)
+    warning = "untrusted content entered this session from: fetch_url"
+    assert warning in client.get("/pending.html").text
+    assert warning in client.get(f"/approvals/{request.id}").text
+
+
 def test_history_lists_decided_requests(browser_client: tuple[TestClient, str],
                                         pending: tuple[Host, ApprovalRequest]) -> None:
     client, csrf = browser_client
@@ -459,3 +487,17 @@ def test_static_files_are_served_and_unknown_ones_are_not(client: TestClient) ->
     assert client.get("/static/inbox.js").headers["content-type"].startswith("text/javascript")
     assert client.get("/static/inbox.css").status_code == 200
     assert client.get("/static/secrets.txt").status_code == 404
+
+
+def test_behind_a_tls_proxy_the_public_origin_is_accepted_and_cookies_are_secure(
+        store: MemoryStore) -> None:
+    app = create_app(store, token=TOKEN, allowed_hosts=["inbox.example"],
+                     public_origin="https://inbox.example")
+    with TestClient(app, base_url="http://inbox.example", follow_redirects=False) as client:
+        response = client.post("/login", data={"token": TOKEN, "name": "carol"},
+                               headers={"origin": "https://inbox.example"})
+        assert response.status_code == 303
+        assert "secure" in response.headers["set-cookie"].lower()
+        refused = client.post("/login", data={"token": TOKEN},
+                              headers={"origin": "https://evil.example"})
+        assert refused.status_code == 403

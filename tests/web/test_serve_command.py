@@ -70,3 +70,14 @@ def test_serve_refuses_a_short_token(served: dict[str, Any]) -> None:
     result = CliRunner().invoke(command, ["--store", "memory://", "--token", "short"])
     assert result.exit_code != 0
     assert "16 characters" in result.output
+
+
+def test_serve_behind_a_proxy_accepts_the_public_origin(served: dict[str, Any]) -> None:
+    result = CliRunner().invoke(command, ["--store", "memory://", "--token", "p" * 32,
+                                          "--public-url", "https://inbox.example"])
+    assert result.exit_code == 0, result.output
+    with TestClient(served["app"], base_url="http://inbox.example") as client:
+        response = client.post("/login", data={"token": "p" * 32, "name": "x"},
+                               headers={"origin": "https://inbox.example"},
+                               follow_redirects=False)
+        assert response.status_code == 303

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+from urllib.parse import urlsplit
 
 import click
 
@@ -44,10 +45,13 @@ def allowed_hosts_for(host: str, extra: tuple[str, ...]) -> list[str]:
                    f"${TOKEN_ENV}).")
 @click.option("--allowed-host", "allowed_host", multiple=True,
               help="A further host name browsers use to reach the inbox (repeatable).")
+@click.option("--public-url", default=None,
+              help="The https:// origin a TLS proxy serves the inbox at (cookies become Secure).")
 @click.option("--files-root", type=click.Path(file_okay=False), default=None,
               help="The folder a files tool writes under: file writes are shown as diffs.")
 def command(store_url: str, host: str, port: int, token: str | None, allow_remote: bool,
-            allowed_host: tuple[str, ...], files_root: str | None) -> None:
+            allowed_host: tuple[str, ...], public_url: str | None,
+            files_root: str | None) -> None:
     """Serve the approval inbox (extra: web).
 
     Binds to 127.0.0.1 unless --allow-remote is given together with a configured token. Put a
@@ -70,10 +74,17 @@ def command(store_url: str, host: str, port: int, token: str | None, allow_remot
             raise click.UsageError("binding to a non-loopback address needs a configured token "
                                    f"(--token or ${TOKEN_ENV})")
     the_token = configured or secrets.token_urlsafe(24)
+    public_origin = None
+    if public_url:
+        parts = urlsplit(public_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username:
+            raise click.UsageError("--public-url must look like https://inbox.example")
+        public_origin = f"{parts.scheme}://{parts.netloc}"
+        allowed_host = (*allowed_host, parts.hostname)
     try:
         app = create_app(open_store(store_url), token=the_token,
                          allowed_hosts=allowed_hosts_for(host, allowed_host),
-                         files_root=files_root)
+                         files_root=files_root, public_origin=public_origin)
     except UserError as exc:
         raise click.UsageError(str(exc)) from exc
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host

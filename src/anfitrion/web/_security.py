@@ -30,6 +30,7 @@ __all__ = ["CSP", "SESSION_COOKIE", "GuardMiddleware", "SessionBook", "SignedIn"
            "host_name", "token_matches"]
 
 SESSION_COOKIE = "anfitrion_session"
+MAX_BODY_BYTES = 1024 * 1024
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 SECURITY_HEADERS = (
@@ -105,19 +106,25 @@ def _origin_of(url: str) -> str | None:
 class GuardMiddleware:
     """Refuses requests for foreign hosts or from foreign origins; adds security headers."""
 
-    def __init__(self, app: ASGIApp, *, allowed_hosts: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, *, allowed_hosts: Iterable[str],
+                 public_origin: str | None = None) -> None:
         self.app = app
         self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
+        # behind a TLS proxy the browser's origin is https://… while this server sees http
+        self.public_origin = public_origin.rstrip("/").lower() if public_origin else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
-        problem = self._problem(scope, headers)
+        problem, status = self._problem(scope, headers), 400
+        if problem is not None and "origin" in problem:
+            status = 403
+        elif problem is None and scope["method"] in ("POST", "PUT", "PATCH"):
+            problem, status = self._body_problem(headers)
         if problem is not None:
-            response = PlainTextResponse(problem, status_code=403 if "origin" in problem
-                                         else 400)
+            response = PlainTextResponse(problem, status_code=status)
             await response(scope, receive, self._with_headers(send))
             return
         await self.app(scope, receive, self._with_headers(send))
@@ -126,9 +133,9 @@ class GuardMiddleware:
         host = headers.get("host", "")
         if host_name(host) not in self.allowed_hosts:
             return "unknown host: this server answers only for its configured host names"
-        own = f"{scope.get('scheme', 'http')}://{host}".lower()
+        own = {f"{scope.get('scheme', 'http')}://{host}".lower(), self.public_origin}
         origin = headers.get("origin")
-        if origin is not None and origin.lower() != own:
+        if origin is not None and origin.lower() not in own:
             return "cross-origin request refused (origin does not match this server)"
         # the API takes bearer tokens only, never cookies: a forged cross-site call has no
         # credential, so only the browser routes need an Origin on every POST
@@ -136,9 +143,18 @@ class GuardMiddleware:
                         and not scope["path"].startswith("/api/"))
         if is_form_post and origin is None:
             referer = headers.get("referer")
-            if referer is None or _origin_of(referer) != own:
+            if referer is None or _origin_of(referer) not in own:
                 return "cross-origin request refused (no matching origin or referer)"
         return None
+
+    @staticmethod
+    def _body_problem(headers: Headers) -> tuple[str | None, int]:
+        length = headers.get("content-length")
+        if length is None:
+            return "send a Content-Length", 411
+        if not length.isdigit() or int(length) > MAX_BODY_BYTES:
+            return f"the body is over {MAX_BODY_BYTES} bytes", 413
+        return None, 400
 
     @staticmethod
     def _with_headers(send: Send) -> Send:

@@ -56,7 +56,8 @@ _REFUSAL_STATUS = {Refusal.NOT_FOUND: 404, Refusal.STALE: 409, Refusal.ANSWERED:
 def create_app(store: Store, *, token: str,
                allowed_hosts: Iterable[str] = DEFAULT_ALLOWED_HOSTS,
                files_root: str | Path | None = None, on_answer: OnAnswer | None = None,
-               session_lifetime: float = 12 * 3600) -> Starlette:
+               session_lifetime: float = 12 * 3600,
+               public_origin: str | None = None) -> Starlette:
     """Build the inbox for *store*.
 
     Args:
@@ -66,6 +67,8 @@ def create_app(store: Store, *, token: str,
         files_root: the folder a files tool writes under; enables diffs for file writes.
         on_answer: awaited after each recorded decision, e.g. to resume the session.
         session_lifetime: seconds a browser stays signed in.
+        public_origin: the origin browsers use when a TLS proxy fronts the inbox
+            (``https://inbox.example``); accepted in ``Origin`` and makes cookies ``Secure``.
 
     Raises:
         UserError: the token is shorter than 16 characters.
@@ -73,6 +76,7 @@ def create_app(store: Store, *, token: str,
     if len(token) < MIN_TOKEN_CHARS:
         raise UserError(f"the inbox token must have at least {MIN_TOKEN_CHARS} characters")
     root = Path(files_root) if files_root is not None else None
+    secure = bool(public_origin and public_origin.lower().startswith("https://"))
     book = SessionBook(session_lifetime)
 
     def signed_in(request: Request) -> SignedIn | None:
@@ -121,7 +125,7 @@ def create_app(store: Store, *, token: str,
         who = book.open(name)
         response = RedirectResponse("/", status_code=303)
         response.set_cookie(SESSION_COOKIE, who.session_id, httponly=True, samesite="strict",
-                            secure=request.url.scheme == "https", path="/",
+                            secure=secure or request.url.scheme == "https", path="/",
                             max_age=int(session_lifetime))
         return response
 
@@ -294,5 +298,6 @@ def create_app(store: Store, *, token: str,
         *api_routes(store, token, on_answer),
     ]
     return Starlette(routes=list(routes),
-                     middleware=[Middleware(GuardMiddleware, allowed_hosts=allowed_hosts)],
+                     middleware=[Middleware(GuardMiddleware, allowed_hosts=allowed_hosts,
+                                            public_origin=public_origin)],
                      exception_handlers={404: not_found, 405: not_found})
