@@ -301,6 +301,10 @@ def test_an_expired_request_cannot_be_approved(browser_client: tuple[TestClient,
     assert response.status_code == 409
     assert "expired" in response.text
     assert "expired" in client.get("/history").text
+    assert request.id not in client.get("/pending.html").text
+    api = client.get("/api/v1/approvals?status=decided",
+                     headers={"authorization": f"Bearer {TOKEN}"}).json()["approvals"]
+    assert [(a["request"]["id"], a["state"]) for a in api] == [(request.id, "expired")]
 
 
 def _edit(client: TestClient, csrf: str, request: ApprovalRequest, arguments: object,

@@ -85,7 +85,8 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Rou
             if found is None:
                 continue
             _, ans, used = found
-            if status == "decided" and ans is None:
+            open_now = ans is None and not r.expired(now)
+            if (status == "pending" and not open_now) or (status == "decided" and open_now):
                 continue
             items.append(_approval_json(r, ans, used, now, full=False))
         return JSONResponse({"approvals": items})
@@ -209,7 +210,8 @@ def openapi_document() -> dict[str, Any]:
                                 "with 409."},
         "paths": {
             f"{PREFIX}/approvals": {"get": {
-                "summary": "List approval requests, newest first", "operationId":
+                "summary": "List approval requests, newest first (pending: open and unexpired; "
+                           "decided: answered or expired)", "operationId":
                 "listApprovals",
                 "parameters": [
                     {"name": "status", "in": "query", "required": False,

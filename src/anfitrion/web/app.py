@@ -108,7 +108,8 @@ def create_app(store: Store, *, token: str,
         return found
 
     async def rows() -> list[pages.Row]:
-        pending = await store.list_approvals(pending_only=True)
+        now = datetime.now(UTC)
+        pending = [r for r in await store.list_approvals(pending_only=True) if not r.expired(now)]
         return [pages.Row(r, await warnings_for(r)) for r in pending]
 
     # -- sign-in ---------------------------------------------------------------------------
