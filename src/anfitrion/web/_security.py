@@ -2,7 +2,7 @@
 
 - **Sign-in**: a person types the token printed by ``anfitrion serve``; the server answers with a
   random session id in a cookie that is ``HttpOnly`` and ``SameSite=Strict`` (``Secure`` over
-  HTTPS). Sessions live in memory and expire.
+  HTTPS). Sessions live in memory and expire. After ten wrong tokens in a minute, sign-in pauses.
 - **CSRF**: each session has its own random token; every form POST carries it and the server
   compares it in constant time. The JSON API takes only ``Authorization: Bearer``, which a
   browser never attaches on its own, so cookies can never authorise an API call.
@@ -64,7 +64,19 @@ class SessionBook:
     """Browser sessions, in memory: a restart signs everybody out."""
 
     lifetime: float = 12 * 3600
+    max_failures: int = 10
+    failure_window: float = 60.0
     _sessions: dict[str, SignedIn] = field(default_factory=dict)
+    _failures: list[float] = field(default_factory=list)
+
+    def throttled(self) -> bool:
+        """Too many wrong tokens lately: refuse sign-in attempts for a while."""
+        cutoff = time.monotonic() - self.failure_window
+        self._failures[:] = [t for t in self._failures if t > cutoff]
+        return len(self._failures) >= self.max_failures
+
+    def failed(self) -> None:
+        self._failures.append(time.monotonic())
 
     def open(self, name: str) -> SignedIn:
         signed = SignedIn(secrets.token_urlsafe(32), name, secrets.token_urlsafe(32),

@@ -118,9 +118,13 @@ def create_app(store: Store, *, token: str,
         return HTMLResponse(pages.login_page())
 
     async def login(request: Request) -> Response:
+        if book.throttled():
+            return HTMLResponse(pages.login_page("Too many wrong tokens: wait a minute."),
+                                status_code=429, headers={"retry-after": "60"})
         form = await request.form(max_files=0, max_fields=5)
         given, name = form.get("token"), form.get("name")
         if not isinstance(given, str) or not token_matches(given, token):
+            book.failed()
             return HTMLResponse(pages.login_page("Wrong token."), status_code=401)
         name = name.strip()[:80] if isinstance(name, str) and name.strip() else "web"
         who = book.open(name)
