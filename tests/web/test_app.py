@@ -515,3 +515,23 @@ def test_behind_a_tls_proxy_the_public_origin_is_accepted_and_cookies_are_secure
         refused = client.post("/login", data={"token": TOKEN},
                               headers={"origin": "https://evil.example"})
         assert refused.status_code == 403
+
+
+def test_a_failing_on_answer_hook_does_not_undo_the_decision(
+        store: MemoryStore, pending: tuple[Host, ApprovalRequest],
+        caplog: pytest.LogCaptureFixture) -> None:
+    _, request = pending
+
+    async def broken(request: ApprovalRequest, answer: ApprovalAnswer) -> None:
+        raise RuntimeError("resume failed")
+
+    app = create_app(store, token=TOKEN, allowed_hosts=["testserver"], on_answer=broken)
+    with TestClient(app, base_url=ORIGIN) as client:
+        response = client.post(f"/api/v1/approvals/{request.id}/approve",
+                               json={"digest": request.digest},
+                               headers={"authorization": f"Bearer {TOKEN}"})
+    assert response.status_code == 200
+    assert "on_answer failed" in caplog.text
+    recorded = answer_of(store, request.id)
+    assert recorded is not None
+    assert recorded.approved

@@ -16,7 +16,7 @@ from starlette.routing import Route
 from .._json import JsonError, parse_json_strict
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..store import Store
-from ._decisions import OnAnswer, Refusal, answer, state_of
+from ._decisions import OnAnswer, Refusal, answer, notify, state_of
 from ._render import findings
 from ._security import token_matches
 
@@ -118,7 +118,7 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Rou
             refusal = outcome.refusal or Refusal.INVALID
             return error(_STATUS[refusal], refusal.value, refusal.name.lower())
         found = await store.get_approval(outcome.answer.request_id)
-        task = (BackgroundTask(on_answer, found[0], outcome.answer)
+        task = (BackgroundTask(notify, on_answer, found[0], outcome.answer)
                 if on_answer is not None and found is not None else None)
         return JSONResponse({"answer": outcome.answer.to_dict()}, background=task)
 

@@ -14,6 +14,7 @@ still stops the call, and the model's result says that a reviewer edited the arg
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..gate import APPROVAL_EDITS
 from ..store import Store
 
-__all__ = ["EDITS_NAMESPACE", "Refusal", "RequestState", "answer", "edit_for",
+__all__ = ["EDITS_NAMESPACE", "Refusal", "RequestState", "answer", "edit_for", "notify",
            "parse_edited_arguments", "propose_edit", "state_of"]
 
 EDITS_NAMESPACE = APPROVAL_EDITS
@@ -34,6 +35,17 @@ MAX_NOTE_CHARS = 2000
 MAX_EDIT_BYTES = 256 * 1024
 
 OnAnswer = Callable[[ApprovalRequest, ApprovalAnswer], Awaitable[None]]
+
+log = logging.getLogger("anfitrion.web")
+
+
+async def notify(on_answer: OnAnswer, request: ApprovalRequest, answer: ApprovalAnswer) -> None:
+    """Run the *on_answer* hook after the response; its failure never undoes the decision."""
+    try:
+        await on_answer(request, answer)
+    except Exception:  # the top of a background task: log, the answer stays recorded
+        log.exception("on_answer failed for approval request %s (session %s)", request.id,
+                      request.session_id)
 
 
 class RequestState(StrEnum):

@@ -35,6 +35,7 @@ from ._decisions import (
     Refusal,
     answer,
     edit_for,
+    notify,
     parse_edited_arguments,
     propose_edit,
 )
@@ -180,7 +181,7 @@ def create_app(store: Store, *, token: str,
                             status_code=_REFUSAL_STATUS[refusal])
 
     def after(request_id: str, decision: ApprovalAnswer, request: ApprovalRequest) -> Response:
-        task = BackgroundTask(on_answer, request, decision) if on_answer else None
+        task = BackgroundTask(notify, on_answer, request, decision) if on_answer else None
         return RedirectResponse(f"/approvals/{request_id}", status_code=303, background=task)
 
     async def with_request(request_id: str) -> ApprovalRequest | None:
