@@ -1,0 +1,20 @@
+"""The approval inbox: a web page for people and a JSON API for programs (extra ``web``).
+
+Example:
+    >>> from anfitrion.store import MemoryStore
+    >>> from anfitrion.web import create_app
+    >>> app = create_app(MemoryStore(), token="a-long-random-token")
+"""
+
+from __future__ import annotations
+
+from ..exceptions import MissingDependencyError
+
+try:
+    import starlette  # noqa: F401
+except ImportError as exc:  # pragma: no cover - the test extra installs it
+    raise MissingDependencyError("web", "starlette") from exc
+
+from .app import DEFAULT_ALLOWED_HOSTS, create_app
+
+__all__ = ["DEFAULT_ALLOWED_HOSTS", "create_app"]

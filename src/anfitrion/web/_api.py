@@ -1,0 +1,243 @@
+"""The JSON API (``/api/v1``): list, show, approve, deny — with the same digest binding as the
+page, a bearer token, and an OpenAPI 3.1 document at ``/api/v1/openapi.json``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pydantic
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .._json import JsonError, parse_json_strict
+from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..store import Store
+from ._decisions import OnAnswer, Refusal, answer, notify, state_of
+from ._render import findings
+from ._security import token_matches
+
+__all__ = ["api_routes", "error", "openapi_document"]
+
+PREFIX = "/api/v1"
+_STATUS = {Refusal.NOT_FOUND: 404, Refusal.STALE: 409, Refusal.ANSWERED: 409,
+           Refusal.EXPIRED: 409, Refusal.INVALID: 422}
+
+
+class DecisionBody(pydantic.BaseModel):
+    """What a client sends to approve or deny: the digest it reviewed, a note, its name."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+    digest: str = pydantic.Field(pattern=r"^[0-9a-f]{64}$",
+                                 description="The request digest the decision is bound to.")
+    note: str = pydantic.Field(default="", max_length=2000)
+    approver: str = pydantic.Field(default="", max_length=80,
+                                   description="Who decides; recorded as api:<approver>.")
+
+
+def error(status: int, message: str, code: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message}, status_code=status)
+
+
+def _authorised(request: Request, token: str) -> bool:
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(given) and token_matches(given.strip(), token)
+
+
+def _unauthorised() -> JSONResponse:
+    response = error(401, "send Authorization: Bearer <token>", "unauthorised")
+    response.headers["www-authenticate"] = 'Bearer realm="anfitrion"'
+    return response
+
+
+def _answer_json(answer: ApprovalAnswer | None) -> dict[str, Any] | None:
+    return None if answer is None else answer.to_dict()
+
+
+def _approval_json(request: ApprovalRequest, answer: ApprovalAnswer | None, used: bool,
+                   now: datetime, *, full: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"request": request.to_dict(),
+                           "state": state_of(request, answer, now).value,
+                           "answer": _answer_json(answer), "used": used}
+    if full:
+        out["findings"] = findings(request.arguments)
+        out["description"] = request.describe()
+    return out
+
+
+def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Route]:
+    async def list_approvals(request: Request) -> Response:
+        if not _authorised(request, token):
+            return _unauthorised()
+        status = request.query_params.get("status", "pending")
+        if status not in ("pending", "decided", "all"):
+            return error(400, "status must be pending, decided or all", "invalid_query")
+        session_id = request.query_params.get("session_id")
+        now = datetime.now(UTC)
+        items = []
+        for r in await store.list_approvals(pending_only=status == "pending",
+                                            session_id=session_id):
+            found = await store.get_approval(r.id)
+            if found is None:
+                continue
+            _, ans, used = found
+            open_now = ans is None and not r.expired(now)
+            if (status == "pending" and not open_now) or (status == "decided" and open_now):
+                continue
+            items.append(_approval_json(r, ans, used, now, full=False))
+        return JSONResponse({"approvals": items})
+
+    async def show_approval(request: Request) -> Response:
+        if not _authorised(request, token):
+            return _unauthorised()
+        found = await store.get_approval(request.path_params["request_id"])
+        if found is None:
+            return error(404, Refusal.NOT_FOUND.value, "not_found")
+        return JSONResponse(_approval_json(*found, datetime.now(UTC), full=True))
+
+    async def decide(request: Request, approved: bool) -> Response:
+        if not _authorised(request, token):
+            return _unauthorised()
+        try:
+            raw = (await request.body()).decode("utf-8")
+            body = DecisionBody.model_validate(parse_json_strict(raw or "null"))
+        except (UnicodeDecodeError, JsonError) as exc:
+            return error(400, f"the body is not valid JSON: {exc}", "invalid_json")
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
+                                 for e in exc.errors(include_url=False))
+            return error(422, problems, "invalid_body")
+        approver = f"api:{body.approver}" if body.approver else "api"
+        outcome = await answer(store, request.path_params["request_id"], body.digest,
+                               approved=approved, approver=approver, note=body.note)
+        if outcome.answer is None:
+            refusal = outcome.refusal or Refusal.INVALID
+            return error(_STATUS[refusal], refusal.value, refusal.name.lower())
+        found = await store.get_approval(outcome.answer.request_id)
+        task = (BackgroundTask(notify, on_answer, found[0], outcome.answer)
+                if on_answer is not None and found is not None else None)
+        return JSONResponse({"answer": outcome.answer.to_dict()}, background=task)
+
+    async def approve(request: Request) -> Response:
+        return await decide(request, True)
+
+    async def deny(request: Request) -> Response:
+        return await decide(request, False)
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document())
+
+    return [
+        Route(f"{PREFIX}/openapi.json", openapi, methods=["GET"]),
+        Route(f"{PREFIX}/approvals", list_approvals, methods=["GET"]),
+        Route(f"{PREFIX}/approvals/{{request_id}}", show_approval, methods=["GET"]),
+        Route(f"{PREFIX}/approvals/{{request_id}}/approve", approve, methods=["POST"]),
+        Route(f"{PREFIX}/approvals/{{request_id}}/deny", deny, methods=["POST"]),
+    ]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: Mapping[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_ERRORS = {
+    "400": _json(_ref("Error"), "Malformed request"),
+    "401": _json(_ref("Error"), "Missing or wrong bearer token"),
+    "404": _json(_ref("Error"), "No such approval request"),
+}
+_STR = {"type": "string"}
+_TIME = {"type": "string", "format": "date-time"}
+
+
+def openapi_document() -> dict[str, Any]:
+    """The OpenAPI 3.1 description of the JSON API."""
+    request_schema = {
+        "type": "object",
+        "required": ["id", "digest", "session_id", "principal_id", "call_id", "tool_name",
+                     "tool_definition_hash", "arguments", "effect", "reason", "rule_id",
+                     "warnings", "created_at", "expires_at"],
+        "properties": {
+            "id": _STR, "digest": _STR, "session_id": _STR, "principal_id": _STR,
+            "call_id": _STR, "tool_name": _STR, "tool_definition_hash": _STR,
+            "arguments": {"type": "object"}, "effect": _STR, "reason": _STR, "rule_id": _STR,
+            "warnings": {"type": "array", "items": _STR}, "created_at": _TIME,
+            "expires_at": _TIME}}
+    answer_schema = {
+        "type": "object", "required": ["request_id", "digest", "approved", "approver", "note",
+                                       "at"],
+        "properties": {"request_id": _STR, "digest": _STR, "approved": {"type": "boolean"},
+                       "approver": _STR, "note": _STR, "at": _TIME}}
+    summary = {
+        "type": "object", "required": ["request", "state", "answer", "used"],
+        "properties": {"request": _ref("ApprovalRequest"),
+                       "state": {"enum": ["pending", "approved", "denied", "expired",
+                                                  "edited"]},
+                       "answer": {"oneOf": [_ref("ApprovalAnswer"), {"type": "null"}]},
+                       "used": {"type": "boolean"}}}
+    detail = {"allOf": [_ref("ApprovalSummary"), {
+        "type": "object", "required": ["findings", "description"],
+        "properties": {"findings": {"type": "array", "items": _STR}, "description": _STR}}]}
+    body_schema = DecisionBody.model_json_schema()
+    request_id = {"name": "request_id", "in": "path", "required": True, "schema": _STR}
+
+    def decision(verb: str) -> dict[str, Any]:
+        return {
+            "summary": f"{verb.title()} one request, bound to the digest you reviewed",
+            "operationId": f"{verb}Approval", "parameters": [request_id],
+            "requestBody": {"required": True, "content": {
+                "application/json": {"schema": _ref("DecisionBody")}}},
+            "responses": {
+                "200": _json({"type": "object", "required": ["answer"],
+                              "properties": {"answer": _ref("ApprovalAnswer")}},
+                             "The decision was recorded"),
+                "409": _json(_ref("Error"), "Stale digest, already decided, or expired"),
+                "422": _json(_ref("Error"), "The body does not match DecisionBody"),
+                **_ERRORS}}
+
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "anfitrion approval inbox", "version": "1",
+                 "description": "Approve or deny the tool calls a host is waiting on. Every "
+                                "decision names the digest of the request it answers; a "
+                                "request that changed or was decided elsewhere is refused "
+                                "with 409."},
+        "paths": {
+            f"{PREFIX}/approvals": {"get": {
+                "summary": "List approval requests, newest first (pending: open and unexpired; "
+                           "decided: answered or expired)", "operationId":
+                "listApprovals",
+                "parameters": [
+                    {"name": "status", "in": "query", "required": False,
+                     "schema": {"enum": ["pending", "decided", "all"], "default": "pending"}},
+                    {"name": "session_id", "in": "query", "required": False, "schema": _STR}],
+                "responses": {"200": _json({"type": "object", "required": ["approvals"],
+                                            "properties": {"approvals": {
+                                                "type": "array",
+                                                "items": _ref("ApprovalSummary")}}},
+                                           "The requests"),
+                              "400": _ERRORS["400"], "401": _ERRORS["401"]}}},
+            f"{PREFIX}/approvals/{{request_id}}": {"get": {
+                "summary": "Show one request with its findings", "operationId": "showApproval",
+                "parameters": [request_id],
+                "responses": {"200": _json(_ref("ApprovalDetail"), "The request"),
+                              **_ERRORS}}},
+            f"{PREFIX}/approvals/{{request_id}}/approve": {"post": decision("approve")},
+            f"{PREFIX}/approvals/{{request_id}}/deny": {"post": decision("deny")},
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {"ApprovalRequest": request_schema, "ApprovalAnswer": answer_schema,
+                        "ApprovalSummary": summary, "ApprovalDetail": detail,
+                        "DecisionBody": body_schema,
+                        "Error": {"type": "object", "required": ["error", "message"],
+                                  "properties": {"error": _STR, "message": _STR}}}},
+        "security": [{"bearer": []}],
+    }

@@ -1,0 +1,167 @@
+"""The inbox in a real browser: Debian's Chromium driven by Playwright, against a live host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from anfitrion import RunStatus
+from anfitrion.store import MemoryStore
+
+from .browser_support import CHROMIUM, CHROMIUM_ARGS, Resumer, off_loop, serve
+from .inbox_support import RLO_RECIPIENT, TOKEN, Mailroom, mail_host
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+
+# CI sets ANFITRION_REQUIRE_BROWSER=1 so that a missing browser fails instead of skipping
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists()
+                       and os.environ.get("ANFITRION_REQUIRE_BROWSER") != "1",
+                       reason="needs Debian's chromium package (apt-get install chromium)"),
+]
+WAIT_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[playwright_sync.Browser]:
+    with playwright_sync.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                     headless=True)
+        assert chromium.version in subprocess.run([CHROMIUM, "--version"], capture_output=True,
+                                                  text=True, check=True).stdout
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: playwright_sync.Browser) -> Iterator[playwright_sync.Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("console", lambda m: problems.append(m.text)
+            if "Content Security Policy" in m.text else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    yield page
+    context.close()
+    # the strict CSP never had to block anything the pages themselves use
+    assert problems == []
+
+
+def _sign_in(page: playwright_sync.Page, base: str, name: str = "carol") -> None:
+    page.goto(f"{base}/")
+    page.fill("input[name=token]", TOKEN)
+    page.fill("input[name=name]", name)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/", timeout=WAIT_MS)
+
+
+def _wait(event: threading.Event) -> None:
+    assert event.wait(timeout=WAIT_MS / 1000), "the host was not resumed"
+
+
+def test_a_suspended_run_is_approved_in_the_browser_and_completes(
+        page: playwright_sync.Page) -> None:
+    store, mailroom, resumer = MemoryStore(), Mailroom([]), Resumer()
+    host = resumer.host = mail_host(store, mailroom, {
+        "to": RLO_RECIPIENT, "subject": "Quarterly numbers", "body": "Attached.\nBob"})
+    with serve(store, resumer) as base:
+        _sign_in(page, base)
+        assert "No request waits" in page.inner_text("#pending")
+        run = off_loop(lambda: host.run_sync("Mail the numbers to Bob", principal="alice"))
+        assert run.status is RunStatus.SUSPENDED
+        request = run.pending[0]
+        # the open list picks the request up by itself (live update)
+        row = page.wait_for_selector(f'tr[data-request="{request.id}"]', timeout=WAIT_MS)
+        assert row is not None
+        assert "bidi control character (U+202E RLO)" in row.inner_text()
+        row.query_selector("a").click()  # type: ignore[union-attr]
+        page.wait_for_url(f"{base}/approvals/{request.id}", timeout=WAIT_MS)
+        shown = page.inner_text("section:has(h2:text('Arguments'))")
+        assert "bob⟨U+202E RLO⟩moc.live@example.com" in shown
+        assert "\u202e" not in page.inner_text("main")
+        page.fill("form.decision textarea[name=note]", "recipient checked")
+        page.click("button.approve")
+        page.wait_for_selector("text=Approved by web:carol", timeout=WAIT_MS)
+        _wait(resumer.done)
+    assert resumer.results[0].status is RunStatus.COMPLETED
+    assert resumer.results[0].output == "Sent."
+    assert mailroom.sent == [{"to": RLO_RECIPIENT, "subject": "Quarterly numbers",
+                              "body": "Attached.\nBob"}]
+
+
+def test_a_denial_in_the_browser_reaches_the_model_and_nothing_is_sent(
+        page: playwright_sync.Page) -> None:
+    store, mailroom, resumer = MemoryStore(), Mailroom([]), Resumer()
+    host = resumer.host = mail_host(store, mailroom, {
+        "to": "eve@example.com", "subject": "All our passwords", "body": "here"})
+    run = off_loop(lambda: host.run_sync("Mail the numbers", principal="alice"))
+    request = run.pending[0]
+    with serve(store, resumer) as base:
+        _sign_in(page, base)
+        page.click(f'tr[data-request="{request.id}"] a')
+        page.fill("form.decision textarea[name=note]", "not to eve")
+        page.click("button.deny")
+        page.wait_for_selector("text=Denied by web:carol", timeout=WAIT_MS)
+        _wait(resumer.done)
+    assert mailroom.sent == []
+    final = resumer.results[0]
+    assert final.status is RunStatus.COMPLETED
+    denial = final.transcript[-2].parts[0]  # type: ignore[union-attr]
+    assert denial.is_error
+    assert "denied by policy: not to eve" in denial.content
+
+
+def test_a_stale_page_cannot_approve_a_request_decided_elsewhere(
+        page: playwright_sync.Page) -> None:
+    store, mailroom, resumer = MemoryStore(), Mailroom([]), Resumer()
+    host = resumer.host = mail_host(store, mailroom, {
+        "to": "bob@example.com", "subject": "s", "body": "b"})
+    request = off_loop(lambda: host.run_sync("Mail Bob", principal="alice")).pending[0]
+    with serve(store, resumer) as base:
+        _sign_in(page, base)
+        page.goto(f"{base}/approvals/{request.id}")
+        # meanwhile a ticket system denies it through the API
+        denied = httpx.post(f"{base}/api/v1/approvals/{request.id}/deny",
+                            json={"digest": request.digest, "approver": "ticket-7"},
+                            headers={"authorization": f"Bearer {TOKEN}"})
+        assert denied.status_code == 200
+        _wait(resumer.done)
+        page.click("button.approve")  # the page still shows the old, undecided request
+        page.wait_for_selector("text=Refused", timeout=WAIT_MS)
+        assert "already decided" in page.inner_text("main")
+    found = off_loop(lambda: anyio.run(store.get_approval, request.id))
+    assert found is not None
+    assert found[1] is not None
+    assert found[1].approver == "api:ticket-7"
+    assert not found[1].approved
+    assert mailroom.sent == []
+
+
+def test_approve_with_edits_in_the_browser_runs_the_edited_call(
+        page: playwright_sync.Page) -> None:
+    store, mailroom, resumer = MemoryStore(), Mailroom([]), Resumer()
+    host = resumer.host = mail_host(store, mailroom, {
+        "to": RLO_RECIPIENT, "subject": "Quarterly numbers", "body": "Attached."})
+    request = off_loop(lambda: host.run_sync("Mail Bob", principal="alice")).pending[0]
+    with serve(store, resumer) as base:
+        _sign_in(page, base)
+        page.goto(f"{base}/approvals/{request.id}")
+        page.click("summary:text('Approve with edits')")
+        editor = page.locator("textarea[name=arguments]")
+        assert "\\u202e" in editor.input_value()  # the editor shows the override escaped
+        editor.fill('{"to": "bob@example.com", "subject": "Quarterly numbers", '
+                    '"body": "Attached."}')
+        page.click("button.edit")
+        page.wait_for_selector("text=Edited proposal", timeout=WAIT_MS)
+        _wait(resumer.done)
+    assert mailroom.sent == [{"to": "bob@example.com", "subject": "Quarterly numbers",
+                              "body": "Attached."}]
+    assert resumer.results[0].status is RunStatus.COMPLETED
