@@ -73,7 +73,8 @@ class AnthropicStream:
                     message[key] = delta[key]
             usage = r.opt_obj(e, "usage", path)
             if usage is not None:
-                message["usage"] = {**(message.get("usage") or {}),
+                before = r.opt_obj(message, "usage", f"{path}.message") or {}
+                message["usage"] = {**before,
                                     **{k: v for k, v in usage.items() if v is not None}}
         elif kind == "message_stop":
             self._done = True

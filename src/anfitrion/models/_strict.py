@@ -148,8 +148,10 @@ def _resolve(schema: Any, root: Mapping[str, Any]) -> Any:
             if not token:
                 continue
             target = target.get(token) if isinstance(target, dict) else None
+        if target is None:
+            return True
         schema = target
-    return None
+    return True  # unresolvable: treat as "anything", so nothing is removed
 
 
 def _drop_nulls(value: Any, schema: Any, root: Mapping[str, Any]) -> tuple[Any, bool]:
