@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 from click.testing import CliRunner
 
 from anfitrion.cli.chat import command
-from models.fake_providers import FINAL, anthropic_brain, chat_brain, serve
+
+
+def _load_fake_providers() -> ModuleType:
+    """tests/models/fake_providers.py, loaded by path: it works in every pytest import mode."""
+    path = Path(__file__).resolve().parents[1] / "models" / "fake_providers.py"
+    spec = importlib.util.spec_from_file_location("_anfitrion_fake_providers", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = sys.modules.get(spec.name) or importlib.util.module_from_spec(spec)
+    if spec.name not in sys.modules:
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return module
+
+
+fakes = _load_fake_providers()
+FINAL, anthropic_brain, chat_brain, serve = (
+    fakes.FINAL, fakes.anthropic_brain, fakes.chat_brain, fakes.serve)
 
 
 def test_chat_against_a_compatible_server_streams_the_answer_and_shows_the_gate() -> None:

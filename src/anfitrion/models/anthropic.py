@@ -47,7 +47,7 @@ class AnthropicRequest(TypedDict):
     max_tokens: int
     system: NotRequired[str]
     tools: NotRequired[list[AnthropicTool]]
-    tool_choice: NotRequired[dict[str, str]]
+    tool_choice: NotRequired[dict[str, Any]]
     messages: list[AnthropicMessage]
     stream: NotRequired[bool]
 
@@ -66,7 +66,7 @@ _STOP = {
 _PASSTHROUGH = frozenset({"thinking", "redacted_thinking"})
 
 
-def _tool_choice(choice: str | None) -> dict[str, str] | None:
+def _tool_choice(choice: str | None) -> dict[str, Any] | None:
     if choice in (None, "auto"):
         return None
     if choice == "required":
@@ -140,6 +140,8 @@ def to_wire(request: ModelRequest, *, model: str, max_tokens: int = 1024,
         body["tools"] = [{"name": t.name, "description": t.description,
                           "input_schema": dict(t.input_schema)} for t in request.tools]
         choice = _tool_choice(request.tool_choice)
+        if not profile.parallel_calls and (choice is None or choice["type"] != "none"):
+            choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
         if choice is not None:
             body["tool_choice"] = choice
     results = ordered_results(request.messages, PROVIDER)

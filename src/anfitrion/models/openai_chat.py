@@ -50,6 +50,7 @@ class ChatRequest(TypedDict):
     messages: list[dict[str, Any]]
     tools: NotRequired[list[ChatTool]]
     tool_choice: NotRequired[str | dict[str, Any]]
+    parallel_tool_calls: NotRequired[bool]
     max_tokens: NotRequired[int]
     stream: NotRequired[bool]
     stream_options: NotRequired[dict[str, bool]]
@@ -138,6 +139,8 @@ def to_wire(request: ModelRequest, *, model: str, profile: Profile = OPENAI_CHAT
         choice = _tool_choice(request.tool_choice)
         if choice is not None:
             body["tool_choice"] = choice
+        if not profile.parallel_calls:
+            body["parallel_tool_calls"] = False
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
     if stream:

@@ -50,6 +50,7 @@ class ResponsesRequest(TypedDict):
     input: list[dict[str, Any]]
     tools: NotRequired[list[FunctionTool]]
     tool_choice: NotRequired[str | dict[str, str]]
+    parallel_tool_calls: NotRequired[bool]
     max_output_tokens: NotRequired[int]
     stream: NotRequired[bool]
 
@@ -134,6 +135,8 @@ def to_wire(request: ModelRequest, *, model: str, profile: Profile = OPENAI_RESP
         choice = _tool_choice(request.tool_choice)
         if choice is not None:
             body["tool_choice"] = choice
+        if not profile.parallel_calls:
+            body["parallel_tool_calls"] = False
     if max_output_tokens is not None:
         body["max_output_tokens"] = max_output_tokens
     if stream:
