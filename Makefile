@@ -34,3 +34,10 @@ test: install-test
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache
+
+# Benchmarks: peers are benchmark-only dependencies, in their own environment.
+BENCH_VENV ?= .venv-bench
+bench:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip --disable-pip-version-check -q install -e '.[all,bench]'
+	cd benchmarks && ../$(BENCH_VENV)/bin/python run.py $(BENCH_ARGS)

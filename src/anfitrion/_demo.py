@@ -1,16 +1,23 @@
 """The offline demo scenario: a toolbox and a scripted model that plays the model's part.
 
 No network, no key. The scripted model reacts to the conversation like a model would: it calls
-a tool, reads the result (or the error), corrects itself, and answers.
+a tool, reads the result (or the error), corrects itself, and answers. The approval part uses the
+built-in toolkits: ``files`` scoped to a temporary workspace, and ``mail`` (propose, then confirm)
+delivering to a Maildir inside it.
 """
 
 from __future__ import annotations
 
+import json
+import tempfile
+from pathlib import Path
 from typing import Literal
 
 from .conversation import Reply, ToolResult, UserMessage
 from .models._base import ModelRequest
 from .models.scripted import ScriptedModel, call
+from .store import MemoryStore, Store
+from .toolkits import files, mail
 from .tools import Effect, Toolbox
 
 __all__ = ["SCENES", "demo_model", "demo_toolbox"]
@@ -21,10 +28,23 @@ SCENES: tuple[tuple[str, str], ...] = (
     ("Invalid arguments, corrected by the model", "And the weather in Porto, in kelvin?"),
     ("A write tool that needs a person's approval",
      "Save a note for the team: Lisboa 15 °C, partly cloudy."),
+    ("A path outside the workspace, refused before anyone is asked",
+     "Also put a copy in ~/weather.md."),
+    ("Propose, then confirm: the model drafts an e-mail, a person approves sending it",
+     "Email the forecast to team@example.com."),
 )
 
+EMAIL = {"to": ["team@example.com"], "subject": "Weather in Lisboa",
+         "body": "Lisboa: 15 °C, partly cloudy."}
 
-def demo_toolbox() -> Toolbox:
+
+def demo_toolbox(workdir: str | Path | None = None, *, store: Store | None = None) -> Toolbox:
+    """The demo's tools: ``get_weather``, ``files`` over *workdir*/``workspace`` and ``mail``
+    delivering to *workdir*/``Maildir`` (a new temporary folder when *workdir* is None)."""
+    base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(
+        prefix="anfitrion-demo-"))
+    workspace = base / "workspace"
+    (workspace / "drafts").mkdir(parents=True, exist_ok=True)
     tools = Toolbox()
 
     @tools.tool(effect=Effect.READ, provenance="trusted")
@@ -42,19 +62,9 @@ def demo_toolbox() -> Toolbox:
                     "sky": "partly cloudy"}
         return {"location": location, "temp_c": temp_c, "sky": "partly cloudy"}
 
-    notes: dict[str, str] = {}
-
-    @tools.tool(effect=Effect.WRITE, provenance="trusted")
-    def save_note(path: str, text: str) -> str:
-        """Save a short note for the team under drafts/. Use only when asked to save a note.
-
-        Args:
-            path: Where to save it, e.g. "drafts/weather.md".
-            text: The note's text.
-        """
-        notes[path] = text
-        return f"saved {len(text)} characters to {path}"
-
+    tools.include(files(workspace, allow_delete=False).only("write_draft"))
+    tools.include(mail(store or MemoryStore(), sender="demo@anfitrion.invalid",
+                       maildir=base / "Maildir", allowed_domains=["example.com"]))
     return tools
 
 
@@ -89,11 +99,26 @@ def _respond(request: ModelRequest) -> Reply | str | object:
         return "It is 17 °C and partly cloudy in Porto (kelvin is not offered: celsius instead)."
     if "note" in prompt:
         if not results:
-            return call("save_note", {"path": "drafts/weather.md",
-                                      "text": "Lisboa 15 °C, partly cloudy."})
+            return call("write_draft", {"path": "drafts/weather.md",
+                                        "text": "Lisboa 15 °C, partly cloudy."})
         if results[-1].is_error:
             return f"I could not save the note: {results[-1].content}"
         return "Saved the note to drafts/weather.md."
+    if "copy" in prompt:
+        if not results:
+            return call("write_draft", {"path": "~/weather.md",
+                                        "text": "Lisboa 15 °C, partly cloudy."})
+        return "I can only write inside the workspace, so there is no copy in ~/weather.md."
+    if "Email" in prompt:
+        if not results:
+            return call("draft_email", EMAIL)
+        last = results[-1]
+        if last.is_error:
+            return f"The e-mail was not sent: {last.content}"
+        if last.name == "draft_email":
+            draft_id = json.loads(last.content)["draft_id"]
+            return call("send_email", {"draft_id": draft_id, **EMAIL})
+        return "Sent the forecast to team@example.com."
     return "I have nothing to do for that."
 
 

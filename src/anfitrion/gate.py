@@ -82,6 +82,10 @@ class CallOutcome:
 Emit = Callable[[HostEvent], Awaitable[None]]
 
 
+async def _silent(event: HostEvent) -> None:
+    """The emitter of a host with no listeners: events are not even built."""
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, pydantic.BaseModel):
         return value.model_dump(mode="json")
@@ -135,6 +139,8 @@ class Gate:
 
     async def _event(self, type: EventType, scope: CallScope, proposed: ToolCall,
                      **fields: Any) -> None:
+        if self.emit is _silent:
+            return
         await self.emit(HostEvent(type, scope.session_id, scope.turn, scope.principal.id,
                                   proposed.id, proposed.name, **fields))
 

@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -26,7 +27,6 @@ from typing import Any, TypeVar
 
 import anyio
 
-from ._canonical import digest
 from .approvals import ApprovalRequest, Approver, DenyAllApprover
 from .audit import AuditRecorder
 from .conversation import (
@@ -41,7 +41,7 @@ from .conversation import (
 )
 from .events import EventType, HostEvent, Listener, dispatch
 from .exceptions import ConflictError, ModelError, SessionNotFound, UserError
-from .gate import CallOutcome, CallScope, Gate, GateLimits
+from .gate import CallOutcome, CallScope, Gate, GateLimits, _silent
 from .models._base import Model, ModelRequest
 from .policy import Policy
 from .principal import Principal
@@ -219,11 +219,12 @@ class Host:
             self._recorder = None
         self._listeners.extend(listeners)
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
-                         emit=self._emit, limits=limits)
+                         emit=self._emit if self._listeners else _silent, limits=limits)
         self._active: set[StopSignal] = set()
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
+        self.gate.emit = self._emit
 
     async def _emit(self, event: HostEvent) -> None:
         await dispatch(self._listeners, event)
@@ -350,7 +351,8 @@ class Host:
         Returns a status when the run must end (suspended, stopped, budget), else None.
         """
         exhausted = False
-        for tool_call in reply.tool_calls:
+        calls = reply.tool_calls
+        for tool_call in calls:
             if tool_call.id in session.settled:
                 continue
             if stop.stopped:
@@ -376,14 +378,15 @@ class Host:
             session.settled[tool_call.id] = outcome.result
             if outcome.stage == "execute":
                 session.counters["tool_calls"] = session.counters.get("tool_calls", 0) + 1
-                session.recent_calls.append((tool_call.name, digest(tool_call.raw_arguments)))
+                session.recent_calls.append((tool_call.name, hashlib.sha256(
+                    tool_call.raw_arguments.encode("utf-8", "surrogatepass")).hexdigest()))
                 del session.recent_calls[:-20]
             if outcome.result.provenance == "untrusted" and \
                     tool_call.name not in session.untrusted_sources:
                 session.untrusted_sources.append(tool_call.name)
         if session.pending:
             return RunStatus.SUSPENDED
-        results = tuple(session.settled[c.id] for c in reply.tool_calls)
+        results = tuple(session.settled[c.id] for c in calls)
         session.transcript.append(UserMessage(results))
         session.settled.clear()
         return RunStatus.BUDGET_EXHAUSTED if exhausted else None

@@ -174,6 +174,79 @@ def check_input_schema(name: str, schema: Any) -> dict[str, Any]:
     return closed
 
 
+_ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment"})
+_FAST_TYPES: Mapping[str, Callable[[Any], bool]] = {
+    "string": lambda v: type(v) is str,
+    "integer": lambda v: type(v) is int,
+    "number": lambda v: type(v) is int or type(v) is float,
+    "boolean": lambda v: type(v) is bool,
+    "null": lambda v: v is None,
+}
+
+
+def _fast_property(schema: Any) -> Callable[[Any], bool] | None:
+    if not isinstance(schema, dict) or not set(schema) <= _ANNOTATIONS | {
+            "type", "enum", "minLength", "maxLength", "minimum", "maximum"}:
+        return None
+    check = _FAST_TYPES.get(schema.get("type"))  # type: ignore[arg-type]
+    if check is None:
+        return None
+    enum = schema.get("enum")
+    if enum is not None:
+        if not all(type(e) is str for e in enum):
+            return None
+        members = frozenset(enum)
+        base = check
+        check = lambda v: type(v) is str and v in members and base(v)  # noqa: E731
+    lo_len, hi_len = schema.get("minLength"), schema.get("maxLength")
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    if lo_len is None and hi_len is None and lo is None and hi is None:
+        return check
+    inner = check
+
+    def bounded(v: Any) -> bool:
+        if not inner(v):
+            return False
+        if type(v) is str and ((lo_len is not None and len(v) < lo_len)
+                               or (hi_len is not None and len(v) > hi_len)):
+            return False
+        return not (type(v) in (int, float) and ((lo is not None and v < lo)
+                                                 or (hi is not None and v > hi)))
+
+    return bounded
+
+
+def _compile_fast(schema: Mapping[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
+    """A conservative fast check for flat object schemas: True means valid for certain.
+
+    False means "not sure": the full JSON Schema validator then decides and explains. Schemas
+    outside the simple subset (nesting, combinators, refs, patterns) get no fast path.
+    """
+    if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required",
+                                          "additionalProperties"}:
+        return None
+    if schema.get("type") != "object" or schema.get("additionalProperties") not in (False, True):
+        return None
+    props = schema.get("properties", {})
+    checks = {name: _fast_property(sub) for name, sub in props.items()}
+    if any(c is None for c in checks.values()):
+        return None
+    required = frozenset(schema.get("required", ()))
+    closed = schema.get("additionalProperties") is False
+    known = frozenset(props)
+    pairs = tuple(checks.items())
+
+    def fast(instance: dict[str, Any]) -> bool:
+        if closed and not instance.keys() <= known:
+            return False
+        if not required <= instance.keys():
+            return False
+        return all(check(instance[name]) for name, check in pairs  # type: ignore[misc]
+                   if name in instance)
+
+    return fast
+
+
 def _error_path(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path)
 
@@ -224,6 +297,7 @@ class Tool:
     sensitive: frozenset[str] = frozenset()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     _schema_validator: Draft202012Validator = field(init=False, repr=False)
+    _fast_check: Callable[[dict[str, Any]], bool] | None = field(init=False, repr=False)
     _convert: Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, repr=False)
     definition_hash: str = field(init=False)
 
@@ -242,6 +316,7 @@ class Tool:
         if self.timeout is not None and self.timeout <= 0:
             raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
         object.__setattr__(self, "_schema_validator", Draft202012Validator(schema))
+        object.__setattr__(self, "_fast_check", _compile_fast(schema))
         object.__setattr__(self, "definition_hash", digest(self.definition_dict()))
 
     @property
@@ -266,8 +341,11 @@ class Tool:
         """
         if not isinstance(arguments, dict):
             raise ArgumentError(f"arguments must be a JSON object, got {type(arguments).__name__}")
-        errors = sorted(self._schema_validator.iter_errors(arguments),
-                        key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+        if self._fast_check is not None and self._fast_check(arguments):
+            errors: list[jsonschema.ValidationError] = []
+        else:
+            errors = sorted(self._schema_validator.iter_errors(arguments),
+                            key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
         if errors:
             problems = [f"{_error_path(e) or '(root)'}: {_describe(e)}" for e in errors[:3]]
             more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
@@ -298,6 +376,8 @@ class Tool:
                     **options: Any) -> Tool:
         """A tool from a raw JSON Schema and a handler ``(arguments)`` or
         ``(arguments, context)``, sync or async."""
+        if not isinstance(input_schema, Mapping):
+            raise ToolDefinitionError(f"tool {name!r}: input schema must be a JSON object")
         return cls(name=name, description=description, input_schema=dict(input_schema),
                    handler=_wrap_raw_handler(handler), **options)
 

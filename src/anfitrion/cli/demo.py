@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import tempfile
 from typing import Any
 
 import anyio
@@ -54,16 +55,17 @@ def command(store_url: str, approve: bool | None) -> None:
     """Run the offline demo: no network, no key, a scripted model."""
     interactive = sys.stdin.isatty() if approve is None else approve
     approver: Approver = TerminalApprover() if interactive else DenyAllApprover()
-    host = Host(model=demo_model(), tools=demo_toolbox(), store=store_url, approver=approver,
-                listeners=[DemoPrinter()], max_turns=4)
+    with tempfile.TemporaryDirectory(prefix="anfitrion-demo-") as workdir:
+        host = Host(model=demo_model(), tools=demo_toolbox(workdir), store=store_url,
+                    approver=approver, listeners=[DemoPrinter()], max_turns=4)
+        anyio.run(_scenes, host)
 
-    async def main() -> None:
-        session_id: str | None = None
-        for number, (title, prompt) in enumerate(SCENES, 1):
-            click.echo(click.style(f"\n{number}. {title}", bold=True))
-            click.echo(f"user: {prompt}")
-            run = await host.run(prompt, principal="demo-user", session_id=session_id)
-            session_id = run.session_id
-            click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
 
-    anyio.run(main)
+async def _scenes(host: Host) -> None:
+    session_id: str | None = None
+    for number, (title, prompt) in enumerate(SCENES, 1):
+        click.echo(click.style(f"\n{number}. {title}", bold=True))
+        click.echo(f"user: {prompt}")
+        run = await host.run(prompt, principal="demo-user", session_id=session_id)
+        session_id = run.session_id
+        click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")

@@ -43,3 +43,7 @@ _register()
 
 def main() -> None:
     cli()
+
+
+if __name__ == "__main__":  # pragma: no cover - `python -m anfitrion.cli.main`
+    main()

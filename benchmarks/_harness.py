@@ -1,0 +1,51 @@
+"""Shared workload and statistics for the benchmarks.
+
+The workload: one conversation in which a fake model asks for a trivial read tool
+(``get_weather(location)`` returning a small dict) on every turn, then answers in text. We stamp
+the process CPU time each time the fake model is called; the difference between two stamps is
+one tool round trip (the fake model's own cost is a few list operations).
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import time
+from collections.abc import Sequence
+
+ARGS_TEXT = '{"location": "Lisboa, PT"}'
+RESULT = {"location": "Lisboa, PT", "temp_c": 15, "sky": "partly cloudy"}
+TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {"location": {"type": "string"}},
+    "required": ["location"],
+    "additionalProperties": False,
+}
+
+
+class Stamps:
+    """CPU-time stamps taken by a fake model, one per model request."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+
+    def stamp(self) -> int:
+        self.values.append(time.process_time())
+        return len(self.values)
+
+    def deltas_us(self) -> list[float]:
+        v = self.values
+        return [(b - a) * 1e6 for a, b in itertools.pairwise(v)]
+
+
+def mean_per_call_us(stamps: Stamps, calls: int) -> float:
+    """Mean CPU µs per round trip over the whole conversation (first request to last)."""
+    v = stamps.values
+    return (v[-1] - v[0]) * 1e6 / calls
+
+
+def window_us(deltas: Sequence[float], at: int, width: int = 10) -> float:
+    """Median round-trip cost around call number *at* (1-based)."""
+    lo = max(0, at - width)
+    hi = min(len(deltas), max(at, lo + 1))
+    return statistics.median(deltas[lo:hi])

@@ -1,0 +1,214 @@
+"""E-mail, propose then confirm: ``draft_email`` records a draft, ``send_email`` sends it.
+
+``draft_email`` writes the draft to the outbox — the store's ``drafts`` records — and returns its
+id and digest. Nothing leaves the host, so the tool is declared ``Effect.READ``: it changes no
+state outside the host's own store, the default policy allows it, and the control point is the
+send. (An operator who wants drafts to need approval too adds a policy rule for ``draft_email``.)
+
+``send_email`` is a write: by default the policy asks a person. Its arguments are the draft id
+*and* the draft's recipients, subject and body, so the approval request — rendered from the
+arguments and bound to them by digest — shows the person exactly what will be sent, and policy
+rules can constrain the recipients like any argument (e.g. their domains). It sends only when those
+arguments hash to the stored draft, the draft is the caller's, and it was never sent (see
+:mod:`anfitrion.drafts`).
+
+Addresses are plain ASCII ``local@domain`` (international domains in punycode, ``xn--…``), so a
+look-alike domain cannot hide in the approval request; subjects are one line (no header
+injection); the operator may also restrict recipient domains here. Delivery goes to a local Maildir
+by default, or to an SMTP server when configured.
+"""
+
+from __future__ import annotations
+
+import mailbox
+import re
+import smtplib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+from ..conversation import Provenance
+from ..drafts import Draft, Drafts
+from ..exceptions import ToolDefinitionError
+from ..store import Store
+from ..tools import ArgumentError, Effect, Tool, Toolbox, ToolContext
+
+__all__ = ["SmtpSettings", "check_address", "mail"]
+
+_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+MAX_SUBJECT_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class SmtpSettings:
+    """Where to send through SMTP instead of the local Maildir."""
+
+    host: str
+    port: int = 587
+    starttls: bool = True
+    username: str | None = None
+    password: str | None = None
+    timeout: float = 30.0
+
+
+def check_address(address: Any, field: str = "to") -> str:
+    """A plain ASCII ``local@domain`` address, lower-cased domain; :class:`ArgumentError` if not.
+
+    Example:
+        >>> check_address("Ana@Example.COM")
+        'Ana@example.com'
+    """
+    if not isinstance(address, str) or len(address) > 254:
+        raise ArgumentError(f"{field}: an address must be a string of at most 254 characters",
+                            field=field)
+    if not address.isascii():
+        raise ArgumentError(f"{field}: {address!r} has non-ASCII characters; write "
+                            "international domains in punycode (xn--…)", field=field)
+    local, at, domain = address.rpartition("@")
+    if not at or not _LOCAL.fullmatch(local) or len(local) > 64:
+        raise ArgumentError(f"{field}: {address!r} is not a plain address like "
+                            "'name@example.com' (no display names, spaces or brackets)",
+                            field=field)
+    labels = domain.split(".")
+    if len(labels) < 2 or not all(_LABEL.fullmatch(label) for label in labels):
+        raise ArgumentError(f"{field}: {address!r} has an invalid domain", field=field)
+    return f"{local}@{domain.lower()}"
+
+
+def _domain_allowed(domain: str, allowed: frozenset[str]) -> bool:
+    return any(domain == d or domain.endswith("." + d) for d in allowed)
+
+
+def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
+         smtp: SmtpSettings | None = None, allowed_domains: Iterable[str] | None = None,
+         max_recipients: int = 10, max_body_chars: int = 20_000,
+         namespace: str = "drafts") -> Toolbox:
+    """The mail toolkit: ``draft_email`` (allowed by default) and ``send_email`` (asks).
+
+    Args:
+        store: where drafts live (the host's store or another).
+        sender: the From address; chosen by the operator, never by the model.
+        maildir: the local Maildir delivered to (created if missing). The default delivery.
+        smtp: send through this SMTP server instead.
+        allowed_domains: if given, recipients must be in these domains (or their subdomains);
+            checked at validate, in addition to whatever the policy says.
+        max_recipients: most recipients per e-mail.
+        max_body_chars: longest body.
+        namespace: the store records namespace of the drafts.
+
+    Raises:
+        ToolDefinitionError: neither or both of *maildir* and *smtp*, or an invalid sender.
+    """
+    if (maildir is None) == (smtp is None):
+        raise ToolDefinitionError("mail needs exactly one of maildir= or smtp=")
+    try:
+        from_address = check_address(sender, "sender")
+    except ArgumentError as exc:
+        raise ToolDefinitionError(str(exc)) from None
+    allowed = None if allowed_domains is None else frozenset(
+        d.lower().lstrip("@") for d in allowed_domains)
+    drafts = Drafts(store, kind="email", namespace=namespace)
+
+    def validate(arguments: Mapping[str, Any]) -> None:
+        to = arguments.get("to")
+        if not isinstance(to, list) or not to:
+            raise ArgumentError("to: give at least one recipient", field="to")
+        if len(to) > max_recipients:
+            raise ArgumentError(f"to: at most {max_recipients} recipients", field="to")
+        for address in to:
+            checked = check_address(address)
+            if checked != address:
+                raise ArgumentError(f"to: write {address!r} as {checked!r}", field="to")
+            domain = checked.rpartition("@")[2]
+            if allowed is not None and not _domain_allowed(domain, allowed):
+                raise ArgumentError(f"to: e-mail to {domain!r} is not allowed (allowed: "
+                                    f"{', '.join(sorted(allowed))})", field="to")
+        if len(set(to)) != len(to):
+            raise ArgumentError("to: a recipient is listed twice", field="to")
+        subject = arguments.get("subject", "")
+        if not isinstance(subject, str) or len(subject) > MAX_SUBJECT_CHARS \
+                or any(ord(c) < 32 or ord(c) == 127 for c in subject):
+            raise ArgumentError(f"subject must be one line of at most {MAX_SUBJECT_CHARS} "
+                                "characters, without control characters", field="subject")
+        body = arguments.get("body", "")
+        if not isinstance(body, str) or len(body) > max_body_chars or "\x00" in body:
+            raise ArgumentError(f"body must be text of at most {max_body_chars} characters",
+                                field="body")
+
+    def message_for(draft: Draft) -> EmailMessage:
+        message = EmailMessage()
+        message["From"] = from_address
+        message["To"] = ", ".join(str(a) for a in draft.content["to"])  # type: ignore[union-attr]
+        message["Subject"] = str(draft.content["subject"])
+        message["Date"] = formatdate(localtime=False, usegmt=True)
+        message["Message-ID"] = make_msgid(domain=from_address.rpartition("@")[2])
+        message["X-Anfitrion-Draft"] = f"{draft.id} sha256:{draft.digest}"
+        message.set_content(str(draft.content["body"]))
+        return message
+
+    def deliver_now(message: EmailMessage, recipients: list[str]) -> None:
+        if smtp is None:
+            box = mailbox.Maildir(str(maildir), create=True)
+            box.add(message)
+            return
+        with smtplib.SMTP(smtp.host, smtp.port, timeout=smtp.timeout) as client:
+            if smtp.starttls:
+                client.starttls()
+            if smtp.username is not None:
+                client.login(smtp.username, smtp.password or "")
+            client.send_message(message, from_addr=from_address, to_addrs=recipients)
+
+    async def draft_email(to: list[str], subject: str, body: str,
+                          context: ToolContext) -> dict[str, Any]:
+        """Write an e-mail draft to the outbox; nothing is sent.
+
+        Returns a draft id. To send the draft, call send_email with that draft_id and exactly
+        the same to, subject and body; a person will be asked to approve it.
+
+        Args:
+            to: Recipient addresses, e.g. ["ana@example.com"].
+            subject: One line.
+            body: The text of the e-mail.
+        """
+        draft = await drafts.propose({"to": list(to), "subject": subject, "body": body},
+                                     context)
+        return {"draft_id": draft.id, "digest": draft.digest, "status": "drafted, not sent",
+                "from": from_address,
+                "next": "to send it, call send_email with this draft_id and the same to, "
+                        "subject and body"}
+
+    async def send_email(draft_id: str, to: list[str], subject: str, body: str,
+                         context: ToolContext) -> dict[str, Any]:
+        """Send one e-mail draft made with draft_email, after a person approves it.
+
+        Repeat the draft's to, subject and body exactly; a changed e-mail needs a new draft.
+        Only send what the user asked to send.
+
+        Args:
+            draft_id: The id draft_email returned.
+            to: The draft's recipients, unchanged.
+            subject: The draft's subject, unchanged.
+            body: The draft's body, unchanged.
+        """
+        content = {"to": list(to), "subject": subject, "body": body}
+
+        async def deliver(draft: Draft) -> str:
+            message = message_for(draft)
+            await anyio.to_thread.run_sync(deliver_now, message, list(to))
+            return str(message["Message-ID"])
+
+        message_id = await drafts.commit(draft_id, content, context, deliver)
+        return {"sent": draft_id, "to": list(to), "message_id": message_id}
+
+    return Toolbox([
+        Tool.from_function(draft_email, effect=Effect.READ, provenance=Provenance.TRUSTED,
+                           validator=validate, metadata={"draft": "propose"}),
+        Tool.from_function(send_email, effect=Effect.WRITE, provenance=Provenance.TRUSTED,
+                           validator=validate, metadata={"draft": "commit"}),
+    ])
