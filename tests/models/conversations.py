@@ -2,14 +2,36 @@
 
 from __future__ import annotations
 
-from anfitrion._demo import demo_toolbox
+from typing import Literal
+
 from anfitrion.conversation import Reply, StopReason, Text, ToolCall, ToolResult, UserMessage
 from anfitrion.models._base import ModelRequest
-from anfitrion.tools import ToolDefinition
+from anfitrion.tools import Effect, Tool, ToolDefinition
 
-_tools = demo_toolbox()
-WEATHER: ToolDefinition = _tools.get("get_weather").definition  # type: ignore[union-attr]
-SAVE_NOTE: ToolDefinition = _tools.get("save_note").definition  # type: ignore[union-attr]
+
+def get_weather(location: str,
+                units: Literal["celsius", "fahrenheit"] = "celsius") -> dict[str, object]:
+    """Get the current weather for a given location.
+
+    Args:
+        location: City and country, e.g. "Lisboa, PT".
+        units: Temperature units.
+    """
+    return {"location": location}
+
+
+def save_note(path: str, text: str) -> str:
+    """Save a short note for the team under drafts/. Use only when asked to save a note.
+
+    Args:
+        path: Where to save it, e.g. "drafts/weather.md".
+        text: The note's text.
+    """
+    return path
+
+
+WEATHER: ToolDefinition = Tool.from_function(get_weather, effect=Effect.READ).definition
+SAVE_NOTE: ToolDefinition = Tool.from_function(save_note).definition
 
 ASK = UserMessage((Text("Weather in Lisboa?"),))
 CALL_LISBOA = ToolCall.from_object("call_1", "get_weather", {"location": "Lisboa, PT"})

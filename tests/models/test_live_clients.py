@@ -7,6 +7,7 @@ test checks what the server received: results paired to call ids, in call order.
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -55,7 +56,12 @@ def chat_model(url: str) -> Model:
 
 
 async def run_lisboa(model: Model, prompt: str = "Weather in Lisboa?") -> Any:
-    host = Host(model=model, tools=demo_toolbox(), max_turns=4)
+    with tempfile.TemporaryDirectory() as workdir:
+        host = Host(model=model, tools=demo_toolbox(workdir), max_turns=4)
+        return await _run(host, prompt)
+
+
+async def _run(host: Host, prompt: str) -> Any:
     with anyio.fail_after(30):
         return await host.run(prompt, principal="alice")
 

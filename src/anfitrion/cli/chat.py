@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import importlib
+import tempfile
 from typing import Any
 
 import anyio
@@ -50,14 +51,15 @@ class ChatPrinter(DemoPrinter):
         super().__call__(event)
 
 
-def load_tools(reference: str | None) -> ToolSource:
-    """The tool source named ``module:attribute`` (a Toolbox, or a function returning one).
+def load_tools(reference: str | None, workdir: str) -> ToolSource:
+    """The tool source named ``module:attribute`` (a Toolbox, or a function returning one);
+    without a reference, the demo toolbox working in *workdir*.
 
     Raises:
         UserError: the reference cannot be imported or is not a tool source.
     """
     if reference is None:
-        return demo_toolbox()
+        return demo_toolbox(workdir)
     module_name, sep, attribute = reference.partition(":")
     if not sep or not module_name or not attribute:
         raise UserError(f"--tools {reference!r} must look like module:attribute")
@@ -92,41 +94,43 @@ def command(spec: str, tools_ref: str | None, base_url: str | None,
     Reads one prompt per line until end of input or /quit. Text streams as it arrives; write
     tools ask for approval on the terminal.
     """
-    try:
-        model = resolve_model(spec, base_url=base_url)
-        tools = load_tools(tools_ref)
-    except UserError as exc:
-        raise click.ClickException(str(exc)) from None
-    printer = ChatPrinter()
-    host = Host(model=StreamingModel(model, printer.text), tools=tools, store=store_url,
-                approver=TerminalApprover(), instructions=instructions, max_turns=max_turns,
-                listeners=[printer])
-
-    def read_prompt() -> str | None:
+    with tempfile.TemporaryDirectory(prefix="anfitrion-chat-") as workdir:
         try:
-            return input("you> ")
-        except (EOFError, KeyboardInterrupt):
-            return None
+            model = resolve_model(spec, base_url=base_url)
+            tools = load_tools(tools_ref, workdir)
+        except UserError as exc:
+            raise click.ClickException(str(exc)) from None
+        printer = ChatPrinter()
+        host = Host(model=StreamingModel(model, printer.text), tools=tools, store=store_url,
+                    approver=TerminalApprover(), instructions=instructions,
+                    max_turns=max_turns, listeners=[printer])
+        anyio.run(_chat, host, model.name, printer)
 
-    async def main() -> None:
-        click.echo(f"chatting with {model.name} — /quit to leave")
-        session_id: str | None = None
-        while True:
-            prompt = await anyio.to_thread.run_sync(read_prompt)
-            if prompt is None or prompt.strip() in EXIT_WORDS:
-                click.echo()
-                return
-            if not prompt.strip():
-                continue
-            printer.streamed.clear()
-            run = await host.run(prompt, principal="cli-user", session_id=session_id)
-            session_id = run.session_id
-            printer.end_line()
-            if run.status is RunStatus.COMPLETED:
-                if not printer.streamed:
-                    click.echo(run.output)
-            else:
-                detail = f": {run.error}" if run.error else ""
-                click.echo(click.style(f"[{run.status.value}{detail}]", fg="yellow"))
 
-    anyio.run(main)
+def _read_prompt() -> str | None:
+    try:
+        return input("you> ")
+    except (EOFError, KeyboardInterrupt):
+        return None
+
+
+async def _chat(host: Host, name: str, printer: ChatPrinter) -> None:
+    click.echo(f"chatting with {name} — /quit to leave")
+    session_id: str | None = None
+    while True:
+        prompt = await anyio.to_thread.run_sync(_read_prompt)
+        if prompt is None or prompt.strip() in EXIT_WORDS:
+            click.echo()
+            return
+        if not prompt.strip():
+            continue
+        printer.streamed.clear()
+        run = await host.run(prompt, principal="cli-user", session_id=session_id)
+        session_id = run.session_id
+        printer.end_line()
+        if run.status is RunStatus.COMPLETED:
+            if not printer.streamed:
+                click.echo(run.output)
+        else:
+            detail = f": {run.error}" if run.error else ""
+            click.echo(click.style(f"[{run.status.value}{detail}]", fg="yellow"))
