@@ -471,3 +471,11 @@ def test_arguments_that_are_not_an_object_cannot_be_sent_as_input() -> None:
     with pytest.raises(AdapterError, match="not a JSON object") as caught:
         to_wire(request, model="m")
     assert caught.value.path == "messages[1].parts[0].arguments"
+
+
+def test_stored_extras_without_a_position_are_not_sent() -> None:
+    reply = Reply((conv.CALL_LISBOA,), StopReason.TOOL_USE, provider_details={"anthropic": {
+        "extra": [{"item": {"type": "thinking"}}, {"before": "0", "item": {}}, "junk"]}})
+    wire = to_wire(ModelRequest([conv.ASK, reply, UserMessage((conv.RESULT_LISBOA,))]),
+                   model="m")
+    assert [b["type"] for b in wire["messages"][1]["content"]] == ["tool_use"]

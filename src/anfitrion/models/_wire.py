@@ -124,11 +124,13 @@ def interleave(items: list[Any], extras: object) -> list[Any]:
     if not isinstance(extras, list) or not extras:
         return items
     out: list[Any] = []
-    pending = sorted((e for e in extras if isinstance(e, Mapping)),
-                     key=lambda e: int(e.get("before", 0)))
+    # Stored details are data from outside: entries without a position are not guessed at.
+    pending = sorted((e for e in extras if isinstance(e, Mapping) and "item" in e
+                      and isinstance(e.get("before"), int) and not isinstance(e["before"], bool)),
+                     key=lambda e: int(e["before"]))
     k = 0
     for index, item in enumerate(items):
-        while k < len(pending) and int(pending[k].get("before", 0)) <= index:
+        while k < len(pending) and int(pending[k]["before"]) <= index:
             out.append(pending[k]["item"])
             k += 1
         out.append(item)

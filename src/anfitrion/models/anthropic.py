@@ -260,6 +260,11 @@ class AnthropicModel:
     def name(self) -> str:
         return f"anthropic:{self._model}"
 
+    @property
+    def profile(self) -> Profile:
+        """The capability flags this model's requests are built with."""
+        return self._profile
+
     async def respond(self, request: ModelRequest) -> Reply:
         """One reply; streams text to ``request.on_text`` when it is set.
 

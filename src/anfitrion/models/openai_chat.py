@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
@@ -230,7 +231,8 @@ class OpenAIChatModel:
         max_tokens: the reply's token cap (the server's default when ``None``).
         timeout: seconds per request (the SDK's setting).
         max_retries: retries of failed requests (the SDK's setting).
-        profile: defaults to strict mode for OpenAI itself, none for a *base_url*.
+        profile: defaults to strict mode for OpenAI itself, none for another endpoint
+            (a *base_url*, ``OPENAI_BASE_URL`` or a given *client*).
 
     Raises:
         MissingDependencyError: the ``openai`` extra is not installed.
@@ -250,12 +252,19 @@ class OpenAIChatModel:
         self._model = model
         self._max_tokens = max_tokens
         if profile is None:
-            profile = OPENAI_CHAT if base_url is None and client is None else COMPATIBLE_CHAT
+            # The SDK also takes its endpoint from OPENAI_BASE_URL: then it is not OpenAI.
+            elsewhere = base_url or client is not None or os.environ.get("OPENAI_BASE_URL")
+            profile = COMPATIBLE_CHAT if elsewhere else OPENAI_CHAT
         self._profile = profile
 
     @property
     def name(self) -> str:
         return f"openai-chat:{self._model}"
+
+    @property
+    def profile(self) -> Profile:
+        """The capability flags this model's requests are built with."""
+        return self._profile
 
     async def respond(self, request: ModelRequest) -> Reply:
         """One reply; streams text to ``request.on_text`` when it is set.

@@ -314,6 +314,11 @@ class OpenAIResponsesModel:
     def name(self) -> str:
         return f"openai:{self._model}"
 
+    @property
+    def profile(self) -> Profile:
+        """The capability flags this model's requests are built with."""
+        return self._profile
+
     async def respond(self, request: ModelRequest) -> Reply:
         """One reply; streams text to ``request.on_text`` when it is set.
 
