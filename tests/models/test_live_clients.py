@@ -240,3 +240,15 @@ async def test_a_stream_cut_short_is_an_adapter_error_not_a_partial_reply() -> N
     assert run.status is RunStatus.FAILED
     assert "ended before message_stop" in (run.error or "")
     assert run.calls == ()  # nothing was gated from the half-received call
+
+
+@pytest.mark.anyio
+async def test_strict_mode_nulls_pass_the_gate_and_go_back_as_the_model_sent_them() -> None:
+    sent = '{"location":"Lisboa, PT","units":null}'
+    with serve(responses_brain(arguments=sent)) as server:
+        run = await run_lisboa(responses_model(server.url))
+    assert run.status is RunStatus.COMPLETED, run.error
+    assert run.calls[0].is_error is False
+    units = server.requests[0].body["tools"][0]["parameters"]["properties"]["units"]
+    assert units["type"] == ["string", "null"]
+    assert server.requests[1].body["input"][1]["arguments"] == sent
