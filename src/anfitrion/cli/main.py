@@ -27,6 +27,14 @@ def cli() -> None:
     """
 
 
+def _same_help_option(command: click.Command) -> None:
+    """``-h`` works everywhere, however a command is invoked (click caches the option)."""
+    command.context_settings.setdefault("help_option_names", ["-h", "--help"])
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _same_help_option(sub)
+
+
 def _register() -> None:
     for name in _COMMAND_MODULES:
         try:
@@ -35,6 +43,7 @@ def _register() -> None:
             if exc.name == f"{__package__}.{name}":
                 continue
             raise
+        _same_help_option(module.command)
         cli.add_command(module.command)
 
 

@@ -1,0 +1,57 @@
+"""What each wire format can do, declared once: the adapters read these flags, nothing else
+tests a provider by name.
+
+Example:
+    >>> OPENAI_RESPONSES.strict_schemas, COMPATIBLE_CHAT.strict_schemas
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+__all__ = [
+    "ANTHROPIC",
+    "COMPATIBLE_CHAT",
+    "OPENAI_CHAT",
+    "OPENAI_RESPONSES",
+    "Profile",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """Capability flags of one wire format (or one family of servers speaking it).
+
+    Attributes:
+        name: the wire format, also the key of its ``provider_details``.
+        parallel_calls: a reply may hold several tool calls.
+        strict_schemas: send tools in strict mode, schemas through the strict transformer.
+        error_flag: results carry an ``is_error`` flag; without it, error results are sent
+            as text starting with ``error_prefix`` so the model still sees they failed.
+        id_pattern: call ids this format accepts; ids outside it cannot be sent.
+        error_prefix: see ``error_flag``.
+    """
+
+    name: str
+    parallel_calls: bool = True
+    strict_schemas: bool = False
+    error_flag: bool = False
+    id_pattern: re.Pattern[str] = re.compile(r".+", re.DOTALL)
+    error_prefix: str = "error: "
+
+
+ANTHROPIC = Profile("anthropic", error_flag=True,
+                    id_pattern=re.compile(r"[a-zA-Z0-9_-]+"))
+"""Anthropic Messages: ``is_error`` on results; ids match ``^[a-zA-Z0-9_-]+$``."""
+
+OPENAI_RESPONSES = Profile("openai_responses", strict_schemas=True)
+"""OpenAI Responses: strict function schemas; results have no error flag."""
+
+OPENAI_CHAT = Profile("openai_chat", strict_schemas=True)
+"""OpenAI's own Chat Completions endpoint."""
+
+COMPATIBLE_CHAT = Profile("openai_chat")
+"""Any server speaking Chat Completions (llama.cpp, vLLM, Ollama, LM Studio): no strict mode,
+which many of them reject or ignore."""
