@@ -88,8 +88,9 @@ class ToolCallingHandler:
 
     Args:
         arguments: ``schema`` (default) constrains arguments to the tool's JSON Schema;
-            ``json`` only to a JSON object, so the model can add keys the schema lacks or pick
-            wrong types, as with a server that has no grammar support.
+            ``open`` lets the model add top-level keys the schema lacks; ``json`` only asks
+            for a JSON object (wrong types, missing keys), as a server without grammar support
+            would. The last two exist to show what the host does with real mistakes.
         after_tool_result: ``text`` (default) answers in text right after tool results when
             ``tool_choice`` is ``auto``; ``auto`` lets the model call again.
         call_bias: with ``tool_choice`` ``auto``, the logit bonus of the call branch over a
@@ -111,8 +112,8 @@ class ToolCallingHandler:
                  after_tool_result: Literal["text", "auto"] = "text",
                  max_argument_tokens: int = 256, call_bias: float = 4.5,
                  should_stop: Callable[[], bool] | None = None) -> None:
-        if arguments not in ("schema", "json"):
-            raise ValueError(f"arguments must be 'schema' or 'json', not {arguments!r}")
+        if arguments not in ("schema", "open", "json"):
+            raise ValueError(f"arguments must be 'schema', 'open' or 'json', not {arguments!r}")
         if after_tool_result not in ("text", "auto"):
             raise ValueError("after_tool_result must be 'text' or 'auto'")
         self.arguments: ArgumentMode = arguments
