@@ -144,6 +144,7 @@ def test_close_stops_serving_and_is_idempotent(model_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_close_during_a_stream_ends_the_stream_and_returns(model_path: Path) -> None:
+    """Greedy, this story runs past 300 tokens (finish ``length``); closed, it ends ``stop``."""
     server = LocalServer(model_path, n_ctx=1024).start()
     port, key = server.port, server.api_key
     first_chunk = threading.Event()
@@ -151,7 +152,7 @@ async def test_close_during_a_stream_ends_the_stream_and_returns(model_path: Pat
 
     def stream() -> None:
         body = json.dumps({"messages": [{"role": "user", "content": "Tell a long story."}],
-                           "stream": True, "max_tokens": 800}).encode()
+                           "stream": True, "max_tokens": 300}).encode()
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         try:
             connection.request("POST", "/v1/chat/completions", body,
@@ -174,5 +175,4 @@ async def test_close_during_a_stream_ends_the_stream_and_returns(model_path: Pat
     chunks = [json.loads(line[6:]) for line in lines
               if line.startswith(b"data: {")]
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop"
-    assert sum(bool(c["choices"][0]["delta"].get("content")) for c in chunks) < 800
     assert _refused(port)
