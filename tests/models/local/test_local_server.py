@@ -77,6 +77,15 @@ def test_tool_choice_naming_an_absent_tool_is_a_400_in_openai_shape(
     assert info.value.body["code"] == "invalid_request"
 
 
+def test_streamed_request_over_the_context_is_a_400_before_the_stream_starts(
+        client: Any) -> None:
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(
+            model="smollm2", messages=[{"role": "user", "content": "weather " * 5000}],
+            stream=True)
+    assert info.value.body["code"] == "context_length_exceeded"
+
+
 def test_wrong_model_name_is_refused(client: Any) -> None:
     with pytest.raises(openai.BadRequestError) as info:
         client.chat.completions.create(model="gpt-4o",

@@ -157,7 +157,8 @@ class ToolCallingHandler:
             raise RequestError("stop must be a string or a list of strings", param="stop")
         if turns[-1].role == "tool" and choice == "auto" and self.after_tool_result == "text":
             specs, choice = [], "none"
-        events = self._events(llama, turns, specs, choice, sampling, limit, stop)
+        prompt = self._prompt(llama, turns, specs)  # now: a stream must not fail after its start
+        events = self._events(llama, prompt, turns, specs, choice, sampling, limit, stop)
         name = model or "local"
         if stream:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -226,13 +227,12 @@ class ToolCallingHandler:
                                if llama.detokenize([i]).lstrip().startswith(b"<")]
         return self._tags[key]
 
-    def _events(self, llama: Llama, turns: Sequence[Turn], specs: Sequence[ToolSpec],
-                choice: CallChoice, sampling: _Sampling, max_tokens: int | None,
-                stop: Sequence[str]) -> Iterator[_Event]:
+    def _events(self, llama: Llama, prompt: list[int], turns: Sequence[Turn],
+                specs: Sequence[ToolSpec], choice: CallChoice, sampling: _Sampling,
+                max_tokens: int | None, stop: Sequence[str]) -> Iterator[_Event]:
         if choice == "none" or not specs:
-            yield from self._text(llama, turns, sampling, max_tokens, stop, 0)
+            yield from self._text(llama, prompt, sampling, max_tokens, stop, 0)
             return
-        prompt = self._prompt(llama, turns, specs)
         produced = 0
         if choice == "auto":
             # The first token decides: the opening of a call, or anything else (a text reply).
@@ -246,7 +246,9 @@ class ToolCallingHandler:
                 produced += 1
                 first += piece
             if not first.startswith("<"):
-                yield from self._text(llama, turns, sampling, max_tokens, stop, produced)
+                # the prompt without the tool list is shorter: it fits if this one did
+                plain = self._prompt(llama, turns, [])
+                yield from self._text(llama, plain, sampling, max_tokens, stop, produced)
                 return
             names = [s.name for s in specs]
         elif choice == "required":
@@ -265,10 +267,9 @@ class ToolCallingHandler:
                                code="context_length_exceeded")
         return prompt
 
-    def _text(self, llama: Llama, turns: Sequence[Turn], sampling: _Sampling,
+    def _text(self, llama: Llama, prompt: list[int], sampling: _Sampling,
               max_tokens: int | None, stop: Sequence[str], produced: int) -> Iterator[_Event]:
-        """A text reply, from the prompt without the tool list (it asks for calls only)."""
-        prompt = self._prompt(llama, turns, [])
+        """A text reply, from a prompt without the tool list (that list asks for calls only)."""
         finish = "stop"
         for piece, reason in self._generate(llama, prompt, sampling, grammar=None,
                                             max_tokens=max_tokens, stop=stop, text_first=True):
