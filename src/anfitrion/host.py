@@ -29,6 +29,7 @@ import anyio
 from .approvals import ApprovalRequest, Approver, DenyAllApprover
 from .audit import AuditRecorder
 from .conversation import (
+    Message,
     Reply,
     Text,
     ToolResult,
@@ -37,6 +38,7 @@ from .conversation import (
     UserMessage,
     dump_messages,
     load_messages,
+    message_to_dict,
 )
 from .events import EventType, HostEvent, Listener, dispatch
 from .exceptions import ConflictError, ModelError, SessionNotFound, UserError
@@ -45,7 +47,7 @@ from .models._base import Model, ModelRequest
 from .policy import Policy
 from .principal import Principal
 from .store import SessionState, Store, open_store
-from .tools import OfferContext, Tool, Toolbox, ToolSource
+from .tools import Effect, OfferContext, Tool, Toolbox, ToolSource
 
 __all__ = ["CallRecord", "Host", "RunResult", "RunStatus", "StopSignal"]
 
@@ -144,31 +146,45 @@ class _Session:
     pending: dict[str, str] = field(default_factory=dict)  # call id -> approval request id
     settled: dict[str, ToolResult] = field(default_factory=dict)  # results of the open turn
     version: int = 0
+    # the transcript as plain data, built one message at a time, and how much the store holds
+    dumped: list[dict[str, Any]] = field(default_factory=list)
+    saved_messages: int = 0
+
+    def add(self, message: Message) -> None:
+        """Append to the transcript; the message is serialised once, here."""
+        self.transcript.append(message)
+        self.dumped.append(message_to_dict(message))
 
     def to_state(self) -> SessionState:
         data = {
-            "principal": self.principal.to_dict(), "messages": dump_messages(self.transcript),
-            "turn": self.turn, "counters": self.counters, "invalid_by_tool": self.invalid_by_tool,
+            "principal": self.principal.to_dict(), "turn": self.turn,
+            "counters": self.counters, "invalid_by_tool": self.invalid_by_tool,
             "recent_calls": [list(c) for c in self.recent_calls],
             "untrusted_sources": self.untrusted_sources, "pending": self.pending,
             "settled": dump_messages([UserMessage(tuple(self.settled.values()))])[0]["parts"],
         }
-        return SessionState(self.id, self.principal.id, self.status, data, self.version)
+        return SessionState(self.id, self.principal.id, self.status, data, self.version,
+                            messages=self.dumped, saved_messages=self.saved_messages)
+
+    def saved(self, state: SessionState) -> None:
+        self.version = state.version
+        self.saved_messages = state.saved_messages
 
     @classmethod
     def from_state(cls, state: SessionState) -> _Session:
         d = state.data
         settled_msg = load_messages([{"kind": "user", "parts": d.get("settled", [])}])[0]
+        dumped = [dict(m) for m in state.messages]
         return cls(
             id=state.session_id, principal=Principal.from_dict(d["principal"]),
-            transcript=Transcript(load_messages(d["messages"])), status=state.status,
+            transcript=Transcript(load_messages(dumped)), status=state.status,
             turn=int(d.get("turn", 0)), counters=dict(d.get("counters", {})),
             invalid_by_tool=dict(d.get("invalid_by_tool", {})),
             recent_calls=[(str(a), str(b)) for a, b in d.get("recent_calls", [])],
             untrusted_sources=list(d.get("untrusted_sources", [])),
             pending=dict(d.get("pending", {})),
             settled={p.call_id: p for p in settled_msg.parts if isinstance(p, ToolResult)},
-            version=state.version)
+            version=state.version, dumped=dumped, saved_messages=state.saved_messages)
 
 
 class Host:
@@ -256,7 +272,7 @@ class Host:
                                 "its process died: resume it with force=True)")
         else:
             session = _Session(session_id or uuid.uuid4().hex, who, Transcript())
-        session.transcript.append(UserMessage((Text(prompt),)))
+        session.add(UserMessage((Text(prompt),)))
         await self._emit(HostEvent(EventType.RUN_STARTED, session.id, session.turn, who.id,
                                    detail=f"prompt of {len(prompt)} characters"))
         return await self._loop(session, stop or StopSignal(), resume_calls=False)
@@ -277,8 +293,8 @@ class Host:
             raise UserError(f"session {session_id!r} is {state.status}, not suspended")
         session = _Session.from_state(state)
         session.status = "running"
-        saved = await self.store.save_session(session.to_state())  # the lease: CAS on version
-        session.version = saved.version
+        # the lease: a compare-and-set on the version
+        session.saved(await self.store.save_session(session.to_state()))
         await self._emit(HostEvent(EventType.RUN_RESUMED, session.id, session.turn,
                                    session.principal.id))
         return await self._loop(session, stop or StopSignal(), resume_calls=True)
@@ -329,16 +345,19 @@ class Host:
                 problem = _reply_problem(reply)
                 if problem:
                     return await self._end(session, RunStatus.FAILED, records, usage, problem)
-                session.transcript.append(reply)
+                session.add(reply)
                 await self._emit(HostEvent(EventType.MODEL_REPLIED, session.id, session.turn,
                                            session.principal.id, reply=reply))
                 if not reply.tool_calls:
                     return await self._end(session, RunStatus.COMPLETED, records, usage,
                                            output=reply.text)
-                # checkpoint before any call runs: a crash from here on leaves a session that
-                # `resume --force` continues, the ledger answering for calls already claimed
-                session.status = "running"
-                session.version = (await self.store.save_session(session.to_state())).version
+                if any(t is not None and t.effect is Effect.WRITE
+                       for t in (offered.get(c.name) for c in reply.tool_calls)):
+                    # checkpoint before a side effect: a crash from here on leaves a session
+                    # that `resume --force` continues, the ledger answering for calls already
+                    # claimed. Turns of reads only are not checkpointed: redoing them is safe.
+                    session.status = "running"
+                    session.saved(await self.store.save_session(session.to_state()))
                 ended = await self._run_calls(session, reply, offered, records, stop)
                 if ended is not None:
                     return await self._end(session, ended, records, usage)
@@ -394,7 +413,7 @@ class Host:
         if session.pending:
             return RunStatus.SUSPENDED
         results = tuple(session.settled[c.id] for c in calls)
-        session.transcript.append(UserMessage(results))
+        session.add(UserMessage(results))
         session.settled.clear()
         return RunStatus.BUDGET_EXHAUSTED if exhausted else None
 
@@ -406,8 +425,7 @@ class Host:
             found = [await self.store.get_approval(rid) for rid in session.pending.values()]
             pending = tuple(f[0] for f in found if f is not None)
         try:
-            saved = await self.store.save_session(session.to_state())
-            session.version = saved.version
+            session.saved(await self.store.save_session(session.to_state()))
         except ConflictError:
             log.warning("session %s was changed by another worker; this run's state is not "
                         "saved", session.id)

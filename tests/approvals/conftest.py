@@ -62,13 +62,18 @@ def mail_host(sent: list[dict[str, Any]], store: Store, clock: FakeClock, *,
 
 
 async def tamper(store: Store, session_id: str, change: Any) -> None:
-    """Rewrite a stored session's data (an attacker with write access, or a bug)."""
+    """Rewrite a stored session (an attacker with write access, or a bug).
+
+    *change* gets the session's data with its messages under ``"messages"``.
+    """
     state = await store.load_session(session_id)
     assert state is not None
-    data = copy.deepcopy(dict(state.data))
+    data = copy.deepcopy({**state.data, "messages": list(state.messages)})
     change(data)
+    messages = data.pop("messages")
     await store.save_session(SessionState(state.session_id, state.principal_id, state.status,
-                                          data, state.version))
+                                          data, state.version, messages=messages,
+                                          saved_messages=0))
 
 
 @pytest.fixture

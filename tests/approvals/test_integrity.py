@@ -28,7 +28,7 @@ async def _suspend(sent: list[dict[str, Any]], store: MemoryStore, clock: FakeCl
 async def _result(store: MemoryStore, session_id: str) -> str:
     state = await store.load_session(session_id)
     assert state is not None
-    for message in reversed(state.data["messages"]):
+    for message in reversed(state.messages):
         for part in message["parts"]:
             if part["kind"] == "tool_result":
                 return str(part["content"])
@@ -105,7 +105,7 @@ async def test_a_used_approval_cannot_be_replayed(store: MemoryStore, clock: Fak
 
     def rewind(data: dict[str, Any]) -> None:
         data.clear()
-        data.update(snapshot.data)
+        data.update({**snapshot.data, "messages": list(snapshot.messages)})
 
     await tamper(store, session_id, rewind)
     state = await store.load_session(session_id)

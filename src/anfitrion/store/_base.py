@@ -20,8 +20,14 @@ class SessionState:
     """Everything needed to resume a session in another process.
 
     Attributes:
-        data: the session as plain JSON data (owned by :mod:`anfitrion.host`).
+        data: the session as plain JSON data, without its messages (owned by
+            :mod:`anfitrion.host`).
         version: optimistic-concurrency version; saving with a stale version conflicts.
+        messages: the transcript as plain JSON data, one mapping per message.
+        saved_messages: how many of *messages* the store already holds unchanged. A save
+            writes only ``messages[saved_messages:]`` in place of whatever was stored from that
+            point on, so saving a long session costs what changed, not its length. A state
+            with no messages leaves the stored ones as they are.
     """
 
     session_id: str
@@ -30,6 +36,8 @@ class SessionState:
     data: Mapping[str, Any]
     version: int = 0
     updated_at: datetime | None = None
+    messages: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    saved_messages: int = 0
 
 
 class ClaimState(StrEnum):

@@ -84,6 +84,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             value TEXT NOT NULL,
             PRIMARY KEY (namespace, key))""",
     )),
+    # A session's transcript, one row per message: saving appends what is new instead of
+    # rewriting the whole transcript, so the cost of a save does not grow with the session.
+    Migration("0004_session_messages", (
+        """CREATE TABLE anfitrion_session_messages (
+            session_id TEXT NOT NULL,
+            idx BIGINT NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (session_id, idx))""",
+    )),
 )
 
 

@@ -22,6 +22,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sessions: dict[str, SessionState] = {}
+        self._messages: dict[str, list[dict[str, Any]]] = {}
         self._requests: dict[str, ApprovalRequest] = {}
         self._answers: dict[str, ApprovalAnswer] = {}
         self._used: set[str] = set()
@@ -37,14 +38,26 @@ class MemoryStore:
                 raise ConflictError(f"session {state.session_id!r} was changed concurrently")
             if current is None and state.version != 0:
                 raise ConflictError(f"session {state.session_id!r} no longer exists")
+            stored = self._messages.setdefault(state.session_id, [])
+            if state.saved_messages > len(stored):
+                raise ConflictError(f"session {state.session_id!r}: messages out of step")
+            if state.messages:
+                del stored[state.saved_messages:]
+                stored.extend(dict(m) for m in state.messages[state.saved_messages:])
             saved = SessionState(state.session_id, state.principal_id, state.status,
-                                 state.data, state.version + 1, datetime.now(UTC))
+                                 dict(state.data), state.version + 1, datetime.now(UTC))
             self._sessions[state.session_id] = saved
-            return saved
+            return self._with_messages(saved)
+
+    def _with_messages(self, state: SessionState) -> SessionState:
+        messages = list(self._messages.get(state.session_id, ()))
+        return SessionState(state.session_id, state.principal_id, state.status, state.data,
+                            state.version, state.updated_at, messages, len(messages))
 
     async def load_session(self, session_id: str) -> SessionState | None:
         with self._lock:
-            return self._sessions.get(session_id)
+            state = self._sessions.get(session_id)
+            return None if state is None else self._with_messages(state)
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
         with self._lock:
@@ -62,7 +75,7 @@ class MemoryStore:
             taken = SessionState(state.session_id, state.principal_id, "running", state.data,
                                  state.version + 1, datetime.now(UTC))
             self._sessions[state.session_id] = taken
-            return taken
+            return self._with_messages(taken)
 
     async def create_approval(self, request: ApprovalRequest) -> None:
         with self._lock:

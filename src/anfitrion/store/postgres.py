@@ -164,25 +164,55 @@ class PostgresStore:
 
     async def save_session(self, state: SessionState) -> SessionState:
         data, now = dump_json(state.data), now_iso()
-        if state.version == 0:
-            count = await self._rowcount(
-                "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, version, "
-                "updated_at) VALUES (%s, %s, %s, %s, 1, %s) ON CONFLICT DO NOTHING",
-                (state.session_id, state.principal_id, state.status, data, now))
-        else:
-            count = await self._rowcount(
-                "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, data = %s, "
-                "version = version + 1, updated_at = %s WHERE session_id = %s AND version = %s",
-                (state.principal_id, state.status, data, now, state.session_id, state.version))
-        if count != 1:
-            raise ConflictError(f"session {state.session_id!r} was changed concurrently")
+        new = [(state.session_id, state.saved_messages + i, dump_json(m))
+               for i, m in enumerate(state.messages[state.saved_messages:])]
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn, conn.transaction():
+                if state.version == 0:
+                    cur = await conn.execute(
+                        "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, "
+                        "version, updated_at) VALUES (%s, %s, %s, %s, 1, %s) "
+                        "ON CONFLICT DO NOTHING",
+                        (state.session_id, state.principal_id, state.status, data, now))
+                else:
+                    cur = await conn.execute(
+                        "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, "
+                        "data = %s, version = version + 1, updated_at = %s "
+                        "WHERE session_id = %s AND version = %s",
+                        (state.principal_id, state.status, data, now, state.session_id,
+                         state.version))
+                if cur.rowcount != 1:
+                    raise ConflictError(f"session {state.session_id!r} was changed "
+                                        "concurrently")
+                if state.messages:  # only what changed: messages after the saved ones
+                    await conn.execute("DELETE FROM anfitrion_session_messages "
+                                       "WHERE session_id = %s AND idx >= %s",
+                                       (state.session_id, state.saved_messages))
+                if new:
+                    async with conn.cursor() as many:
+                        await many.executemany(
+                            "INSERT INTO anfitrion_session_messages (session_id, idx, data) "
+                            "VALUES (%s, %s, %s)", new)
+        messages = state.messages or await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, state.status, state.data,
-                            state.version + 1, datetime.fromisoformat(now))
+                            state.version + 1, datetime.fromisoformat(now), messages,
+                            len(messages))
+
+    async def _messages(self, session_id: str) -> list[Any]:
+        rows = await self._fetch("SELECT data FROM anfitrion_session_messages "
+                                 "WHERE session_id = %s ORDER BY idx", (session_id,))
+        return [load_json(r[0]) for r in rows]
 
     async def load_session(self, session_id: str) -> SessionState | None:
         rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
                                  "WHERE session_id = %s", (session_id,))
-        return _session(rows[0]) if rows else None
+        if not rows:
+            return None
+        state = _session(rows[0])
+        messages = await self._messages(session_id)
+        return SessionState(state.session_id, state.principal_id, state.status, state.data,
+                            state.version, state.updated_at, messages, len(messages))
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
         if status is None:
@@ -216,8 +246,10 @@ class PostgresStore:
                                    "version = version + 1, updated_at = %s "
                                    "WHERE session_id = %s", (now, row[0]))
         state = _session(row)
+        messages = await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, "running", state.data,
-                            state.version + 1, datetime.fromisoformat(now))
+                            state.version + 1, datetime.fromisoformat(now), messages,
+                            len(messages))
 
     # -- approvals -----------------------------------------------------------------------------
 

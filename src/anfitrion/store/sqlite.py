@@ -155,6 +155,8 @@ class SQLiteStore:
 
     async def save_session(self, state: SessionState) -> SessionState:
         data = dump_json(state.data)
+        new = [(state.session_id, state.saved_messages + i, dump_json(m))
+               for i, m in enumerate(state.messages[state.saved_messages:])]
 
         def save(c: Conn) -> SessionState:
             now = now_iso()
@@ -171,16 +173,28 @@ class SQLiteStore:
                      state.version))
             if cur.rowcount != 1:
                 raise ConflictError(f"session {state.session_id!r} was changed concurrently")
-            return SessionState(state.session_id, state.principal_id, state.status, state.data,
-                                state.version + 1, datetime.fromisoformat(now))
+            if state.messages:  # only what changed: messages after the saved ones
+                c.execute("DELETE FROM anfitrion_session_messages WHERE session_id = ? "
+                          "AND idx >= ?", (state.session_id, state.saved_messages))
+                c.executemany("INSERT INTO anfitrion_session_messages (session_id, idx, data) "
+                              "VALUES (?, ?, ?)", new)
+                return SessionState(state.session_id, state.principal_id, state.status,
+                                    state.data, state.version + 1, datetime.fromisoformat(now),
+                                    state.messages, len(state.messages))
+            return _with_messages(c, SessionState(
+                state.session_id, state.principal_id, state.status, state.data,
+                state.version + 1, datetime.fromisoformat(now)))
 
         return await self._write(save)
 
     async def load_session(self, session_id: str) -> SessionState | None:
-        rows = await self._run(lambda c: c.execute(
-            "SELECT session_id, principal_id, status, data, version, updated_at "
-            "FROM anfitrion_sessions WHERE session_id = ?", (session_id,)).fetchall())
-        return _session(rows[0]) if rows else None
+        def load(c: Conn) -> SessionState | None:
+            row = c.execute(
+                "SELECT session_id, principal_id, status, data, version, updated_at "
+                "FROM anfitrion_sessions WHERE session_id = ?", (session_id,)).fetchone()
+            return None if row is None else _with_messages(c, _session(row))
+
+        return await self._run(load)
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
         sql = ("SELECT session_id, principal_id, status, data, version, updated_at "
@@ -205,9 +219,10 @@ class SQLiteStore:
             now = now_iso()
             c.execute("UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
                       "updated_at = ? WHERE session_id = ?", (now, row[0]))
-            state = _session(row)
+            state = _with_messages(c, _session(row))
             return SessionState(state.session_id, state.principal_id, "running", state.data,
-                                state.version + 1, datetime.fromisoformat(now))
+                                state.version + 1, datetime.fromisoformat(now), state.messages,
+                                state.saved_messages)
         return await self._write(claim)
 
     # -- approvals -----------------------------------------------------------------------------
@@ -416,6 +431,14 @@ def _advance(c: Conn, session_id: str, call_id: str, state: LedgerState, digest:
               "SET state = excluded.state, digest = excluded.digest, "
               "updated_at = excluded.updated_at",
               (session_id, call_id, state.value, digest, now_iso()))
+
+
+def _with_messages(c: Conn, state: SessionState) -> SessionState:
+    rows = c.execute("SELECT data FROM anfitrion_session_messages WHERE session_id = ? "
+                     "ORDER BY idx", (state.session_id,)).fetchall()
+    messages = [load_json(r[0]) for r in rows]
+    return SessionState(state.session_id, state.principal_id, state.status, state.data,
+                        state.version, state.updated_at, messages, len(messages))
 
 
 def _session(row: Sequence[Any]) -> SessionState:
