@@ -13,8 +13,11 @@ arguments hash to the stored draft, the draft is the caller's, and it was never 
 :mod:`anfitrion.drafts`).
 
 Addresses are plain ASCII ``local@domain`` (international domains in punycode, ``xn--…``), so a
-look-alike domain cannot hide in the approval request; subjects are one line (no header
-injection); the operator may also restrict recipient domains here. Delivery goes to a local Maildir
+look-alike domain cannot hide in the approval request; the local part has no ``%`` or ``!``
+(old relay routing syntax that could carry mail on to another domain); subjects are one line,
+refusing every character a mail library or client may break a line on — CR, LF, NEL (U+0085),
+the Unicode line and paragraph separators — so no header can be injected; the operator may also
+restrict recipient domains here. Delivery goes to a local Maildir
 by default, or to an SMTP server when configured.
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import mailbox
 import re
 import smtplib
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -40,7 +44,9 @@ from ..tools import ArgumentError, Effect, Tool, Toolbox, ToolContext
 
 __all__ = ["SmtpSettings", "check_address", "mail"]
 
-_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+# RFC 5322 atext without "%" and "!": user%other.example@allowed.example and bang paths are
+# relay routing, which would let an allowed domain forward the mail to any other
+_LOCAL = re.compile(r"[A-Za-z0-9#$&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9#$&'*+/=?^_`{|}~-]+)*")
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 MAX_SUBJECT_CHARS = 200
 
@@ -133,7 +139,7 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
             raise ArgumentError("to: a recipient is listed twice", field="to")
         subject = arguments.get("subject", "")
         if not isinstance(subject, str) or len(subject) > MAX_SUBJECT_CHARS \
-                or any(ord(c) < 32 or ord(c) == 127 for c in subject):
+                or any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in subject):
             raise ArgumentError(f"subject must be one line of at most {MAX_SUBJECT_CHARS} "
                                 "characters, without control characters", field="subject")
         body = arguments.get("body", "")
