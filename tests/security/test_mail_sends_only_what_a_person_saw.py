@@ -132,7 +132,7 @@ async def test_a_draft_is_sent_once_however_often_the_model_asks(hostile: Any, b
 
 @pytest.mark.anyio
 async def test_two_concurrent_commits_of_one_draft_deliver_once(box: Any) -> None:
-    tools, store, maildir = box
+    tools, _, maildir = box
     draft_id = await _draft(tools, EMAIL)
     send = tools.get("send_email")
     assert send is not None
@@ -156,7 +156,7 @@ async def test_two_concurrent_commits_of_one_draft_deliver_once(box: Any) -> Non
 
 @pytest.mark.anyio
 async def test_a_draft_of_one_kind_cannot_be_committed_as_another(box: Any) -> None:
-    tools, store, maildir = box
+    tools, store, _ = box
     draft_id = await _draft(tools, EMAIL)
     done: list[Any] = []
     schema = {"type": "object", "properties": {"to": {"type": "array"},
