@@ -168,6 +168,16 @@ def _read_regular(base: _Root, parent: int, name: str, limit: int, shown: str) -
         os.close(fd)
 
 
+def _shown_name(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (decoded by Python as lone surrogates, which
+    no JSON store, audit log or provider accepts) are shown as ``\\xff`` escapes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISREG(mode):
         return "file"
@@ -240,7 +250,8 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
                             truncated = True
                             break
                         info = entry.stat(follow_symlinks=False)
-                        item: dict[str, Any] = {"name": entry.name, "kind": _kind(info.st_mode)}
+                        item: dict[str, Any] = {"name": _shown_name(entry.name),
+                                                "kind": _kind(info.st_mode)}
                         if stat.S_ISREG(info.st_mode):
                             item["bytes"] = info.st_size
                         entries.append(item)

@@ -391,6 +391,9 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
             text = body.decode(charset, errors="replace")
         except LookupError:
             text = body.decode("utf-8", errors="replace")
+        # a server-chosen charset (utf-7, unicode_escape) can decode to lone surrogates, which no
+        # JSON store, audit log or provider accepts: replace them
+        text = text.encode("utf-8", errors="replace").decode("utf-8")
         result: dict[str, Any] = {"url": target.url, "status": status, "content_type": mime}
         if mime in ("text/html", "application/xhtml+xml") or (not mime and "<html" in text[:500]):
             result["title"], text = html_to_text(text)
