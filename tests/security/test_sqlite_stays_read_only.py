@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,21 @@ async def test_a_database_file_is_never_created_by_a_query(tmp_path: Path) -> No
     with pytest.raises(ToolError):
         await _run(sqlite(tmp_path / "absent.db"), "SELECT 1")
     assert not (tmp_path / "absent.db").exists()
+
+
+@pytest.mark.anyio
+async def test_rows_of_big_values_are_not_all_held_in_memory_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "blobs.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE b (data BLOB)")
+    conn.executemany("INSERT INTO b VALUES (zeroblob(?))", [(2_000_000,)] * 40)
+    conn.commit()
+    conn.close()
+    tracemalloc.start()
+    try:
+        result = await _run(sqlite(path), "SELECT data FROM b")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result["rows"] == [["<2000000 bytes>"]] * 40
+    assert peak < 20_000_000  # one 2 MB row at a time, not 40 of them

@@ -260,6 +260,24 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def _fetch_within(fetchone: Callable[[], Any], max_rows: int,
+                  max_bytes: int) -> list[Sequence[Any]]:
+    """Fetch rows one at a time, stopping one row past either cap (so the shaped result knows it
+    was cut) — never holding ``max_rows`` rows of megabyte values at once."""
+    rows: list[Sequence[Any]] = []
+    size = 0
+    while len(rows) <= max_rows:
+        row = fetchone()
+        if row is None:
+            break
+        item = [_jsonable(v) for v in row]  # a blob is kept as "<N bytes>", not its bytes
+        rows.append(item)
+        size += len(json.dumps(item, ensure_ascii=False).encode("utf-8")) + 1
+        if size > max_bytes:
+            break
+    return rows
+
+
 def _shape(columns: Sequence[str], rows: Sequence[Sequence[Any]], more: bool, max_rows: int,
            max_bytes: int) -> dict[str, Any]:
     kept: list[list[Any]] = []
@@ -343,7 +361,7 @@ def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
             conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
             try:
                 cursor = conn.execute(query)
-                rows = cursor.fetchmany(max_rows + 1)
+                rows = _fetch_within(cursor.fetchone, max_rows, max_bytes)
             except sqlite3.DatabaseError as exc:
                 message = str(exc)
                 if message == "interrupted":
