@@ -6,6 +6,7 @@ documentation asks. Alice's role reads nothing secret; Bob's role reads ``secret
 
 from __future__ import annotations
 
+import tracemalloc
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -204,3 +205,21 @@ async def test_a_query_cannot_lift_its_own_statement_timeout(pg: dict[str, str])
 async def test_harmless_settings_can_still_be_changed_for_the_query(pg: dict[str, str]) -> None:
     result = await _run(_tool(pg), "SELECT set_config('timezone', 'UTC', true)")
     assert result["rows"] == [["UTC"]]
+
+
+@pytest.mark.anyio
+async def test_an_empty_result_still_names_its_columns(pg: dict[str, str]) -> None:
+    result = await _run(_tool(pg), "SELECT 1 AS one WHERE false")
+    assert result == {"columns": ["one"], "rows": [], "row_count": 0}
+
+
+@pytest.mark.anyio
+async def test_a_result_of_many_big_values_is_never_held_whole(pg: dict[str, str]) -> None:
+    tracemalloc.start()
+    try:
+        result = await _run(_tool(pg), "SELECT repeat('x', 1000000) FROM generate_series(1, 150)")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result["row_count"] == 0 and "truncated" in result
+    assert peak < 30_000_000  # a few 1 MB rows at a time, not 150 of them

@@ -10,8 +10,8 @@ Three layers, each enough on its own for the common attacks:
    ``ATTACH``/``DETACH``, every PRAGMA (the schema is read from ``sqlite_master``), and
    ``load_extension``. A progress handler stops a query after the time limit, and the longest
    string or blob a query may build is capped (``randomblob(10**9)`` cannot exhaust memory).
-3. **PostgreSQL** (extra ``postgres``): every query runs in a ``READ ONLY`` transaction with a
-   ``statement_timeout``, after ``SET LOCAL ROLE`` to the principal's own database role when a
+3. **PostgreSQL** (extra ``postgres``): every query runs in a ``READ ONLY``, ``REPEATABLE
+   READ`` transaction with a ``statement_timeout``, after ``SET LOCAL ROLE`` to the principal's own database role when a
    role mapping is configured (no role → refused: fail closed), and is always rolled back.
    A read-only transaction does not stop everything, so at validate the query is also refused
    when it names a function that can change the session's identity (``set_config`` except for
@@ -21,7 +21,9 @@ Three layers, each enough on its own for the common attacks:
    (``pg_terminate_backend``, ``pg_reload_conf``). After the query the role is checked again:
    a result produced under another role is discarded.
 
-Results are capped by rows and by bytes; a capped result says so.
+Results are capped by rows and by bytes; a capped result says so. Rows are read one at a time
+(PostgreSQL in single-row mode), so a query returning many big values never has them all in the
+host's memory at once.
 
 Example:
     >>> split_statements("select 1; -- done")
@@ -429,16 +431,26 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
         try:
             async with conn.cursor() as cur:
                 try:
-                    await cur.execute("SET TRANSACTION READ ONLY")
+                    await cur.execute("SET TRANSACTION READ ONLY, ISOLATION LEVEL REPEATABLE READ")
                     await cur.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(
                         pgsql.Literal(max(1, int(timeout * 1000)))))
                     if db_role is not None:
                         await cur.execute(pgsql.SQL("SET LOCAL ROLE {}").format(
                             pgsql.Identifier(db_role)))
-                    # a prepared statement goes through the extended protocol, which the
-                    # server limits to one statement: a second one cannot ride along
-                    await cur.execute(query.encode("utf-8"), prepare=True)
-                    rows = await cur.fetchmany(max_rows + 1) if cur.description else []
+                    # stream() uses the extended protocol, which the server limits to one
+                    # statement (a second one cannot ride along), and single-row mode: rows
+                    # past the caps are read and dropped one at a time, never held together
+                    rows: list[Sequence[Any]] = []
+                    size = 0
+                    async for row in cur.stream(query.encode("utf-8")):
+                        if len(rows) > max_rows or size > max_bytes:
+                            continue  # read to the end, so the role check below can run
+                        item = [_jsonable(v) for v in row]
+                        rows.append(item)
+                        size += len(json.dumps(item, ensure_ascii=False).encode("utf-8")) + 1
+                    if not rows:  # stream() keeps no description of an empty result: run it
+                        # again (same snapshot, see REPEATABLE READ) only to name the columns
+                        await cur.execute(query.encode("utf-8"), prepare=True)
                     columns = [d.name for d in cur.description or ()]
                     await cur.execute("SELECT current_user::text, session_user::text")
                     who = await cur.fetchone()
