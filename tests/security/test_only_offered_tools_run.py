@@ -90,3 +90,28 @@ async def test_a_call_waiting_for_approval_is_refused_on_resume_when_the_tool_is
     resumed = await withdrawn.resume(run.session_id)
     assert resumed.transcript.tool_results[-1].error_kind == "unknown_tool"
     assert ran == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("zone", ["../../../etc/passwd", "/etc/localtime", "Europe/../UTC",
+                                  "europe/lisbon", "Europe/Lisbon\x00", "posix/../UTC", ""])
+async def test_a_time_zone_that_is_a_path_or_not_exactly_a_zone_name_is_refused(
+        hostile: Any, zone: str) -> None:
+    from anfitrion.toolkits import clock
+
+    outcome = await hostile([clock()], [call("current_time", {"zone": zone})])
+    assert outcome.result.error_kind == "invalid_arguments"
+
+
+@pytest.mark.anyio
+@pytest.mark.xfail(strict=True, raises=TypeError, reason=(
+    "gate.py: resolve checks isinstance(call.name, str) but then builds its error message with "
+    "_shown_name(call.name), which calls len() on it: a null or numeric name from an adapter "
+    "crashes the run instead of returning an unknown-tool result"))
+async def test_a_call_whose_name_is_not_a_string_runs_nothing(hostile: Any) -> None:
+    from anfitrion.conversation import ToolCall
+
+    ran: list[str] = []
+    outcome = await hostile(_tools(ran), [ToolCall("c1", None, "{}")])  # type: ignore[arg-type]
+    assert outcome.result.error_kind == "unknown_tool"
+    assert ran == []

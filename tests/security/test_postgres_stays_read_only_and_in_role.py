@@ -223,3 +223,11 @@ async def test_a_result_of_many_big_values_is_never_held_whole(pg: dict[str, str
         tracemalloc.stop()
     assert result["row_count"] == 0 and "truncated" in result
     assert peak < 30_000_000  # a few 1 MB rows at a time, not 150 of them
+
+
+@pytest.mark.anyio
+async def test_a_connection_failure_never_shows_the_model_the_dsn_or_its_password() -> None:
+    t = postgres("postgresql://app:Sup3rS3cret-pw@127.0.0.1:1/prod?connect_timeout=3")
+    with pytest.raises(ToolError) as refused:
+        await _run(t, "SELECT 1")
+    assert "Sup3rS3cret" not in str(refused.value) and "127.0.0.1" not in str(refused.value)

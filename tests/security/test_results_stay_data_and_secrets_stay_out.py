@@ -146,3 +146,31 @@ async def test_control_characters_from_the_model_cannot_forge_audit_lines(hostil
         preview = json.dumps(record.data, ensure_ascii=False)
         assert "\n" not in preview.replace("\\n", "") and "\x1b" not in preview
         assert "\u202e" not in preview
+
+
+class _ScanSpy:
+    """Stands in for one redaction pattern and records how much text it was run over."""
+
+    def __init__(self, pattern: Any, scanned: list[int]) -> None:
+        self._pattern = pattern
+        self._scanned = scanned
+
+    def sub(self, replacement: str, text: str) -> str:
+        self._scanned.append(len(text))
+        return text if len(text) > 10_000 else str(self._pattern.sub(replacement, text))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "audit.py: redact() runs every pattern over the whole value before cutting it to the "
+    "preview length; several patterns (the e-mail one, the URL-password one) backtrack "
+    "quadratically, so one 256 KiB argument of 'a.a.a.…' costs minutes of CPU in the event "
+    "loop for each of the three events that preview arguments: a model-driven denial of service"))
+def test_the_audit_redactor_scans_a_bounded_prefix_of_a_hostile_value(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from anfitrion import audit
+
+    scanned: list[int] = []
+    spies = tuple((_ScanSpy(p, scanned), r) for p, r in audit._SECRET_PATTERNS)
+    monkeypatch.setattr(audit, "_SECRET_PATTERNS", spies)
+    audit.redact("a." * 100_000, 120)
+    assert max(scanned) <= 120 + 4096

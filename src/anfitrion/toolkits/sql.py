@@ -11,8 +11,9 @@ Three layers, each enough on its own for the common attacks:
    ``load_extension``. A progress handler stops a query after the time limit, and the longest
    string or blob a query may build is capped (``randomblob(10**9)`` cannot exhaust memory).
 3. **PostgreSQL** (extra ``postgres``): every query runs in a ``READ ONLY``, ``REPEATABLE
-   READ`` transaction with a ``statement_timeout``, after ``SET LOCAL ROLE`` to the principal's own database role when a
-   role mapping is configured (no role → refused: fail closed), and is always rolled back.
+   READ`` transaction with a ``statement_timeout``, after ``SET LOCAL ROLE`` to the principal's
+   own database role when a role mapping is configured (no role → refused: fail closed), and is
+   always rolled back.
    A read-only transaction does not stop everything, so at validate the query is also refused
    when it names a function that can change the session's identity (``set_config`` except for
    a few harmless settings: ``set_config('role', …)`` undoes ``SET LOCAL ROLE``), runs SQL
