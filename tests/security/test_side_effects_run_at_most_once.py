@@ -84,3 +84,27 @@ async def test_a_tool_call_budget_stops_a_model_that_repeats_a_write(hostile: An
     outcome = await hostile([_pay(ran)], steps, policy=_allow_all(), max_tool_calls=2)
     assert len(ran) == 2
     assert outcome.run.status == "budget_exhausted"
+
+
+@pytest.mark.anyio
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "host.py: recent_calls holds sha256 of the raw argument text, while PolicyContext documents "
+    "a canonical-arguments digest: a repeated-call guard written to the documentation never "
+    "fires, and one written to the code is bypassed by re-spacing the same arguments"))
+async def test_a_repeated_call_guard_sees_the_same_arguments_however_they_are_spelled(
+        hostile: Any) -> None:
+    from anfitrion._canonical import digest
+
+    ran: list[dict[str, Any]] = []
+
+    def once(c: Any, ctx: Any) -> Decision:
+        if (c.name, digest(dict(c.arguments))) in ctx.recent_calls:
+            return Decision.deny("this exact call already ran", "repeat")
+        return Decision.allow("first time", "allow")
+
+    outcome = await hostile([_pay(ran)], [call("pay", raw='{"to": "ana"}'),
+                                          call("pay", raw='{"to":"ana"}'),
+                                          call("pay", raw='{ "to" : "ana" }')],
+                            policy=Policy([once]))
+    assert ran == [{"to": "ana"}]
+    assert [r.error_kind for r in outcome.results] == [None, "denied", "denied"]
