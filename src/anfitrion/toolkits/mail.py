@@ -26,6 +26,7 @@ from __future__ import annotations
 import mailbox
 import re
 import smtplib
+import ssl
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -53,7 +54,12 @@ MAX_SUBJECT_CHARS = 200
 
 @dataclass(frozen=True, slots=True)
 class SmtpSettings:
-    """Where to send through SMTP instead of the local Maildir."""
+    """Where to send through SMTP instead of the local Maildir.
+
+    ``STARTTLS`` verifies the server's certificate and name (system CAs, or *tls_context* for a
+    private CA): without that, anyone on the path could pose as the server and receive the
+    password. A user name without ``STARTTLS`` is refused, for the same reason.
+    """
 
     host: str
     port: int = 587
@@ -61,6 +67,7 @@ class SmtpSettings:
     username: str | None = None
     password: str | None = None
     timeout: float = 30.0
+    tls_context: ssl.SSLContext | None = None
 
 
 def check_address(address: Any, field: str = "to") -> str:
@@ -109,10 +116,14 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
         namespace: the store records namespace of the drafts.
 
     Raises:
-        ToolDefinitionError: neither or both of *maildir* and *smtp*, or an invalid sender.
+        ToolDefinitionError: neither or both of *maildir* and *smtp*, an invalid sender, or
+            SMTP credentials without ``STARTTLS``.
     """
     if (maildir is None) == (smtp is None):
         raise ToolDefinitionError("mail needs exactly one of maildir= or smtp=")
+    if smtp is not None and smtp.username is not None and not smtp.starttls:
+        raise ToolDefinitionError("mail: an SMTP user name needs starttls=True; the password "
+                                  "would otherwise cross the network in clear")
     try:
         from_address = check_address(sender, "sender")
     except ArgumentError as exc:
@@ -164,8 +175,8 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
             box.add(message)
             return
         with smtplib.SMTP(smtp.host, smtp.port, timeout=smtp.timeout) as client:
-            if smtp.starttls:
-                client.starttls()
+            if smtp.starttls:  # smtplib's own default context checks no certificate
+                client.starttls(context=smtp.tls_context or ssl.create_default_context())
             if smtp.username is not None:
                 client.login(smtp.username, smtp.password or "")
             client.send_message(message, from_addr=from_address, to_addrs=recipients)
