@@ -12,8 +12,10 @@ Containment has two layers:
    refused, including one swapped in after validation, and the path is never resolved again by
    name. Only regular files are read, written or deleted (FIFOs, devices and sockets are
    refused; FIFOs are opened non-blocking so they cannot hang the call), and so is anything on
-   another file system than the root (a mount of ``/proc`` inside the folder). Sizes and listing
-   lengths are capped.
+   another file system than the root (a mount of ``/proc`` inside the folder). A file with more
+   than one hard link is not read (its other name may be outside the folder) unless the operator
+   allows hard links; writing and deleting replace or remove the name only, never the linked
+   data. Sizes and listing lengths are capped.
 
 Example:
     >>> import tempfile
@@ -104,9 +106,11 @@ def _refusal(exc: OSError, shown: str) -> ToolError:
 class _Root:
     """Opens paths under one folder by walking directory file descriptors."""
 
-    def __init__(self, root: str | os.PathLike[str], *, one_filesystem: bool) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, one_filesystem: bool,
+                 allow_hard_links: bool = False) -> None:
         self.path = Path(root)
         self.one_filesystem = one_filesystem
+        self.allow_hard_links = allow_hard_links
         self.device = os.stat(self.path).st_dev
 
     def check_device(self, fd: int, shown: str) -> None:
@@ -144,6 +148,9 @@ def _read_regular(base: _Root, parent: int, name: str, limit: int, shown: str) -
         if not stat.S_ISREG(info.st_mode):
             kind = "folder" if stat.S_ISDIR(info.st_mode) else "special file"
             raise ToolError(f"{shown}: is a {kind}, not a regular file")
+        if info.st_nlink > 1 and not base.allow_hard_links:
+            raise ToolError(f"{shown}: has {info.st_nlink} hard links (another name of it may be "
+                            "outside the folder); it is not read")
         if info.st_size > limit:
             raise ToolError(f"{shown}: is {info.st_size} bytes, more than the limit of {limit}")
         chunks: list[bytes] = []
@@ -161,6 +168,16 @@ def _read_regular(base: _Root, parent: int, name: str, limit: int, shown: str) -
         os.close(fd)
 
 
+def _shown_name(name: str) -> str:
+    """A file name as text: bytes that are not UTF-8 (decoded by Python as lone surrogates, which
+    no JSON store, audit log or provider accepts) are shown as ``\\xff`` escapes."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name
+
+
 def _kind(mode: int) -> str:
     if stat.S_ISREG(mode):
         return "file"
@@ -173,7 +190,8 @@ def _kind(mode: int) -> str:
 
 def files(root: str | os.PathLike[str], *, trusted: bool = False,
           max_file_bytes: int = 1024 * 1024, max_list_entries: int = 500,
-          allow_delete: bool = True, one_filesystem: bool = True) -> Toolbox:
+          allow_delete: bool = True, one_filesystem: bool = True,
+          allow_hard_links: bool = False) -> Toolbox:
     """The files toolkit for one folder: ``list_files``, ``read_file``, ``write_draft``
     (write, creates or replaces a file atomically) and ``delete_file`` (write).
 
@@ -185,6 +203,8 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
         allow_delete: offer ``delete_file``.
         one_filesystem: refuse folders and files on another file system than the root (a bind
             mount of ``/proc`` or ``/dev`` inside the folder, a network share).
+        allow_hard_links: read files that have more than one hard link. Off by default: a hard
+            link planted in the folder can name a file outside it, which no path check sees.
 
     Raises:
         ToolDefinitionError: *root* is not an existing folder.
@@ -193,7 +213,7 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
         from ..exceptions import ToolDefinitionError
 
         raise ToolDefinitionError(f"files root {str(root)!r} is not an existing folder")
-    base = _Root(root, one_filesystem=one_filesystem)
+    base = _Root(root, one_filesystem=one_filesystem, allow_hard_links=allow_hard_links)
 
     def shown(parts: tuple[str, ...]) -> str:
         return repr("/".join(parts) or ".")
@@ -230,7 +250,8 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
                             truncated = True
                             break
                         info = entry.stat(follow_symlinks=False)
-                        item: dict[str, Any] = {"name": entry.name, "kind": _kind(info.st_mode)}
+                        item: dict[str, Any] = {"name": _shown_name(entry.name),
+                                                "kind": _kind(info.st_mode)}
                         if stat.S_ISREG(info.st_mode):
                             item["bytes"] = info.st_size
                         entries.append(item)

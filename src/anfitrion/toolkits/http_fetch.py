@@ -96,6 +96,8 @@ def address_is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool
     """True for a globally routable unicast address, also looking inside IPv6 wrappings."""
     if not ip.is_global or ip.is_multicast or ip.is_reserved or ip.is_unspecified:
         return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:  # fec0::/10, still routed
+        return False                                                  # inside some networks
     return all(address_is_public(inner) for inner in _embedded(ip))
 
 
@@ -163,7 +165,10 @@ def _check_url(url: Any, allow: frozenset[tuple[str, int | None]],
         raise ArgumentError("url has no valid host", field="url")
     try:
         ip = numeric_host(raw_host)
-        host = str(ip) if ip is not None else _ascii_host(raw_host)
+        if ip is None:  # full-width digits or dots become an address only after IDNA mapping
+            host = _ascii_host(raw_host)
+            ip = numeric_host(host)
+        host = str(ip) if ip is not None else host
     except ValueError as exc:
         raise ArgumentError(f"url host: {exc}", field="url") from None
     if ip is not None and not address_is_public(ip) \
@@ -370,6 +375,9 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
                     raise ToolError(f"more than {max_redirects} redirects")
         except TimeoutError:
             raise ToolError(f"the fetch took longer than {timeout:g} seconds") from None
+        except httpx.InvalidURL as exc:  # e.g. a Location httpx cannot parse (not an HTTPError)
+            raise ToolError(f"refused a redirect to a URL that cannot be parsed: {exc}"[:300]) \
+                from None
         except httpx.HTTPError as exc:
             raise ToolError(f"the fetch failed: {type(exc).__name__}: {exc}"[:300]) from None
         mime = ctype.split(";")[0].strip().lower()
@@ -383,6 +391,9 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
             text = body.decode(charset, errors="replace")
         except LookupError:
             text = body.decode("utf-8", errors="replace")
+        # a server-chosen charset (utf-7, unicode_escape) can decode to lone surrogates, which no
+        # JSON store, audit log or provider accepts: replace them
+        text = text.encode("utf-8", errors="replace").decode("utf-8")
         result: dict[str, Any] = {"url": target.url, "status": status, "content_type": mime}
         if mime in ("text/html", "application/xhtml+xml") or (not mime and "<html" in text[:500]):
             result["title"], text = html_to_text(text)

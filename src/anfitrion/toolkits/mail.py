@@ -13,8 +13,11 @@ arguments hash to the stored draft, the draft is the caller's, and it was never 
 :mod:`anfitrion.drafts`).
 
 Addresses are plain ASCII ``local@domain`` (international domains in punycode, ``xn--…``), so a
-look-alike domain cannot hide in the approval request; subjects are one line (no header
-injection); the operator may also restrict recipient domains here. Delivery goes to a local Maildir
+look-alike domain cannot hide in the approval request; the local part has no ``%`` or ``!``
+(old relay routing syntax that could carry mail on to another domain); subjects are one line,
+refusing every character a mail library or client may break a line on — CR, LF, NEL (U+0085),
+the Unicode line and paragraph separators — so no header can be injected; the operator may also
+restrict recipient domains here. Delivery goes to a local Maildir
 by default, or to an SMTP server when configured.
 """
 
@@ -23,6 +26,8 @@ from __future__ import annotations
 import mailbox
 import re
 import smtplib
+import ssl
+import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from email.message import EmailMessage
@@ -40,14 +45,21 @@ from ..tools import ArgumentError, Effect, Tool, Toolbox, ToolContext
 
 __all__ = ["SmtpSettings", "check_address", "mail"]
 
-_LOCAL = re.compile(r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*")
+# RFC 5322 atext without "%" and "!": user%other.example@allowed.example and bang paths are
+# relay routing, which would let an allowed domain forward the mail to any other
+_LOCAL = re.compile(r"[A-Za-z0-9#$&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9#$&'*+/=?^_`{|}~-]+)*")
 _LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
 MAX_SUBJECT_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
 class SmtpSettings:
-    """Where to send through SMTP instead of the local Maildir."""
+    """Where to send through SMTP instead of the local Maildir.
+
+    ``STARTTLS`` verifies the server's certificate and name (system CAs, or *tls_context* for a
+    private CA): without that, anyone on the path could pose as the server and receive the
+    password. A user name without ``STARTTLS`` is refused, for the same reason.
+    """
 
     host: str
     port: int = 587
@@ -55,6 +67,7 @@ class SmtpSettings:
     username: str | None = None
     password: str | None = None
     timeout: float = 30.0
+    tls_context: ssl.SSLContext | None = None
 
 
 def check_address(address: Any, field: str = "to") -> str:
@@ -103,10 +116,14 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
         namespace: the store records namespace of the drafts.
 
     Raises:
-        ToolDefinitionError: neither or both of *maildir* and *smtp*, or an invalid sender.
+        ToolDefinitionError: neither or both of *maildir* and *smtp*, an invalid sender, or
+            SMTP credentials without ``STARTTLS``.
     """
     if (maildir is None) == (smtp is None):
         raise ToolDefinitionError("mail needs exactly one of maildir= or smtp=")
+    if smtp is not None and smtp.username is not None and not smtp.starttls:
+        raise ToolDefinitionError("mail: an SMTP user name needs starttls=True; the password "
+                                  "would otherwise cross the network in clear")
     try:
         from_address = check_address(sender, "sender")
     except ArgumentError as exc:
@@ -133,7 +150,7 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
             raise ArgumentError("to: a recipient is listed twice", field="to")
         subject = arguments.get("subject", "")
         if not isinstance(subject, str) or len(subject) > MAX_SUBJECT_CHARS \
-                or any(ord(c) < 32 or ord(c) == 127 for c in subject):
+                or any(unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in subject):
             raise ArgumentError(f"subject must be one line of at most {MAX_SUBJECT_CHARS} "
                                 "characters, without control characters", field="subject")
         body = arguments.get("body", "")
@@ -158,8 +175,8 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
             box.add(message)
             return
         with smtplib.SMTP(smtp.host, smtp.port, timeout=smtp.timeout) as client:
-            if smtp.starttls:
-                client.starttls()
+            if smtp.starttls:  # smtplib's own default context checks no certificate
+                client.starttls(context=smtp.tls_context or ssl.create_default_context())
             if smtp.username is not None:
                 client.login(smtp.username, smtp.password or "")
             client.send_message(message, from_addr=from_address, to_addrs=recipients)

@@ -8,12 +8,23 @@ Three layers, each enough on its own for the common attacks:
 2. **SQLite**: the file is opened with a ``mode=ro`` URI, ``PRAGMA query_only`` is set, and an
    authorizer refuses everything that is not a read: writes, schema changes, transactions,
    ``ATTACH``/``DETACH``, every PRAGMA (the schema is read from ``sqlite_master``), and
-   ``load_extension``. A progress handler stops a query after the time limit.
-3. **PostgreSQL** (extra ``postgres``): every query runs in a ``READ ONLY`` transaction with a
-   ``statement_timeout``, after ``SET LOCAL ROLE`` to the principal's own database role when a
-   role mapping is configured (no role → refused: fail closed), and is always rolled back.
+   ``load_extension``. A progress handler stops a query after the time limit, and the longest
+   string or blob a query may build is capped (``randomblob(10**9)`` cannot exhaust memory).
+3. **PostgreSQL** (extra ``postgres``): every query runs in a ``READ ONLY``, ``REPEATABLE
+   READ`` transaction with a ``statement_timeout``, after ``SET LOCAL ROLE`` to the principal's
+   own database role when a role mapping is configured (no role → refused: fail closed), and is
+   always rolled back.
+   A read-only transaction does not stop everything, so at validate the query is also refused
+   when it names a function that can change the session's identity (``set_config`` except for
+   a few harmless settings: ``set_config('role', …)`` undoes ``SET LOCAL ROLE``), runs SQL
+   given as text (``query_to_xml``, ``ts_stat``, ``dblink``), reaches the server's files
+   (``pg_read_file``, ``lo_import``) or acts outside the transaction
+   (``pg_terminate_backend``, ``pg_reload_conf``). After the query the role is checked again:
+   a result produced under another role is discarded.
 
-Results are capped by rows and by bytes; a capped result says so.
+Results are capped by rows and by bytes; a capped result says so. Rows are read one at a time
+(PostgreSQL in single-row mode), so a query returning many big values never has them all in the
+host's memory at once.
 
 Example:
     >>> split_statements("select 1; -- done")
@@ -24,6 +35,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -124,12 +136,149 @@ def _check_query(arguments: Mapping[str, Any]) -> None:
                             f"EXPLAIN); {first.upper()[:20]!r} is not one", field="query")
 
 
+# Functions a read-only transaction does not stop: they change who the session is or its
+# settings, run SQL given as text (which no check here can read), touch the server's files, or
+# act on other sessions and the server. Matched as identifiers, schema-qualified or quoted.
+_PG_DENIED_FUNCTIONS = frozenset({
+    "query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema",
+    "cursor_to_xml", "cursor_to_xmlschema", "ts_stat", "ts_rewrite",
+    "pg_terminate_backend", "pg_cancel_backend", "pg_reload_conf", "pg_rotate_logfile",
+    "pg_switch_wal", "pg_create_restore_point", "pg_promote", "pg_log_backend_memory_contexts",
+    "pg_read_file", "pg_read_binary_file", "pg_ls_dir", "pg_stat_file", "pg_ls_logdir",
+    "pg_ls_waldir", "pg_ls_tmpdir", "pg_ls_archive_statusdir", "pg_ls_logicalmapdir",
+    "pg_ls_logicalsnapdir", "pg_ls_replslotdir", "pg_file_write", "pg_file_rename",
+    "pg_file_unlink", "pg_file_sync", "pg_logdir_ls", "lo_import", "lo_export", "lo_unlink",
+    "lo_create", "lo_creat", "lo_from_bytea", "lo_put", "lo_open", "lo_truncate", "lowrite",
+    "pg_notify", "pg_logical_emit_message", "pg_advisory_lock", "pg_advisory_lock_shared",
+    "pg_try_advisory_lock", "pg_try_advisory_lock_shared",
+})
+_PG_DENIED_PREFIXES = ("dblink", "pg_stat_reset", "pg_replication_", "pg_create_",
+                       "pg_drop_replication", "pg_copy_", "pg_import_")
+_IDENT_START = re.compile(r"[A-Za-z_\u0080-\U0010ffff]")
+_IDENT_CHARS = re.compile(r"[A-Za-z0-9_$\u0080-\U0010ffff]*")
+
+
+def _pg_words(sql: str, *, backslash_escapes: bool) -> list[tuple[str, int]]:
+    """The identifiers and keywords of *sql*, lower-cased, outside strings and comments, each
+    with the index just past it.
+
+    With *backslash_escapes* every string is read as if ``standard_conforming_strings`` were off;
+    ``E'…'`` strings always are. Raises :class:`ArgumentError` for ``U&`` escaped identifiers,
+    whose spelling cannot be checked here.
+    """
+    words: list[tuple[str, int]] = []
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if c == "'":
+            escapes = backslash_escapes or (i > 0 and sql[i - 1] in "eE"
+                                            and (i < 2 or not _IDENT_CHARS.fullmatch(sql[i - 2])))
+            i += 1
+            while i < n:
+                if escapes and sql[i] == "\\":
+                    i += 2
+                    continue
+                if sql[i] == "'":
+                    if i + 1 < n and sql[i + 1] == "'":
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+        elif c == '"':
+            end = i + 1
+            name: list[str] = []
+            while end < n:
+                if sql[end] == '"':
+                    if end + 1 < n and sql[end + 1] == '"':
+                        name.append('"')
+                        end += 2
+                        continue
+                    break
+                name.append(sql[end])
+                end += 1
+            words.append(("".join(name).lower(), end + 1))
+            i = end + 1
+        elif c == "$" and (match := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:])):
+            close = sql.find(match.group(0), i + len(match.group(0)))
+            i = n if close < 0 else close + len(match.group(0))
+        elif sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif sql.startswith("/*", i):
+            depth, i = 1, i + 2
+            while i < n and depth:  # PostgreSQL's block comments nest
+                if sql.startswith("/*", i):
+                    depth, i = depth + 1, i + 2
+                elif sql.startswith("*/", i):
+                    depth, i = depth - 1, i + 2
+                else:
+                    i += 1
+        elif c in "uU" and sql.startswith("&", i + 1) and sql[i + 2:i + 3] in ("'", '"'):
+            raise ArgumentError("U& escaped strings and identifiers are not accepted; write "
+                                "the characters themselves", field="query")
+        elif _IDENT_START.match(c):
+            match_ident = _IDENT_CHARS.match(sql, i + 1)
+            end = match_ident.end() if match_ident else i + 1
+            words.append((sql[i:end].lower(), end))
+            i = end
+        else:
+            i += 1
+    return words
+
+
+# set_config is allowed only with one of these setting names written as a plain literal: it can
+# otherwise name ``role`` and undo SET LOCAL ROLE within the query.
+_PG_SETTABLE = frozenset({"statement_timeout", "lock_timeout", "work_mem", "datestyle",
+                          "timezone", "intervalstyle", "extra_float_digits", "bytea_output",
+                          "application_name"})
+_SET_CONFIG_CALL = re.compile(r"\s*\(\s*'([A-Za-z_]+)'\s*,")
+
+
+def _check_pg_query(arguments: Mapping[str, Any]) -> None:
+    _check_query(arguments)
+    query = str(arguments.get("query"))
+    for escapes in (False, True):
+        for word, end in _pg_words(query, backslash_escapes=escapes):
+            if word == "set_config":
+                match = _SET_CONFIG_CALL.match(query, end)
+                if match and match.group(1).lower() in _PG_SETTABLE:
+                    continue
+                raise ArgumentError(
+                    "set_config is allowed only with one of the settings "
+                    f"{', '.join(sorted(_PG_SETTABLE))} written as a plain 'literal' (it could "
+                    "otherwise change the role the query runs as)", field="query")
+            if word in _PG_DENIED_FUNCTIONS or word.startswith(_PG_DENIED_PREFIXES):
+                raise ArgumentError(
+                    f"{word[:40]!r} is not allowed here: this tool only reads with your own "
+                    "permissions, and that function changes the session or the server, runs SQL "
+                    "text, or reads the server's files", field="query")
+
+
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return f"<{len(bytes(value))} bytes>"
     return str(value)
+
+
+def _fetch_within(fetchone: Callable[[], Any], max_rows: int,
+                  max_bytes: int) -> list[Sequence[Any]]:
+    """Fetch rows one at a time, stopping one row past either cap (so the shaped result knows it
+    was cut) — never holding ``max_rows`` rows of megabyte values at once."""
+    rows: list[Sequence[Any]] = []
+    size = 0
+    while len(rows) <= max_rows:
+        row = fetchone()
+        if row is None:
+            break
+        item = [_jsonable(v) for v in row]  # a blob is kept as "<N bytes>", not its bytes
+        rows.append(item)
+        size += len(json.dumps(item, ensure_ascii=False).encode("utf-8")) + 1
+        if size > max_bytes:
+            break
+    return rows
 
 
 def _shape(columns: Sequence[str], rows: Sequence[Sequence[Any]], more: bool, max_rows: int,
@@ -164,15 +313,17 @@ def _sqlite_authorizer(action: int, arg1: str | None, arg2: str | None, db: str 
     return sqlite3.SQLITE_DENY
 
 
-def _query_tool(run: Callable[..., Any], name: str, description: str) -> Tool:
+def _query_tool(run: Callable[..., Any], name: str, description: str,
+                validator: Callable[[Mapping[str, Any]], None] = _check_query) -> Tool:
     summary = (inspect.getdoc(run) or "").split("Args:")[0].strip()
     return Tool.from_function(run, name=name, effect=Effect.READ,
-                              provenance=Provenance.UNTRUSTED, validator=_check_query,
+                              provenance=Provenance.UNTRUSTED, validator=validator,
                               description=summary + (f"\n\n{description}" if description else ""))
 
 
 def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
-           max_bytes: int = 64 * 1024, timeout: float = 5.0, description: str = "") -> Tool:
+           max_bytes: int = 64 * 1024, timeout: float = 5.0, description: str = "",
+           max_value_bytes: int = 4 * 1024 * 1024) -> Tool:
     """A read-only query tool over one SQLite file.
 
     Args:
@@ -182,6 +333,8 @@ def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
         max_bytes: most bytes of JSON rows returned.
         timeout: seconds a query may run.
         description: what the database holds, appended to the tool's description for the model.
+        max_value_bytes: the longest string or blob a query may build or read (SQLite's
+            ``SQLITE_LIMIT_LENGTH``), so one expression cannot allocate gigabytes.
     """
     uri = Path(path).resolve().as_uri() + "?mode=ro"
 
@@ -201,6 +354,8 @@ def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
         except sqlite3.Error as exc:
             raise ToolError(f"cannot open the database read-only: {exc}") from None
         try:
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
+            conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
             conn.execute("PRAGMA query_only = ON")
             # load the schema before the authorizer: SQLite's own schema parse is not a query
             conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
@@ -209,7 +364,7 @@ def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
             conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
             try:
                 cursor = conn.execute(query)
-                rows = cursor.fetchmany(max_rows + 1)
+                rows = _fetch_within(cursor.fetchone, max_rows, max_bytes)
             except sqlite3.DatabaseError as exc:
                 message = str(exc)
                 if message == "interrupted":
@@ -264,7 +419,7 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
         Args:
             query: One PostgreSQL SELECT statement.
         """
-        _check_query({"query": query})
+        _check_pg_query({"query": query})
         db_role = None
         if role is not None:
             db_role = role(principal)
@@ -277,17 +432,29 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
         try:
             async with conn.cursor() as cur:
                 try:
-                    await cur.execute("SET TRANSACTION READ ONLY")
+                    await cur.execute("SET TRANSACTION READ ONLY, ISOLATION LEVEL REPEATABLE READ")
                     await cur.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(
                         pgsql.Literal(max(1, int(timeout * 1000)))))
                     if db_role is not None:
                         await cur.execute(pgsql.SQL("SET LOCAL ROLE {}").format(
                             pgsql.Identifier(db_role)))
-                    # a prepared statement goes through the extended protocol, which the
-                    # server limits to one statement: a second one cannot ride along
-                    await cur.execute(query.encode("utf-8"), prepare=True)
-                    rows = await cur.fetchmany(max_rows + 1) if cur.description else []
+                    # stream() uses the extended protocol, which the server limits to one
+                    # statement (a second one cannot ride along), and single-row mode: rows
+                    # past the caps are read and dropped one at a time, never held together
+                    rows: list[Sequence[Any]] = []
+                    size = 0
+                    async for row in cur.stream(query.encode("utf-8")):
+                        if len(rows) > max_rows or size > max_bytes:
+                            continue  # read to the end, so the role check below can run
+                        item = [_jsonable(v) for v in row]
+                        rows.append(item)
+                        size += len(json.dumps(item, ensure_ascii=False).encode("utf-8")) + 1
+                    if not rows:  # stream() keeps no description of an empty result: run it
+                        # again (same snapshot, see REPEATABLE READ) only to name the columns
+                        await cur.execute(query.encode("utf-8"), prepare=True)
                     columns = [d.name for d in cur.description or ()]
+                    await cur.execute("SELECT current_user::text, session_user::text")
+                    who = await cur.fetchone()
                 except psycopg.errors.QueryCanceled:
                     raise ToolError(f"the query ran longer than {timeout:g} seconds") from None
                 except psycopg.Error as exc:
@@ -296,6 +463,10 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
         finally:
             await conn.rollback()
             await conn.close()
+        expected = db_role if db_role is not None else (who[1] if who else None)
+        if who is None or who[0] != expected:
+            raise ToolError("the query changed the database role it runs as; its result is "
+                            "discarded")
         return _shape(columns, rows[:max_rows], len(rows) > max_rows, max_rows, max_bytes)
 
-    return _query_tool(run, name, description)
+    return _query_tool(run, name, description, _check_pg_query)
