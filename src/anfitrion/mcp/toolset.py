@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import anyio
+import httpx
 from anyio.abc import TaskGroup, TaskStatus
 from jsonschema.validators import Draft202012Validator
 
@@ -61,6 +62,10 @@ try:
     from mcp.shared.exceptions import McpError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
+try:  # the newer client takes an httpx client; the older one is deprecated where both exist
+    from mcp.client.streamable_http import streamable_http_client
+except ImportError:  # pragma: no cover - older SDKs
+    streamable_http_client = None  # type: ignore[assignment]
 
 __all__ = ["McpServerError", "McpServers", "McpTool", "McpToolset", "ToolStatus"]
 
@@ -235,7 +240,14 @@ class McpToolset:
                                                    env=dict(cfg.env), cwd=cfg.cwd)
                     read, write = await stack.enter_async_context(
                         stdio_client(params, errlog=self.errlog or sys.stderr))
-                else:
+                elif streamable_http_client is not None:
+                    assert cfg.url is not None
+                    http = await stack.enter_async_context(httpx.AsyncClient(
+                        headers=dict(cfg.headers), follow_redirects=False,
+                        timeout=httpx.Timeout(cfg.timeout, read=max(cfg.timeout, 300))))
+                    read, write, _ = await stack.enter_async_context(
+                        streamable_http_client(cfg.url, http_client=http))
+                else:  # pragma: no cover - older SDKs
                     assert cfg.url is not None
                     read, write, _ = await stack.enter_async_context(
                         streamablehttp_client(cfg.url, headers=dict(cfg.headers) or None,
