@@ -225,8 +225,8 @@ _INSTRUCTION_LIKE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
         ("orders about other tools or calls",
          r"\b(before|after|instead of)\s+(using|calling|running|invoking)\b"),
         ("mentions secrets or credentials",
-         r"(~/\.ssh|id_rsa|id_ed25519|\.env\b|mcp\.json|\bcredentials?\b|\bapi[_ -]?keys?\b|"
-         r"\bpasswords?\b|\btokens?\b|\bprivate key\b)"),
+         r"(\.ssh\b|ssh[_ -]?keys?|id_rsa|id_ed25519|\.env\b|mcp\.json|credentials?|"
+         r"api[_ -]?keys?|passwords?|\btokens?\b|private[_ -]?keys?|secret[_ -]?keys?)"),
         ("mentions sending data somewhere",
          r"\b(send|forward|exfiltrate|upload|post|email|leak)\b.{0,40}\b(to|https?://)"),
         ("contains a URL", r"\bhttps?://\S+"),

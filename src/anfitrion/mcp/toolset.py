@@ -150,6 +150,16 @@ class _Connection:
         self.stop.set()
 
 
+def _real_file(stream: TextIO) -> TextIO:
+    """A stream a child process can write to: replaced streams (notebooks, test runners)
+    have no file descriptor, so the server's stderr goes to the process's real stderr."""
+    try:
+        stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return sys.__stderr__ or stream
+    return stream
+
+
 def _describe_content(block: Any) -> str:
     if isinstance(block, mt.TextContent):
         return block.text
@@ -239,7 +249,7 @@ class McpToolset:
                     params = StdioServerParameters(command=cfg.command, args=list(cfg.args),
                                                    env=dict(cfg.env), cwd=cfg.cwd)
                     read, write = await stack.enter_async_context(
-                        stdio_client(params, errlog=self.errlog or sys.stderr))
+                        stdio_client(params, errlog=_real_file(self.errlog or sys.stderr)))
                 elif streamable_http_client is not None:
                     assert cfg.url is not None
                     http = await stack.enter_async_context(httpx.AsyncClient(
