@@ -316,8 +316,9 @@ class McpToolset:
         try:
             with anyio.fail_after(self.config.timeout):
                 for _ in range(MAX_LIST_PAGES):
-                    params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
-                    page = await conn.session.list_tools(params=params)
+                    page = await (conn.session.list_tools(
+                        params=mt.PaginatedRequestParams(cursor=cursor)) if cursor
+                        else conn.session.list_tools())
                     tools.extend(page.tools)
                     cursor = page.nextCursor
                     if not cursor or len(tools) > MAX_TOOLS_PER_SERVER:
