@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -14,15 +15,17 @@ import httpx
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import through_gate
 
 from anfitrion.approvals import ApprovalAnswer
 from anfitrion.events import EventType, HostEvent
 from anfitrion.mcp.config import ServerConfig
 from anfitrion.mcp.gateway import Gateway
 from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp.toolset import McpServers, McpToolset
 from anfitrion.policy import Decision, Policy
 from anfitrion.store import MemoryStore
+from anfitrion.tools import OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 
@@ -192,3 +195,49 @@ async def test_the_http_transport_refuses_requests_it_cannot_trust(
                 "Content-Type": "application/json",
                 "Accept": "application/json, text/event-stream", **headers})
     assert response.status_code == status
+
+
+async def test_a_definition_changed_while_a_call_waits_voids_the_approval(
+        malicious: Callable[..., ServerConfig], store: MemoryStore) -> None:
+    configs = [malicious()]
+    await approve_pins(configs, store, ["mal.rug", "mal.flip"])
+    gateways: list[Gateway] = []
+
+    async def rug_pull_then_approve(event: HostEvent) -> None:
+        if event.type is EventType.APPROVAL_REQUESTED and event.request is not None:
+            offered = await gateways[0].offered()
+            await through_gate(offered.values(), "mal.flip", {}, store, call_id="flip")
+            assert await store.answer_approval(ApprovalAnswer.to(event.request, True, "alice"))
+
+    with anyio.fail_after(60):
+        async with http_gateway(configs, store, on_event=rug_pull_then_approve) as (gw, url), \
+                mcp_client(url) as client:
+            gateways.append(gw)
+            result = await client.call_tool("mal.rug", {"a": 1, "b": 2})
+            listed = [t.name for t in (await client.list_tools()).tools]
+    assert result.isError
+    assert "unknown tool 'mal.rug'" in result.content[0].text
+    assert listed == ["mal.flip"]
+
+
+async def test_an_upstream_streamable_http_server_is_a_tool_source_with_its_headers(
+        time_server: ServerConfig, store: MemoryStore, offer: OfferContext) -> None:
+    await approve_pins([time_server], store, ["time.get_current_time"])
+    client_store = MemoryStore()
+    with anyio.fail_after(60):
+        async with http_gateway([time_server], store) as (_, url):
+            remote = ServerConfig(id="remote", url=url,
+                                  headers={"Authorization": f"Bearer {TOKEN}"})
+            async with McpToolset(remote, client_store) as toolset:
+                statuses = await toolset.refresh()
+                assert [s.name for s in statuses] == ["remote.time.get_current_time"]
+                await toolset.pins.approve("remote.time.get_current_time", by="operator")
+                outcome = await through_gate(await toolset.list_tools(offer),
+                                             "remote.time.get_current_time",
+                                             {"timezone": "UTC"}, client_store)
+            refused = ServerConfig(id="remote", url=url,
+                                   headers={"Authorization": "Bearer not-the-token-at-all"})
+            async with McpToolset(refused, client_store) as toolset:
+                assert await toolset.list_tools(offer) == []
+                assert toolset.last_error
+    assert json.loads(outcome.result.content)["timezone"] == "UTC"

@@ -39,10 +39,10 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
     variable named by gateway.tokenEnv (ANFITRION_GATEWAY_TOKEN), or generated and printed on
     stderr. Nothing is ever written to stdout except the MCP protocol.
     """
-    from ..mcp.gateway import Gateway
-    from ..mcp.toolset import McpServers
-
     try:
+        from ..mcp.gateway import Gateway
+        from ..mcp.toolset import McpServers
+
         config = load_config(config_path)
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from exc
