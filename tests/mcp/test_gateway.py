@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import httpx
+import mcp.types as mt
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -66,11 +67,16 @@ async def http_gateway(configs: Sequence[ServerConfig], store: MemoryStore, *,
 
 
 @asynccontextmanager
-async def mcp_client(url: str) -> AsyncIterator[ClientSession]:
+async def mcp_client(url: str, seen: list[Any] | None = None) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def keep(message: Any) -> None:
+        if seen is not None:
+            seen.append(message)
+
     async with httpx.AsyncClient(headers=headers) as http, \
             streamable_http_client(url, http_client=http) as (read, write, _), \
-            ClientSession(read, write) as session:
+            ClientSession(read, write, message_handler=keep) as session:
         await session.initialize()
         yield session
 
@@ -209,12 +215,16 @@ async def test_a_definition_changed_while_a_call_waits_voids_the_approval(
             await through_gate(offered.values(), "mal.flip", {}, store, call_id="flip")
             assert await store.answer_approval(ApprovalAnswer.to(event.request, True, "alice"))
 
+    seen: list[Any] = []
     with anyio.fail_after(60):
         async with http_gateway(configs, store, on_event=rug_pull_then_approve) as (gw, url), \
-                mcp_client(url) as client:
+                mcp_client(url, seen) as client:
             gateways.append(gw)
+            assert len((await client.list_tools()).tools) == 2
             result = await client.call_tool("mal.rug", {"a": 1, "b": 2})
             listed = [t.name for t in (await client.list_tools()).tools]
+    assert any(isinstance(m, mt.ServerNotification) and
+               isinstance(m.root, mt.ToolListChangedNotification) for m in seen)
     assert result.isError
     assert "unknown tool 'mal.rug'" in result.content[0].text
     assert listed == ["mal.flip"]

@@ -23,6 +23,7 @@ import hmac
 import logging
 import socket
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -44,7 +45,8 @@ from .toolset import McpServers
 
 try:
     import mcp.types as mt
-    from mcp.server.lowlevel import Server
+    from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.server.models import InitializationOptions
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -100,6 +102,7 @@ class Gateway:
         # (tool, digest of arguments) -> (call id, approval request id): a call repeated after
         # its approval was given must carry the call id the approval is bound to.
         self._waiting: dict[tuple[str, str], tuple[str, str]] = {}
+        self._offered_names: frozenset[str] = frozenset()
 
     async def _emit(self, event: HostEvent) -> None:
         await dispatch(self._listeners, event)
@@ -107,9 +110,11 @@ class Gateway:
     async def offered(self) -> dict[str, Tool]:
         """The tools callers may see and call now."""
         tools = await self.servers.list_tools(OfferContext(self.principal, self.session_id))
-        return {t.name: t for t in tools
-                if t.scopes <= self.principal.scopes
-                and (self._visible is None or self._visible(t))}
+        offered = {t.name: t for t in tools
+                   if t.scopes <= self.principal.scopes
+                   and (self._visible is None or self._visible(t))}
+        self._offered_names = frozenset(offered)
+        return offered
 
     # -- MCP handlers ----------------------------------------------------------------------
 
@@ -175,18 +180,33 @@ class Gateway:
     # -- transports ------------------------------------------------------------------------
 
     def build_server(self) -> Server[Any, Any]:
-        """The MCP SDK server object with the gateway's handlers."""
-        server: Server[Any, Any] = Server("anfitrion-gateway", version=__version__,
-                                          instructions=None)
+        """The MCP SDK server object with the gateway's handlers.
+
+        A client that listed the tools is sent ``notifications/tools/list_changed`` when a call
+        finds the offered set different (a tool blocked, approved, or its server gone).
+        """
+        server: Server[Any, Any] = _GatewayServer("anfitrion-gateway", version=__version__)
+        listed: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
 
         @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator,misc]
         async def _list() -> list[mt.Tool]:
-            return await self.list_tools()
+            tools = await self.list_tools()
+            listed[server.request_context.session] = frozenset(t.name for t in tools)
+            return tools
 
         # the gate validates arguments itself, strictly, against the pinned schema
         @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator,misc]
         async def _call(name: str, arguments: dict[str, Any]) -> mt.CallToolResult:
-            return await self.call_tool(name, arguments)
+            result = await self.call_tool(name, arguments)
+            context = server.request_context
+            before = listed.get(context.session)
+            if before is not None and before != self._offered_names:
+                listed[context.session] = self._offered_names
+                # on the call's own stream, so it reaches the client before the result
+                await context.session.send_notification(
+                    mt.ServerNotification(mt.ToolListChangedNotification()),
+                    related_request_id=context.request_id)
+            return result
 
         return server
 
@@ -243,6 +263,18 @@ class Gateway:
                 await server.serve(sockets=[sock])
         finally:
             sock.close()
+
+
+class _GatewayServer(Server[Any, Any]):
+    """Announces ``tools.listChanged`` on every transport (HTTP builds its own options)."""
+
+    def create_initialization_options(
+            self, notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities)
 
 
 async def _respond(send: Any, status: int, body: bytes,
