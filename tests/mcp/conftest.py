@@ -12,12 +12,12 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from mcp_helpers import MALICIOUS
+
 from anfitrion.mcp.config import ServerConfig
 from anfitrion.principal import Principal
 from anfitrion.store import MemoryStore
 from anfitrion.tools import OfferContext
-
-MALICIOUS = str(Path(__file__).parent / "servers" / "malicious.py")
 
 
 @pytest.fixture

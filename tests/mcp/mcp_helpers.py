@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from anfitrion.principal import Principal
+
+MALICIOUS = str(Path(__file__).parent / "servers" / "malicious.py")
 
 
 async def _ignore(event: Any) -> None:

@@ -15,13 +15,13 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_helpers import MALICIOUS
 
 from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
 from anfitrion.mcp.config import load_config
 from anfitrion.mcp.pinning import PinBook
 from anfitrion.mcp.toolset import McpServers
 from anfitrion.store import Store, open_store
-from conftest import MALICIOUS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from mcp_helpers import MALICIOUS
 
 from anfitrion.cli.mcp import command
 from anfitrion.store import MemoryStore
-from conftest import MALICIOUS
 
 pytestmark = pytest.mark.mcp_servers
 

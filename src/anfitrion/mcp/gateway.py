@@ -56,6 +56,9 @@ __all__ = ["Gateway", "HttpGuard"]
 
 log = logging.getLogger("anfitrion.mcp.gateway")
 
+MAX_WAITING = 1000
+"""Calls remembered for a retry after their approval; the oldest are forgotten first."""
+
 ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Any]
 
 
@@ -145,6 +148,8 @@ class Gateway:
             if await self._answered(request_id):
                 outcome = await self._process(call, request_id)
             if outcome.result is None:
+                if len(self._waiting) >= MAX_WAITING:  # forget the oldest unanswered call
+                    self._waiting.pop(next(iter(self._waiting)))
                 self._waiting[key] = (call_id, request_id)
                 return _text_result(
                     f"{name} needs a person's approval and none came within "
