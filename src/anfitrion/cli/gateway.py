@@ -35,7 +35,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
             approval_wait: float | None) -> None:
     """Serve the configured MCP servers' approved tools, every call through the gate.
 
-    Over HTTP every request needs ``Authorization: Bearer TOKEN``; the token is read from the
+    Over HTTP every request needs 'Authorization: Bearer TOKEN'; the token is read from the
     variable named by gateway.tokenEnv (ANFITRION_GATEWAY_TOKEN), or generated and printed on
     stderr. Nothing is ever written to stdout except the MCP protocol.
     """

@@ -207,7 +207,7 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
 @click.pass_context
 def approve(ctx: click.Context, names: tuple[str, ...], config_path: str | None,
             store_url: str | None, digest_prefix: str | None, approver: str | None) -> None:
-    """Approve what was seen last of NAMES: ``server``, ``server.tool`` or ``server.*``."""
+    """Approve what was seen last of NAMES: SERVER, SERVER.TOOL or 'SERVER.*'."""
     if digest_prefix is not None and (len(names) != 1 or names[0].endswith(".*")):
         raise click.UsageError("--digest goes with exactly one server or tool")
     who = approver or getpass.getuser()
