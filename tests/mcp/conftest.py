@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("mcp")
-
 from mcp_helpers import MALICIOUS
 
 from anfitrion.mcp.config import ServerConfig

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+
+pytest.importorskip("mcp")
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_helpers import MALICIOUS

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("mcp")
 from click.testing import CliRunner
 from mcp_helpers import MALICIOUS
 

@@ -12,8 +12,10 @@ from typing import Any
 
 import anyio
 import httpx
-import mcp.types as mt
 import pytest
+
+pytest.importorskip("mcp")
+import mcp.types as mt
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import through_gate

@@ -9,6 +9,8 @@ from typing import Any
 
 import anyio
 import pytest
+
+pytest.importorskip("mcp")
 from mcp_helpers import through_gate
 
 from anfitrion.approvals import ApprovalAnswer, DeferredApprover, DenyAllApprover
