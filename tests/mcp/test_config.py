@@ -63,3 +63,9 @@ def test_load_config_reports_file_and_line(tmp_path: Path) -> None:
                                                               "principal": "desk"}}))
     settings = load_config(path).gateway
     assert (settings.approval_wait, settings.principal) == (5.0, "desk")
+
+
+def test_the_gateway_policy_file_is_relative_to_the_config(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"gateway": {"policy": "anfitrion.toml"}}))
+    assert load_config(path).gateway.policy == str(tmp_path / "anfitrion.toml")

@@ -15,6 +15,7 @@ import click
 
 from ..exceptions import AnfitrionError
 from ..mcp.config import load_config
+from ..policy import Policy
 from ..principal import Principal
 from ..store import open_store
 from .mcp import store_url_for
@@ -29,10 +30,13 @@ from .mcp import store_url_for
 @click.option("--http", "use_http", is_flag=True,
               help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
 @click.option("--port", type=int, default=None, help="HTTP port (default: gateway.port, 8765).")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False), default=None,
+              help="Policy file (TOML; default: gateway.policy, else ./anfitrion.toml when "
+                   "present, else read → allow, write → ask).")
 @click.option("--approval-wait", type=float, default=None,
               help="Seconds a call waits for a person (default: gateway.approvalWait, 60).")
 def command(config_path: str, store_url: str | None, use_http: bool, port: int | None,
-            approval_wait: float | None) -> None:
+            policy_path: str | None, approval_wait: float | None) -> None:
     """Serve the configured MCP servers' approved tools, every call through the gate.
 
     Over HTTP every request needs 'Authorization: Bearer TOKEN'; the token is read from the
@@ -48,6 +52,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
         raise click.ClickException(str(exc)) from exc
     settings = config.gateway
     url = store_url_for(store_url, config)
+    policy = _policy(policy_path or settings.policy)
 
     def say(text: str) -> None:
         click.echo(text, err=True)
@@ -56,7 +61,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
         store = open_store(url)
         try:
             async with McpServers(config, store, errlog=sys.stderr) as servers:
-                gateway = Gateway(servers, store=store,
+                gateway = Gateway(servers, store=store, policy=policy,
                                   principal=Principal(settings.principal, scopes=settings.scopes),
                                   approval_wait=approval_wait or settings.approval_wait)
                 if not use_http:
@@ -80,3 +85,18 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
         raise click.ClickException(str(exc)) from exc
     except KeyboardInterrupt:  # pragma: no cover - interactive stop
         pass
+
+
+def _policy(path: str | None) -> Policy | None:
+    """The policy file's policy, through the policy package's loader when it has one."""
+    try:
+        from ..policy import find_policy  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        if path is not None:
+            raise click.ClickException("this anfitrion cannot read policy files") from None
+        return None
+    try:
+        found: Policy = find_policy(path)
+    except AnfitrionError as exc:
+        raise click.ClickException(str(exc)) from exc
+    return found

@@ -10,8 +10,8 @@ Paste the ``mcpServers`` block of a desktop assistant's config and it loads as i
         "docs": {"url": "https://docs.example/mcp",
                  "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}}
       },
-      "gateway": {"store": "sqlite:///anfitrion.db", "principal": "desktop",
-                  "approvalWait": 60}
+      "gateway": {"store": "sqlite:///anfitrion.db", "policy": "anfitrion.toml",
+                  "principal": "desktop", "approvalWait": 60}
     }
 
 The key of each server is its *operator-assigned id*: tools are offered as ``<id>.<tool>``,
@@ -82,6 +82,7 @@ class GatewaySettings:
 
     Attributes:
         store: store URL (approvals, pins, ledger, audit).
+        policy: a policy file (TOML), relative to the config file.
         principal: who the gateway's callers act as.
         scopes: the principal's scopes.
         approval_wait: seconds a call waits for a person before returning a tool error.
@@ -92,6 +93,7 @@ class GatewaySettings:
     """
 
     store: str | None = None
+    policy: str | None = None
     principal: str = "mcp-client"
     scopes: frozenset[str] = frozenset()
     approval_wait: float = 60.0
@@ -199,7 +201,7 @@ def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
         return GatewaySettings()
     if not isinstance(raw, dict):
         raise ConfigError("must be an object", path=path, key="gateway")
-    known = {"store", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
+    known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
              "allowedOrigins", "maxBodyBytes"}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -217,15 +219,19 @@ def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
     for name, value in (("scopes", scopes), ("allowedOrigins", origins)):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError("must be a list of strings", path=path, key=f"gateway.{name}")
-    for name in ("store", "principal", "tokenEnv"):
+    for name in ("store", "policy", "principal", "tokenEnv"):
         if name in raw and (not isinstance(raw[name], str) or not raw[name]):
             raise ConfigError("must be a non-empty string", path=path, key=f"gateway.{name}")
     body = raw.get("maxBodyBytes", defaults.max_body_bytes)
     if isinstance(body, bool) or not isinstance(body, int) or body < 1024:
         raise ConfigError("must be an integer of at least 1024", path=path,
                           key="gateway.maxBodyBytes")
+    policy = raw.get("policy")
+    if policy is not None and path is not None:
+        policy = str(Path(path).parent / policy)
     return GatewaySettings(
-        store=raw.get("store"), principal=raw.get("principal", defaults.principal),
+        store=raw.get("store"), policy=policy,
+        principal=raw.get("principal", defaults.principal),
         scopes=frozenset(scopes),
         approval_wait=_number(raw.get("approvalWait"), defaults.approval_wait, path=path,
                               key="gateway.approvalWait"),
