@@ -114,7 +114,8 @@ async def test_over_stdio_reads_pass_and_writes_wait_for_a_person_via_the_store(
                     tg.start_soon(deny_it)
                     denied = await client.call_tool("mal.delete_file", {"name": "precious.txt"})
                 assert denied.isError
-                assert "denied by alice: not today" in denied.content[0].text
+                assert "denied" in denied.content[0].text
+                assert "not today" in denied.content[0].text
         assert (tmp_path / "precious.txt").exists()
         kinds = {r.type for r in await store.audit_records()}
         assert {"approval.requested", "approval.answered", "execution.settled"} <= kinds
