@@ -60,12 +60,15 @@ async def http_gateway(configs: Sequence[ServerConfig], store: MemoryStore, *,
             ports.append(port)
             ready.set()
 
+        stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(partial(gateway.serve_http, token=TOKEN, sock=sock, started=started,
-                                  max_body_bytes=64 * 1024))
+                                  stop=stop, max_body_bytes=64 * 1024))
             await ready.wait()
-            yield gateway, f"http://127.0.0.1:{ports[0]}/mcp"
-            tg.cancel_scope.cancel()
+            try:
+                yield gateway, f"http://127.0.0.1:{ports[0]}/mcp"
+            finally:
+                stop.set()
 
 
 @asynccontextmanager

@@ -238,13 +238,15 @@ class Gateway:
     async def serve_http(self, *, token: str, host: str = "127.0.0.1", port: int = 8765,
                          allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
                          sock: socket.socket | None = None,
-                         started: Callable[[int], None] | None = None) -> None:
-        """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until cancelled.
+                         started: Callable[[int], None] | None = None,
+                         stop: anyio.Event | None = None) -> None:
+        """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until *stop* is set (or a signal).
 
         Args:
             token: the bearer token every request must carry.
             sock: an already bound socket (its port is used).
             started: called with the port once the server listens.
+            stop: set it to shut down gracefully (open requests get up to 5 seconds).
         """
         import uvicorn
 
@@ -259,13 +261,22 @@ class Gateway:
         manager = StreamableHTTPSessionManager(app=self.build_server(), stateless=False)
         app = self.http_app(manager, token=token, port=port, allowed_origins=allowed_origins,
                             max_body_bytes=max_body_bytes)
-        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False)
+        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                                timeout_graceful_shutdown=5)
         server = uvicorn.Server(config)
+
+        async def stop_when_asked(event: anyio.Event) -> None:
+            await event.wait()
+            server.should_exit = True
+
         try:
-            async with manager.run():
+            async with manager.run(), anyio.create_task_group() as tg:
+                if stop is not None:
+                    tg.start_soon(stop_when_asked, stop)
                 if started is not None:
                     started(port)
                 await server.serve(sockets=[sock])
+                tg.cancel_scope.cancel()
         finally:
             sock.close()
 
