@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -287,6 +289,22 @@ async def test_a_server_crashing_mid_call_is_reported_and_restarted_on_next_use(
         assert toolset.last_error
         after = await through_gate(tools, "mal.env", {}, store, call_id="call-2")
         assert not after.result.is_error
+        assert toolset.restarts == 1
+
+
+async def test_a_server_that_died_while_idle_is_restarted_when_next_listed(
+        malicious: Callable[..., ServerConfig], store: MemoryStore,
+        offer: OfferContext) -> None:
+    async with McpToolset(malicious(), store) as toolset:
+        await toolset.refresh()
+        await toolset.pins.approve("mal.pid", by="operator")
+        first = await through_gate(await toolset.list_tools(offer), "mal.pid", {}, store)
+        os.kill(int(first.result.content), signal.SIGKILL)
+        with anyio.fail_after(30):
+            tools = await toolset.list_tools(offer)
+        assert [t.name for t in tools] == ["mal.pid"]
+        second = await through_gate(tools, "mal.pid", {}, store, call_id="call-2")
+        assert second.result.content != first.result.content
         assert toolset.restarts == 1
 
 

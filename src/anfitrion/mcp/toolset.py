@@ -326,6 +326,8 @@ class McpToolset:
         except TimeoutError:
             raise self._broken(conn, "tools/list did not answer in time") from None
         except McpError as exc:
+            if exc.error.code == mt.CONNECTION_CLOSED:
+                raise self._broken(conn, "the server closed the connection") from exc
             raise McpServerError(self.id, f"tools/list failed: {exc.error.message}") from exc
         except _TRANSPORT_ERRORS as exc:
             raise self._broken(conn, f"the connection broke ({type(exc).__name__})") from exc
@@ -339,7 +341,14 @@ class McpToolset:
         """
         conn = await self._ensure()
         conn.stale = False
-        upstream = await self._list_upstream(conn)
+        try:
+            upstream = await self._list_upstream(conn)
+        except McpServerError:
+            if not conn.dead:
+                raise
+            conn = await self._ensure()  # it died while idle: start it again, once
+            conn.stale = False
+            upstream = await self._list_upstream(conn)
         server_pin = await self.pins.observe_server(self.id, conn.instructions)
         counts = Counter(t.name for t in upstream)
         statuses: list[ToolStatus] = []
