@@ -28,6 +28,7 @@ __all__ = ["AuditRecorder", "ChainReport", "chain_hash", "export_jsonl", "record
            "records_from_jsonl", "redact", "verify_chain"]
 
 PREVIEW_CHARS = 200
+SCAN_MARGIN = 8192
 ARGUMENT_PREVIEW_CHARS = 120
 MAX_PREVIEW_ARGUMENTS = 20
 GENESIS = "0" * 64
@@ -47,8 +48,13 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 [secret]"),
     (re.compile(r"(?i)(\b" + _SECRET_NAME + r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]{3,}"),
      r"\1[secret]"),
-    (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]*:)[^@\s/]+@"), r"\1[secret]@"),
-    (re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"), "[email]"),
+    # Each run of candidate characters is scanned once (lookbehind + possessive): linear time
+    # on hostile input such as "a.a.a.…", where a plain pattern backtracks quadratically.
+    (re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*+://[^/\s:@]*+:)[^@\s/]++@"),
+     r"\1[secret]@"),
+    (re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]++@[A-Za-z0-9-]+"
+                r"(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"),
+     "[email]"),
 )
 _SECRET_ARGUMENT = re.compile(r"(?i)^" + _SECRET_NAME + "$")
 _PHONE = re.compile(r"(?<![\w.+-])\+?\(?\d[\d ().-]{6,}\d(?![\w-]|\.\d)")
@@ -72,11 +78,18 @@ def redact(text: str, limit: int = PREVIEW_CHARS) -> str:
         >>> redact("mail bob@example.com, key sk-abcdefghijklmnopqrstuv\\x1b[31m")
         'mail [email], key [secret]\\\\u001b[31m'
     """
+    full = len(text)
+    # Only a bounded prefix is scanned: a hostile 256 KiB value must not cost the event loop
+    # seconds of regex work. The margin keeps any secret that starts inside the preview (a
+    # PEM private key is under 4 KiB) whole while it is matched.
+    text = text[:limit + SCAN_MARGIN]
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
     text = _PHONE.sub(_mask_phone, text)
     text = _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return text if len(text) <= limit else text[:limit] + f"… [{len(text)} chars]"
+    if len(text) <= limit and full <= limit + SCAN_MARGIN:
+        return text
+    return text[:limit] + f"… [{full} chars]"
 
 
 def _redact_arguments(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> dict[str, Any]:

@@ -111,6 +111,7 @@ def shape_result(call_id: str, tool: Tool, value: Any) -> ToolResult:
         text = value.decode("utf-8", errors="replace")
     else:
         text = json.dumps(value, ensure_ascii=False, default=_jsonable)
+    text = _storable(text)
     cap = tool.max_result_chars
     truncated = len(text) > cap
     if truncated:
@@ -118,14 +119,25 @@ def shape_result(call_id: str, tool: Tool, value: Any) -> ToolResult:
     return ToolResult(call_id, tool.name, text, truncated=truncated, provenance=tool.provenance)
 
 
+def _storable(text: str) -> str:
+    """*text* with unpaired surrogates shown as escapes: valid UTF-8, storable and auditable."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def _error(call: ToolCall, kind: str, message: str, tool: Tool | None = None) -> ToolResult:
     # a host-written error (unknown tool) is trusted; anything from a tool keeps its label
     provenance = tool.provenance if tool is not None else Provenance.TRUSTED
-    return ToolResult(call.id, call.name, message, is_error=True, error_kind=kind,
+    return ToolResult(call.id, call.name, _storable(message), is_error=True, error_kind=kind,
                       provenance=provenance)
 
 
-def _shown_name(name: str) -> str:
+def _shown_name(name: object) -> str:
+    if not isinstance(name, str):
+        return f"<{type(name).__name__}>"
     return repr(name if len(name) <= 64 else name[:64] + "…")
 
 

@@ -149,11 +149,14 @@ class _Session:
     # the transcript as plain data, built one message at a time, and how much the store holds
     dumped: list[dict[str, Any]] = field(default_factory=list)
     saved_messages: int = 0
+    call_ids: set[str] = field(default_factory=set)  # every tool call id of the session
 
     def add(self, message: Message) -> None:
         """Append to the transcript; the message is serialised once, here."""
         self.transcript.append(message)
         self.dumped.append(message_to_dict(message))
+        if isinstance(message, Reply):
+            self.call_ids.update(c.id for c in message.tool_calls)
 
     def to_state(self) -> SessionState:
         data = {
@@ -175,16 +178,18 @@ class _Session:
         d = state.data
         settled_msg = load_messages([{"kind": "user", "parts": d.get("settled", [])}])[0]
         dumped = [dict(m) for m in state.messages]
+        transcript = Transcript(load_messages(dumped))
         return cls(
             id=state.session_id, principal=Principal.from_dict(d["principal"]),
-            transcript=Transcript(load_messages(dumped)), status=state.status,
+            transcript=transcript, status=state.status,
             turn=int(d.get("turn", 0)), counters=dict(d.get("counters", {})),
             invalid_by_tool=dict(d.get("invalid_by_tool", {})),
             recent_calls=[(str(a), str(b)) for a, b in d.get("recent_calls", [])],
             untrusted_sources=list(d.get("untrusted_sources", [])),
             pending=dict(d.get("pending", {})),
             settled={p.call_id: p for p in settled_msg.parts if isinstance(p, ToolResult)},
-            version=state.version, dumped=dumped, saved_messages=state.saved_messages)
+            version=state.version, dumped=dumped, saved_messages=state.saved_messages,
+            call_ids={c.id for m in transcript if isinstance(m, Reply) for c in m.tool_calls})
 
 
 class Host:
@@ -342,7 +347,7 @@ class Host:
                 turns += 1
                 session.turn += 1
                 usage = usage + reply.usage
-                problem = _reply_problem(reply)
+                problem = _reply_problem(reply, session.call_ids)
                 if problem:
                     return await self._end(session, RunStatus.FAILED, records, usage, problem)
                 session.add(reply)
@@ -438,7 +443,7 @@ class Host:
                          pending, usage, error)
 
 
-def _reply_problem(reply: Reply) -> str | None:
+def _reply_problem(reply: Reply, used_ids: set[str]) -> str | None:
     if not reply.parts:
         return "the model sent an empty reply"
     seen: set[str] = set()
@@ -447,7 +452,22 @@ def _reply_problem(reply: Reply) -> str | None:
             return "the model sent a tool call without an id"
         if tool_call.id in seen:
             return f"the model sent two tool calls with the id {tool_call.id!r}; none was run"
+        if tool_call.id in used_ids:
+            # results pair by id, and the execution ledger is keyed by it: a reused id could
+            # pass an earlier call's outcome off as this one's
+            return (f"the model reused the tool call id {tool_call.id!r} of an earlier turn; "
+                    "none was run")
+        if not isinstance(tool_call.name, str) or not isinstance(tool_call.raw_arguments, str):
+            return "the model sent a tool call whose name or arguments are not text"
         seen.add(tool_call.id)
+    try:
+        for part in reply.parts:
+            if isinstance(part, Text):
+                part.text.encode("utf-8")
+            else:
+                (part.id + part.name + part.raw_arguments).encode("utf-8")
+    except UnicodeEncodeError:
+        return "the model sent text that is not valid Unicode (an unpaired surrogate)"
     return None
 
 

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import typing
@@ -174,6 +175,43 @@ def check_input_schema(name: str, schema: Any) -> dict[str, Any]:
     return closed
 
 
+def _ecma_translate(pattern: str) -> str:
+    """JSON Schema patterns are ECMA-262: ``$`` is the very end, not "before a final newline"."""
+    out: list[str] = []
+    escaped = in_class = False
+    for ch in pattern:
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "$":
+            out.append(r"\Z")
+            continue
+        out.append(ch)
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=512)
+def _ecma_compile(pattern: str) -> re.Pattern[str]:
+    return re.compile(_ecma_translate(pattern), re.ASCII)
+
+
+def _ecma_pattern(validator: Any, pattern: str, instance: Any,
+                  schema: Mapping[str, Any]) -> Iterator[jsonschema.ValidationError]:
+    if isinstance(instance, str) and not _ecma_compile(pattern).search(instance):
+        yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+ArgumentValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {"pattern": _ecma_pattern})
+"""Draft 2020-12 with ECMA-262 ``pattern`` semantics (``$`` does not accept a final newline;
+``\\d``, ``\\w`` and ``\\s`` are ASCII as in JavaScript)."""
+
+
 _ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment"})
 _FAST_TYPES: Mapping[str, Callable[[Any], bool]] = {
     "string": lambda v: type(v) is str,
@@ -296,7 +334,7 @@ class Tool:
     scopes: frozenset[str] = frozenset()
     sensitive: frozenset[str] = frozenset()
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    _schema_validator: Draft202012Validator = field(init=False, repr=False)
+    _schema_validator: Any = field(init=False, repr=False)
     _fast_check: Callable[[dict[str, Any]], bool] | None = field(init=False, repr=False)
     _convert: Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, repr=False)
     definition_hash: str = field(init=False)
@@ -315,7 +353,7 @@ class Tool:
             raise ToolDefinitionError(f"tool {self.name!r}: max_result_chars must be positive")
         if self.timeout is not None and self.timeout <= 0:
             raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
-        object.__setattr__(self, "_schema_validator", Draft202012Validator(schema))
+        object.__setattr__(self, "_schema_validator", ArgumentValidator(schema))
         object.__setattr__(self, "_fast_check", _compile_fast(schema))
         object.__setattr__(self, "definition_hash", digest(self.definition_dict()))
 
@@ -344,8 +382,12 @@ class Tool:
         if self._fast_check is not None and self._fast_check(arguments):
             errors: list[jsonschema.ValidationError] = []
         else:
-            errors = sorted(self._schema_validator.iter_errors(arguments),
-                            key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+            try:
+                errors = sorted(self._schema_validator.iter_errors(arguments),
+                                key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+            except (OverflowError, ValueError, RecursionError) as exc:
+                # e.g. multipleOf with a 400-digit integer: an error result, not a crash
+                raise ArgumentError(f"arguments could not be checked: {exc}") from None
         if errors:
             problems = [f"{_error_path(e) or '(root)'}: {_describe(e)}" for e in errors[:3]]
             more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
@@ -433,6 +475,7 @@ def _signature_schema(
     fields: dict[str, Any] = {}
     injected: dict[str, str] = {}
     simple = True
+    integers: list[str] = []
     for pname, param in inspect.signature(fn).parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ToolDefinitionError(f"tool {tool_name!r}: *args/**kwargs are not supported")
@@ -445,7 +488,9 @@ def _signature_schema(
             continue
         if annotation is inspect.Parameter.empty:
             raise ToolDefinitionError(f"tool {tool_name!r}: parameter {pname!r} needs a type hint")
-        if annotation not in (str, int, float, bool):
+        if annotation is int:
+            integers.append(pname)
+        elif annotation not in (str, float, bool):
             simple = False
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (annotation, pydantic.Field(default, description=arg_docs.get(pname)))
@@ -463,7 +508,14 @@ def _signature_schema(
         instance = model.model_validate(arguments)
         return {k: getattr(instance, k) for k in fields}
 
-    return schema, (None if simple else convert), injected
+    def integral(arguments: dict[str, Any]) -> dict[str, Any]:
+        # JSON Schema's integer admits 1.0; a handler declared `int` gets an int
+        return {k: int(v) if k in integers and type(v) is float else v
+                for k, v in arguments.items()}
+
+    if not simple:
+        return schema, convert, injected
+    return schema, (integral if integers else None), injected
 
 
 def _strip_titles(schema: Any, in_properties: bool = False) -> Any:

@@ -209,6 +209,11 @@ TWO_CALLS = (("get_weather", {"location": "Lisboa, PT"}),
              ("get_weather", {"location": "Porto, PT", "units": "celsius"}))
 
 
+def _turn(messages: list[Any]) -> str:
+    """Call ids unique within a conversation, as real providers' are ("" on the first turn)."""
+    return "" if len(messages) == 1 else f"{len(messages)}_"
+
+
 def anthropic_brain(calls: tuple[tuple[str, Any], ...] = CALLS) -> Brain:
     def brain(path: str, body: dict[str, Any]) -> Any:
         last = body["messages"][-1]
@@ -222,7 +227,8 @@ def anthropic_brain(calls: tuple[tuple[str, Any], ...] = CALLS) -> Brain:
                     "stop_reason": "end_turn"}
         return {**base, "stop_reason": "tool_use", "content": [
             {"type": "text", "text": "Let me check."},
-            *({"type": "tool_use", "id": f"toolu_0{i}", "name": name, "input": args}
+            *({"type": "tool_use", "id": f"toolu_0{_turn(body['messages'])}{i}", "name": name,
+               "input": args}
               for i, (name, args) in enumerate(calls))]}
     return brain
 
@@ -247,7 +253,8 @@ def responses_brain(calls: tuple[tuple[str, Any], ...] = CALLS,
                 "type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
                 "content": [{"type": "output_text", "text": FINAL, "annotations": []}]}]}
         return {**base, "output": [
-            {"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}", "name": name,
+            {"type": "function_call", "id": f"fc_{_turn(items)}{i}",
+             "call_id": f"call_{_turn(items)}{i}", "name": name,
              "arguments": arguments if arguments is not None else json.dumps(args),
              "status": "completed"}
             for i, (name, args) in enumerate(calls)]}
@@ -268,7 +275,7 @@ def chat_brain(calls: tuple[tuple[str, Any], ...] = CALLS,
                 "role": "assistant", "content": FINAL}}]}
         return {**base, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
             "role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_{i}", "type": "function", "function": {
+                {"id": f"call_{_turn(messages)}{i}", "type": "function", "function": {
                     "name": name,
                     "arguments": arguments if arguments is not None else json.dumps(args)}}
                 for i, (name, args) in enumerate(calls)]}}]}

@@ -145,9 +145,6 @@ async def test_booleans_integers_and_strings_are_not_confused(hostile: Any, raw:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "tools.py: a flat signature is not converted, and JSON "
-    "Schema's 'integer' accepts 1.0, so a handler declared int gets a float"))
 async def test_a_handler_declared_int_never_receives_a_float(hostile: Any) -> None:
     tools, seen = _counter()
     await hostile(tools, [call("take", raw='{"n": 1.0}')])
@@ -203,10 +200,6 @@ async def test_smuggled_json_is_refused_even_when_the_provider_sends_an_object(
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
-    "tools.py: jsonschema's multipleOf divides a huge int by a float and raises OverflowError, "
-    "which escapes Tool.validate and the gate: the run crashes instead of returning an error "
-    "result"))
 async def test_a_huge_integer_against_a_fractional_multiple_of_is_an_error_result(
         hostile: Any) -> None:
     schema = {"type": "object", "properties": {"amount": {"type": "number",
@@ -217,10 +210,6 @@ async def test_a_huge_integer_against_a_fractional_multiple_of_is_an_error_resul
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "tools.py: jsonschema runs 'pattern' with Python re, where '$' also matches before a final "
-    "newline (ECMA-262 '$' does not), so a pattern anchored with ^…$ lets a trailing newline "
-    "through"))
 async def test_an_anchored_pattern_does_not_let_a_trailing_newline_through(
         hostile: Any) -> None:
     seen: list[Any] = []

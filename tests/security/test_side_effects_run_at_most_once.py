@@ -61,20 +61,16 @@ async def test_two_calls_with_one_id_in_a_reply_run_nothing(hostile: Any) -> Non
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "gate.py/host.py: the ledger is keyed by (session, call id) only and the host accepts a call "
-    "id already used in an earlier turn; a second, different write under a reused id is approved "
-    "by a person, then never runs, and the model is handed the first call's result as if it had"))
 async def test_a_reused_call_id_never_passes_off_an_old_result_as_a_new_action(
         hostile: Any) -> None:
     ran: list[dict[str, Any]] = []
     outcome = await hostile([_pay(ran)], [call("pay", {"to": "ana"}, id="c1"),
                                           call("pay", {"to": "eve"}, id="c1")])
-    assert len(outcome.asked) == 2  # the person approved both payments
-    second = outcome.results[1]
-    # either the approved payment happens, or the model is told plainly that it did not
-    assert ran == [{"to": "ana"}, {"to": "eve"}] or (
-        second.is_error and "paid ana" not in second.content)
+    # the reply reusing c1 is refused whole: nobody is asked, nothing runs, the run says why
+    assert ran == [{"to": "ana"}]
+    assert len(outcome.asked) == 1
+    assert outcome.run.status == "failed"
+    assert "reused the tool call id 'c1'" in (outcome.run.error or "")
 
 
 @pytest.mark.anyio
@@ -87,10 +83,6 @@ async def test_a_tool_call_budget_stops_a_model_that_repeats_a_write(hostile: An
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "host.py: recent_calls holds sha256 of the raw argument text, while PolicyContext documents "
-    "a canonical-arguments digest: a repeated-call guard written to the documentation never "
-    "fires, and one written to the code is bypassed by re-spacing the same arguments"))
 async def test_a_repeated_call_guard_sees_the_same_arguments_however_they_are_spelled(
         hostile: Any) -> None:
     from anfitrion._canonical import digest

@@ -95,10 +95,6 @@ async def test_a_server_chosen_charset_cannot_put_lone_surrogates_in_a_result(
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "gate.py: shape_result passes lone surrogates through; audit.py's recorder then raises "
-    "UnicodeEncodeError, events.dispatch logs and swallows it, and the result.returned record "
-    "is silently missing from the audit log"))
 async def test_any_tool_result_with_lone_surrogates_is_still_audited(hostile: Any) -> None:
     tool = Tool.from_schema("names", {"type": "object"}, lambda a: "bad \udcff name",
                             effect=Effect.READ)

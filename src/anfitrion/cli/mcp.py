@@ -1,0 +1,258 @@
+"""``anfitrion mcp``: review, approve and list the pinned definitions of MCP tools.
+
+    anfitrion mcp review  --config mcp.json           # connect, record, show what needs a person
+    anfitrion mcp approve --config mcp.json git.git_log --digest 3f2a9c1e
+    anfitrion mcp approve --config mcp.json 'git.*'   # the server's instructions and every tool
+    anfitrion mcp list    --config mcp.json --json
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import click
+
+from ..approvals import make_visible
+from ..exceptions import AnfitrionError
+from ..mcp.config import McpConfig, load_config
+from ..mcp.pinning import INSTRUCTION_PATTERNS, Pin, PinBook, PinState, suspicious_text
+from ..store import Store, open_store
+
+T = TypeVar("T")
+
+
+def store_url_for(option: str | None, config: McpConfig | None) -> str:
+    """``--store``, else the config's ``gateway.store``, else anfitrion's default store."""
+    if option:
+        return option
+    if config is not None and config.gateway.store:
+        return config.gateway.store
+    try:
+        from .._home import default_store_url  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return os.environ.get("ANFITRION_STORE") or "sqlite:///anfitrion.db"
+    url: str = default_store_url()
+    return url
+
+
+def with_store(ctx: click.Context, url: str, work: Callable[[Store], Awaitable[T]]) -> T:
+    """Run *work* with the store (``ctx.obj["store"]`` when a caller passes one in)."""
+    given = (ctx.obj or {}).get("store") if isinstance(ctx.obj, dict) else None
+
+    async def main() -> T:
+        store = given if given is not None else open_store(url)
+        try:
+            return await work(store)
+        finally:
+            if given is None:
+                await store.close()
+
+    try:
+        return anyio.run(main)
+    except AnfitrionError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _config(path: str | None) -> McpConfig | None:
+    if path is None:
+        return None
+    try:
+        return load_config(path)
+    except AnfitrionError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+_config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
+                              help="The MCP servers file (mcpServers JSON).")
+_store_option = click.option("--store", "store_url", default=None, metavar="URL",
+                             help="Store URL (default: the config's gateway.store, else "
+                                  "$ANFITRION_STORE, else anfitrion's SQLite file).")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+
+
+@click.group("mcp")
+def command() -> None:
+    """Review and approve MCP tool definitions before any model sees them."""
+
+
+def _highlighted(text: str) -> str:
+    shown = make_visible(text)
+    for pattern in INSTRUCTION_PATTERNS:
+        shown = pattern.sub(lambda m: click.style(f"»{m.group(0)}«", fg="red", bold=True),
+                            shown)
+    return shown
+
+
+def _render(value: Any, indent: int = 0) -> list[str]:
+    pad = "  " * indent
+    if isinstance(value, dict):
+        lines = []
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                lines.append(f"{pad}{_highlighted(str(key))}:")
+                lines.extend(_render(item, indent + 1))
+            else:
+                lines.append(f"{pad}{_highlighted(str(key))}: {_scalar(item)}")
+        return lines
+    if isinstance(value, list):
+        return [line for item in value for line in
+                ([f"{pad}- {_scalar(item)}"] if not isinstance(item, (dict, list))
+                 else [f"{pad}-", *_render(item, indent + 1)])]
+    return [f"{pad}{_scalar(value)}"]
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        return _highlighted(value)
+    return json.dumps(value)
+
+
+def _review_entry(pin: Pin | None, name: str, state: str, problem: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": name, "state": state, "problem": problem}
+    if pin is not None:
+        entry.update(digest=pin.seen_digest, definition=pin.seen_definition,
+                     approved_definition=pin.approved_definition,
+                     findings=[{"path": f.path, "reason": f.reason, "excerpt": f.excerpt}
+                               for f in suspicious_text(pin.seen_definition)])
+    return entry
+
+
+@command.command("review")
+@_config_option
+@_store_option
+@click.option("--all", "show_all", is_flag=True, help="Show approved tools too.")
+@_json_option
+@click.pass_context
+def review(ctx: click.Context, config_path: str | None, store_url: str | None, show_all: bool,
+           as_json: bool) -> None:
+    """Connect to every server, record what it offers now, and show what needs a person.
+
+    Shows each new or changed definition in full, with invisible and bidirectional characters
+    made visible and instruction-like text marked »like this«.
+    """
+    if config_path is None:
+        raise click.UsageError("--config FILE is required to reach the servers")
+    config = _config(config_path)
+    assert config is not None
+
+    async def work(store: Store) -> list[dict[str, Any]]:
+        from ..mcp.toolset import McpServers
+
+        entries: list[dict[str, Any]] = []
+        book = PinBook(store)
+        async with McpServers(config, store) as servers:
+            for server_id, found in (await servers.refresh()).items():
+                if isinstance(found, Exception):
+                    entries.append({"name": server_id, "state": "unreachable",
+                                    "problem": str(found)})
+                    continue
+                server_pin = await book.get(f"server/{server_id}")
+                if server_pin is not None and (show_all or
+                                               server_pin.state is not PinState.APPROVED):
+                    entries.append(_review_entry(server_pin, server_id,
+                                                 server_pin.state.value, ""))
+                for status in found:
+                    if show_all or status.state != PinState.APPROVED.value:
+                        entries.append(_review_entry(status.pin, status.name, status.state,
+                                                     status.problem))
+        return entries
+
+    entries = with_store(ctx, store_url_for(store_url, config), work)
+    if as_json:
+        click.echo(json.dumps(entries, indent=2, ensure_ascii=False))
+        return
+    if not entries:
+        click.echo("every tool is approved and unchanged")
+        return
+    for entry in entries:
+        click.echo(click.style(f"\n── {make_visible(entry['name'])}  [{entry['state']}]",
+                               bold=True))
+        if entry["problem"]:
+            click.echo(f"   {make_visible(entry['problem'])}")
+        if "definition" not in entry:
+            continue
+        click.echo(f"   digest {entry['digest']}")
+        approved = entry["approved_definition"]
+        for key, value in entry["definition"].items():
+            before = approved.get(key) if approved else None
+            mark = "   " if approved is None or before == value else " ! "
+            if isinstance(value, (dict, list)) and value:
+                click.echo(f"{mark}{key}:")
+                click.echo("\n".join("     " + line for line in _render(value)))
+            else:
+                click.echo(f"{mark}{key}: {_scalar(value)}")
+            if approved is not None and before != value:
+                click.echo(click.style(f"     (approved: {json.dumps(before)[:300]})",
+                                       fg="yellow"))
+        for finding in entry["findings"]:
+            click.echo(click.style(f"   ⚠ {finding['path']}: {finding['reason']}: "
+                                   f"{make_visible(finding['excerpt'])}", fg="red"))
+        if entry["state"] in ("new", "changed"):
+            click.echo(f"   approve: anfitrion mcp approve --config {config_path} "
+                       f"{entry['name']} --digest {entry['digest'][:12]}")
+
+
+@command.command("approve")
+@click.argument("names", nargs=-1, required=True)
+@_config_option
+@_store_option
+@click.option("--digest", "digest_prefix", default=None,
+              help="Approve only if the definition is still the one reviewed (one name).")
+@click.option("--as", "approver", default=None, help="Who approves (default: login name).")
+@click.pass_context
+def approve(ctx: click.Context, names: tuple[str, ...], config_path: str | None,
+            store_url: str | None, digest_prefix: str | None, approver: str | None) -> None:
+    """Approve what was seen last of NAMES: SERVER, SERVER.TOOL or 'SERVER.*'."""
+    if digest_prefix is not None and (len(names) != 1 or names[0].endswith(".*")):
+        raise click.UsageError("--digest goes with exactly one server or tool")
+    who = approver or getpass.getuser()
+    config = _config(config_path)
+
+    async def work(store: Store) -> list[Pin]:
+        book = PinBook(store)
+        approved: list[Pin] = []
+        for name in names:
+            if name.endswith(".*"):
+                server = name[:-2]
+                pins = [p for p in await book.pins(server) if p.state is not PinState.APPROVED]
+                if not pins and not await book.pins(server):
+                    raise click.ClickException(f"nothing of server {server!r} has been seen: "
+                                               "run `anfitrion mcp review` first")
+                for pin in pins:
+                    approved.append(await book.approve(pin.name, by=who))
+            else:
+                approved.append(await book.approve(name, by=who, digest_prefix=digest_prefix))
+        return approved
+
+    for pin in with_store(ctx, store_url_for(store_url, config), work):
+        click.echo(f"approved {make_visible(pin.name)} ({pin.seen_digest[:12]}) as {who}")
+
+
+@command.command("list")
+@_config_option
+@_store_option
+@_json_option
+@click.pass_context
+def list_(ctx: click.Context, config_path: str | None, store_url: str | None,
+          as_json: bool) -> None:
+    """List the pins in the store and their state (without contacting any server)."""
+    config = _config(config_path)
+
+    async def work(store: Store) -> list[Pin]:
+        return await PinBook(store).pins()
+
+    pins = with_store(ctx, store_url_for(store_url, config), work)
+    if as_json:
+        click.echo(json.dumps([p.to_dict() for p in pins], indent=2, ensure_ascii=False))
+        return
+    if not pins:
+        click.echo("no MCP tool has been seen yet: run `anfitrion mcp review --config FILE`")
+    for pin in pins:
+        by = f"  approved by {make_visible(pin.approved_by)}" if pin.approved_by else ""
+        click.echo(f"{make_visible(pin.name):<40} {pin.state.value:<9} {pin.seen_digest[:12]}"
+                   f"{by}")

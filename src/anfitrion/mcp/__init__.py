@@ -1,0 +1,47 @@
+"""MCP: servers as tool sources with pinned definitions, and the anfitrion gateway.
+
+Needs the ``mcp`` extra (``pip install 'anfitrion[mcp]'``) for anything that talks to a
+server; the config and the pins (:mod:`.config`, :mod:`.pinning`) work without it.
+
+- :class:`~anfitrion.mcp.toolset.McpServers` / :class:`~anfitrion.mcp.toolset.McpToolset` —
+  tool sources for a :class:`~anfitrion.tools.Toolbox`;
+- :class:`~anfitrion.mcp.pinning.PinBook` — approved definitions, in the store;
+- :class:`~anfitrion.mcp.gateway.Gateway` — ``anfitrion gateway``: an MCP server in front of
+  the configured servers, every ``tools/call`` through the gate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import GatewaySettings, McpConfig, ServerConfig, load_config, parse_config
+from .pinning import Pin, PinBook, PinState
+
+__all__ = [
+    "Gateway",
+    "GatewaySettings",
+    "McpConfig",
+    "McpServerError",
+    "McpServers",
+    "McpTool",
+    "McpToolset",
+    "Pin",
+    "PinBook",
+    "PinState",
+    "ServerConfig",
+    "load_config",
+    "parse_config",
+]
+
+_LAZY = {"McpServerError": "toolset", "McpServers": "toolset", "McpTool": "toolset",
+         "McpToolset": "toolset", "Gateway": "gateway"}
+
+
+def __getattr__(name: str) -> Any:
+    # The SDK is imported only when a name that needs it is used.
+    if name in _LAZY:
+        import importlib
+
+        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,369 @@
+"""The gateway: an MCP server in front of MCP servers, every ``tools/call`` through the gate.
+
+Any MCP host — a desktop assistant, an IDE — connects to ``anfitrion gateway`` instead of to
+its servers. The gateway connects to the configured upstream servers and:
+
+- answers ``tools/list`` with the approved, pinned, unchanged tools only, under their
+  namespaced names (``git.git_log``), with annotations the gateway itself determined;
+- puts every ``tools/call`` through the :class:`~anfitrion.gate.Gate`: resolve, validate,
+  policy, approval, execution ledger, result shaping — each stage audited in the store;
+- for a call that needs a person, creates the approval request in the store and waits up to
+  ``approval_wait`` seconds for an answer (``anfitrion approvals approve ID`` or the inbox);
+  without one, it returns a tool error saying where to approve; calling the tool again with the
+  same arguments after approval runs the approved call.
+
+Transports: stdio (:meth:`Gateway.serve_stdio`), and streamable HTTP on a loopback address
+(:meth:`Gateway.serve_http`) behind a guard checking ``Host``, ``Origin``, a bearer token and
+the body size before the MCP SDK sees the request.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import socket
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from .. import __version__
+from .._canonical import digest
+from ..approvals import DeferredApprover
+from ..audit import AuditRecorder
+from ..conversation import Provenance, ToolCall, ToolResult
+from ..events import HostEvent, Listener, dispatch
+from ..exceptions import MissingDependencyError
+from ..gate import CallOutcome, CallScope, Gate, GateLimits
+from ..policy import Policy
+from ..principal import Principal
+from ..store import Store
+from ..tools import Effect, OfferContext, Tool
+from .toolset import McpServers
+
+try:
+    import mcp.types as mt
+    from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.server.models import InitializationOptions
+    from mcp.server.stdio import stdio_server
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("mcp", "mcp") from exc
+
+__all__ = ["Gateway", "HttpGuard"]
+
+log = logging.getLogger("anfitrion.mcp.gateway")
+
+MAX_WAITING = 1000
+"""Calls remembered for a retry after their approval; the oldest are forgotten first."""
+
+ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Any]
+
+
+def _text_result(text: str, *, is_error: bool) -> mt.CallToolResult:
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], isError=is_error)
+
+
+class Gateway:
+    """An MCP server aggregating upstream servers behind anfitrion's gate.
+
+    Args:
+        servers: the upstream servers (entered by the caller, or by :meth:`serve_stdio` /
+            :meth:`serve_http`).
+        store: approvals, pins, execution ledger and audit.
+        policy: defaults to read → allow, write → ask.
+        principal: who the gateway's callers act as.
+        approval_wait: seconds a call waits for a person's answer.
+        poll_interval: seconds between looks at the store while waiting.
+        visible: optional filter deciding which approved tools are listed at all.
+        listeners: more :class:`~anfitrion.events.HostEvent` listeners (audit is built in).
+
+    Example:
+        >>> async def main(config, store):  # doctest: +SKIP
+        ...     async with McpServers(config, store) as servers:
+        ...         await Gateway(servers, store=store).serve_stdio()
+    """
+
+    def __init__(self, servers: McpServers, *, store: Store, policy: Policy | None = None,
+                 principal: Principal | str = "mcp-client", approval_wait: float = 60.0,
+                 poll_interval: float = 0.25, visible: Callable[[Tool], bool] | None = None,
+                 listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
+                 audit: bool = True) -> None:
+        self.servers = servers
+        self.store = store
+        self.principal = Principal.of(principal)
+        self.approval_wait = approval_wait
+        self.poll_interval = poll_interval
+        self.session_id = f"gateway-{uuid.uuid4().hex[:16]}"
+        self._visible = visible
+        self._listeners: list[Listener] = [AuditRecorder(store)] if audit else []
+        self._listeners.extend(listeners)
+        self.gate = Gate(policy=policy or Policy.default(), approver=DeferredApprover(),
+                         store=store, emit=self._emit, limits=limits)
+        # (tool, digest of arguments) -> (call id, approval request id): a call repeated after
+        # its approval was given must carry the call id the approval is bound to.
+        self._waiting: dict[tuple[str, str], tuple[str, str]] = {}
+        self._offered_names: frozenset[str] = frozenset()
+
+    async def _emit(self, event: HostEvent) -> None:
+        await dispatch(self._listeners, event)
+
+    async def offered(self) -> dict[str, Tool]:
+        """The tools callers may see and call now."""
+        tools = await self.servers.list_tools(OfferContext(self.principal, self.session_id))
+        offered = {t.name: t for t in tools
+                   if t.scopes <= self.principal.scopes
+                   and (self._visible is None or self._visible(t))}
+        self._offered_names = frozenset(offered)
+        return offered
+
+    # -- MCP handlers ----------------------------------------------------------------------
+
+    async def list_tools(self) -> list[mt.Tool]:
+        """``tools/list``: approved, pinned, visible tools, annotated by the gateway."""
+        listed = []
+        for tool in (await self.offered()).values():
+            read = tool.effect is Effect.READ
+            listed.append(mt.Tool(
+                name=tool.name, description=tool.description,
+                inputSchema=dict(tool.input_schema),
+                annotations=mt.ToolAnnotations(
+                    readOnlyHint=read, destructiveHint=None if read else True,
+                    idempotentHint=tool.idempotent,
+                    openWorldHint=tool.provenance is Provenance.UNTRUSTED)))
+        return listed
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None) -> mt.CallToolResult:
+        """``tools/call``: through the gate, waiting a while for a person if it must."""
+        arguments = dict(arguments or {})
+        key = (name, digest({"tool": name, "arguments": arguments}))
+        call_id, pending = self._waiting.get(key, (f"mcp-{uuid.uuid4().hex}", None))
+        call = ToolCall.from_object(call_id, name, arguments)
+        outcome = await self._process(call, pending)
+        if outcome.result is None and outcome.request is not None:
+            request = outcome.request
+            request_id = request.id
+            if await self._answered(request_id):
+                outcome = await self._process(call, request_id)
+            if outcome.result is None:
+                if len(self._waiting) >= MAX_WAITING:  # forget the oldest unanswered call
+                    self._waiting.pop(next(iter(self._waiting)))
+                self._waiting[key] = (call_id, request_id)
+                return _text_result(
+                    f"{name} needs a person's approval and none came within "
+                    f"{self.approval_wait:g} seconds. Nothing was run. Approve it with "
+                    f"`anfitrion approvals approve {request_id}` (or in the approval inbox), "
+                    "then call the tool again with the same arguments. The request expires "
+                    f"at {request.expires_at.isoformat(timespec='seconds')}.",
+                    is_error=True)
+        self._waiting.pop(key, None)
+        result = outcome.result
+        assert result is not None
+        return self._to_mcp(result)
+
+    async def _process(self, call: ToolCall, pending: str | None) -> CallOutcome:
+        scope = CallScope(self.principal, self.session_id, 0, pending_request_id=pending)
+        return await self.gate.process(call, await self.offered(), scope)
+
+    async def _answered(self, request_id: str) -> bool:
+        with anyio.move_on_after(self.approval_wait):
+            while True:
+                found = await self.store.get_approval(request_id)
+                if found is None:
+                    return False
+                if found[1] is not None:
+                    return True
+                await anyio.sleep(self.poll_interval)
+        return False
+
+    @staticmethod
+    def _to_mcp(result: ToolResult) -> mt.CallToolResult:
+        return _text_result(result.content, is_error=result.is_error)
+
+    # -- transports ------------------------------------------------------------------------
+
+    def build_server(self) -> Server[Any, Any]:
+        """The MCP SDK server object with the gateway's handlers.
+
+        A client that listed the tools is sent ``notifications/tools/list_changed`` when a call
+        finds the offered set different (a tool blocked, approved, or its server gone).
+        """
+        server: Server[Any, Any] = _GatewayServer("anfitrion-gateway", version=__version__)
+        listed: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
+
+        @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator,misc]
+        async def _list() -> list[mt.Tool]:
+            tools = await self.list_tools()
+            listed[server.request_context.session] = frozenset(t.name for t in tools)
+            return tools
+
+        # the gate validates arguments itself, strictly, against the pinned schema
+        @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator,misc]
+        async def _call(name: str, arguments: dict[str, Any]) -> mt.CallToolResult:
+            result = await self.call_tool(name, arguments)
+            context = server.request_context
+            before = listed.get(context.session)
+            if before is not None and before != self._offered_names:
+                listed[context.session] = self._offered_names
+                # on the call's own stream, so it reaches the client before the result
+                await context.session.send_notification(
+                    mt.ServerNotification(mt.ToolListChangedNotification()),
+                    related_request_id=context.request_id)
+            return result
+
+        return server
+
+    async def serve_stdio(self) -> None:
+        """Serve one MCP client on this process's stdin and stdout."""
+        server = self.build_server()
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    def http_app(self, manager: StreamableHTTPSessionManager, *, token: str, port: int,
+                 allowed_origins: Iterable[str] = (),
+                 max_body_bytes: int = 1024 * 1024) -> HttpGuard:
+        """The guarded ASGI app serving the MCP endpoint at ``/mcp``."""
+        async def endpoint(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            if scope.get("path", "").rstrip("/") != "/mcp":
+                await _respond(send, 404, b"not found: the MCP endpoint is /mcp")
+                return
+            await manager.handle_request(scope, receive, send)
+
+        hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+        return HttpGuard(endpoint, token=token, allowed_hosts=hosts,
+                         allowed_origins=allowed_origins, max_body_bytes=max_body_bytes)
+
+    async def serve_http(self, *, token: str, host: str = "127.0.0.1", port: int = 8765,
+                         allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
+                         sock: socket.socket | None = None,
+                         started: Callable[[int], None] | None = None,
+                         stop: anyio.Event | None = None) -> None:
+        """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until *stop* is set (or a signal).
+
+        Args:
+            token: the bearer token every request must carry.
+            sock: an already bound socket (its port is used).
+            started: called with the port once the server listens.
+            stop: set it to shut down gracefully (open requests get up to 5 seconds).
+        """
+        import uvicorn
+
+        if host not in ("127.0.0.1", "::1", "localhost"):
+            raise ValueError("the gateway listens on a loopback address only")
+        if sock is None:
+            sock = socket.socket(socket.AF_INET6 if host == "::1" else socket.AF_INET)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+        sock.listen(128)  # connections wait in the backlog until the server accepts them
+        port = sock.getsockname()[1]
+        manager = StreamableHTTPSessionManager(app=self.build_server(), stateless=False)
+        app = self.http_app(manager, token=token, port=port, allowed_origins=allowed_origins,
+                            max_body_bytes=max_body_bytes)
+        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+                                timeout_graceful_shutdown=5)
+        server = uvicorn.Server(config)
+
+        async def stop_when_asked(event: anyio.Event) -> None:
+            await event.wait()
+            server.should_exit = True
+
+        try:
+            async with manager.run(), anyio.create_task_group() as tg:
+                if stop is not None:
+                    tg.start_soon(stop_when_asked, stop)
+                if started is not None:
+                    started(port)
+                await server.serve(sockets=[sock])
+                tg.cancel_scope.cancel()
+        finally:
+            sock.close()
+
+
+class _GatewayServer(Server[Any, Any]):
+    """Announces ``tools.listChanged`` on every transport (HTTP builds its own options)."""
+
+    def create_initialization_options(
+            self, notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities)
+
+
+async def _respond(send: Any, status: int, body: bytes,
+                   headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class HttpGuard:
+    """ASGI middleware: Host and Origin allow-lists, bearer token, body size limit.
+
+    ``Host`` stops DNS rebinding (a web page resolving its own name to 127.0.0.1); ``Origin``
+    stops browsers' cross-site requests; the token stops other local programs; the body limit
+    stops memory exhaustion. Checks run before the MCP SDK reads anything.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str, allowed_hosts: Iterable[str],
+                 allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024) -> None:
+        if len(token) < 16:
+            raise ValueError("the bearer token must have at least 16 characters")
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+        self.allowed_hosts = frozenset(allowed_hosts)
+        self.allowed_origins = frozenset(allowed_origins)
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        if headers.get("host", "") not in self.allowed_hosts:
+            await _respond(send, 421, b"invalid Host header")
+            return
+        origin = headers.get("origin")
+        if origin is not None and origin not in self.allowed_origins:
+            await _respond(send, 403, b"invalid Origin header")
+            return
+        given = headers.get("authorization", "").encode("latin-1")
+        if not hmac.compare_digest(given, self._expected):
+            await _respond(send, 401, b"a valid bearer token is required",
+                           [(b"www-authenticate", b'Bearer realm="anfitrion-gateway"')])
+            return
+        declared = headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or
+                                     int(declared) > self.max_body_bytes):
+            await _respond(send, 413, b"request body too large")
+            return
+        if scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            body.extend(message.get("body", b""))
+            if len(body) > self.max_body_bytes:
+                await _respond(send, 413, b"request body too large")
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            message: dict[str, Any] = await receive()
+            return message
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,554 @@
+"""MCP servers as tool sources: each upstream tool becomes an anfitrion :class:`Tool`.
+
+Example:
+    >>> async def main(store):  # doctest: +SKIP
+    ...     config = load_config("mcp.json")
+    ...     async with McpServers(config, store) as servers:
+    ...         tools = Toolbox()
+    ...         tools.include(servers)
+    ...         host = Host(model=model, tools=tools, store=store)
+    ...         await host.run("What changed in the repository?")
+
+What the host gets from a server, and what it refuses to take on trust:
+
+- **names** — ``<server id>.<tool>``, the id assigned by the operator in the config; tool names
+  the server reports that do not fit ``[A-Za-z0-9_.-]`` or are listed twice are not offered.
+- **definitions** — pinned (:mod:`anfitrion.mcp.pinning`): only approved, unchanged tools are
+  offered; a change seen on any listing or before a call blocks the tool. The pinned definition
+  is part of :attr:`Tool.definition_hash`, so an approval given for a call is void once the
+  definition changes.
+- **annotations** — used only for servers marked ``trusted``: ``readOnlyHint`` → READ,
+  ``idempotentHint`` → idempotent, ``openWorldHint: false`` → trusted results. Any other
+  server's tools are WRITE, not idempotent, and their results untrusted, whatever they claim.
+- **results** — untrusted data: text is passed on; images, audio and binary resources are
+  summarised, never shown; resource links are described and never fetched; ``structuredContent``
+  must match the pinned ``outputSchema``.
+- **failures** — a per-call timeout cancels the request (``notifications/cancelled``) and
+  restarts the server; a server that dies is reported in the call's error result and started
+  again on the next use.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import sys
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack, suppress
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import anyio
+import httpx
+from anyio.abc import TaskGroup, TaskStatus
+from jsonschema.validators import Draft202012Validator
+
+from .. import __version__
+from ..conversation import Provenance
+from ..exceptions import MissingDependencyError, RunError, ToolDefinitionError
+from ..gate import ToolError
+from ..store import Store
+from ..tools import TOOL_NAME, Effect, OfferContext, Tool, ToolContext, check_input_schema
+from .config import McpConfig, ServerConfig
+from .pinning import Pin, PinBook, PinState, pinned_fields, server_key
+
+try:
+    import mcp.types as mt
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamablehttp_client
+    from mcp.shared.exceptions import McpError
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("mcp", "mcp") from exc
+try:  # the newer client takes an httpx client; the older one is deprecated where both exist
+    from mcp.client.streamable_http import streamable_http_client
+except ImportError:  # pragma: no cover - older SDKs
+    streamable_http_client = None  # type: ignore[assignment]
+
+__all__ = ["McpServerError", "McpServers", "McpTool", "McpToolset", "ToolStatus"]
+
+log = logging.getLogger("anfitrion.mcp")
+
+MAX_LIST_PAGES = 20
+STARTUP_TIMEOUT = 30.0
+"""Seconds a server may take to start and answer ``initialize``."""
+MAX_TOOLS_PER_SERVER = 500
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
+
+
+class McpServerError(RunError):
+    """An MCP server could not be started, did not answer, or broke the protocol."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(f"MCP server {server!r}: {message}")
+        self.server = server
+
+
+@dataclass(frozen=True, eq=False)
+class McpTool(Tool):
+    """A tool backed by an MCP server. Its pinned definition is part of its definition hash."""
+
+    server: str = ""
+    upstream_name: str = ""
+    pinned_digest: str = ""
+
+    def definition_dict(self) -> dict[str, Any]:
+        d = Tool.definition_dict(self)
+        d["mcp"] = {"server": self.server, "tool": self.upstream_name,
+                    "definition_sha256": self.pinned_digest}
+        return d
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStatus:
+    """What became of one tool a server listed."""
+
+    server: str
+    upstream_name: str
+    name: str
+    state: str
+    """``approved`` (offered), ``new``, ``changed``, ``blocked`` (server not approved) or
+    ``invalid`` (cannot be offered: see ``problem``)."""
+    problem: str = ""
+    pin: Pin | None = None
+
+    @property
+    def offered(self) -> bool:
+        return self.state == PinState.APPROVED.value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"server": self.server, "tool": self.upstream_name, "name": self.name,
+                "state": self.state, "problem": self.problem,
+                "digest": self.pin.seen_digest if self.pin else None}
+
+
+@dataclass(eq=False)
+class _Connection:
+    """One live session with a server (a spawned process or an HTTP session)."""
+
+    session: ClientSession | None = None
+    instructions: str | None = None
+    server_name: str = ""
+    stale: bool = True
+    dead: bool = False
+    error: str = ""
+    stop: anyio.Event = field(default_factory=anyio.Event)
+
+    async def on_message(self, message: Any) -> None:
+        if isinstance(message, mt.ServerNotification) and \
+                isinstance(message.root, mt.ToolListChangedNotification):
+            self.stale = True
+        elif isinstance(message, Exception):
+            log.warning("MCP server sent something unreadable: %s", message)
+
+    def close(self, reason: str) -> None:
+        self.dead = True
+        self.error = self.error or reason
+        self.stop.set()
+
+
+def _real_file(stream: TextIO) -> TextIO:
+    """A stream a child process can write to: replaced streams (notebooks, test runners)
+    have no file descriptor, so the server's stderr goes to the process's real stderr."""
+    try:
+        stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return sys.__stderr__ or stream
+    return stream
+
+
+def _describe_content(block: Any) -> str:
+    if isinstance(block, mt.TextContent):
+        return block.text
+    if isinstance(block, (mt.ImageContent, mt.AudioContent)):
+        kind = "image" if isinstance(block, mt.ImageContent) else "audio"
+        return f"[{kind} {block.mimeType}, {len(block.data) * 3 // 4} bytes: not shown]"
+    if isinstance(block, mt.ResourceLink):
+        return (f"[resource link, not fetched: {block.uri} name={block.name!r}"
+                f"{' type=' + block.mimeType if block.mimeType else ''}]")
+    if isinstance(block, mt.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, mt.TextResourceContents):
+            return f"[resource {resource.uri}]\n{resource.text}"
+        try:
+            size = len(base64.b64decode(resource.blob, validate=False))
+        except (binascii.Error, ValueError):
+            size = len(resource.blob)
+        return f"[resource {resource.uri} {resource.mimeType or ''}: {size} bytes, not shown]"
+    return f"[{getattr(block, 'type', 'unknown')} content: not shown]"
+
+
+def _content_text(blocks: Sequence[Any], limit: int) -> str:
+    parts: list[str] = []
+    size = 0
+    for block in blocks:
+        text = _describe_content(block)
+        parts.append(text)
+        size += len(text) + 1
+        if size > limit:  # the gate cuts to the limit and says so; no need to join more
+            break
+    return "\n".join(parts)
+
+
+class McpToolset:
+    """One upstream MCP server as a :class:`~anfitrion.tools.ToolSource`.
+
+    Use it as an async context manager: the connection lives in a task of its own, started on
+    first use and started again after the server died.
+
+    Args:
+        config: the server's entry of the MCP config.
+        store: where pins live (and the gate's approvals, when used by a host).
+        errlog: where a spawned server's stderr goes.
+    """
+
+    def __init__(self, config: ServerConfig, store: Store, *,
+                 errlog: TextIO | None = None) -> None:
+        self.config = config
+        self.pins = PinBook(store)
+        self.errlog = errlog
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.statuses: list[ToolStatus] = []
+        self._offered: dict[str, McpTool] = {}
+        self._connection: _Connection | None = None
+        self._lock = anyio.Lock()
+        self._stack: AsyncExitStack | None = None
+        self._tg: TaskGroup | None = None
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    async def __aenter__(self) -> McpToolset:
+        self._stack = AsyncExitStack()
+        self._tg = await self._stack.enter_async_context(anyio.create_task_group())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._connection is not None:
+            self._connection.close("closed")
+        stack, self._stack, self._tg = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+    # -- connection ------------------------------------------------------------------------
+
+    async def _serve(self, conn: _Connection, *,
+                     task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        started = False
+        cfg = self.config
+        try:
+            async with AsyncExitStack() as stack:
+                if cfg.command is not None:
+                    # env given explicitly: the SDK adds only HOME, LOGNAME, PATH, SHELL, TERM,
+                    # USER to it, never the rest of our environment.
+                    params = StdioServerParameters(command=cfg.command, args=list(cfg.args),
+                                                   env=dict(cfg.env), cwd=cfg.cwd)
+                    read, write = await stack.enter_async_context(
+                        stdio_client(params, errlog=_real_file(self.errlog or sys.stderr)))
+                elif streamable_http_client is not None:
+                    assert cfg.url is not None
+                    http = await stack.enter_async_context(httpx.AsyncClient(
+                        headers=dict(cfg.headers), follow_redirects=False,
+                        timeout=httpx.Timeout(cfg.timeout, read=max(cfg.timeout, 300))))
+                    read, write, _ = await stack.enter_async_context(
+                        streamable_http_client(cfg.url, http_client=http))
+                else:  # pragma: no cover - older SDKs
+                    assert cfg.url is not None
+                    read, write, _ = await stack.enter_async_context(
+                        streamablehttp_client(cfg.url, headers=dict(cfg.headers) or None,
+                                              timeout=cfg.timeout))
+                session = await stack.enter_async_context(ClientSession(
+                    read, write, message_handler=conn.on_message,
+                    client_info=mt.Implementation(name="anfitrion", version=__version__)))
+                with anyio.fail_after(max(cfg.timeout, STARTUP_TIMEOUT)):
+                    init = await session.initialize()
+                conn.session = session
+                conn.instructions = init.instructions
+                conn.server_name = init.serverInfo.name
+                started = True
+                task_status.started()
+                await conn.stop.wait()
+        except Exception as exc:  # noqa: BLE001 - the connection's top level: report it, never crash the host
+            conn.error = conn.error or f"{type(exc).__name__}: {exc}"
+            log.warning("MCP server %r stopped: %s", cfg.id, conn.error)
+        finally:
+            conn.dead = True
+            if not started:
+                conn.error = conn.error or "the server ended before it was ready"
+                task_status.started()
+
+    async def _ensure(self) -> _Connection:
+        async with self._lock:
+            conn = self._connection
+            if conn is not None and not conn.dead:
+                return conn
+            if self._tg is None:
+                raise McpServerError(self.id, "use the toolset inside `async with`")
+            if conn is not None:
+                self.restarts += 1
+                log.warning("MCP server %r is being restarted (it stopped: %s)", self.id,
+                            conn.error)
+            conn = _Connection()
+            await self._tg.start(self._serve, conn)
+            if conn.dead or conn.session is None:
+                self.last_error = conn.error
+                raise McpServerError(self.id, f"cannot start: {conn.error}")
+            self._connection = conn
+            return conn
+
+    def _broken(self, conn: _Connection, reason: str) -> McpServerError:
+        conn.close(reason)
+        self.last_error = reason
+        log.warning("MCP server %r: %s", self.id, reason)
+        return McpServerError(self.id, reason)
+
+    # -- listing and pinning -----------------------------------------------------------------
+
+    async def _list_upstream(self, conn: _Connection) -> list[mt.Tool]:
+        assert conn.session is not None
+        tools: list[mt.Tool] = []
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(self.config.timeout):
+                for _ in range(MAX_LIST_PAGES):
+                    page = await (conn.session.list_tools(
+                        params=mt.PaginatedRequestParams(cursor=cursor)) if cursor
+                        else conn.session.list_tools())
+                    tools.extend(page.tools)
+                    cursor = page.nextCursor
+                    if not cursor or len(tools) > MAX_TOOLS_PER_SERVER:
+                        break
+        except TimeoutError:
+            raise self._broken(conn, "tools/list did not answer in time") from None
+        except McpError as exc:
+            if exc.error.code == mt.CONNECTION_CLOSED:
+                raise self._broken(conn, "the server closed the connection") from exc
+            raise McpServerError(self.id, f"tools/list failed: {exc.error.message}") from exc
+        except _TRANSPORT_ERRORS as exc:
+            raise self._broken(conn, f"the connection broke ({type(exc).__name__})") from exc
+        return tools[:MAX_TOOLS_PER_SERVER]
+
+    async def refresh(self) -> list[ToolStatus]:
+        """List the server's tools now, record what is seen, and decide what is offered.
+
+        Raises:
+            McpServerError: the server cannot be reached.
+        """
+        conn = await self._ensure()
+        conn.stale = False
+        try:
+            upstream = await self._list_upstream(conn)
+        except McpServerError:
+            if not conn.dead:
+                raise
+            conn = await self._ensure()  # it died while idle: start it again, once
+            conn.stale = False
+            upstream = await self._list_upstream(conn)
+        server_pin = await self.pins.observe_server(self.id, conn.instructions)
+        counts = Counter(t.name for t in upstream)
+        statuses: list[ToolStatus] = []
+        offered: dict[str, McpTool] = {}
+        for listed in upstream:
+            name = f"{self.id}.{listed.name}"
+            if counts[listed.name] > 1:
+                statuses.append(ToolStatus(self.id, listed.name, name, "invalid",
+                                           "the server lists two tools with this name"))
+                continue
+            if not TOOL_NAME.fullmatch(name):
+                statuses.append(ToolStatus(self.id, listed.name, name[:80], "invalid",
+                                           "the name must match [A-Za-z0-9_.-] and fit in 64 "
+                                           "characters with the server id"))
+                continue
+            definition = pinned_fields(listed.model_dump(mode="json", by_alias=True,
+                                                         exclude_none=True))
+            pin = await self.pins.observe_tool(self.id, definition)
+            state, problem = pin.state.value, ""
+            if pin.state is PinState.APPROVED and server_pin.state is not PinState.APPROVED:
+                state = "blocked"
+                problem = (f"the server's instructions are {server_pin.state.value}: approve "
+                           f"{self.id!r} first")
+            if state == PinState.APPROVED.value:
+                try:
+                    offered[name] = self._make_tool(name, listed, pin.seen_digest)
+                except ToolDefinitionError as exc:
+                    state, problem = "invalid", str(exc)
+            statuses.append(ToolStatus(self.id, listed.name, name, state, problem, pin))
+        self._offered = offered
+        self.statuses = statuses
+        return statuses
+
+    async def approved_instructions(self) -> str | None:
+        """The server's instructions as approved (for a host's system prompt), if current."""
+        pin = await self.pins.get(server_key(self.id))
+        if pin is None or pin.state is not PinState.APPROVED or pin.approved_definition is None:
+            return None
+        instructions = pin.approved_definition.get("instructions")
+        return instructions if isinstance(instructions, str) else None
+
+    async def list_tools(self, context: OfferContext) -> list[Tool]:
+        """The approved, unchanged tools; none when the server is unreachable (logged)."""
+        try:
+            await self.refresh()
+        except McpServerError as exc:
+            log.warning("%s; its tools are not offered", exc)
+            self._offered = {}
+        return list(self._offered.values())
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def _make_tool(self, name: str, listed: mt.Tool, pinned_digest: str) -> McpTool:
+        hints = listed.annotations
+        effect, idempotent, provenance = Effect.WRITE, False, Provenance.UNTRUSTED
+        if self.config.trusted and hints is not None:
+            effect = Effect.READ if hints.readOnlyHint is True else Effect.WRITE
+            idempotent = hints.idempotentHint is True
+            if hints.openWorldHint is False:
+                provenance = Provenance.TRUSTED
+        output: Draft202012Validator | None = None
+        if listed.outputSchema is not None:
+            check_input_schema(f"{name} (outputSchema)", listed.outputSchema)
+            output = Draft202012Validator(listed.outputSchema)
+        return McpTool(
+            name=name, description=listed.description or "",
+            input_schema=dict(listed.inputSchema),
+            handler=self._handler(name, listed.name, pinned_digest, output),
+            effect=effect, provenance=provenance, idempotent=idempotent,
+            # the call has its own deadline (below); this one also bounds a restart
+            max_result_chars=self.config.max_result_chars,
+            timeout=2 * self.config.timeout + STARTUP_TIMEOUT,
+            metadata={"mcp_server": self.id, "mcp_tool": listed.name, "title": listed.title},
+            server=self.id, upstream_name=listed.name, pinned_digest=pinned_digest)
+
+    def _handler(self, name: str, upstream: str, pinned_digest: str,
+                 output: Draft202012Validator | None) -> Any:
+        async def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
+            return await self._call(name, upstream, pinned_digest, output, arguments)
+        return handler
+
+    async def _call(self, name: str, upstream: str, pinned_digest: str,
+                    output: Draft202012Validator | None, arguments: dict[str, Any]) -> Any:
+        try:
+            conn = await self._ensure()
+            if self.config.relist_before_call or conn.stale:
+                await self.refresh()
+                conn = await self._ensure()
+        except McpServerError as exc:
+            raise ToolError(f"{exc}. Nothing was run.") from exc
+        current = self._offered.get(name)
+        if current is None or current.pinned_digest != pinned_digest:
+            raise ToolError(f"{name} is blocked: its definition is no longer the one a person "
+                            "approved. Nothing was run; an operator must review it "
+                            "(anfitrion mcp review).")
+        session = conn.session
+        assert session is not None
+        request_id = getattr(session, "_request_id", None)
+        try:
+            with anyio.fail_after(self.config.timeout):
+                result = await session.call_tool(upstream, arguments)
+        except TimeoutError:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await self._cancel_upstream(session, request_id)
+            # A server that ignores a deadline may keep working or writing: start afresh.
+            self._broken(conn, "a call timed out")
+            raise ToolError(f"no answer within {self.config.timeout:g} seconds: the call was "
+                            "cancelled and the server will be restarted on the next use. The "
+                            "action may have happened.") from None
+        except McpError as exc:
+            if exc.error.code == mt.CONNECTION_CLOSED:
+                self._broken(conn, "the server closed the connection during a call")
+                raise ToolError(f"MCP server {self.id!r} stopped during the call (crashed or "
+                                "exited); it will be restarted on the next use. The action "
+                                "may or may not have happened.") from exc
+            raise ToolError(f"the server refused the call: {exc.error.message}") from exc
+        except RuntimeError as exc:  # the SDK's own check of structured content
+            raise ToolError(f"the result is invalid: {exc}") from exc
+        except _TRANSPORT_ERRORS as exc:
+            self._broken(conn, f"the connection broke during a call ({type(exc).__name__})")
+            raise ToolError(f"MCP server {self.id!r} stopped during the call; it will be "
+                            "restarted on the next use. The action may or may not have "
+                            "happened.") from exc
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await self._cancel_upstream(session, request_id)
+            self._broken(conn, "a call was cancelled")
+            raise
+        return self._result_value(result, output)
+
+    async def _cancel_upstream(self, session: ClientSession, request_id: Any) -> None:
+        if not isinstance(request_id, int):
+            return
+        note = mt.CancelledNotification(params=mt.CancelledNotificationParams(
+            requestId=request_id, reason="the host cancelled the call (timeout or stop)"))
+        with suppress(McpError, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await session.send_notification(mt.ClientNotification(note))
+
+    def _result_value(self, result: mt.CallToolResult,
+                      output: Draft202012Validator | None) -> Any:
+        limit = self.config.max_result_chars
+        text = _content_text(result.content, limit)
+        if result.isError:
+            raise ToolError(f"the server reported an error: {text}")
+        structured = result.structuredContent
+        if output is not None:
+            if structured is None:
+                raise ToolError("the tool declares an output schema but returned no structured "
+                                "content")
+            error = next(iter(output.iter_errors(structured)), None)
+            if error is not None:
+                where = ".".join(str(p) for p in error.absolute_path) or "(root)"
+                raise ToolError(f"the structured result does not match the approved output "
+                                f"schema at {where}: {error.message[:300]}")
+            return structured
+        if structured is not None and not text:
+            return structured
+        return text
+
+
+class McpServers:
+    """All servers of an MCP config as one :class:`~anfitrion.tools.ToolSource`.
+
+    Example:
+        >>> async def main(store):  # doctest: +SKIP
+        ...     async with McpServers(load_config("mcp.json"), store) as servers:
+        ...         print([t.name for t in await servers.list_tools(context)])
+    """
+
+    def __init__(self, config: McpConfig | Iterable[ServerConfig], store: Store, *,
+                 errlog: TextIO | None = None) -> None:
+        servers = config.servers.values() if isinstance(config, McpConfig) else config
+        self.toolsets: dict[str, McpToolset] = {
+            s.id: McpToolset(s, store, errlog=errlog) for s in servers}
+        self.store = store
+        self._stack: AsyncExitStack | None = None
+
+    async def __aenter__(self) -> McpServers:
+        self._stack = AsyncExitStack()
+        for toolset in self.toolsets.values():
+            await self._stack.enter_async_context(toolset)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    async def list_tools(self, context: OfferContext) -> list[Tool]:
+        tools: list[Tool] = []
+        for toolset in self.toolsets.values():
+            tools.extend(await toolset.list_tools(context))
+        return tools
+
+    async def refresh(self) -> Mapping[str, list[ToolStatus] | McpServerError]:
+        """List every server now; a server that cannot be reached maps to its error."""
+        found: dict[str, list[ToolStatus] | McpServerError] = {}
+        for server_id, toolset in self.toolsets.items():
+            try:
+                found[server_id] = await toolset.refresh()
+            except McpServerError as exc:
+                found[server_id] = exc
+        return found

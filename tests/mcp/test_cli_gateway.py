@@ -1,0 +1,123 @@
+"""``anfitrion gateway`` over stdio: the official MCP client SDK spawns it as a desktop
+assistant would. The approval tests share the gateway's SQLite store with the test."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_helpers import MALICIOUS
+
+from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
+from anfitrion.mcp.config import load_config
+from anfitrion.mcp.pinning import PinBook
+from anfitrion.mcp.toolset import McpServers
+from anfitrion.store import Store, open_store
+
+pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
+
+ANFITRION = str(Path(sys.executable).parent / "anfitrion")
+HAS_SQLITE = importlib.util.find_spec("anfitrion.store.sqlite") is not None
+needs_sqlite = pytest.mark.skipif(not HAS_SQLITE, reason="needs the SQLite store to share "
+                                  "approvals between the test and the gateway process")
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({
+        "mcpServers": {
+            "time": {"command": sys.executable, "trusted": True,
+                     "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+            "mal": {"command": sys.executable, "args": [MALICIOUS, "--trash", str(tmp_path)]}},
+        "gateway": {"principal": "desktop"}}))
+    return path
+
+
+@asynccontextmanager
+async def stdio_gateway(config: Path, store_url: str,
+                        wait: float = 60) -> AsyncIterator[ClientSession]:
+    env = {k: os.environ[k] for k in ("PYTHONPATH", "ANFITRION_HOME") if k in os.environ}
+    params = StdioServerParameters(command=ANFITRION, env=env, args=[
+        "gateway", "--config", str(config), "--store", store_url,
+        "--approval-wait", str(wait)])
+    async with stdio_client(params, errlog=sys.__stderr__) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def test_a_fresh_gateway_offers_nothing_before_an_operator_reviews(
+        config_file: Path) -> None:
+    with anyio.fail_after(60):
+        async with stdio_gateway(config_file, "memory://") as client:
+            assert (await client.list_tools()).tools == []
+            refused = await client.call_tool("time.get_current_time", {"timezone": "UTC"})
+    assert refused.isError
+    assert "unknown tool" in refused.content[0].text
+
+
+async def wait_for_request(store: Store, tool: str) -> ApprovalRequest:
+    """Look at the shared store until the gateway's request appears (another process)."""
+    while True:
+        found = [r for r in await store.list_approvals() if r.tool_name == tool]
+        if found:
+            return found[0]
+        await anyio.sleep(0.05)
+
+
+@needs_sqlite
+async def test_over_stdio_reads_pass_and_writes_wait_for_a_person_via_the_store(
+        config_file: Path, tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'anfitrion.db'}"
+    store = open_store(url)
+    try:
+        async with McpServers(load_config(config_file), store) as servers:
+            await servers.refresh()
+        for name in ("time.get_current_time", "mal.rug", "mal.delete_file"):
+            await PinBook(store).approve(name, by="operator")
+        (tmp_path / "precious.txt").write_text("keep")
+        with anyio.fail_after(90):
+            async with stdio_gateway(config_file, url) as client:
+                names = sorted(t.name for t in (await client.list_tools()).tools)
+                assert names == ["mal.delete_file", "mal.rug", "time.get_current_time"]
+                read = await client.call_tool("time.get_current_time", {"timezone": "UTC"})
+                assert not read.isError
+
+                async with anyio.create_task_group() as tg:
+                    async def approve_it() -> None:
+                        request = await wait_for_request(store, "mal.rug")
+                        assert request.principal_id == "desktop"
+                        assert await store.answer_approval(
+                            ApprovalAnswer.to(request, True, "alice"))
+                    tg.start_soon(approve_it)
+                    written = await client.call_tool("mal.rug", {"a": 20, "b": 22})
+                assert not written.isError, written.content
+                assert written.content[0].text == "42"
+
+                async with anyio.create_task_group() as tg:
+                    async def deny_it() -> None:
+                        request = await wait_for_request(store, "mal.delete_file")
+                        assert await store.answer_approval(
+                            ApprovalAnswer.to(request, False, "alice", "not today"))
+                    tg.start_soon(deny_it)
+                    denied = await client.call_tool("mal.delete_file", {"name": "precious.txt"})
+                assert denied.isError
+                assert "denied" in denied.content[0].text
+                assert "not today" in denied.content[0].text
+        assert (tmp_path / "precious.txt").exists()
+        kinds = {r.type for r in await store.audit_records()}
+        assert {"approval.requested", "approval.answered", "execution.settled"} <= kinds
+    finally:
+        await store.close()

@@ -1,0 +1,71 @@
+"""The mcpServers config file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from anfitrion.exceptions import ConfigError
+from anfitrion.mcp.config import load_config, parse_config
+
+DESKTOP = {"mcpServers": {
+    "git": {"command": "uvx", "args": ["mcp-server-git", "--repository", "."]},
+    "docs": {"type": "http", "url": "https://docs.example/mcp",
+             "headers": {"Authorization": "Bearer ${DOCS_TOKEN}"}},
+    "off": {"command": "x", "disabled": True},
+}}
+
+
+def test_a_pasted_mcpservers_block_loads_as_is() -> None:
+    config = parse_config(DESKTOP, environ={"DOCS_TOKEN": "abc"})
+    assert sorted(config.servers) == ["docs", "git"]
+    git = config.servers["git"]
+    assert (git.transport, git.command, git.args) == ("stdio", "uvx",
+                                                     ("mcp-server-git", "--repository", "."))
+    assert git.trusted is False
+    assert git.env == {}
+    assert config.servers["docs"].headers == {"Authorization": "Bearer abc"}
+
+
+def test_secrets_are_passed_only_when_named_and_must_exist() -> None:
+    with pytest.raises(ConfigError, match="DOCS_TOKEN is not set"):
+        parse_config(DESKTOP, environ={})
+
+
+@pytest.mark.parametrize(("servers", "message"), [
+    ({"a.b": {"command": "x"}}, "server id"),
+    ({"a": {"command": "x", "url": "http://h"}}, "either a command"),
+    ({"a": {}}, "either a command"),
+    ({"a": {"url": "http://h", "type": "sse"}}, "not supported"),
+    ({"a": {"url": "file:///etc/passwd"}}, "http"),
+    ({"a": {"command": "x", "trusted": "yes"}}, "true or false"),
+    ({"a": {"command": "x", "timeout": 0}}, "positive"),
+    ({"a": {"command": "x", "surprise": 1}}, "unknown keys surprise"),
+])
+def test_invalid_server_entries_name_the_key(servers: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config({"mcpServers": servers})
+
+
+def test_the_gateway_only_listens_on_loopback() -> None:
+    with pytest.raises(ConfigError, match="loopback"):
+        parse_config({"mcpServers": {}, "gateway": {"host": "0.0.0.0"}})
+
+
+def test_load_config_reports_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text('{\n  "mcpServers": {,\n}')
+    with pytest.raises(ConfigError, match=r"mcp\.json:2"):
+        load_config(path)
+    path.write_text(json.dumps({"mcpServers": {}, "gateway": {"approvalWait": 5,
+                                                              "principal": "desk"}}))
+    settings = load_config(path).gateway
+    assert (settings.approval_wait, settings.principal) == (5.0, "desk")
+
+
+def test_the_gateway_policy_file_is_relative_to_the_config(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"gateway": {"policy": "anfitrion.toml"}}))
+    assert load_config(path).gateway.policy == str(tmp_path / "anfitrion.toml")
