@@ -201,9 +201,9 @@ class Origin:
 class TaintIndex:
     """Normalised text of results and of the principal's messages, indexed as it arrives.
 
-    Lookups cost what the looked-up value costs (a word index narrows the candidate results
-    before any substring test), not what the conversation costs. Rebuild after loading a
-    session with :meth:`from_messages`; the index itself is not stored.
+    Adding a result costs its own length; a lookup tests only the results holding the value's
+    rarest word, so neither grows with the conversation. Rebuild after loading a session with
+    :meth:`from_messages`; the index itself is not stored.
     """
 
     def __init__(self) -> None:
