@@ -474,3 +474,45 @@ async def test_the_host_never_rebuilds_the_index_during_a_run(
                            call("send_email", {"to": ATTACKER, "body": "x"}), "ok"])
     await Host(model, mail_tools(), policy=policy(), approver=approver).run("inbox")
     assert seen[0].rule_id == "taint.argument"
+
+
+# -- results stay data on the wire, in every provider format ------------------------------------
+
+def _holders(node: Any, payload: str, parent: Any = None) -> list[Any]:
+    """The dicts whose string values contain *payload* (the slots that carry it)."""
+    found: list[Any] = []
+    if isinstance(node, dict):
+        for value in node.values():
+            if isinstance(value, str) and payload in value:
+                found.append(node)
+            else:
+                found += _holders(value, payload, node)
+    elif isinstance(node, list):
+        for item in node:
+            found += _holders(item, payload, parent)
+    return found
+
+
+@pytest.mark.parametrize("payload", INJECTED_MARKUP)
+@pytest.mark.parametrize(("adapter", "slot"), [
+    ("anthropic", {"type": "tool_result", "tool_use_id": "call_7"}),
+    ("openai_chat", {"role": "tool", "tool_call_id": "call_7"}),
+    ("openai_responses", {"type": "function_call_output", "call_id": "call_7"}),
+])
+def test_an_injected_result_travels_only_in_its_own_result_slot(
+        adapter: str, slot: dict[str, str], payload: str) -> None:
+    import importlib
+
+    from anfitrion.conversation import Text, ToolCall
+    from anfitrion.models._base import ModelRequest
+
+    module = importlib.import_module(f"anfitrion.models.{adapter}")
+    messages = [UserMessage((Text("Read my inbox"),)),
+                Reply((ToolCall.from_object("call_7", "read_inbox", {}),)),
+                UserMessage((ToolResult("call_7", "read_inbox", payload,
+                                        provenance=Provenance.UNTRUSTED),))]
+    wire = json.loads(json.dumps(module.to_wire(ModelRequest(messages, instructions="Be brief."),
+                                                model="m")))
+    holders = _holders(wire, payload)
+    assert len(holders) == 1
+    assert slot.items() <= holders[0].items()
