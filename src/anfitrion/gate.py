@@ -35,6 +35,7 @@ from .policy import Decision, Policy, PolicyContext, Verdict, arguments_digest
 from .policy.rules import RECENT_CALLS_KEPT
 from .principal import Principal
 from .store import ClaimState, LedgerState, Store
+from .taint import TaintIndex
 from .tools import ArgumentError, BoundCall, Effect, Tool, ToolContext
 
 __all__ = ["CallOutcome", "Gate", "GateLimits", "ToolError", "shape_result"]
@@ -68,6 +69,7 @@ class CallScope:
     recent_calls: list[tuple[str, str]] = field(default_factory=list)
     untrusted_sources: list[str] = field(default_factory=list)
     pending_request_id: str | None = None
+    taint: TaintIndex | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +220,10 @@ class Gate:
         rate_counts = {key.id: await self.store.count_calls(
             scope.principal.id, key.tool, (now - timedelta(seconds=key.seconds)).timestamp())
             for key in self.policy.rate_keys(tool.name)}
-        decision = self.policy.decide(bound, self._policy_context(scope, now, rate_counts))
+        # argument provenance first, so rules can see values that came from untrusted results
+        flags = scope.taint.flag(parsed) if scope.taint is not None else {}
+        decision = self.policy.decide(bound, self._policy_context(scope, now, rate_counts,
+                                                                  flags))
         if scope.pending_request_id is None and edit_of is None:
             # every new proposal (not a resume, not an edit) feeds the repeated-call guard
             scope.recent_calls.append((tool.name, arguments_digest(parsed)))
@@ -254,12 +259,13 @@ class Gate:
         return await self._finish(scope, CallOutcome(call, "execute", result, decision))
 
     def _policy_context(self, scope: CallScope, now: datetime,
-                        rate_counts: Mapping[str, int]) -> PolicyContext:
+                        rate_counts: Mapping[str, int],
+                        flags: Mapping[str, str] | None = None) -> PolicyContext:
         return PolicyContext(principal=scope.principal, session_id=scope.session_id,
                              turn=scope.turn, now=now, counters=dict(scope.counters),
                              recent_calls=tuple(scope.recent_calls),
                              untrusted_sources=tuple(scope.untrusted_sources),
-                             rate_counts=rate_counts)
+                             rate_counts=rate_counts, flagged_arguments=dict(flags or {}))
 
     async def _pending_edit(self, call: ToolCall,
                             scope: CallScope) -> tuple[ToolCall, str, int] | CallOutcome | None:

@@ -47,6 +47,7 @@ from .models._base import Model, ModelRequest
 from .policy import Policy
 from .principal import Principal
 from .store import SessionState, Store, open_store
+from .taint import TaintIndex
 from .tools import Effect, OfferContext, Tool, Toolbox, ToolSource
 
 __all__ = ["CallRecord", "Host", "RunResult", "RunStatus", "StopSignal"]
@@ -150,6 +151,7 @@ class _Session:
     dumped: list[dict[str, Any]] = field(default_factory=list)
     saved_messages: int = 0
     call_ids: set[str] = field(default_factory=set)  # every tool call id of the session
+    taint: TaintIndex = field(default_factory=TaintIndex)  # rebuilt on load, never stored
 
     def add(self, message: Message) -> None:
         """Append to the transcript; the message is serialised once, here."""
@@ -178,6 +180,7 @@ class _Session:
         d = state.data
         settled_msg = load_messages([{"kind": "user", "parts": d.get("settled", [])}])[0]
         dumped = [dict(m) for m in state.messages]
+        settled = {p.call_id: p for p in settled_msg.parts if isinstance(p, ToolResult)}
         transcript = Transcript(load_messages(dumped))
         return cls(
             id=state.session_id, principal=Principal.from_dict(d["principal"]),
@@ -187,9 +190,11 @@ class _Session:
             recent_calls=[(str(a), str(b)) for a, b in d.get("recent_calls", [])],
             untrusted_sources=list(d.get("untrusted_sources", [])),
             pending=dict(d.get("pending", {})),
-            settled={p.call_id: p for p in settled_msg.parts if isinstance(p, ToolResult)},
-            version=state.version, dumped=dumped, saved_messages=state.saved_messages,
-            call_ids={c.id for m in transcript if isinstance(m, Reply) for c in m.tool_calls})
+            settled=settled, version=state.version, dumped=dumped,
+            saved_messages=state.saved_messages,
+            call_ids={c.id for m in transcript if isinstance(m, Reply) for c in m.tool_calls},
+            taint=TaintIndex.from_messages(transcript, settled.values(),
+                                           turn=int(d.get("turn", 0))))
 
 
 class Host:
@@ -278,6 +283,7 @@ class Host:
         else:
             session = _Session(session_id or uuid.uuid4().hex, who, Transcript())
         session.add(UserMessage((Text(prompt),)))
+        session.taint.add_principal_text(prompt)
         await self._emit(HostEvent(EventType.RUN_STARTED, session.id, session.turn, who.id,
                                    detail=f"prompt of {len(prompt)} characters"))
         return await self._loop(session, stop or StopSignal(), resume_calls=False)
@@ -399,7 +405,8 @@ class Host:
                 continue
             scope = CallScope(session.principal, session.id, session.turn, session.counters,
                               session.invalid_by_tool, session.recent_calls,
-                              session.untrusted_sources, session.pending.get(tool_call.id))
+                              session.untrusted_sources, session.pending.get(tool_call.id),
+                              session.taint)
             outcome = await self.gate.process(tool_call, offered, scope)
             records.append(CallRecord.of(outcome))
             exhausted = exhausted or outcome.exhausted
@@ -412,7 +419,8 @@ class Host:
             if outcome.stage == "execute":
                 session.counters["tool_calls"] = session.counters.get("tool_calls", 0) + 1
             # recent_calls is kept by the gate: every proposal, digested canonically (policy)
-            if outcome.result.provenance == "untrusted" and \
+            # taint only when third-party text arrived (not for the host's own error messages)
+            if session.taint.add_result(outcome.result, session.turn) and \
                     tool_call.name not in session.untrusted_sources:
                 session.untrusted_sources.append(tool_call.name)
         if session.pending:

@@ -222,5 +222,6 @@ async def test_a_session_left_running_cannot_take_a_new_prompt_but_can_be_forced
                                              session_id=done.session_id)
     with pytest.raises(UserError, match="not suspended"):
         await host(store, world, *calls).resume(done.session_id)
-    forced = await host(store, world, *calls).resume(done.session_id, force=True)
+    again = (call("lookup", {"name": "ana"}, id="r2"),)  # a new turn has new call ids
+    forced = await host(store, world, *again).resume(done.session_id, force=True)
     assert forced.status is RunStatus.COMPLETED

@@ -1,0 +1,72 @@
+"""The shape of a per-suite operator policy, and the rules several suites share."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from anfitrion import Decision, Effect, Policy, PolicyContext
+from anfitrion.conversation import Provenance
+from anfitrion.policy import Rule
+from anfitrion.taint import egress_warnings, taint_rule
+from anfitrion.tools import BoundCall
+
+
+@dataclass(frozen=True)
+class SuiteOperator:
+    """Declarations for one suite.
+
+    Attributes:
+        write_tools: tools with side effects (every other tool is declared READ).
+        trusted_tools: tools whose results only the host or the user can write (every other
+            tool is UNTRUSTED: third parties can write e-mails, files, pages, reviews, ...).
+        allowed_hosts: hosts any URL argument may reach; ``None``: no global allow-list.
+        rules: the operator's own rules, in addition to the defaults and the taint rule.
+    """
+
+    write_tools: frozenset[str]
+    trusted_tools: frozenset[str]
+    allowed_hosts: tuple[str, ...] | None = None
+    rules: tuple[Rule, ...] = field(default_factory=tuple)
+
+    def effect(self, tool: str) -> Effect:
+        return Effect.WRITE if tool in self.write_tools else Effect.READ
+
+    def provenance(self, tool: str) -> Provenance:
+        return Provenance.TRUSTED if tool in self.trusted_tools else Provenance.UNTRUSTED
+
+    def policy(self) -> Policy:
+        """Default policy + this operator's rules + the taint rule."""
+        return Policy.default().with_rules(*self.rules,
+                                           taint_rule(allowed_hosts=self.allowed_hosts))
+
+
+def allow(tool: str, reason: str, when: Callable[[BoundCall], bool] = lambda c: True) -> Rule:
+    """Allow *tool* without asking when *when* holds (the taint rule may still escalate)."""
+
+    def rule(call: BoundCall, context: PolicyContext) -> Decision | None:
+        if call.name == tool and when(call):
+            return Decision.allow(reason, f"operator.allow.{tool}")
+        return None
+
+    return rule
+
+
+def only_hosts(tool: str, hosts: Iterable[str]) -> Rule:
+    """Ask whenever *tool* sends to a URL outside *hosts* (an allow-list for one tool)."""
+    allowed = tuple(hosts)
+
+    def rule(call: BoundCall, context: PolicyContext) -> Decision | None:
+        if call.name != tool:
+            return None
+        warnings = egress_warnings(call.arguments, allowed)
+        if warnings:
+            return Decision.ask(f"{tool} sends outside the operator's hosts", "operator.egress",
+                                warnings)
+        return None
+
+    return rule
+
+
+def no_participants(call: BoundCall) -> bool:
+    return not call.arguments.get("participants")
