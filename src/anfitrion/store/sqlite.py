@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -94,7 +95,7 @@ class SQLiteStore:
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                    check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _set_wal(conn, self.timeout)
             # FULL: a committed claim or answer survives power loss too, not only a crash.
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute(MIGRATIONS_TABLE)
@@ -408,6 +409,20 @@ class SQLiteStore:
                     self._conn = None
                     self._migrated = False
         await anyio.to_thread.run_sync(close)
+
+
+def _set_wal(conn: Conn, timeout: float) -> None:
+    """Switch to WAL. SQLite answers "locked" at once, without its busy handler, when several
+    connections open a new file together: retry until the timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _write(conn: Conn, fn: Callable[[Conn], T]) -> T:
