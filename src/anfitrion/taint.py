@@ -454,4 +454,5 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
         return Decision.ask("the session read untrusted content; a side-effecting call needs "
                             "a person's approval", "taint", warnings)
 
+    rule.rule_id = "taint"  # type: ignore[attr-defined]
     return rule

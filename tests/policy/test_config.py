@@ -11,6 +11,7 @@ from anfitrion import ConfigError, Effect
 from anfitrion.policy import (
     ArgumentRule,
     PathInside,
+    Policy,
     RateLimit,
     RepeatGuard,
     ToolRule,
@@ -18,6 +19,7 @@ from anfitrion.policy import (
     load_policy,
     parse_policy,
 )
+from anfitrion.policy._core import rule_id_of
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "anfitrion.toml"
 
@@ -31,8 +33,9 @@ def _error(text: str) -> ConfigError:
 def test_the_example_file_loads_with_every_part() -> None:
     policy = load_policy(EXAMPLE)
     assert policy.defaults == {Effect.READ: Verdict.ALLOW, Effect.WRITE: Verdict.DENY}
-    kinds = [type(r) for r in policy.rules]
+    kinds = [type(r) for r in policy.rules[:-1]]
     assert kinds == [ArgumentRule, ArgumentRule, RateLimit, RepeatGuard]
+    assert rule_id_of(policy.rules[-1]) == "taint"  # taint containment is on by default
     assert policy.principal("alice").scopes == frozenset({"mail:send"})
     assert policy.principal("nobody").scopes == frozenset()
     assert policy.approvals.ttl == timedelta(minutes=15)
@@ -42,8 +45,18 @@ def test_the_example_file_loads_with_every_part() -> None:
 
 def test_an_empty_file_is_the_default_policy() -> None:
     policy = parse_policy("")
-    assert policy.rules == ()
+    assert [rule_id_of(r) for r in policy.rules] == ["taint"]
+    assert [rule_id_of(r) for r in Policy.default().rules] == ["taint"]
     assert policy.defaults[Effect.WRITE] is Verdict.ASK
+
+
+def test_taint_containment_is_configured_in_its_own_table() -> None:
+    assert parse_policy("[taint]\nenabled = false\n").rules == ()
+    policy = parse_policy('[taint]\nallowed_hosts = ["example.com"]\ndeny_flagged = true\n')
+    assert [rule_id_of(r) for r in policy.rules] == ["taint"]
+    err = _error("[taint]\nenabled = 1\n")
+    assert err.key == "taint.enabled"
+    assert _error("[taint]\nbogus = true\n").key == "taint.bogus"
 
 
 def test_a_toml_syntax_error_names_the_file_and_line() -> None:
@@ -171,7 +184,7 @@ def test_an_unreadable_or_non_utf8_file_is_a_config_error(tmp_path: Path) -> Non
 def test_rules_keep_their_ids_and_default_to_their_position() -> None:
     policy = parse_policy('[[rules]]\nid = "reads"\neffect = "read"\nverdict = "allow"\n'
                           '[[rules]]\ntools = ["a", "b*"]\nverdict = "deny"\nroles = ["x"]\n')
-    first, second = policy.rules
+    first, second, _ = policy.rules
     assert isinstance(first, ToolRule)
     assert first.rule_id == "reads"
     assert isinstance(second, ToolRule)

@@ -256,8 +256,12 @@ class Policy:
 
     @classmethod
     def default(cls) -> Policy:
-        """Reads are allowed, writes ask a person, nothing else is decided."""
-        return cls()
+        """Reads are allowed, writes ask a person, and taint containment is on: in a session
+        that read untrusted content every write asks, and arguments that came only from such
+        content are flagged (:func:`anfitrion.taint.taint_rule`)."""
+        from ..taint import taint_rule  # taint builds on this module
+
+        return cls([taint_rule()])
 
     def _copy(self, **changes: Any) -> Policy:
         options: dict[str, Any] = {"defaults": self.defaults, "budgets": self.budgets,

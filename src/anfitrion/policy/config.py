@@ -50,7 +50,7 @@ DEFAULT_POLICY_FILE = "anfitrion.toml"
 T = TypeVar("T")
 
 _TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
-        "repeat_guard"}
+        "repeat_guard", "taint"}
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
          "arguments"}
 _RATE = {"id", "tool", "tools", "max_calls", "per", "combined", "reason"}
@@ -335,6 +335,22 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
             if (n := r.typed(table, name, key, int, "an integer")) is not None:
                 options[name] = n
         approvals = r.built(key, lambda: ApprovalLimits(**options))
+
+    # Taint containment is on unless the file turns it off: writes in a session that read
+    # untrusted content ask a person, and arguments that came only from such content are flagged.
+    from ..taint import taint_rule
+
+    taint: dict[str, Any] = {}
+    if "taint" in data:
+        table = r.table(data["taint"], "taint",
+                        {"enabled", "allowed_hosts", "deny_flagged", "ask_on_flagged_reads"})
+        taint = {name: r.typed(table, name, "taint", bool, "true or false")
+                 for name in ("enabled", "deny_flagged", "ask_on_flagged_reads")
+                 if name in table}
+        if "allowed_hosts" in table:
+            taint["allowed_hosts"] = r.strings(table, "allowed_hosts", "taint")
+    if taint.pop("enabled", True):
+        rules.append(r.built("taint", lambda: taint_rule(**taint)))
 
     return Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
                   principals=principals, source=path)
