@@ -11,6 +11,7 @@ prev_hash})``; :func:`verify_chain` re-derives the chain and names the first bro
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -158,10 +159,15 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
 
 
 def chain_hash(seq: int, type: str, session_id: str, at: float, data: Mapping[str, Any],
-               prev_hash: str) -> str:
-    """The hash of one record, chained to the previous one."""
-    return digest({"seq": seq, "type": type, "session_id": session_id, "at": at,
-                   "data": data, "prev_hash": prev_hash})
+               prev_hash: str, *, data_text: str | None = None) -> str:
+    """The hash of one record, chained to the previous one.
+
+    SHA-256 over the canonical JSON of ``[seq, type, session_id, at, prev_hash]``, a newline,
+    and the canonical JSON of *data* (*data_text*, when the caller serialised it already).
+    """
+    header = canonical_json([seq, type, session_id, at, prev_hash])
+    body = canonical_json(data) if data_text is None else data_text
+    return hashlib.sha256(f"{header}\n{body}".encode()).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,8 +280,23 @@ def records_from_jsonl(lines: Iterable[str]) -> Iterator[AuditRecord]:
                               d["data"], d["prev_hash"], d["hash"])
 
 
+# Events after which the buffered records must be in the store before the host goes on: a
+# model request (the end of a turn), a side effect about to run, a person about to be asked,
+# the end of a run.
+FLUSH_ON = frozenset({EventType.MODEL_REQUESTED, EventType.EXECUTION_CLAIMED,
+                      EventType.APPROVAL_REQUESTED, EventType.APPROVAL_ANSWERED,
+                      EventType.RUN_ENDED, EventType.RUN_RESUMED})
+MAX_BUFFERED = 64
+
+
 class AuditRecorder:
-    """A host listener appending one redacted record per event to the store."""
+    """A host listener recording one redacted, hash-chained record per event.
+
+    Records are built when their event happens and written in batches — one store transaction
+    per turn — and always before a side effect runs, before a person is asked, and when a run
+    ends. A crash can lose at most the records of the read-only calls of the turn in progress;
+    everything that preceded an action is stored before the action.
+    """
 
     def __init__(self, store: Store, *, sensitive_by_tool: Mapping[str, Iterable[str]]
                  | None = None, skip: Iterable[EventType] = ()) -> None:
@@ -283,6 +304,7 @@ class AuditRecorder:
         self._sensitive: dict[str, frozenset[str]] = {
             name: frozenset(names) for name, names in (sensitive_by_tool or {}).items()}
         self._skip = frozenset(skip)
+        self._buffer: list[tuple[str, str, float, dict[str, Any]]] = []
 
     def sensitive_for(self, tool: str | None) -> Iterable[str]:
         return self._sensitive.get(tool or "", ())
@@ -294,7 +316,14 @@ class AuditRecorder:
                 self._sensitive[tool.name] = frozenset(tool.sensitive)
 
     async def __call__(self, event: HostEvent) -> None:
-        if event.type in self._skip:
-            return
-        await self._store.append_audit(event.type.value, event.session_id, event.at,
-                                       event_record_data(event, self.sensitive_for(event.tool)))
+        if event.type not in self._skip:
+            self._buffer.append((event.type.value, event.session_id, event.at,
+                                 event_record_data(event, self.sensitive_for(event.tool))))
+        if self._buffer and (event.type in FLUSH_ON or len(self._buffer) >= MAX_BUFFERED):
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Write the buffered records (one transaction)."""
+        batch, self._buffer = self._buffer, []
+        if batch:
+            await self._store.append_audit_many(batch)

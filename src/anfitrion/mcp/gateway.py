@@ -98,7 +98,8 @@ class Gateway:
         self.poll_interval = poll_interval
         self.session_id = f"gateway-{uuid.uuid4().hex[:16]}"
         self._visible = visible
-        self._listeners: list[Listener] = [AuditRecorder(store)] if audit else []
+        self._recorder = AuditRecorder(store) if audit else None
+        self._listeners: list[Listener] = [self._recorder] if self._recorder else []
         self._listeners.extend(listeners)
         self.gate = Gate(policy=policy or Policy.default(), approver=DeferredApprover(),
                          store=store, emit=self._emit, limits=limits)
@@ -165,7 +166,11 @@ class Gateway:
 
     async def _process(self, call: ToolCall, pending: str | None) -> CallOutcome:
         scope = CallScope(self.principal, self.session_id, 0, pending_request_id=pending)
-        return await self.gate.process(call, await self.offered(), scope)
+        try:
+            return await self.gate.process(call, await self.offered(), scope)
+        finally:
+            if self._recorder is not None:  # every call's records are stored when it returns
+                await self._recorder.flush()
 
     async def _answered(self, request_id: str) -> bool:
         with anyio.move_on_after(self.approval_wait):

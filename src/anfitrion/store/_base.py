@@ -172,6 +172,11 @@ class Store(Protocol):
     async def append_audit(self, type: str, session_id: str, at: float,
                            data: Mapping[str, Any]) -> AuditRecord: ...
 
+    async def append_audit_many(
+            self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> None:
+        """Append ``(type, session_id, at, data)`` records in order, in one transaction."""
+        ...
+
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]: ...
 
     # counters for rate limits

@@ -170,6 +170,11 @@ class MemoryStore:
             self._audit.append(record)
             return record
 
+    async def append_audit_many(
+            self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> None:
+        for type, session_id, at, data in entries:
+            await self.append_audit(type, session_id, at, data)
+
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         with self._lock:
             return [r for r in self._audit if session_id is None or r.session_id == session_id]

@@ -362,27 +362,43 @@ class PostgresStore:
 
     async def append_audit(self, type: str, session_id: str, at: float,
                            data: Mapping[str, Any]) -> AuditRecord:
+        text = dump_json(data)
+        [(seq, prev, digest)] = await self._append_audit([(type, session_id, at, text)])
+        return AuditRecord(seq, type, session_id, at, load_json(text), prev, digest)
+
+    async def append_audit_many(
+            self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> None:
+        await self._append_audit([(type, session_id, at, dump_json(data))
+                                  for type, session_id, at, data in entries])
+
+    async def _append_audit(self, rows: Sequence[tuple[str, str, float, str]]
+                            ) -> list[tuple[int, str, str]]:
+        """Chain *rows* after the head, which is locked: one writer order for the chain."""
         from ..audit import chain_hash
 
-        text = dump_json(data)
-        stored = load_json(text)
         pool = await self._ready()
+        out: list[tuple[int, str, str]] = []
         with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
             async with pool.connection() as conn, conn.transaction():
                 cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
                                          "WHERE id = 1 FOR UPDATE")
                 head = await cur.fetchone()
                 assert head is not None
-                seq, prev = int(head[0]) + 1, str(head[1])
-                record = AuditRecord(seq, type, session_id, at, stored, prev,
-                                     chain_hash(seq, type, session_id, at, stored, prev))
-                await conn.execute(
-                    "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, "
-                    "hash) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    (seq, type, session_id, at, text, prev, record.hash))
+                seq, prev = int(head[0]), str(head[1])
+                inserts = []
+                for type, session_id, at, text in rows:
+                    seq += 1
+                    digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
+                    inserts.append((seq, type, session_id, at, text, prev, digest))
+                    out.append((seq, prev, digest))
+                    prev = digest
+                async with conn.cursor() as many:
+                    await many.executemany(
+                        "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
+                        "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", inserts)
                 await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
-                                   "WHERE id = 1", (seq, record.hash))
-        return record
+                                   "WHERE id = 1", (seq, prev))
+        return out
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         sql = "SELECT seq, type, session_id, at, data, prev_hash, hash FROM anfitrion_audit"

@@ -335,24 +335,16 @@ class SQLiteStore:
 
     async def append_audit(self, type: str, session_id: str, at: float,
                            data: Mapping[str, Any]) -> AuditRecord:
-        from ..audit import chain_hash
-
         text = dump_json(data)
         stored = load_json(text)
+        records = await self._write(lambda c: _append_audit(c, [(type, session_id, at, text)]))
+        seq, prev, digest = records[0]
+        return AuditRecord(seq, type, session_id, at, stored, prev, digest)
 
-        def append(c: Conn) -> AuditRecord:
-            seq, prev = c.execute("SELECT seq, hash FROM anfitrion_audit_head "
-                                  "WHERE id = 1").fetchone()
-            seq += 1
-            record = AuditRecord(seq, type, session_id, at, stored, prev,
-                                 chain_hash(seq, type, session_id, at, stored, prev))
-            c.execute("INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, "
-                      "hash) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      (seq, type, session_id, at, text, prev, record.hash))
-            c.execute("UPDATE anfitrion_audit_head SET seq = ?, hash = ? WHERE id = 1",
-                      (seq, record.hash))
-            return record
-        return await self._write(append)
+    async def append_audit_many(
+            self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> None:
+        rows = [(type, session_id, at, dump_json(data)) for type, session_id, at, data in entries]
+        await self._write(lambda c: _append_audit(c, rows))
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         sql = "SELECT seq, type, session_id, at, data, prev_hash, hash FROM anfitrion_audit"
@@ -409,6 +401,27 @@ class SQLiteStore:
                     self._conn = None
                     self._migrated = False
         await anyio.to_thread.run_sync(close)
+
+
+def _append_audit(c: Conn, rows: Sequence[tuple[str, str, float, str]]
+                  ) -> list[tuple[int, str, str]]:
+    """Chain *rows* (type, session, at, canonical data text) after the head, under the write
+    lock; returns each record's (seq, prev_hash, hash)."""
+    from ..audit import chain_hash
+
+    seq, prev = c.execute("SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1").fetchone()
+    out: list[tuple[int, str, str]] = []
+    inserts = []
+    for type, session_id, at, text in rows:
+        seq += 1
+        digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
+        inserts.append((seq, type, session_id, at, text, prev, digest))
+        out.append((seq, prev, digest))
+        prev = digest
+    c.executemany("INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, "
+                  "hash) VALUES (?, ?, ?, ?, ?, ?, ?)", inserts)
+    c.execute("UPDATE anfitrion_audit_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
+    return out
 
 
 def _set_wal(conn: Conn, timeout: float) -> None:
