@@ -289,11 +289,16 @@ class Policy:
 
     def rate_keys(self, tool_name: str) -> tuple[RateKey, ...]:
         """The counts the gate must fetch before deciding a call of *tool_name*."""
+        counting = self.__dict__.get("_counting")
+        if counting is None:  # found once: the hot path must not isinstance-check every rule
+            counting = tuple(r for r in self.rules if isinstance(r, CountsCalls))
+            self.__dict__["_counting"] = counting
+        if not counting:
+            return ()
         keys: dict[str, RateKey] = {}
-        for rule in self.rules:
-            if isinstance(rule, CountsCalls):
-                for key in rule.rate_keys(tool_name):
-                    keys[key.id] = key
+        for rule in counting:
+            for key in rule.rate_keys(tool_name):
+                keys[key.id] = key
         return tuple(keys.values())
 
     def decide(self, call: BoundCall, context: PolicyContext) -> Decision:
