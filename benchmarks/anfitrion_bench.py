@@ -56,4 +56,6 @@ def store_url(kind: str, tmp: str) -> str:
         return "memory://"
     if kind == "sqlite":
         return f"sqlite:///{os.path.join(tmp, 'bench.db')}"
+    if kind == "sqlite_normal":
+        return f"sqlite:///{os.path.join(tmp, 'bench.db')}?synchronous=normal"
     return os.environ.get("ANFITRION_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")

@@ -127,6 +127,8 @@ def main() -> None:
             "memory_no_audit": step("anfitrion, memory store, no audit", "anfitrion",
                                     "memory:200:noaudit"),
             "sqlite": step("anfitrion, SQLite", "anfitrion", "sqlite:200:async"),
+            "sqlite_synchronous_normal": step("anfitrion, SQLite synchronous=normal",
+                                              "anfitrion", "sqlite_normal:200:async"),
             "postgres": step("anfitrion, PostgreSQL", "anfitrion", "postgres:200:async"),
         }
     if 2 in parts:

@@ -88,3 +88,16 @@ async def test_the_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:
     await store.close()
     with sqlite3.connect(tmp_path / "w.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_sqlite_url_chooses_durability_and_rejects_nonsense(tmp_path: Any) -> None:
+    from anfitrion.exceptions import UserError
+    from anfitrion.store.sqlite import SQLiteStore
+
+    assert SQLiteStore.from_url(f"sqlite:///{tmp_path}/a.db").synchronous == "full"
+    assert SQLiteStore.from_url(
+        f"sqlite:///{tmp_path}/a.db?synchronous=NORMAL").synchronous == "normal"
+    with pytest.raises(UserError, match="synchronous"):
+        SQLiteStore.from_url(f"sqlite:///{tmp_path}/a.db?synchronous=off")
+    with pytest.raises(UserError, match="timeout"):
+        SQLiteStore.from_url(f"sqlite:///{tmp_path}/a.db?timeout=soon")

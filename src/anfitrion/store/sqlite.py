@@ -57,7 +57,11 @@ class SQLiteStore:
         migrate: apply pending migrations on first use (``anfitrion db migrate`` otherwise).
     """
 
-    def __init__(self, path: str | Path, *, timeout: float = 30.0, migrate: bool = True) -> None:
+    def __init__(self, path: str | Path, *, timeout: float = 30.0, migrate: bool = True,
+                 synchronous: str = "full") -> None:
+        if synchronous not in ("full", "normal"):
+            raise UserError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
+        self.synchronous = synchronous
         self.path = str(path)
         self.timeout = timeout
         self.auto_migrate = migrate
@@ -78,9 +82,14 @@ class SQLiteStore:
             raise UserError(f"bad SQLite URL {url!r}: use sqlite:///relative/file.db or "
                             "sqlite:////absolute/file.db")
         query = parse_qs(parts.query)
-        timeout = float(query.get("timeout", ["30"])[0])
+        try:
+            timeout = float(query.get("timeout", ["30"])[0])
+        except ValueError:
+            raise UserError(f"bad SQLite URL {url!r}: timeout must be a number") from None
+        synchronous = query.get("synchronous", ["full"])[0].lower()
         migrate = query.get("migrate", ["1"])[0] not in ("0", "false", "no")
-        return cls(unquote(parts.path[1:]), timeout=timeout, migrate=migrate)
+        return cls(unquote(parts.path[1:]), timeout=timeout, migrate=migrate,
+                   synchronous=synchronous)
 
     @property
     def url(self) -> str:
@@ -96,8 +105,9 @@ class SQLiteStore:
                                    check_same_thread=False)
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
             _set_wal(conn, self.timeout)
-            # FULL: a committed claim or answer survives power loss too, not only a crash.
-            conn.execute("PRAGMA synchronous = FULL")
+            # FULL (default): every commit is on disk before the host goes on. NORMAL (WAL):
+            # commits survive a crash of the process but not a power loss; much faster.
+            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
             conn.execute(MIGRATIONS_TABLE)
             self._conn = conn
         return self._conn
