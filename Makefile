@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: demo demo-local test lint typecheck unit bench install install-test install-local clean
+.PHONY: agentdojo demo demo-local test lint typecheck unit bench install install-test install-local clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,10 @@ test: install-test
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache
+
+# AgentDojo under a compromised model (offline, about two minutes)
+agentdojo: install-test
+	$(PY) benchmarks/agentdojo/run.py --json benchmarks/agentdojo/results.json
 
 # Benchmarks: peers are benchmark-only dependencies, in their own environment.
 BENCH_VENV ?= .venv-bench
