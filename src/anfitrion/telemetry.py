@@ -20,7 +20,8 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from .exceptions import MissingDependencyError
 if TYPE_CHECKING:
     from .host import Host
 
-__all__ = ["HostTelemetry", "instrument", "trace_headers"]
+__all__ = ["HostTelemetry", "extracted_context", "instrument", "trace_headers", "trace_meta"]
 
 try:
     from opentelemetry import context as otel_context
@@ -56,6 +57,30 @@ def trace_headers() -> dict[str, str]:
     carrier: dict[str, str] = {}
     propagate.inject(carrier)
     return carrier
+
+
+def trace_meta() -> dict[str, str] | None:
+    """The current trace context for an MCP request's ``params._meta`` (``traceparent``,
+    ``tracestate``), or ``None`` — also when the ``otel`` extra is not installed."""
+    if trace is None:  # pragma: no cover - the extra is installed in the test environment
+        return None
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    return carrier or None
+
+
+@contextmanager
+def extracted_context(meta: Mapping[str, Any] | None) -> Iterator[None]:
+    """Continue the trace an incoming MCP request carried in its ``_meta``, if any."""
+    if trace is None or not meta or "traceparent" not in meta:
+        yield
+        return
+    carrier = {k: str(v) for k, v in meta.items() if k in ("traceparent", "tracestate")}
+    token = otel_context.attach(propagate.extract(carrier))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 @dataclass

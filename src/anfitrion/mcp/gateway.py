@@ -40,6 +40,7 @@ from ..gate import CallOutcome, CallScope, Gate, GateLimits
 from ..policy import Policy
 from ..principal import Principal
 from ..store import Store
+from ..telemetry import extracted_context
 from ..tools import Effect, OfferContext, Tool
 from .toolset import McpServers
 
@@ -207,7 +208,10 @@ class Gateway:
         # the gate validates arguments itself, strictly, against the pinned schema
         @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator,misc]
         async def _call(name: str, arguments: dict[str, Any]) -> mt.CallToolResult:
-            result = await self.call_tool(name, arguments)
+            meta = server.request_context.meta
+            extra = meta.model_extra if meta is not None else None
+            with extracted_context(extra):  # the client's trace continues through the gate
+                result = await self.call_tool(name, arguments)
             context = server.request_context
             before = listed.get(context.session)
             if before is not None and before != self._offered_names:

@@ -50,6 +50,7 @@ from ..conversation import Provenance
 from ..exceptions import MissingDependencyError, RunError, ToolDefinitionError
 from ..gate import ToolError
 from ..store import Store
+from ..telemetry import trace_meta
 from ..tools import TOOL_NAME, Effect, OfferContext, Tool, ToolContext, check_input_schema
 from .config import McpConfig, ServerConfig
 from .pinning import Pin, PinBook, PinState, pinned_fields, server_key
@@ -449,7 +450,8 @@ class McpToolset:
         request_id = getattr(session, "_request_id", None)
         try:
             with anyio.fail_after(self.config.timeout):
-                result = await session.call_tool(upstream, arguments)
+                # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
+                result = await session.call_tool(upstream, arguments, meta=trace_meta())
         except TimeoutError:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await self._cancel_upstream(session, request_id)
