@@ -220,3 +220,16 @@ def test_a_suspended_call_closes_its_span_as_pending(otel: Any) -> None:
     assert host.run_sync("go").status is RunStatus.SUSPENDED
     span = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool send")
     assert [e.name for e in span.events][-1] == "anfitrion.approval.pending"
+
+
+def test_provider_adapters_name_their_provider_for_gen_ai_provider_name() -> None:
+    pytest.importorskip("anthropic")
+    pytest.importorskip("openai")
+    from anfitrion.models.anthropic import AnthropicModel
+    from anfitrion.models.openai_chat import OpenAIChatModel
+    from anfitrion.models.openai_responses import OpenAIResponsesModel
+
+    assert AnthropicModel("m", api_key="k").provider == "anthropic"
+    assert OpenAIResponsesModel("m", api_key="k").provider == "openai"
+    assert OpenAIChatModel("m", api_key="k", base_url="http://127.0.0.1:9/v1").provider == \
+        "openai"

@@ -36,9 +36,9 @@ class SuiteOperator:
         return Provenance.TRUSTED if tool in self.trusted_tools else Provenance.UNTRUSTED
 
     def policy(self) -> Policy:
-        """Default policy + this operator's rules + the taint rule."""
-        return Policy.default().with_rules(*self.rules,
-                                           taint_rule(allowed_hosts=self.allowed_hosts))
+        """The default effects + this operator's rules + the taint rule, with URL arguments
+        checked against the suite's hosts (``Policy.default()``'s taint rule, configured)."""
+        return Policy([*self.rules, taint_rule(allowed_hosts=self.allowed_hosts)])
 
 
 def allow(tool: str, reason: str, when: Callable[[BoundCall], bool] = lambda c: True) -> Rule:

@@ -261,6 +261,11 @@ class AnthropicModel:
         return f"anthropic:{self._model}"
 
     @property
+    def provider(self) -> str:
+        """The provider, as OpenTelemetry's ``gen_ai.provider.name`` names it."""
+        return "anthropic"
+
+    @property
     def profile(self) -> Profile:
         """The capability flags this model's requests are built with."""
         return self._profile

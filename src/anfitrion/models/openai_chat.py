@@ -262,6 +262,11 @@ class OpenAIChatModel:
         return f"openai-chat:{self._model}"
 
     @property
+    def provider(self) -> str:
+        """The provider, as OpenTelemetry's ``gen_ai.provider.name`` names it."""
+        return "openai"
+
+    @property
     def profile(self) -> Profile:
         """The capability flags this model's requests are built with."""
         return self._profile

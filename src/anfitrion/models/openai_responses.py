@@ -315,6 +315,11 @@ class OpenAIResponsesModel:
         return f"openai:{self._model}"
 
     @property
+    def provider(self) -> str:
+        """The provider, as OpenTelemetry's ``gen_ai.provider.name`` names it."""
+        return "openai"
+
+    @property
     def profile(self) -> Profile:
         """The capability flags this model's requests are built with."""
         return self._profile
