@@ -36,10 +36,15 @@ def make_model(calls: int, stamps: Stamps) -> ScriptedModel:
     return ScriptedModel(respond)
 
 
-async def _conversation(calls: int, store: str, sync: bool, audit: bool) -> Stamps:
+async def _conversation(calls: int, store: str, sync: bool, audit: bool,
+                        otel: bool = False) -> Stamps:
     stamps = Stamps()
     host = Host(model=make_model(calls, stamps), tools=make_tools(sync), store=store,
                 max_turns=calls + 2, audit=audit)
+    if otel:  # the OpenTelemetry API with no SDK configured: the no-op providers
+        from anfitrion.telemetry import instrument
+
+        instrument(host)
     run = await host.run("go", principal="bench")
     assert run.status.value == "completed", run
     await host.store.close()
@@ -47,8 +52,8 @@ async def _conversation(calls: int, store: str, sync: bool, audit: bool) -> Stam
 
 
 def conversation(calls: int, store: str = "memory://", sync: bool = False,
-                 audit: bool = True) -> Stamps:
-    return anyio.run(_conversation, calls, store, sync, audit)
+                 audit: bool = True, otel: bool = False) -> Stamps:
+    return anyio.run(_conversation, calls, store, sync, audit, otel)
 
 
 def store_url(kind: str, tmp: str) -> str:

@@ -62,7 +62,8 @@ def one(kind: str, arg: str) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
             url = anfitrion_bench.store_url(store_kind, tmp)
             stamps = anfitrion_bench.conversation(calls, url, sync=variant == "sync",
-                                                  audit=variant != "noaudit")
+                                                  audit=variant != "noaudit",
+                                                  otel=variant == "otel")
         deltas = stamps.deltas_us()
         out = {"per_call_us": mean_per_call_us(stamps, calls)}
         if calls >= 1000:
@@ -126,6 +127,8 @@ def main() -> None:
                                      "memory:200:sync"),
             "memory_no_audit": step("anfitrion, memory store, no audit", "anfitrion",
                                     "memory:200:noaudit"),
+            "memory_otel_no_sdk": step("anfitrion, memory store, instrumented, no SDK",
+                                       "anfitrion", "memory:200:otel"),
             "sqlite": step("anfitrion, SQLite", "anfitrion", "sqlite:200:async"),
             "sqlite_synchronous_normal": step("anfitrion, SQLite synchronous=normal",
                                               "anfitrion", "sqlite_normal:200:async"),
