@@ -141,9 +141,10 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
     if event.principal_id is not None:
         data["principal"] = event.principal_id
     if event.call is not None:
-        data["raw_arguments_sha256"] = digest(event.call.raw_arguments)
+        data["raw_arguments_sha256"] = _text_digest(event.call.raw_arguments)
         data["raw_arguments_chars"] = len(event.call.raw_arguments)
-    if event.arguments is not None:
+    # the decided record holds the arguments; the validated one only says validation passed
+    if event.arguments is not None and event.type is not EventType.CALL_VALIDATED:
         data["arguments_sha256"] = digest(dict(event.arguments))
         data["arguments_preview"] = _redact_arguments(event.arguments, sensitive)
     if event.decision is not None:
@@ -165,7 +166,7 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                           "chars": len(event.result.content),
                           "truncated": event.result.truncated,
                           "provenance": event.result.provenance.value,
-                          "sha256": digest(event.result.content),
+                          "sha256": _text_digest(event.result.content),
                           "preview": redact(event.result.content)}
     if event.reply is not None:
         data["reply"] = {"stop_reason": event.reply.stop_reason.value,
@@ -184,12 +185,19 @@ def chain_hash(seq: int, type: str, session_id: str, at: float, data: Mapping[st
                prev_hash: str, *, data_text: str | None = None) -> str:
     """The hash of one record, chained to the previous one.
 
-    SHA-256 over the canonical JSON of ``[seq, type, session_id, at, prev_hash]``, a newline,
-    and the canonical JSON of *data* (*data_text*, when the caller serialised it already).
+    SHA-256 over ``seq|"type"|"session_id"|at|prev_hash``, a newline, and the canonical JSON of
+    *data* (*data_text*, when the caller serialised it already). Strings are JSON-quoted, so no
+    two different records share the hashed text.
     """
-    header = canonical_json([seq, type, session_id, at, prev_hash])
+    header = "|".join((str(int(seq)), json.dumps(type), json.dumps(session_id),
+                       repr(float(at)), json.dumps(prev_hash)))
     body = canonical_json(data) if data_text is None else data_text
-    return hashlib.sha256(f"{header}\n{body}".encode()).hexdigest()
+    return hashlib.sha256(f"{header}\n{body}".encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _text_digest(text: str) -> str:
+    """SHA-256 of a text's UTF-8 bytes (unpaired surrogates kept, never an error)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
