@@ -516,3 +516,18 @@ def test_an_injected_result_travels_only_in_its_own_result_slot(
     holders = _holders(wire, payload)
     assert len(holders) == 1
     assert slot.items() <= holders[0].items()
+
+
+def test_the_taint_rule_never_turns_a_denied_write_into_an_ask() -> None:
+    """Escalation only: in a tainted session a write the policy denies stays denied."""
+    from anfitrion.policy import parse_policy
+
+    policy = parse_policy('[defaults]\nread = "allow"\nwrite = "deny"\n')
+    tool = Tool.from_schema("send", {"type": "object"}, lambda a: "sent")
+    tainted = PolicyContext(principal=Principal("alice"), session_id="s",
+                            untrusted_sources=("read_inbox",))
+    assert policy.decide(BoundCall("c", tool, {}), tainted).verdict is Verdict.DENY
+    allowed = parse_policy('[[rules]]\ntool = "send"\nverdict = "allow"\n')
+    decision = allowed.decide(BoundCall("c", tool, {}), tainted)
+    assert decision.verdict is Verdict.ASK  # an allowed write in a tainted session asks
+    assert decision.rule_id == "taint"

@@ -455,4 +455,6 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
                             "a person's approval", "taint", warnings)
 
     rule.rule_id = "taint"  # type: ignore[attr-defined]
+    # an escalation: it can make a person look at an allowed call, never grant a denied one
+    rule.escalates_only = True  # type: ignore[attr-defined]
     return rule

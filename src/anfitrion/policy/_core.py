@@ -8,6 +8,8 @@ Decision | None``: ``None`` means "no opinion". The combining rule is written do
 3. every rule runs; **any deny wins**, then **any ask**, then **allow**;
 4. when no rule has an opinion, the default for the tool's effect applies:
    ``read → allow``, ``write → ask`` (rule ids ``default.read`` / ``default.write``);
+   a rule marked ``escalates_only`` (the taint rule) is not an opinion here: its ``ask`` turns
+   an allow into an ask afterwards, and never overrides a deny — the default deny included;
 5. an ``ask`` when the session has asked for its budget of approvals becomes a deny
    (``budget.approvals_asked``);
 6. a rule that raises denies the call (fail closed, rule id ``<rule>.error``).
@@ -318,6 +320,7 @@ class Policy:
         opinions: list[Opinion] = []
         deny: Decision | None = None
         asks: list[Decision] = []
+        escalations: list[Decision] = []
         allow: Decision | None = None
         for rule in self.rules:
             rid = rule_id_of(rule)
@@ -331,6 +334,8 @@ class Policy:
                 continue
             if decision.verdict is Verdict.DENY:
                 deny = deny or decision
+            elif decision.verdict is Verdict.ASK and getattr(rule, "escalates_only", False):
+                escalations.append(decision)  # may turn an allow into an ask, never grant
             elif decision.verdict is Verdict.ASK:
                 asks.append(decision)
             elif allow is None:
@@ -345,6 +350,14 @@ class Policy:
             final = allow
         else:
             final = self._default(tool.effect)
+        if escalations and final.verdict is not Verdict.DENY:
+            first = escalations[0]
+            warnings = tuple(dict.fromkeys(
+                [*final.warnings, *(w for d in escalations for w in d.warnings)]))
+            # an operator's own ask keeps its words; an allow or a default ask says why it asks
+            final = (Decision(Verdict.ASK, first.reason, first.rule_id, warnings)
+                     if final.verdict is Verdict.ALLOW or final.rule_id.startswith("default.")
+                     else Decision(final.verdict, final.reason, final.rule_id, warnings))
         if final.verdict is Verdict.ASK:
             cap = self.budgets.approvals_asked
             if cap is not None and context.counters.get("approvals_asked", 0) >= cap:
