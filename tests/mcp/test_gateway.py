@@ -115,6 +115,23 @@ async def test_tools_list_shows_only_approved_tools_and_a_read_call_passes(
     assert "result.returned" in kinds
 
 
+async def test_tools_list_hides_tools_the_policy_denies_whatever_the_arguments(
+        time_server: ServerConfig, malicious: Callable[..., ServerConfig],
+        store: MemoryStore) -> None:
+    from anfitrion.policy import parse_policy
+
+    configs = [time_server, malicious()]
+    await approve_pins(configs, store, ["time.get_current_time", "mal.rug", "mal.pid"])
+    policy = parse_policy('[defaults]\nread = "allow"\nwrite = "deny"\n'
+                          '[[rules]]\ntool = "mal.pid"\nverdict = "ask"\n')
+    with anyio.fail_after(60):
+        async with http_gateway(configs, store, policy=policy) as (_, url), \
+                mcp_client(url) as client:
+            listed = await client.list_tools()
+    # mal.rug is a write (untrusted server) no rule lifts from the default deny: not listed
+    assert sorted(t.name for t in listed.tools) == ["mal.pid", "time.get_current_time"]
+
+
 async def test_a_write_call_waits_for_approval_through_the_store_and_then_runs(
         malicious: Callable[..., ServerConfig], store: MemoryStore) -> None:
     configs = [malicious()]

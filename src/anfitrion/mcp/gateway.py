@@ -116,7 +116,7 @@ class Gateway:
         """The tools callers may see and call now."""
         tools = await self.servers.list_tools(OfferContext(self.principal, self.session_id))
         offered = {t.name: t for t in tools
-                   if t.scopes <= self.principal.scopes
+                   if self.gate.policy.may_allow(t, self.principal)
                    and (self._visible is None or self._visible(t))}
         self._offered_names = frozenset(offered)
         return offered

@@ -29,7 +29,7 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ..principal import Principal
-from ..tools import BoundCall, Effect
+from ..tools import BoundCall, Effect, Tool
 
 __all__ = [
     "ApprovalLimits",
@@ -143,6 +143,9 @@ class RateKey:
     @property
     def id(self) -> str:
         return f"{self.tool}/{self.seconds}s"
+
+
+_UNSEEN = object()
 
 
 @runtime_checkable
@@ -302,6 +305,32 @@ class Policy:
             for key in rule.rate_keys(tool_name):
                 keys[key.id] = key
         return tuple(keys.values())
+
+    def may_allow(self, tool: Tool, principal: Principal) -> bool:
+        """Whether some call of *tool* by *principal* could be allowed or asked about.
+
+        False only when the policy denies every call whatever its arguments: a missing scope,
+        a deny rule that matches the tool (by name, effect and role), or a default deny that no
+        rule could lift. Rules the policy cannot see into (operator callables) count as "could
+        allow". The MCP gateway hides tools for which this is False.
+        """
+        if tool.scopes and not tool.scopes <= principal.scopes:
+            return False
+        probe = BoundCall("", tool, {})
+        context = PolicyContext(principal=principal, session_id="")
+        could_grant = self.defaults.get(tool.effect, Verdict.DENY) is not Verdict.DENY
+        for rule in self.rules:
+            if getattr(rule, "escalates_only", False) or getattr(rule, "only_denies", False):
+                continue
+            match, verdict = getattr(rule, "match", None), getattr(rule, "verdict", _UNSEEN)
+            if match is None or verdict is _UNSEEN:
+                could_grant = True
+            elif match.matches(probe, context):
+                if verdict is Verdict.DENY:
+                    return False
+                if verdict is not None:
+                    could_grant = True
+        return could_grant
 
     def decide(self, call: BoundCall, context: PolicyContext) -> Decision:
         """Apply the combining rule (module docstring) to one call."""

@@ -62,6 +62,8 @@ class RateLimit:
         reason: the operator's words for the denial.
     """
 
+    only_denies = True  # it can deny a call, never allow one (Policy.may_allow)
+
     def __init__(self, tools: str | Iterable[str], *, max_calls: int,
                  per: timedelta | int | float | str, combined: bool = False,
                  reason: str | None = None, rule_id: str | None = None) -> None:

@@ -187,6 +187,8 @@ class RepeatGuard:
     """Denies the same call (tool and canonical arguments) proposed again after *max_repeats*
     identical proposals in a row — a model stuck in a loop, or one probing the gate."""
 
+    only_denies = True  # it can deny a call, never allow one (Policy.may_allow)
+
     def __init__(self, max_repeats: int = 3, *, reason: str | None = None,
                  rule_id: str = "repeat_guard") -> None:
         if isinstance(max_repeats, bool) or not isinstance(max_repeats, int) \
