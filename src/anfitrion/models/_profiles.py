@@ -32,6 +32,8 @@ class Profile:
             as text starting with ``error_prefix`` so the model still sees they failed.
         id_pattern: call ids this format accepts; ids outside it cannot be sent.
         error_prefix: see ``error_flag``.
+        tool_name_pattern: tool names this format accepts; others (``git.log`` from an MCP
+            server) are sent under a stand-in name and mapped back in the reply.
     """
 
     name: str
@@ -40,6 +42,7 @@ class Profile:
     error_flag: bool = False
     id_pattern: re.Pattern[str] = re.compile(r".+", re.DOTALL)
     error_prefix: str = "error: "
+    tool_name_pattern: re.Pattern[str] = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 ANTHROPIC = Profile("anthropic", error_flag=True,

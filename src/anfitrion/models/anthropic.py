@@ -22,6 +22,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
 from ..exceptions import AdapterError, MissingDependencyError, UserError
 from ._base import ModelRequest
+from ._names import restore_names, wire_safe
 from ._profiles import ANTHROPIC, Profile
 from ._streaming import AnthropicStream
 from ._wire import Reader, as_dict, details_of, interleave, ordered_results, sdk_errors
@@ -277,6 +278,10 @@ class AnthropicModel:
             ModelError: the API or the connection failed.
             AdapterError: the response cannot be represented.
         """
+        safe, names = wire_safe(request, self._profile)
+        return restore_names(await self._respond(safe), names)
+
+    async def _respond(self, request: ModelRequest) -> Reply:
         on_text = request.on_text
         body = to_wire(request, model=self._model, max_tokens=self._max_tokens,
                        profile=self._profile, stream=on_text is not None)

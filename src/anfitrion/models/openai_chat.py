@@ -23,6 +23,7 @@ from typing import Any, NotRequired, TypedDict
 from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
 from ..tools import ToolDefinition
 from ._base import ModelRequest
+from ._names import restore_names, wire_safe
 from ._profiles import COMPATIBLE_CHAT, OPENAI_CHAT, Profile
 from ._streaming import ChatStream
 from ._strict import restore_optional, to_strict
@@ -278,6 +279,10 @@ class OpenAIChatModel:
             ModelError: the API or the connection failed.
             AdapterError: the response cannot be represented, or the stream ended early.
         """
+        safe, names = wire_safe(request, self._profile)
+        return restore_names(await self._respond(safe), names)
+
+    async def _respond(self, request: ModelRequest) -> Reply:
         on_text = request.on_text
         body = to_wire(request, model=self._model, profile=self._profile,
                        stream=on_text is not None, max_tokens=self._max_tokens)

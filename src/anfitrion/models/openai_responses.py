@@ -25,6 +25,7 @@ from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage,
 from ..exceptions import MissingDependencyError, UserError
 from ..tools import ToolDefinition
 from ._base import ModelRequest
+from ._names import restore_names, wire_safe
 from ._profiles import OPENAI_RESPONSES, Profile
 from ._streaming import ResponsesStream
 from ._strict import restore_optional, to_strict
@@ -331,6 +332,10 @@ class OpenAIResponsesModel:
             ModelError: the API or the connection failed.
             AdapterError: the response cannot be represented or did not complete.
         """
+        safe, names = wire_safe(request, self._profile)
+        return restore_names(await self._respond(safe), names)
+
+    async def _respond(self, request: ModelRequest) -> Reply:
         on_text = request.on_text
         body = to_wire(request, model=self._model, profile=self._profile,
                        stream=on_text is not None, max_output_tokens=self._max_output_tokens)
