@@ -418,7 +418,6 @@ class Host:
             session.settled[tool_call.id] = outcome.result
             if outcome.stage == "execute":
                 session.counters["tool_calls"] = session.counters.get("tool_calls", 0) + 1
-            # recent_calls is kept by the gate: every proposal, digested canonically (policy)
             # taint only when third-party text arrived (not for the host's own error messages)
             if session.taint.add_result(outcome.result, session.turn) and \
                     tool_call.name not in session.untrusted_sources:
