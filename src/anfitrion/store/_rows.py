@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import canonical_json
+from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
 from ._base import PRE_CLAIM, ClaimState, LedgerState
 
@@ -67,3 +68,11 @@ def load_json(text: str | None) -> Any:
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
+
+
+def load_approval(request: str, answer: str | None,
+                  used: Any) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool]:
+    """One ``anfitrion_approvals`` row (request, answer, used) as the store returns it."""
+    return (ApprovalRequest.from_dict(load_json(request)),
+            None if answer is None else ApprovalAnswer.from_dict(load_json(answer)),
+            bool(used))

@@ -31,6 +31,7 @@ from ._rows import (
     claim_transition,
     dump_json,
     dump_result,
+    load_approval,
     load_json,
     load_result,
     may_advance,
@@ -253,10 +254,7 @@ class SQLiteStore:
             (request_id,)).fetchall())
         if not rows:
             return None
-        request, answer, used = rows[0]
-        return (ApprovalRequest.from_dict(load_json(request)),
-                None if answer is None else ApprovalAnswer.from_dict(load_json(answer)),
-                bool(used))
+        return load_approval(*rows[0])
 
     async def list_approvals(self, *, pending_only: bool = True,
                              session_id: str | None = None) -> Sequence[ApprovalRequest]:
