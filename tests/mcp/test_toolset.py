@@ -308,6 +308,44 @@ async def test_a_server_that_died_while_idle_is_restarted_when_next_listed(
         assert toolset.restarts == 1
 
 
+async def test_a_request_on_a_connection_that_dies_unanswered_ends_at_once() -> None:
+    # The race behind a flaky CI run: a server dies while idle, the next request is written in
+    # the instant after the SDK answered everything pending, and nobody would ever answer it.
+    import mcp.types as mt
+    from mcp.shared.exceptions import McpError
+
+    from anfitrion.mcp.toolset import _Connection
+
+    conn = _Connection()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _close_soon(conn))
+        with anyio.fail_after(5), pytest.raises(McpError) as raised:
+            await conn.request(anyio.sleep_forever)
+    assert raised.value.error.code == mt.CONNECTION_CLOSED
+    with pytest.raises(McpError):  # and a dead connection takes no new request
+        await conn.request(lambda: anyio.sleep(0))
+
+
+async def test_a_request_error_reaches_the_caller_as_it_is() -> None:
+    from anfitrion.mcp.toolset import _Connection
+
+    async def refuse() -> None:
+        raise anyio.BrokenResourceError
+
+    with pytest.raises(anyio.BrokenResourceError):
+        await _Connection().request(refuse)
+    assert await _Connection().request(lambda: _answer(42)) == 42
+
+
+async def _close_soon(conn: Any) -> None:
+    await anyio.sleep(0.05)
+    conn.close("the server died")
+
+
+async def _answer(value: int) -> int:
+    return value
+
+
 async def test_a_spawned_server_sees_only_a_minimal_environment_and_what_is_given(
         malicious: Callable[..., ServerConfig], store: MemoryStore, offer: OfferContext,
         monkeypatch: pytest.MonkeyPatch) -> None:

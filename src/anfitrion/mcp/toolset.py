@@ -35,10 +35,11 @@ import binascii
 import logging
 import sys
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from functools import partial
+from typing import Any, TextIO, TypeVar
 
 import anyio
 import httpx
@@ -71,6 +72,7 @@ except ImportError:  # pragma: no cover - older SDKs
 __all__ = ["McpServerError", "McpServers", "McpTool", "McpToolset", "ToolStatus"]
 
 log = logging.getLogger("anfitrion.mcp")
+_T = TypeVar("_T")
 
 MAX_LIST_PAGES = 20
 STARTUP_TIMEOUT = 30.0
@@ -149,6 +151,35 @@ class _Connection:
         self.dead = True
         self.error = self.error or reason
         self.stop.set()
+
+    async def request(self, make: Callable[[], Awaitable[_T]]) -> _T:
+        """Run one request, but give up as soon as the connection dies.
+
+        The SDK answers requests that are pending when its transport ends, but a request sent
+        in the instant after (the server died while idle) would wait for its own timeout: the
+        connection's end is raced here, and reported as the SDK reports a closed connection.
+        """
+        closed = McpError(mt.ErrorData(code=mt.CONNECTION_CLOSED,
+                                       message="the connection is closed"))
+        if self.dead:
+            raise closed
+        box: list[_T] = []
+        failure: list[Exception] = []
+        async with anyio.create_task_group() as tg:
+            async def watch() -> None:
+                await self.stop.wait()
+                tg.cancel_scope.cancel()
+            tg.start_soon(watch)
+            try:  # raised here, an error would reach the caller wrapped in an ExceptionGroup
+                box.append(await make())
+            except Exception as exc:  # noqa: BLE001 - re-raised as it is, below
+                failure.append(exc)
+            tg.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+        if not box:
+            raise closed
+        return box[0]
 
 
 def _real_file(stream: TextIO) -> TextIO:
@@ -279,6 +310,7 @@ class McpToolset:
             log.warning("MCP server %r stopped: %s", cfg.id, conn.error)
         finally:
             conn.dead = True
+            conn.stop.set()  # wakes requests still waiting on this connection
             if not started:
                 conn.error = conn.error or "the server ended before it was ready"
                 task_status.started()
@@ -317,9 +349,9 @@ class McpToolset:
         try:
             with anyio.fail_after(self.config.timeout):
                 for _ in range(MAX_LIST_PAGES):
-                    page = await (conn.session.list_tools(
-                        params=mt.PaginatedRequestParams(cursor=cursor)) if cursor
-                        else conn.session.list_tools())
+                    page = await conn.request(partial(
+                        conn.session.list_tools,
+                        params=mt.PaginatedRequestParams(cursor=cursor) if cursor else None))
                     tools.extend(page.tools)
                     cursor = page.nextCursor
                     if not cursor or len(tools) > MAX_TOOLS_PER_SERVER:
@@ -451,7 +483,8 @@ class McpToolset:
         try:
             with anyio.fail_after(self.config.timeout):
                 # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
-                result = await session.call_tool(upstream, arguments, meta=trace_meta())
+                result = await conn.request(lambda: session.call_tool(
+                    upstream, arguments, meta=trace_meta()))
         except TimeoutError:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await self._cancel_upstream(session, request_id)
