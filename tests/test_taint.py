@@ -339,10 +339,65 @@ def test_a_read_asks_for_a_flagged_url_but_not_for_a_flagged_lookup_key() -> Non
     assert decision is not None
     assert decision.verdict is Verdict.ASK
     assert rule(_bound(tools, "reviews", {"hotel": "Riverside View"}), context) is None
-    strict = taint_rule(ask_on_flagged_reads=True)(
+    strict = taint_rule(reads="flagged")(
         _bound(tools, "reviews", {"hotel": "Riverside View"}), context)
     assert strict is not None
     assert strict.verdict is Verdict.ASK
+
+
+@pytest.mark.anyio
+async def test_with_reads_all_an_injected_lookup_of_private_data_does_not_run_unseen() -> None:
+    # The attack: the injection asks the (compromised) model to look up the user's private
+    # profile - no argument to flag, a read the default policy lets through - so that a later
+    # call can carry it out. With reads="all" the look-up itself waits for a person.
+    looked_up: list[str] = []
+    tools = mail_tools()
+    tools.add(Tool.from_schema("get_iban", {"type": "object"},
+                               lambda a: looked_up.append("iban") or "DE89370400440532013000",
+                               effect=Effect.READ, provenance="trusted"))
+    script = [call("read_inbox"), call("get_iban", id="attack"), "ok"]
+    run = await Host(ScriptedModel(list(script)), tools, policy=policy()).run("mail?")
+    assert run.calls[1].verdict == "allow" and looked_up == ["iban"]  # the default: reads run
+
+    looked_up.clear()
+    seen, approver = recorder()
+    run = await Host(ScriptedModel(list(script)), tools, policy=policy(reads="all"),
+                     approver=approver).run("mail?")
+    assert (run.calls[1].verdict, run.calls[1].rule_id) == ("ask", "taint.read")
+    assert [r.tool_name for r in seen] == ["get_iban"]
+    assert seen[0].warnings == (f"{TAINT_WARNING} read_inbox",)
+    assert looked_up == []  # the person said no: nothing was read
+
+
+@pytest.mark.anyio
+async def test_with_reads_all_reads_before_taint_and_free_reads_do_not_ask() -> None:
+    seen, approver = recorder()
+    model = ScriptedModel([call("whoami", id="a"), call("read_inbox", id="b"),
+                           call("whoami", id="c"), "ok"])
+    run = await Host(model, mail_tools(), policy=policy(reads="all", free_reads=["who*"]),
+                     approver=approver).run("hi")
+    assert seen == []
+    assert [c.verdict for c in run.calls] == ["allow", "allow", "allow"]
+
+
+def test_reads_all_keeps_flags_and_writes_as_they_were() -> None:
+    context = PolicyContext(Principal.of("emma"), "s", untrusted_sources=("read_inbox",),
+                            flagged_arguments={"url": "host appeared only in ..."})
+    rule = taint_rule(reads="all", free_reads=["fetch"])
+    decision = rule(_bound(mail_tools(), "fetch", {"url": "http://x.example"}), context)
+    assert decision is not None and decision.rule_id == "taint.argument"  # free, but flagged
+    write = rule(_bound(mail_tools(), "send_email", {"to": "a@b.c", "body": "x"}),
+                 PolicyContext(Principal.of("emma"), "s", untrusted_sources=("read_inbox",)))
+    assert write is not None and write.rule_id == "taint"  # writes are never free
+    clean = PolicyContext(Principal.of("emma"), "s")
+    assert rule(_bound(mail_tools(), "whoami", {}), clean) is None  # not tainted: no ask
+
+
+@pytest.mark.parametrize("options", [{"reads": "some"}, {"reads": "ALL"},
+                                     {"free_reads": [""]}, {"free_reads": [3]}])
+def test_bad_read_settings_are_refused(options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="reads"):
+        taint_rule(**options)
 
 
 # -- taint survives suspend and resume -------------------------------------------------------------

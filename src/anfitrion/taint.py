@@ -30,6 +30,7 @@ Example:
 
 from __future__ import annotations
 
+import fnmatch
 import html
 import re
 import unicodedata
@@ -46,6 +47,7 @@ __all__ = [
     "EGRESS_WARNING",
     "FLAG_WARNING",
     "HOST_WRITTEN_ERRORS",
+    "READS_MODES",
     "TAINT_WARNING",
     "Origin",
     "TaintIndex",
@@ -408,8 +410,12 @@ def egress_warnings(arguments: Mapping[str, Any], allowed_hosts: Iterable[str]) 
     return out
 
 
+READS_MODES = ("url", "flagged", "all")
+"""How :func:`taint_rule` treats read calls: see its ``reads`` argument."""
+
+
 def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool = False,
-               ask_on_flagged_reads: bool = False) -> Rule:
+               reads: str = "url", free_reads: Iterable[str] = ()) -> Rule:
     """The rule that makes a person look at calls an injected instruction could have caused.
 
     Args:
@@ -417,28 +423,47 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             the allow-list check off.
         deny_flagged: deny, rather than ask about, calls with flagged arguments or egress
             warnings.
-        ask_on_flagged_reads: a read call asks for *any* flagged argument. By default a read
-            asks only when a flagged argument is a URL (the read would reach a host an
-            attacker chose, or carry data out); chained look-ups — reviews of the hotels a
-            listing returned — stay free.
+        reads: how reads are treated once the session is tainted.
+            ``"url"`` (the default): a read asks only when a flagged argument is a URL (the
+            read would reach a host an attacker chose, or carry data out); chained look-ups
+            — reviews of the hotels a listing returned — stay free.
+            ``"flagged"``: a read asks for *any* flagged argument.
+            ``"all"``: every read asks too, flagged or not — for an operator who assumes the
+            model is compromised: an injected instruction cannot even make it *look*
+            anything up unseen. Tools named in *free_reads* are exempt.
+        free_reads: tool-name globs of reads that stay free in a tainted session under
+            ``reads="all"`` (a clock, a unit converter: nothing private comes back and
+            nothing leaves). A flagged URL argument still asks. Writes are never exempt.
 
     Returns:
         a rule: side-effecting calls in a tainted session ask, naming the untrusted sources;
         calls with flagged arguments ask (or are denied), naming each value and its origin.
+
+    Raises:
+        ValueError: *reads* is not one of ``"url"``, ``"flagged"``, ``"all"``.
     """
+    if reads not in READS_MODES:
+        raise ValueError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
+                         f"not {reads!r}")
     allowed = None if allowed_hosts is None else tuple(allowed_hosts)
+    free = tuple(free_reads)
+    for glob in free:
+        if not isinstance(glob, str) or not glob:
+            raise ValueError(f"free_reads takes tool-name globs (non-empty strings), not {glob!r}")
 
     def rule(call: BoundCall, context: PolicyContext) -> Decision | None:
         write = call.tool.effect is Effect.WRITE
         flagged_items = dict(context.flagged_arguments)
-        if not write and not ask_on_flagged_reads and flagged_items:
+        if not write and reads == "url" and flagged_items:
             values = dict(_strings(call.arguments))
             flagged_items = {path: why for path, why in flagged_items.items()
                              if _is_url(values.get(path, "").strip().casefold())}
         flagged = [f"{FLAG_WARNING}{path}: {why}" for path, why in flagged_items.items()]
         egress = [] if allowed is None else egress_warnings(call.arguments, allowed)
+        tainted_read = (not write and reads == "all" and context.tainted
+                        and not any(fnmatch.fnmatchcase(call.name, g) for g in free))
         warnings: list[str] = []
-        if write and context.tainted:
+        if (write or tainted_read) and context.tainted:
             warnings.append(f"{TAINT_WARNING} {', '.join(context.untrusted_sources)}")
         warnings += flagged + egress
         if not warnings:
@@ -451,6 +476,10 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
                 return Decision(Verdict.DENY, reason, rule_id, tuple(warnings))
             return Decision.ask("an argument came from untrusted content or leaves the "
                                 "allow-list; a person must check it", rule_id, warnings)
+        if tainted_read:
+            return Decision.ask("the session read untrusted content; under this policy every "
+                                "call after that, reads included, needs a person's approval",
+                                "taint.read", warnings)
         return Decision.ask("the session read untrusted content; a side-effecting call needs "
                             "a person's approval", "taint", warnings)
 

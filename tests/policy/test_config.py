@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from anfitrion import ConfigError, Effect
+from anfitrion import ConfigError, Effect, Principal, Tool
 from anfitrion.policy import (
     ArgumentRule,
     PathInside,
     Policy,
+    PolicyContext,
     RateLimit,
     RepeatGuard,
     ToolRule,
@@ -20,6 +21,7 @@ from anfitrion.policy import (
     parse_policy,
 )
 from anfitrion.policy._core import rule_id_of
+from anfitrion.tools import BoundCall
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "anfitrion.toml"
 
@@ -57,6 +59,25 @@ def test_taint_containment_is_configured_in_its_own_table() -> None:
     err = _error("[taint]\nenabled = 1\n")
     assert err.key == "taint.enabled"
     assert _error("[taint]\nbogus = true\n").key == "taint.bogus"
+
+
+def test_how_reads_are_treated_after_taint_is_configured_and_checked() -> None:
+    policy = parse_policy('[taint]\nreads = "all"\nfree_reads = ["clock.*"]\n')
+    assert [rule_id_of(r) for r in policy.rules] == ["taint"]
+    tainted = PolicyContext(Principal("emma"), "s", untrusted_sources=("web.fetch",))
+
+    def read(name: str) -> BoundCall:
+        return BoundCall("c1", Tool.from_schema(name, {"type": "object"}, lambda a: "ok",
+                                                effect=Effect.READ), {})
+
+    assert policy.decide(read("files.list"), tainted).rule_id == "taint.read"
+    assert policy.decide(read("clock.now"), tainted).verdict is Verdict.ALLOW
+    err = _error('[taint]\nreads = "everything"\n')
+    assert (err.key, err.line) == ("taint.reads", 2)
+    assert "'url', 'flagged', 'all'" in str(err)
+    assert _error("[taint]\nreads = true\n").key == "taint.reads"
+    assert _error("[taint]\nfree_reads = []\n").key == "taint.free_reads"
+    assert _error("[taint]\nask_on_flagged_reads = true\n").key == "taint.ask_on_flagged_reads"
 
 
 def test_a_toml_syntax_error_names_the_file_and_line() -> None:

@@ -338,17 +338,23 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
 
     # Taint containment is on unless the file turns it off: writes in a session that read
     # untrusted content ask a person, and arguments that came only from such content are flagged.
-    from ..taint import taint_rule
+    from ..taint import READS_MODES, taint_rule
 
     taint: dict[str, Any] = {}
     if "taint" in data:
         table = r.table(data["taint"], "taint",
-                        {"enabled", "allowed_hosts", "deny_flagged", "ask_on_flagged_reads"})
+                        {"enabled", "allowed_hosts", "deny_flagged", "reads", "free_reads"})
         taint = {name: r.typed(table, name, "taint", bool, "true or false")
-                 for name in ("enabled", "deny_flagged", "ask_on_flagged_reads")
-                 if name in table}
-        if "allowed_hosts" in table:
-            taint["allowed_hosts"] = r.strings(table, "allowed_hosts", "taint")
+                 for name in ("enabled", "deny_flagged") if name in table}
+        for name in ("allowed_hosts", "free_reads"):
+            if name in table:
+                taint[name] = r.strings(table, name, "taint")
+        if "reads" in table:
+            reads = r.typed(table, "reads", "taint", str, "a string")
+            if reads not in READS_MODES:
+                r.fail(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
+                       f"not {reads!r}", "taint.reads")
+            taint["reads"] = reads
     if taint.pop("enabled", True):
         rules.append(r.built("taint", lambda: taint_rule(**taint)))
 
