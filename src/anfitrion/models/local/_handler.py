@@ -184,7 +184,7 @@ class ToolCallingHandler:
         # Evaluate the whole prompt every time. llama-cpp-python would otherwise reuse the
         # cached prefix of the previous request, and a prompt evaluated in another batch shape
         # gives slightly different logits: the same request could get another greedy answer.
-        llama.reset()
+        llama.reset()  # type: ignore[no-untyped-call]
         room = llama.n_ctx() - len(tokens)
         budget = room if max_tokens is None else min(max_tokens, room)
         if budget < 1:
