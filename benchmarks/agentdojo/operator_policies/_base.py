@@ -22,12 +22,19 @@ class SuiteOperator:
             tool is UNTRUSTED: third parties can write e-mails, files, pages, reviews, ...).
         allowed_hosts: hosts any URL argument may reach; ``None``: no global allow-list.
         rules: the operator's own rules, in addition to the defaults and the taint rule.
+        reads: how reads are treated once the session is tainted (``taint_rule(reads=...)``):
+            ``"all"`` — this operator assumes the model may be compromised, so after untrusted
+            content is read every call, reads included, waits for a person.
+        free_reads: reads that stay free even then (nothing private comes back, nothing
+            leaves: a clock).
     """
 
     write_tools: frozenset[str]
     trusted_tools: frozenset[str]
     allowed_hosts: tuple[str, ...] | None = None
     rules: tuple[Rule, ...] = field(default_factory=tuple)
+    reads: str = "all"
+    free_reads: tuple[str, ...] = ()
 
     def effect(self, tool: str) -> Effect:
         return Effect.WRITE if tool in self.write_tools else Effect.READ
@@ -35,10 +42,14 @@ class SuiteOperator:
     def provenance(self, tool: str) -> Provenance:
         return Provenance.TRUSTED if tool in self.trusted_tools else Provenance.UNTRUSTED
 
-    def policy(self) -> Policy:
+    def policy(self, reads: str | None = None) -> Policy:
         """The default effects + this operator's rules + the taint rule, with URL arguments
-        checked against the suite's hosts (``Policy.default()``'s taint rule, configured)."""
-        return Policy([*self.rules, taint_rule(allowed_hosts=self.allowed_hosts)])
+        checked against the suite's hosts (``Policy.default()``'s taint rule, configured).
+
+        *reads* overrides the operator's choice, to measure the other settings."""
+        return Policy([*self.rules, taint_rule(allowed_hosts=self.allowed_hosts,
+                                               reads=reads or self.reads,
+                                               free_reads=self.free_reads)])
 
 
 def allow(tool: str, reason: str, when: Callable[[BoundCall], bool] = lambda c: True) -> Rule:

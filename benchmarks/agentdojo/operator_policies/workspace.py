@@ -12,6 +12,7 @@ OPERATOR = SuiteOperator(
     }),
     # e-mail, invitations, shared files and contacts harvested from e-mail are written by others
     trusted_tools=frozenset({"get_current_day"}),
+    free_reads=("get_current_day",),  # the date: nothing private, nothing leaves
     rules=(
         allow("create_file", "a new file in the user's own drive is private and reversible"),
         allow("create_calendar_event", "an event on the user's own calendar without guests "
