@@ -62,6 +62,8 @@ class HostEvent:
     status: str | None = None
     detail: str | None = None
     at: float = field(default_factory=time.time)
+    arguments_sha256: str | None = None
+    """The digest of the canonical JSON of ``arguments``, when the emitter computed it."""
 
 
 Listener: TypeAlias = Callable[[HostEvent], "Awaitable[None] | None"]

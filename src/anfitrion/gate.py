@@ -224,12 +224,14 @@ class Gate:
         flags = scope.taint.flag(parsed) if scope.taint is not None else {}
         decision = self.policy.decide(bound, self._policy_context(scope, now, rate_counts,
                                                                   flags))
+        # one canonical digest of the arguments serves the repeated-call guard and the audit
+        args_digest = arguments_digest(parsed)
         if scope.pending_request_id is None and edit_of is None:
             # every new proposal (not a resume, not an edit) feeds the repeated-call guard
-            scope.recent_calls.append((tool.name, arguments_digest(parsed)))
+            scope.recent_calls.append((tool.name, args_digest))
             del scope.recent_calls[:-RECENT_CALLS_KEPT]
         await self._event(EventType.CALL_DECIDED, scope, call, arguments=parsed,
-                          decision=decision)
+                          arguments_sha256=args_digest, decision=decision)
         if ledger:
             await self.store.advance_execution(scope.session_id, call.id, LedgerState.DECIDED,
                                                ledger_digest)
@@ -414,9 +416,11 @@ class Gate:
                 return _error(call, "outcome_unknown", "outcome unknown — the action may have "
                               "happened; it was not run again. Ask the operator to check.", tool)
         # (policy) count the call for rate limits, under each key a limit on this tool reads
-        at = self.policy.now().timestamp()
-        for counted in dict.fromkeys(k.tool for k in self.policy.rate_keys(tool.name)):
-            await self.store.record_call(scope.principal.id, counted, at)
+        rate_keys = self.policy.rate_keys(tool.name)
+        if rate_keys:
+            at = self.policy.now().timestamp()
+            for counted in dict.fromkeys(k.tool for k in rate_keys):
+                await self.store.record_call(scope.principal.id, counted, at)
         context = ToolContext(scope.principal, scope.session_id, call.id, tool.name, scope.turn)
         try:
             if tool.timeout is not None:
