@@ -118,11 +118,11 @@ def _redact(text: str, limit: int) -> str:
 
 def _redact_arguments(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> dict[str, Any]:
     """Previews of argument values: declared-sensitive and secret-named ones dropped."""
-    hidden = set(sensitive)
+    hidden = sensitive if isinstance(sensitive, (set, frozenset)) else set(sensitive)
     preview: dict[str, Any] = {}
     for key in list(arguments)[:MAX_PREVIEW_ARGUMENTS]:
         value = arguments[key]
-        if key in hidden or _SECRET_ARGUMENT.match(key):
+        if key in hidden or _secret_argument(key):
             preview[redact(key, 64)] = "[sensitive]"
         else:
             text = value if isinstance(value, str) else canonical_json(value)
@@ -130,6 +130,18 @@ def _redact_arguments(arguments: Mapping[str, Any], sensitive: Iterable[str]) ->
     if len(arguments) > MAX_PREVIEW_ARGUMENTS:
         preview["…"] = f"{len(arguments) - MAX_PREVIEW_ARGUMENTS} more arguments"
     return preview
+
+
+def _secret_argument(name: str) -> bool:
+    """Whether an argument's name says it holds a secret (``api_key``, ``password``, …)."""
+    if len(name) <= 64:  # tool schemas repeat the same few names
+        return _secret_argument_short(name)
+    return _SECRET_ARGUMENT.match(name) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _secret_argument_short(name: str) -> bool:
+    return _SECRET_ARGUMENT.match(name) is not None
 
 
 def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[str, Any]:
@@ -361,10 +373,12 @@ class AuditRecorder:
                 self._sensitive[tool.name] = frozenset(tool.sensitive)
 
     async def __call__(self, event: HostEvent) -> None:
-        if event.type not in self._skip:
-            self._buffer.append((event.type.value, event.session_id, event.at,
-                                 event_record_data(event, self.sensitive_for(event.tool))))
-        if self._buffer and (event.type in FLUSH_ON or len(self._buffer) >= MAX_BUFFERED):
+        kind = event.type
+        buffer = self._buffer
+        if kind not in self._skip:
+            buffer.append((kind.value, event.session_id, event.at, event_record_data(
+                event, self._sensitive.get(event.tool or "", ()))))
+        if buffer and (kind in FLUSH_ON or len(buffer) >= MAX_BUFFERED):
             await self.flush()
 
     async def flush(self) -> None:

@@ -103,6 +103,10 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+# what json.dumps(value, ensure_ascii=False, default=_jsonable) builds on every call
+_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable)
+
+
 def shape_result(call_id: str, tool: Tool, value: Any) -> ToolResult:
     """Turn what a handler returned into a capped, labelled result."""
     if isinstance(value, ToolResult):
@@ -112,7 +116,7 @@ def shape_result(call_id: str, tool: Tool, value: Any) -> ToolResult:
     elif isinstance(value, bytes):
         text = value.decode("utf-8", errors="replace")
     else:
-        text = json.dumps(value, ensure_ascii=False, default=_jsonable)
+        text = _RESULT_ENCODER.encode(value)
     text = _storable(text)
     cap = tool.max_result_chars
     truncated = len(text) > cap
