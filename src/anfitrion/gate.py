@@ -127,6 +127,8 @@ def shape_result(call_id: str, tool: Tool, value: Any) -> ToolResult:
 
 def _storable(text: str) -> str:
     """*text* with unpaired surrogates shown as escapes: valid UTF-8, storable and auditable."""
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -221,9 +223,10 @@ class Gate:
 
         # 3. decide — rate counts come from the store; the policy itself does no I/O
         now = self.policy.now()
-        rate_counts = {key.id: await self.store.count_calls(
-            scope.principal.id, key.tool, (now - timedelta(seconds=key.seconds)).timestamp())
-            for key in self.policy.rate_keys(tool.name)}
+        rate_counts: dict[str, int] = {}
+        for key in self.policy.rate_keys(tool.name):
+            rate_counts[key.id] = await self.store.count_calls(
+                scope.principal.id, key.tool, (now - timedelta(seconds=key.seconds)).timestamp())
         # argument provenance first, so rules can see values that came from untrusted results
         flags = scope.taint.flag(parsed) if scope.taint is not None else {}
         decision = self.policy.decide(bound, self._policy_context(scope, now, rate_counts,

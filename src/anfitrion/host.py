@@ -346,8 +346,9 @@ class Host:
                 request = ModelRequest(session.transcript, tuple(t.definition for t in
                                                                   offered.values()),
                                        self.instructions)
-                await self._emit(HostEvent(EventType.MODEL_REQUESTED, session.id, session.turn,
-                                           session.principal.id))
+                if self._listeners:  # per turn: no event is built for nobody
+                    await self._emit(HostEvent(EventType.MODEL_REQUESTED, session.id,
+                                               session.turn, session.principal.id))
                 try:
                     reply = await self.model.respond(request)
                 except ModelError as exc:
@@ -360,8 +361,9 @@ class Host:
                 if problem:
                     return await self._end(session, RunStatus.FAILED, records, usage, problem)
                 session.add(reply)
-                await self._emit(HostEvent(EventType.MODEL_REPLIED, session.id, session.turn,
-                                           session.principal.id, reply=reply))
+                if self._listeners:
+                    await self._emit(HostEvent(EventType.MODEL_REPLIED, session.id,
+                                               session.turn, session.principal.id, reply=reply))
                 calls = reply.tool_calls
                 if not calls:
                     return await self._end(session, RunStatus.COMPLETED, records, usage,
