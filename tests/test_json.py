@@ -29,6 +29,7 @@ def test_plain_object_parses() -> None:
         ('{"a": 1', "invalid JSON"),
         ("", "invalid JSON"),
         ('{"a": 1} trailing', "invalid JSON"),
+        ('\ufeff{"a": 1}', "Unexpected UTF-8 BOM"),
     ],
 )
 def test_hostile_json_is_rejected_with_a_reason(text: str, problem: str) -> None:
@@ -50,6 +51,12 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 def test_text_larger_than_the_limit_is_rejected() -> None:
     with pytest.raises(JsonError, match="the limit is 10"):
         parse_json_strict('{"a": "0123456789"}', max_bytes=10)
+
+
+def test_the_byte_limit_counts_utf8_bytes_not_characters() -> None:
+    assert parse_json_strict('{"a": "é"}', max_bytes=11) == {"a": "é"}
+    with pytest.raises(JsonError, match="arguments are 11 bytes; the limit is 10"):
+        parse_json_strict('{"a": "é"}', max_bytes=10)
 
 
 def test_huge_integer_is_rejected_not_crashing() -> None:

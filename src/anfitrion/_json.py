@@ -43,6 +43,12 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+# One decoder for every call (``json.loads`` with options builds one each time); it keeps no
+# state between calls.
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
+                            parse_float=_parse_float)
+
+
 def _max_depth(text: str, limit: int) -> None:
     depth = 0
     in_string = False
@@ -76,7 +82,7 @@ def parse_json_strict(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
     if not isinstance(text, str):
         raise JsonError(f"expected JSON text, got {type(text).__name__}")
     try:
-        size = len(text.encode("utf-8"))
+        size = len(text) if text.isascii() else len(text.encode("utf-8"))
     except UnicodeEncodeError:
         raise JsonError("text contains an unpaired surrogate") from None
     if size > max_bytes:
@@ -84,8 +90,9 @@ def parse_json_strict(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
     if text.count("{") + text.count("[") > max_depth:  # cheap bound before the exact scan
         _max_depth(text, max_depth)
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
-                           parse_float=_parse_float)
+        if text.startswith("\ufeff"):  # what json.loads refuses before decoding
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        value = _DECODER.decode(text)
     except JsonError:
         raise
     except json.JSONDecodeError as exc:

@@ -17,10 +17,11 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import TYPE_CHECKING, Any
 
 from ._canonical import canonical_json, digest
-from .events import EventType, HostEvent, event_payload
+from .events import EventType, HostEvent
 from .store._base import AuditRecord, Store
 
 if TYPE_CHECKING:
@@ -117,11 +118,11 @@ def _redact(text: str, limit: int) -> str:
 
 def _redact_arguments(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> dict[str, Any]:
     """Previews of argument values: declared-sensitive and secret-named ones dropped."""
-    hidden = set(sensitive)
+    hidden = sensitive if isinstance(sensitive, (set, frozenset)) else set(sensitive)
     preview: dict[str, Any] = {}
     for key in list(arguments)[:MAX_PREVIEW_ARGUMENTS]:
         value = arguments[key]
-        if key in hidden or _SECRET_ARGUMENT.match(key):
+        if key in hidden or _secret_argument(key):
             preview[redact(key, 64)] = "[sensitive]"
         else:
             text = value if isinstance(value, str) else canonical_json(value)
@@ -131,13 +132,28 @@ def _redact_arguments(arguments: Mapping[str, Any], sensitive: Iterable[str]) ->
     return preview
 
 
+def _secret_argument(name: str) -> bool:
+    """Whether an argument's name says it holds a secret (``api_key``, ``password``, …)."""
+    if len(name) <= 64:  # tool schemas repeat the same few names
+        return _secret_argument_short(name)
+    return _SECRET_ARGUMENT.match(name) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _secret_argument_short(name: str) -> bool:
+    return _SECRET_ARGUMENT.match(name) is not None
+
+
 def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[str, Any]:
     """What the audit log keeps of one event: identities, digests, redacted previews."""
-    data: dict[str, Any] = {k: v for k, v in event_payload(event).items()
-                            if k not in ("type", "session_id", "at") and v is not None}
-    for key in ("tool", "call_id"):  # written by the model: may carry anything
-        if isinstance(data.get(key), str):
-            data[key] = redact(data[key], 80)
+    data: dict[str, Any] = {} if event.turn is None else {"turn": event.turn}
+    # written by the model: may carry anything
+    if event.call_id is not None:
+        call_id = event.call_id
+        data["call_id"] = redact(call_id, 80) if isinstance(call_id, str) else call_id
+    if event.tool is not None:
+        tool = event.tool
+        data["tool"] = redact(tool, 80) if isinstance(tool, str) else tool
     if event.principal_id is not None:
         data["principal"] = event.principal_id
     if event.call is not None:
@@ -145,13 +161,14 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
         data["raw_arguments_chars"] = len(event.call.raw_arguments)
     # the decided record holds the arguments; the validated one only says validation passed
     if event.arguments is not None and event.type is not EventType.CALL_VALIDATED:
-        data["arguments_sha256"] = digest(dict(event.arguments))
+        data["arguments_sha256"] = event.arguments_sha256 or digest(dict(event.arguments))
         data["arguments_preview"] = _redact_arguments(event.arguments, sensitive)
     if event.decision is not None:
-        data["decision"] = {"verdict": event.decision.verdict.value,
-                            "reason": redact(event.decision.reason),
-                            "rule_id": event.decision.rule_id,
-                            "warnings": [redact(w) for w in event.decision.warnings]}
+        decision = event.decision
+        data["decision"] = {"verdict": decision.verdict.value,
+                            "reason": redact(decision.reason),
+                            "rule_id": decision.rule_id,
+                            "warnings": [redact(w) for w in decision.warnings]}
     if event.request is not None:
         data["approval_request"] = {"id": event.request.id, "digest": event.request.digest,
                                     "expires_at": event.request.expires_at.isoformat()}
@@ -161,19 +178,21 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                                    "note": redact(event.answer.note),
                                    "digest": event.answer.digest}
     if event.result is not None:
-        data["result"] = {"is_error": event.result.is_error,
-                          "error_kind": event.result.error_kind,
-                          "chars": len(event.result.content),
-                          "truncated": event.result.truncated,
-                          "provenance": event.result.provenance.value,
-                          "sha256": _text_digest(event.result.content),
-                          "preview": redact(event.result.content)}
+        result = event.result
+        data["result"] = {"is_error": result.is_error,
+                          "error_kind": result.error_kind,
+                          "chars": len(result.content),
+                          "truncated": result.truncated,
+                          "provenance": result.provenance.value,
+                          "sha256": _text_digest(result.content),
+                          "preview": redact(result.content)}
     if event.reply is not None:
-        data["reply"] = {"stop_reason": event.reply.stop_reason.value,
-                         "tool_calls": [redact(c.name, 80) for c in event.reply.tool_calls],
-                         "text_chars": len(event.reply.text),
-                         "usage": {"input_tokens": event.reply.usage.input_tokens,
-                                   "output_tokens": event.reply.usage.output_tokens}}
+        reply = event.reply
+        data["reply"] = {"stop_reason": reply.stop_reason.value,
+                         "tool_calls": [redact(c.name, 80) for c in reply.tool_calls],
+                         "text_chars": len(reply.text),
+                         "usage": {"input_tokens": reply.usage.input_tokens,
+                                   "output_tokens": reply.usage.output_tokens}}
     if event.status is not None:
         data["status"] = event.status
     if event.detail is not None:
@@ -189,10 +208,18 @@ def chain_hash(seq: int, type: str, session_id: str, at: float, data: Mapping[st
     *data* (*data_text*, when the caller serialised it already). Strings are JSON-quoted, so no
     two different records share the hashed text.
     """
-    header = "|".join((str(int(seq)), json.dumps(type), json.dumps(session_id),
-                       repr(float(at)), json.dumps(prev_hash)))
     body = canonical_json(data) if data_text is None else data_text
-    return hashlib.sha256(f"{header}\n{body}".encode("utf-8", "surrogatepass")).hexdigest()
+    text = (f"{int(seq)}|{_quoted(type)}|{_quoted(session_id)}|{float(at)!r}|"
+            f"{_quoted(prev_hash)}\n{body}")
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _quoted(value: Any) -> str:
+    """``json.dumps(value)``; a string (always, in a well-formed record) takes the short way:
+    that is the function ``json.dumps`` itself calls for one."""
+    if isinstance(value, str):
+        return _encode_ascii(value)
+    return json.dumps(value)
 
 
 def _text_digest(text: str) -> str:
@@ -346,10 +373,12 @@ class AuditRecorder:
                 self._sensitive[tool.name] = frozenset(tool.sensitive)
 
     async def __call__(self, event: HostEvent) -> None:
-        if event.type not in self._skip:
-            self._buffer.append((event.type.value, event.session_id, event.at,
-                                 event_record_data(event, self.sensitive_for(event.tool))))
-        if self._buffer and (event.type in FLUSH_ON or len(self._buffer) >= MAX_BUFFERED):
+        kind = event.type
+        buffer = self._buffer
+        if kind not in self._skip:
+            buffer.append((kind.value, event.session_id, event.at, event_record_data(
+                event, self._sensitive.get(event.tool or "", ()))))
+        if buffer and (kind in FLUSH_ON or len(buffer) >= MAX_BUFFERED):
             await self.flush()
 
     async def flush(self) -> None:

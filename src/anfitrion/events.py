@@ -42,9 +42,13 @@ class EventType(StrEnum):
     RESULT_RETURNED = "result.returned"
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: six events are built per tool call, and a frozen dataclass pays an
+# object.__setattr__ per field (about a tenth of a round trip's CPU). Events are facts: the
+# host never changes one after emitting it, and listeners must not either. The audit recorder
+# is the first listener and copies what it keeps the moment it receives an event.
+@dataclass(slots=True)
 class HostEvent:
-    """One thing that happened in a session."""
+    """One thing that happened in a session (read-only by contract)."""
 
     type: EventType
     session_id: str
@@ -62,6 +66,8 @@ class HostEvent:
     status: str | None = None
     detail: str | None = None
     at: float = field(default_factory=time.time)
+    arguments_sha256: str | None = None
+    """The digest of the canonical JSON of ``arguments``, when the emitter computed it."""
 
 
 Listener: TypeAlias = Callable[[HostEvent], "Awaitable[None] | None"]

@@ -103,6 +103,10 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+# what json.dumps(value, ensure_ascii=False, default=_jsonable) builds on every call
+_RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable)
+
+
 def shape_result(call_id: str, tool: Tool, value: Any) -> ToolResult:
     """Turn what a handler returned into a capped, labelled result."""
     if isinstance(value, ToolResult):
@@ -112,7 +116,7 @@ def shape_result(call_id: str, tool: Tool, value: Any) -> ToolResult:
     elif isinstance(value, bytes):
         text = value.decode("utf-8", errors="replace")
     else:
-        text = json.dumps(value, ensure_ascii=False, default=_jsonable)
+        text = _RESULT_ENCODER.encode(value)
     text = _storable(text)
     cap = tool.max_result_chars
     truncated = len(text) > cap
@@ -123,6 +127,8 @@ def shape_result(call_id: str, tool: Tool, value: Any) -> ToolResult:
 
 def _storable(text: str) -> str:
     """*text* with unpaired surrogates shown as escapes: valid UTF-8, storable and auditable."""
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -217,19 +223,22 @@ class Gate:
 
         # 3. decide — rate counts come from the store; the policy itself does no I/O
         now = self.policy.now()
-        rate_counts = {key.id: await self.store.count_calls(
-            scope.principal.id, key.tool, (now - timedelta(seconds=key.seconds)).timestamp())
-            for key in self.policy.rate_keys(tool.name)}
+        rate_counts: dict[str, int] = {}
+        for key in self.policy.rate_keys(tool.name):
+            rate_counts[key.id] = await self.store.count_calls(
+                scope.principal.id, key.tool, (now - timedelta(seconds=key.seconds)).timestamp())
         # argument provenance first, so rules can see values that came from untrusted results
         flags = scope.taint.flag(parsed) if scope.taint is not None else {}
         decision = self.policy.decide(bound, self._policy_context(scope, now, rate_counts,
                                                                   flags))
+        # one canonical digest of the arguments serves the repeated-call guard and the audit
+        args_digest = arguments_digest(parsed)
         if scope.pending_request_id is None and edit_of is None:
             # every new proposal (not a resume, not an edit) feeds the repeated-call guard
-            scope.recent_calls.append((tool.name, arguments_digest(parsed)))
+            scope.recent_calls.append((tool.name, args_digest))
             del scope.recent_calls[:-RECENT_CALLS_KEPT]
         await self._event(EventType.CALL_DECIDED, scope, call, arguments=parsed,
-                          decision=decision)
+                          arguments_sha256=args_digest, decision=decision)
         if ledger:
             await self.store.advance_execution(scope.session_id, call.id, LedgerState.DECIDED,
                                                ledger_digest)
@@ -414,9 +423,11 @@ class Gate:
                 return _error(call, "outcome_unknown", "outcome unknown — the action may have "
                               "happened; it was not run again. Ask the operator to check.", tool)
         # (policy) count the call for rate limits, under each key a limit on this tool reads
-        at = self.policy.now().timestamp()
-        for counted in dict.fromkeys(k.tool for k in self.policy.rate_keys(tool.name)):
-            await self.store.record_call(scope.principal.id, counted, at)
+        rate_keys = self.policy.rate_keys(tool.name)
+        if rate_keys:
+            at = self.policy.now().timestamp()
+            for counted in dict.fromkeys(k.tool for k in rate_keys):
+                await self.store.record_call(scope.principal.id, counted, at)
         context = ToolContext(scope.principal, scope.session_id, call.id, tool.name, scope.turn)
         try:
             if tool.timeout is not None:

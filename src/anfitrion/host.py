@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -243,13 +244,15 @@ class Host:
         else:
             self._recorder = None
         self._listeners.extend(listeners)
+        # the gate hands its events straight to the listeners (one coroutine less per event)
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
-                         emit=self._emit if self._listeners else _silent, limits=limits)
+                         emit=functools.partial(dispatch, self._listeners) if self._listeners
+                         else _silent, limits=limits)
         self._active: set[StopSignal] = set()
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
-        self.gate.emit = self._emit
+        self.gate.emit = functools.partial(dispatch, self._listeners)
 
     async def _emit(self, event: HostEvent) -> None:
         await dispatch(self._listeners, event)
@@ -343,8 +346,9 @@ class Host:
                 request = ModelRequest(session.transcript, tuple(t.definition for t in
                                                                   offered.values()),
                                        self.instructions)
-                await self._emit(HostEvent(EventType.MODEL_REQUESTED, session.id, session.turn,
-                                           session.principal.id))
+                if self._listeners:  # per turn: no event is built for nobody
+                    await self._emit(HostEvent(EventType.MODEL_REQUESTED, session.id,
+                                               session.turn, session.principal.id))
                 try:
                     reply = await self.model.respond(request)
                 except ModelError as exc:
@@ -357,13 +361,15 @@ class Host:
                 if problem:
                     return await self._end(session, RunStatus.FAILED, records, usage, problem)
                 session.add(reply)
-                await self._emit(HostEvent(EventType.MODEL_REPLIED, session.id, session.turn,
-                                           session.principal.id, reply=reply))
-                if not reply.tool_calls:
+                if self._listeners:
+                    await self._emit(HostEvent(EventType.MODEL_REPLIED, session.id,
+                                               session.turn, session.principal.id, reply=reply))
+                calls = reply.tool_calls
+                if not calls:
                     return await self._end(session, RunStatus.COMPLETED, records, usage,
                                            output=reply.text)
                 if any(t is not None and t.effect is Effect.WRITE
-                       for t in (offered.get(c.name) for c in reply.tool_calls)):
+                       for t in (offered.get(c.name) for c in calls)):
                     # checkpoint before a side effect: a crash from here on leaves a session
                     # that `resume --force` continues, the ledger answering for calls already
                     # claimed. Turns of reads only are not checkpointed: redoing them is safe.

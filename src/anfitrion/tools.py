@@ -338,6 +338,7 @@ class Tool:
     _fast_check: Callable[[dict[str, Any]], bool] | None = field(init=False, repr=False)
     _convert: Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, repr=False)
     definition_hash: str = field(init=False)
+    _definition: ToolDefinition = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not TOOL_NAME.fullmatch(self.name):
@@ -356,10 +357,12 @@ class Tool:
         object.__setattr__(self, "_schema_validator", ArgumentValidator(schema))
         object.__setattr__(self, "_fast_check", _compile_fast(schema))
         object.__setattr__(self, "definition_hash", digest(self.definition_dict()))
+        object.__setattr__(self, "_definition",
+                           ToolDefinition(self.name, self.description, self.input_schema))
 
     @property
     def definition(self) -> ToolDefinition:
-        return ToolDefinition(self.name, self.description, self.input_schema)
+        return self._definition
 
     def definition_dict(self) -> dict[str, Any]:
         """Everything that defines the tool for the model and the policy (hashed and pinned)."""

@@ -9,6 +9,7 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
+from anfitrion._canonical import canonical_json
 from anfitrion.audit import (
     GENESIS,
     chain_hash,
@@ -181,3 +182,20 @@ def test_reordering_in_memory_records_is_reported_as_reordered(swap: tuple[int, 
     assert not report.ok
     assert report.broken_at == i + 1
     assert report.kind in ("reordered", "deleted")
+
+
+@pytest.mark.parametrize(("record", "expected"), [
+    ((1, "run.started", "s", 1.5, {"é": [1, 0.1]}, GENESIS),
+     "3b56db040dac57f840247105ec4b2baa33bbdaf31ee8c7dbeb73cc2e6a9cd7a7"),
+    ((7, "call.decided", 'sé"\\\u2028x', 1700000000.123456,
+      {"turn": 3, "tool": "get_weather", "decision": {"verdict": "allow", "warnings": []},
+       "n": None, "f": 1e-7, "big": 10**30}, "ab" * 32),
+     "4ee08df84cb06508877e0889a5fe762d0128ce2ebed66143427b3b8e0f734afb"),
+    ((2, "t\ud800", "s\x00", 0.0, {"k\udfff": "v"}, GENESIS),
+     "0e9a7fd6d4d9baa1aeea3d8867c4577b167ac494dce7790a5bdb1458e75cbc29"),
+])
+def test_the_chain_hash_of_a_record_is_stable_across_versions(
+        record: tuple[int, str, str, float, dict[str, object], str], expected: str) -> None:
+    """Hashes computed by earlier versions (records already stored) must still verify."""
+    assert chain_hash(*record) == expected
+    assert chain_hash(*record[:4], {}, record[5], data_text=canonical_json(record[4])) == expected

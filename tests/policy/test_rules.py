@@ -145,3 +145,19 @@ def test_denied_proposals_count_towards_the_repeat_guard() -> None:
     run = Host(model=model, tools=office_tools(), policy=Policy([RepeatGuard(2)])).run_sync("rm")
     assert [(c.stage, c.rule_id) for c in run.calls] == [
         ("approve", "default.write"), ("approve", "default.write"), ("decide", "repeat_guard")]
+
+
+def test_a_tool_rule_answers_the_same_for_a_name_every_time_past_its_name_cache() -> None:
+    """Glob results are remembered per tool name; names past the cap are matched afresh."""
+    from anfitrion.policy import rules
+
+    rule = ToolRule(["get_*", "list_?"], Verdict.ALLOW)
+    names = [f"get_{i}" for i in range(rules._NAMES_CACHED + 5)] + ["list_x", "send_mail",
+                                                                     "list_xy", "Get_1"]
+    for _ in range(2):
+        verdicts = {n: rule(_bound({}, n), CTX) is not None for n in names}
+        assert all(verdicts[f"get_{i}"] for i in range(rules._NAMES_CACHED + 5))
+        assert verdicts["list_x"]
+        assert not verdicts["send_mail"]
+        assert not verdicts["list_xy"]
+        assert not verdicts["Get_1"]  # case-sensitive

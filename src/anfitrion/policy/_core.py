@@ -21,6 +21,7 @@ The policy does no I/O; the counters it needs (rate counts, session counters) co
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -334,31 +335,37 @@ class Policy:
 
     def decide(self, call: BoundCall, context: PolicyContext) -> Decision:
         """Apply the combining rule (module docstring) to one call."""
-        return self.evaluate(call, context).decision
+        return self._combine(call, context, None)
 
     def evaluate(self, call: BoundCall, context: PolicyContext) -> Evaluation:
         """Like :meth:`decide`, keeping every rule's opinion (``anfitrion policy check``)."""
+        opinions: list[Opinion] = []
+        decision = self._combine(call, context, opinions)
+        return Evaluation(decision, tuple(opinions))
+
+    def _combine(self, call: BoundCall, context: PolicyContext,
+                 opinions: list[Opinion] | None) -> Decision:
+        """The combining rule; each rule's opinion is appended to *opinions* when given."""
         tool = call.tool
         if tool.scopes and not tool.scopes <= context.principal.scopes:
             missing = ", ".join(sorted(tool.scopes - context.principal.scopes))
-            return Evaluation(Decision.deny(f"the principal lacks the scope(s) {missing}",
-                                            "scopes"), ())
+            return Decision.deny(f"the principal lacks the scope(s) {missing}", "scopes")
         spent = self._spent_budget(context)
         if spent is not None:
-            return Evaluation(spent, ())
-        opinions: list[Opinion] = []
+            return spent
         deny: Decision | None = None
         asks: list[Decision] = []
         escalations: list[Decision] = []
         allow: Decision | None = None
         for rule in self.rules:
-            rid = rule_id_of(rule)
             try:
                 decision = rule(call, context)
             except Exception:  # a rule is operator code: a failing one must fail closed
+                rid = rule_id_of(rule)
                 log.exception("policy rule %s raised on %s", rid, tool.name)
                 decision = Decision.deny("a policy rule could not decide", f"{rid}.error")
-            opinions.append(Opinion(rid, decision))
+            if opinions is not None:
+                opinions.append(Opinion(rule_id_of(rule), decision))
             if decision is None:
                 continue
             if decision.verdict is Verdict.DENY:
@@ -392,7 +399,7 @@ class Policy:
             if cap is not None and context.counters.get("approvals_asked", 0) >= cap:
                 final = Decision.deny(f"this session has asked for its {cap} approvals",
                                       "budget.approvals_asked")
-        return Evaluation(final, tuple(opinions))
+        return final
 
     def _spent_budget(self, context: PolicyContext) -> Decision | None:
         calls = self.budgets.tool_calls
@@ -405,8 +412,13 @@ class Policy:
         return None
 
     def _default(self, effect: Effect) -> Decision:
-        verdict = self.defaults.get(effect, Verdict.DENY)
-        reason = {Verdict.ALLOW: f"{effect.value} tools are allowed by default",
-                  Verdict.ASK: f"{effect.value} tools need a person's approval by default",
-                  Verdict.DENY: f"{effect.value} tools are not allowed"}[verdict]
-        return Decision(verdict, reason, f"default.{effect.value}")
+        return _default_decision(effect, self.defaults.get(effect, Verdict.DENY))
+
+
+@functools.cache
+def _default_decision(effect: Effect, verdict: Verdict) -> Decision:
+    """The decision when no rule has an opinion (one immutable value per effect and verdict)."""
+    reason = {Verdict.ALLOW: f"{effect.value} tools are allowed by default",
+              Verdict.ASK: f"{effect.value} tools need a person's approval by default",
+              Verdict.DENY: f"{effect.value} tools are not allowed"}[verdict]
+    return Decision(verdict, reason, f"default.{effect.value}")

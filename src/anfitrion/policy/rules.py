@@ -29,6 +29,7 @@ RECENT_CALLS_KEPT = 20
 """How many recent proposals a session keeps for :class:`RepeatGuard`."""
 
 _MISSING = object()
+_NAMES_CACHED = 1024
 
 
 class _Match:
@@ -45,10 +46,19 @@ class _Match:
             raise ValueError("tools must be non-empty name patterns")
         self.effect = Effect(effect) if effect is not None else None
         self.roles = frozenset(roles) if roles is not None else None
+        self._names: dict[str, bool] = {}  # tool name -> matches a glob (names are few)
+
+    def _name_matches(self, name: str) -> bool:
+        hit = self._names.get(name)
+        if hit is None:
+            assert self.tools is not None
+            hit = any(fnmatch.fnmatchcase(name, t) for t in self.tools)
+            if len(self._names) < _NAMES_CACHED:
+                self._names[name] = hit
+        return hit
 
     def matches(self, call: BoundCall, context: PolicyContext) -> bool:
-        if self.tools is not None and not any(fnmatch.fnmatchcase(call.name, t)
-                                              for t in self.tools):
+        if self.tools is not None and not self._name_matches(call.name):
             return False
         if self.effect is not None and call.tool.effect is not self.effect:
             return False
