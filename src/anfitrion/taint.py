@@ -92,7 +92,8 @@ def normalise(text: str) -> str:
 
     JSON escapes (``\\n``, ``\\t``) become spaces so a JSON-encoded result matches plain text.
     """
-    text = unicodedata.normalize("NFKC", text)
+    if not text.isascii():  # ASCII is its own NFKC form
+        text = unicodedata.normalize("NFKC", text)
     for _ in range(2):  # double encoding is a classic way around a single decoding
         decoded = unquote(text) if "%" in text else text
         decoded = html.unescape(decoded) if "&" in decoded else decoded
@@ -153,7 +154,7 @@ def _entities(text: str) -> Iterator[tuple[str, str, str]]:
     for email in emails:
         yield "e-mail", email, email
     emails_hosts = {e.rsplit("@", 1)[-1] for e in emails}
-    for host in _HOST.findall(text):
+    for host in _HOST.findall(text) if "." in text else ():
         if host not in emails_hosts and not _FILE_EXTENSIONS.search(host):
             yield "host", host.removeprefix("www."), host
     if _ANY_DIGIT.search(text):
