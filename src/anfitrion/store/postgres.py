@@ -5,10 +5,12 @@ psycopg 3 with an async connection pool (extra ``postgres``). Concurrency rules:
 - sessions: optimistic versions (``UPDATE … WHERE version = %s``) — a stale writer conflicts;
 - approvals: an answer is recorded by ``UPDATE … WHERE answer IS NULL`` (first one wins), and
   used once by ``UPDATE … WHERE used = 0``;
-- ledger: the claim locks the entry (``SELECT … FOR UPDATE``) or inserts it, so one claimer
-  wins and a second one sees ``claimed`` and reports ``unknown``;
+- ledger: a claim is one upsert (``INSERT … ON CONFLICT DO UPDATE``) that inserts the entry
+  or moves it under its row lock, so one claimer wins and a second one sees ``claimed`` and
+  reports ``unknown``; an advance is one upsert that only moves forward;
 - audit: appenders lock the one chain-head row (``SELECT … FOR UPDATE``), so the hash chain has
-  a single writer order across every process;
+  a single writer order across every process. Within a process, appends waiting at the same
+  time are written by one transaction (group commit) in two round trips (pipeline mode);
 - :meth:`PostgresStore.claim_resumable` hands suspended sessions whose approvals are all
   answered to workers with ``FOR UPDATE SKIP LOCKED``.
 
@@ -20,23 +22,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import anyio
+
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
 from ..exceptions import ConflictError, MissingDependencyError, StoreError, map_exceptions
-from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
+from ._base import AuditRecord, Claim, ClaimState, LedgerEntry, LedgerState, SessionState
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
-    claim_transition,
+    advances_from,
+    claim_state_sql,
     dump_json,
     dump_result,
     load_approval,
     load_json,
     load_result,
-    may_advance,
     now_iso,
     settled_state,
 )
@@ -72,6 +77,8 @@ class PostgresStore:
         self._pool: AsyncConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._migrated = False
+        self._audit_queue: list[_AuditAppend] = []
+        self._audit_writer: asyncio.Task[None] | None = None
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
@@ -311,7 +318,7 @@ class PostgresStore:
                                 digest: str) -> None:
         pool = await self._ready()
         with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
+            async with pool.connection() as conn:
                 await _advance(conn, session_id, call_id, state, digest)
 
     async def execution_state(self, session_id: str, call_id: str) -> LedgerEntry | None:
@@ -321,26 +328,11 @@ class PostgresStore:
         return _entry(rows[0]) if rows else None
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                # make sure the row exists, then lock it: one claimer at a time
-                await conn.execute(
-                    "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, "
-                    "updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (session_id, call_id, LedgerState.PROPOSED.value, digest, now_iso()))
-                cur = await conn.execute(
-                    "SELECT state, result FROM anfitrion_ledger WHERE session_id = %s "
-                    "AND call_id = %s FOR UPDATE", (session_id, call_id))
-                row = await cur.fetchone()
-                assert row is not None
-                new, answer = claim_transition(LedgerState(row[0]))
-                if new is not None:
-                    await conn.execute(
-                        "UPDATE anfitrion_ledger SET state = %s, updated_at = %s "
-                        "WHERE session_id = %s AND call_id = %s",
-                        (new.value, now_iso(), session_id, call_id))
-                return Claim(answer, load_result(row[1]))
+        # one statement: the row lock taken by the upsert makes concurrent claims take turns
+        rows = await self._fetch(_CLAIM, (session_id, call_id, LedgerState.CLAIMED.value,
+                                          digest, now_iso()))
+        state, result = rows[0]
+        return Claim(ClaimState(state), load_result(result))
 
     async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
         await self._rowcount(
@@ -371,32 +363,40 @@ class PostgresStore:
 
     async def _append_audit(self, rows: Sequence[tuple[str, str, float, str]]
                             ) -> list[tuple[int, str, str]]:
-        """Chain *rows* after the head, which is locked: one writer order for the chain."""
-        from ..audit import chain_hash
-
+        """Chain *rows* after the head; appends waiting together share one transaction."""
         pool = await self._ready()
-        out: list[tuple[int, str, str]] = []
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
-                                         "WHERE id = 1 FOR UPDATE")
-                head = await cur.fetchone()
-                assert head is not None
-                seq, prev = int(head[0]), str(head[1])
-                inserts = []
-                for type, session_id, at, text in rows:
-                    seq += 1
-                    digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
-                    inserts.append((seq, type, session_id, at, text, prev, digest))
-                    out.append((seq, prev, digest))
-                    prev = digest
-                async with conn.cursor() as many:
-                    await many.executemany(
-                        "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
-                        "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", inserts)
-                await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
-                                   "WHERE id = 1", (seq, prev))
-        return out
+        job = _AuditAppend(rows, asyncio.get_running_loop().create_future())
+        self._audit_queue.append(job)
+        if self._audit_writer is None:
+            self._audit_writer = asyncio.get_running_loop().create_task(
+                self._write_audit(pool))
+        # the append runs to its end, and a cancellation of the caller takes effect after it
+        with anyio.CancelScope(shield=True):
+            chained = await job.future
+        return chained
+
+    async def _write_audit(self, pool: AsyncConnectionPool) -> None:
+        """The writer task: takes every append queued and writes them in one transaction,
+        until none is left. Each caller hears back after the commit, or gets its error."""
+        try:
+            while self._audit_queue:
+                batch, self._audit_queue = self._audit_queue, []
+                try:
+                    chained = await _chain_audit(pool, [r for job in batch for r in job.rows])
+                except BaseException as exc:
+                    for job in batch:
+                        if not job.future.done():
+                            job.future.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                start = 0
+                for job in batch:
+                    if not job.future.done():
+                        job.future.set_result(chained[start:start + len(job.rows)])
+                    start += len(job.rows)
+        finally:
+            self._audit_writer = None
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         sql = "SELECT seq, type, session_id, at, data, prev_hash, hash FROM anfitrion_audit"
@@ -440,26 +440,73 @@ class PostgresStore:
         return [(r[0], load_json(r[1])) for r in rows]
 
     async def close(self) -> None:
+        """Close the pool once the audit appends queued so far are written."""
+        writer = self._audit_writer
+        if writer is not None:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([writer])
         pool, self._pool, self._loop = self._pool, None, None
         self._migrated = False
         if pool is not None:
             await pool.close()
 
 
+@dataclass(frozen=True, slots=True)
+class _AuditAppend:
+    rows: Sequence[tuple[str, str, float, str]]
+    future: asyncio.Future[list[tuple[int, str, str]]]
+
+
+async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str, float, str]]
+                       ) -> list[tuple[int, str, str]]:
+    """Chain *rows* (type, session, at, canonical data text) after the head, which is locked:
+    one writer order for the chain. Two round trips: lock and read the head; then insert,
+    move the head and commit, pipelined."""
+    from ..audit import chain_hash
+
+    out: list[tuple[int, str, str]] = []
+    with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+        async with pool.connection() as conn, conn.pipeline(), conn.transaction():
+            cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
+                                     "WHERE id = 1 FOR UPDATE")
+            head = await cur.fetchone()
+            assert head is not None
+            seq, prev = int(head[0]), str(head[1])
+            inserts = []
+            for type, session_id, at, text in rows:
+                seq += 1
+                digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
+                inserts.append((seq, type, session_id, at, text, prev, digest))
+                out.append((seq, prev, digest))
+                prev = digest
+            async with conn.cursor() as many:
+                await many.executemany(
+                    "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, "
+                    "hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", inserts)
+            await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
+                               "WHERE id = 1", (seq, prev))
+    return out
+
+
 async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerState,
                    digest: str) -> None:
-    cur = await conn.execute("SELECT state FROM anfitrion_ledger WHERE session_id = %s "
-                             "AND call_id = %s FOR UPDATE", (session_id, call_id))
-    row = await cur.fetchone()
-    if not may_advance(LedgerState(row[0]) if row else None, state):
-        return
+    """Record *state* if it is ahead of the stored one: one upsert, atomic under its row lock."""
     await conn.execute(
         "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, updated_at) "
         "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO UPDATE "
         "SET state = excluded.state, digest = excluded.digest, updated_at = excluded.updated_at "
-        "WHERE anfitrion_ledger.state = %s",
-        (session_id, call_id, state.value, digest, now_iso(),
-         row[0] if row else LedgerState.PROPOSED.value))
+        "WHERE anfitrion_ledger.state = ANY(%s)",
+        (session_id, call_id, state.value, digest, now_iso(), advances_from(state)))
+
+
+_CLAIM = (
+    "INSERT INTO anfitrion_ledger AS l (session_id, call_id, state, digest, updated_at) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO UPDATE "
+    f"SET state = {claim_state_sql('l.state')}, updated_at = CASE WHEN "
+    f"{claim_state_sql('l.state')} = l.state THEN l.updated_at ELSE excluded.updated_at END "
+    "RETURNING state, result")
+"""Claim a call: insert it ``claimed``, or move the stored entry as :func:`claim_transition`
+says. The state it leaves is the claimer's answer."""
 
 
 def _session(row: Sequence[Any]) -> SessionState:
