@@ -77,6 +77,8 @@ class PostgresStore:
         self._pool: AsyncConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._migrated = False
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
         self._audit_queue: list[_AuditAppend] = []
         self._audit_writer: asyncio.Task[None] | None = None
 
@@ -102,33 +104,48 @@ class PostgresStore:
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    def _setup_lock(self, loop: asyncio.AbstractEventLoop) -> asyncio.Lock:
+        """One lock per event loop for opening the pool and migrating: many sessions that
+        start together open one pool and migrate once, not one each."""
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        return self._lock
+
     async def _get_pool(self) -> AsyncConnectionPool:
         loop = asyncio.get_running_loop()
-        if self._pool is None or self._loop is not loop:
-            # a pool belongs to one event loop: run_sync() starts a new loop each time
-            pool = AsyncConnectionPool(self.conninfo, min_size=self.min_size,
-                                       max_size=self.max_size, open=False,
-                                       kwargs={"autocommit": True})
-            with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-                await pool.open(wait=True)
-            self._pool, self._loop = pool, loop
-        return self._pool
+        if self._pool is not None and self._loop is loop:
+            return self._pool
+        async with self._setup_lock(loop):
+            if self._pool is None or self._loop is not loop:
+                # a pool belongs to one event loop: run_sync() starts a new loop each time
+                pool = AsyncConnectionPool(self.conninfo, min_size=self.min_size,
+                                           max_size=self.max_size, open=False,
+                                           kwargs={"autocommit": True})
+                with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+                    await pool.open(wait=True)
+                self._pool, self._loop = pool, loop
+            return self._pool
 
     async def _ready(self) -> AsyncConnectionPool:
         pool = await self._get_pool()
         if not self._migrated:
-            if self.auto_migrate:
-                await self.migrate()
-            elif any(at is None for _, at in await self.migration_status()):
-                raise StoreError("the store needs migrations: run `anfitrion db migrate`")
-            self._migrated = True
+            async with self._setup_lock(asyncio.get_running_loop()):
+                if not self._migrated:
+                    if self.auto_migrate:
+                        await self._migrate(pool)
+                    elif any(at is None for _, at in await self._migration_status(pool)):
+                        raise StoreError("the store needs migrations: run "
+                                         "`anfitrion db migrate`")
+                    self._migrated = True
         return pool
 
     # -- migrations ----------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:
         """Apply pending migrations (one migrator at a time); return the names applied now."""
-        pool = await self._get_pool()
+        return await self._migrate(await self._get_pool())
+
+    async def _migrate(self, pool: AsyncConnectionPool) -> list[str]:
         done: list[str] = []
         with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
             async with pool.connection() as conn, conn.transaction():
@@ -146,7 +163,9 @@ class PostgresStore:
         return done
 
     async def migration_status(self) -> list[tuple[str, str | None]]:
-        pool = await self._get_pool()
+        return await self._migration_status(await self._get_pool())
+
+    async def _migration_status(self, pool: AsyncConnectionPool) -> list[tuple[str, str | None]]:
         with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
             async with pool.connection() as conn:
                 await conn.execute(MIGRATIONS_TABLE)
