@@ -80,7 +80,9 @@ class PostgresStore:
         self._lock: asyncio.Lock | None = None
         self._lock_loop: asyncio.AbstractEventLoop | None = None
         self._audit_queue: list[_AuditAppend] = []
-        self._audit_writer: asyncio.Task[None] | None = None
+        self._audit_writing: asyncio.Future[None] | None = None  # done when writes stop
+        self._audit_task: asyncio.Task[None] | None = None
+        self._audit_head: tuple[int, str] | None = None  # as this process last wrote it
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
@@ -382,40 +384,60 @@ class PostgresStore:
 
     async def _append_audit(self, rows: Sequence[tuple[str, str, float, str]]
                             ) -> list[tuple[int, str, str]]:
-        """Chain *rows* after the head; appends waiting together share one transaction."""
+        """Chain *rows* after the head; appends waiting together share one transaction.
+
+        With no write under way, the caller writes what is queued (its own rows among them)
+        at once; appends that queue meanwhile are written together by a task that runs while
+        any are left. Each caller hears back after the commit holding its rows, or its error.
+        """
         pool = await self._ready()
-        job = _AuditAppend(rows, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        job = _AuditAppend(rows, loop.create_future())
         self._audit_queue.append(job)
-        if self._audit_writer is None:
-            self._audit_writer = asyncio.get_running_loop().create_task(
-                self._write_audit(pool))
         # the append runs to its end, and a cancellation of the caller takes effect after it
         with anyio.CancelScope(shield=True):
+            if self._audit_writing is None:
+                self._audit_writing = writing = loop.create_future()
+                try:
+                    await self._write_audit_batch(pool)
+                finally:
+                    if self._audit_queue:
+                        self._audit_task = loop.create_task(self._write_audit(pool, writing))
+                    else:
+                        self._audit_writing = None
+                        writing.set_result(None)
             chained = await job.future
         return chained
 
-    async def _write_audit(self, pool: AsyncConnectionPool) -> None:
-        """The writer task: takes every append queued and writes them in one transaction,
-        until none is left. Each caller hears back after the commit, or gets its error."""
+    async def _write_audit(self, pool: AsyncConnectionPool, writing: asyncio.Future[None]
+                           ) -> None:
         try:
             while self._audit_queue:
-                batch, self._audit_queue = self._audit_queue, []
-                try:
-                    chained = await _chain_audit(pool, [r for job in batch for r in job.rows])
-                except BaseException as exc:
-                    for job in batch:
-                        if not job.future.done():
-                            job.future.set_exception(exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                    continue
-                start = 0
-                for job in batch:
-                    if not job.future.done():
-                        job.future.set_result(chained[start:start + len(job.rows)])
-                    start += len(job.rows)
+                await self._write_audit_batch(pool)
         finally:
-            self._audit_writer = None
+            self._audit_writing = self._audit_task = None
+            writing.set_result(None)
+
+    async def _write_audit_batch(self, pool: AsyncConnectionPool) -> None:
+        batch, self._audit_queue = self._audit_queue, []
+        try:
+            chained = await _chain_audit(pool, [r for job in batch for r in job.rows],
+                                         self._audit_head)
+        except BaseException as exc:
+            self._audit_head = None
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._audit_head = (chained[-1][0], chained[-1][6])
+        start = 0
+        for job in batch:
+            if not job.future.done():
+                job.future.set_result([(seq, prev, digest) for seq, _, _, _, _, prev, digest
+                                       in chained[start:start + len(job.rows)]])
+            start += len(job.rows)
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         sql = "SELECT seq, type, session_id, at, data, prev_hash, hash FROM anfitrion_audit"
@@ -460,12 +482,13 @@ class PostgresStore:
 
     async def close(self) -> None:
         """Close the pool once the audit appends queued so far are written."""
-        writer = self._audit_writer
-        if writer is not None:
+        writing = self._audit_writing
+        if writing is not None:
             with anyio.CancelScope(shield=True):
-                await asyncio.wait([writer])
+                await asyncio.wait([writing])
         pool, self._pool, self._loop = self._pool, None, None
         self._migrated = False
+        self._audit_head = None
         if pool is not None:
             await pool.close()
 
@@ -476,35 +499,63 @@ class _AuditAppend:
     future: asyncio.Future[list[tuple[int, str, str]]]
 
 
-async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str, float, str]]
-                       ) -> list[tuple[int, str, str]]:
-    """Chain *rows* (type, session, at, canonical data text) after the head, which is locked:
-    one writer order for the chain. Two round trips: lock and read the head; then insert,
-    move the head and commit, pipelined."""
+def _chain(head: tuple[int, str], rows: Sequence[tuple[str, str, float, str]]
+           ) -> list[tuple[int, str, str, float, str, str, str]]:
+    """Chain *rows* (type, session, at, canonical data text) after *head* (seq, hash)."""
     from ..audit import chain_hash
 
-    out: list[tuple[int, str, str]] = []
+    seq, prev = head
+    chained = []
+    for type, session_id, at, text in rows:
+        seq += 1
+        digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
+        chained.append((seq, type, session_id, at, text, prev, digest))
+        prev = digest
+    return chained
+
+
+# The whole append in one statement, if the head is still the one the rows were chained to:
+# the UPDATE takes the head's row lock and re-checks it, and the rows go in only if it moved.
+_APPEND_AFTER = (
+    "WITH moved AS (UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
+    "WHERE id = 1 AND seq = %s AND hash = %s RETURNING id) "
+    "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, hash) "
+    "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::float8[], %s::text[], "
+    "%s::text[], %s::text[]) WHERE EXISTS (SELECT FROM moved)")
+
+
+async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str, float, str]],
+                       head: tuple[int, str] | None) -> list[tuple[int, str, str, float, str,
+                                                                   str, str]]:
+    """Append *rows* after the chain head, in one writer order across every process.
+
+    With the head this process last wrote (*head*), one statement appends the rows if the
+    head has not moved since: one round trip. Otherwise (another process appended, or no head
+    known) the head is locked (``SELECT … FOR UPDATE``) and the rows appended after it in the
+    same transaction, which always succeeds.
+    """
     with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-        async with pool.connection() as conn, conn.pipeline(), conn.transaction():
-            cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
-                                     "WHERE id = 1 FOR UPDATE")
-            head = await cur.fetchone()
-            assert head is not None
-            seq, prev = int(head[0]), str(head[1])
-            inserts = []
-            for type, session_id, at, text in rows:
-                seq += 1
-                digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
-                inserts.append((seq, type, session_id, at, text, prev, digest))
-                out.append((seq, prev, digest))
-                prev = digest
-            async with conn.cursor() as many:
-                await many.executemany(
-                    "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, "
-                    "hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", inserts)
-            await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
-                               "WHERE id = 1", (seq, prev))
-    return out
+        async with pool.connection() as conn:
+            if head is not None:
+                chained = _chain(head, rows)
+                cur = await conn.execute(_APPEND_AFTER, (
+                    chained[-1][0], chained[-1][6], head[0], head[1],
+                    *(list(column) for column in zip(*chained, strict=True))))
+                if cur.rowcount == len(chained):
+                    return chained
+            async with conn.transaction():
+                cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
+                                         "WHERE id = 1 FOR UPDATE")
+                found = await cur.fetchone()
+                assert found is not None
+                chained = _chain((int(found[0]), str(found[1])), rows)
+                async with conn.cursor() as many:
+                    await many.executemany(
+                        "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
+                        "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", chained)
+                await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
+                                   "WHERE id = 1", (chained[-1][0], chained[-1][6]))
+            return chained
 
 
 async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerState,
