@@ -209,6 +209,24 @@ async def test_a_failed_commit_is_reported_to_every_writer_of_its_transaction(
         await store.close()
 
 
+async def test_an_operation_raising_past_exception_is_undone_and_the_store_goes_on(
+        sqlite_url: str) -> None:
+    store = SQLiteStore.from_url(sqlite_url)
+    try:
+        def interrupted(c: sqlite3.Connection) -> None:
+            c.execute("INSERT INTO anfitrion_records (namespace, key, value) "
+                      "VALUES ('ns', 'k', '{}')")
+            raise SystemExit(3)
+
+        with pytest.raises(StoreError, match="interrupted"):
+            await store._write(interrupted)
+        assert await store.list_records("ns") == []
+        await store.put_record("ns", "after", {})
+        assert [k for k, _ in await store.list_records("ns")] == ["after"]
+    finally:
+        await store.close()
+
+
 async def test_close_waits_for_every_write_queued_before_it(sqlite_url: str) -> None:
     store = SQLiteStore.from_url(sqlite_url)
     await store.put_record("warm", "up", {})

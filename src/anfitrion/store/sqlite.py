@@ -460,7 +460,17 @@ class _Worker:
                     stop = item  # nothing is queued after a stop (close() detached us)
                     break
                 jobs.append(item)
-            self._run_batch(jobs, outcomes)
+            try:
+                self._run_batch(jobs, outcomes)
+            except BaseException as exc:  # noqa: BLE001 - a job raised past Exception: its
+                # transaction is undone and the jobs not answered yet fail; the thread goes on
+                if self._conn is not None and self._conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                answered = {id(outcome[0]) for outcome in outcomes}
+                error = StoreError(f"SQLite store: an operation was interrupted ({exc!r})")
+                error.__cause__ = exc
+                outcomes.extend((job, False, error) for job in jobs if id(job) not in answered)
             _report(outcomes)
             if stop is not None:
                 if self._conn is not None:
