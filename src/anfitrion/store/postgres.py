@@ -8,9 +8,10 @@ psycopg 3 with an async connection pool (extra ``postgres``). Concurrency rules:
 - ledger: a claim is one upsert (``INSERT … ON CONFLICT DO UPDATE``) that inserts the entry
   or moves it under its row lock, so one claimer wins and a second one sees ``claimed`` and
   reports ``unknown``; an advance is one upsert that only moves forward;
-- audit: appenders lock the one chain-head row (``SELECT … FOR UPDATE``), so the hash chain has
-  a single writer order across every process. Within a process, appends waiting at the same
-  time are written by one transaction (group commit) in two round trips (pipeline mode);
+- audit: every append moves the one chain-head row under its row lock, so the hash chain has
+  a single writer order across every process: one statement that moves the head only if it is
+  still the one this process last wrote, else ``SELECT … FOR UPDATE`` on the head first.
+  Within a process, appends waiting at the same time are written together (group commit);
 - :meth:`PostgresStore.claim_resumable` hands suspended sessions whose approvals are all
   answered to workers with ``FOR UPDATE SKIP LOCKED``.
 
