@@ -521,8 +521,8 @@ _APPEND_AFTER = (
     "WITH moved AS (UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
     "WHERE id = 1 AND seq = %s AND hash = %s RETURNING id) "
     "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, hash) "
-    "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::float8[], %s::text[], "
-    "%s::text[], %s::text[]) WHERE EXISTS (SELECT FROM moved)")
+    "SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::float8[], %b::text[], "
+    "%b::text[], %b::text[]) WHERE EXISTS (SELECT FROM moved)")
 
 
 async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str, float, str]],
