@@ -566,7 +566,7 @@ async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerStat
         "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, updated_at) "
         "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO UPDATE "
         "SET state = excluded.state, digest = excluded.digest, updated_at = excluded.updated_at "
-        "WHERE anfitrion_ledger.state = ANY(%s)",
+        "WHERE anfitrion_ledger.state = ANY(%b::text[])",
         (session_id, call_id, state.value, digest, now_iso(), advances_from(state)))
 
 
