@@ -345,3 +345,28 @@ async def test_close_waits_for_the_audit_appends_under_way(pg_url: str) -> None:
         assert verify_chain(records).ok
     finally:
         await again.close()
+
+
+@pytest.mark.postgres
+async def test_sessions_starting_together_open_one_pool(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    psycopg_pool = pytest.importorskip("psycopg_pool")
+    from anfitrion.store import postgres
+
+    opened: list[object] = []
+
+    class CountedPool(psycopg_pool.AsyncConnectionPool):  # type: ignore[misc,name-defined]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            opened.append(self)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(postgres, "AsyncConnectionPool", CountedPool)
+    store = open_store(pg_url)
+    try:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                for n in range(30):
+                    tg.start_soon(store.get_record, "ns", f"k{n}")
+        assert len(opened) == 1
+    finally:
+        await store.close()
