@@ -12,8 +12,8 @@ from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
 from ._base import PRE_CLAIM, ClaimState, LedgerState
 
-__all__ = ["claim_transition", "dump_json", "dump_result", "load_json", "load_result",
-           "may_advance", "now_iso", "settled_state"]
+__all__ = ["advances_from", "claim_state_sql", "claim_transition", "dump_json", "dump_result",
+           "load_json", "load_result", "may_advance", "now_iso", "settled_state"]
 
 
 def claim_transition(current: LedgerState | None) -> tuple[LedgerState | None, ClaimState]:
@@ -37,6 +37,24 @@ def may_advance(current: LedgerState | None, new: LedgerState) -> bool:
         raise ValueError(f"advance_execution records only {[s.value for s in PRE_CLAIM]}")
     return current is None or (current in PRE_CLAIM
                                and PRE_CLAIM.index(current) < PRE_CLAIM.index(new))
+
+
+def advances_from(new: LedgerState) -> list[str]:
+    """The stored states *new* may be recorded over (as :func:`may_advance` says), for a
+    single-statement ``INSERT … ON CONFLICT DO UPDATE … WHERE state = ANY(…)``."""
+    return [s.value for s in LedgerState if may_advance(s, new)]
+
+
+def claim_state_sql(column: str) -> str:
+    """:func:`claim_transition` as a SQL ``CASE`` over the stored state in *column*.
+
+    A claim then is one atomic upsert: insert ``claimed``, or move the stored state with
+    this expression; the state it leaves is also the claimer's answer (``claimed`` only
+    when this claim took it).
+    """
+    moves = " ".join(f"WHEN '{s.value}' THEN '{new.value}'" for s in LedgerState
+                     if (new := claim_transition(s)[0]) is not None)
+    return f"CASE {column} {moves} ELSE {column} END"
 
 
 def settled_state(result: ToolResult) -> LedgerState:

@@ -5,10 +5,13 @@ psycopg 3 with an async connection pool (extra ``postgres``). Concurrency rules:
 - sessions: optimistic versions (``UPDATE … WHERE version = %s``) — a stale writer conflicts;
 - approvals: an answer is recorded by ``UPDATE … WHERE answer IS NULL`` (first one wins), and
   used once by ``UPDATE … WHERE used = 0``;
-- ledger: the claim locks the entry (``SELECT … FOR UPDATE``) or inserts it, so one claimer
-  wins and a second one sees ``claimed`` and reports ``unknown``;
-- audit: appenders lock the one chain-head row (``SELECT … FOR UPDATE``), so the hash chain has
-  a single writer order across every process;
+- ledger: a claim is one upsert (``INSERT … ON CONFLICT DO UPDATE``) that inserts the entry
+  or moves it under its row lock, so one claimer wins and a second one sees ``claimed`` and
+  reports ``unknown``; an advance is one upsert that only moves forward;
+- audit: every append moves the one chain-head row under its row lock, so the hash chain has
+  a single writer order across every process: one statement that moves the head only if it is
+  still the one this process last wrote, else ``SELECT … FOR UPDATE`` on the head first.
+  Within a process, appends waiting at the same time are written together (group commit);
 - :meth:`PostgresStore.claim_resumable` hands suspended sessions whose approvals are all
   answered to workers with ``FOR UPDATE SKIP LOCKED``.
 
@@ -20,23 +23,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import anyio
+
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
 from ..exceptions import ConflictError, MissingDependencyError, StoreError, map_exceptions
-from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
+from ._base import AuditRecord, Claim, ClaimState, LedgerEntry, LedgerState, SessionState
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
-    claim_transition,
+    advances_from,
+    claim_state_sql,
     dump_json,
     dump_result,
     load_approval,
     load_json,
     load_result,
-    may_advance,
     now_iso,
     settled_state,
 )
@@ -72,6 +78,12 @@ class PostgresStore:
         self._pool: AsyncConnectionPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._migrated = False
+        self._lock: asyncio.Lock | None = None
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
+        self._audit_queue: list[_AuditAppend] = []
+        self._audit_writing: asyncio.Future[None] | None = None  # done when writes stop
+        self._audit_task: asyncio.Task[None] | None = None
+        self._audit_head: tuple[int, str] | None = None  # as this process last wrote it
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
@@ -95,33 +107,48 @@ class PostgresStore:
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    def _setup_lock(self, loop: asyncio.AbstractEventLoop) -> asyncio.Lock:
+        """One lock per event loop for opening the pool and migrating: many sessions that
+        start together open one pool and migrate once, not one each."""
+        if self._lock is None or self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        return self._lock
+
     async def _get_pool(self) -> AsyncConnectionPool:
         loop = asyncio.get_running_loop()
-        if self._pool is None or self._loop is not loop:
-            # a pool belongs to one event loop: run_sync() starts a new loop each time
-            pool = AsyncConnectionPool(self.conninfo, min_size=self.min_size,
-                                       max_size=self.max_size, open=False,
-                                       kwargs={"autocommit": True})
-            with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-                await pool.open(wait=True)
-            self._pool, self._loop = pool, loop
-        return self._pool
+        if self._pool is not None and self._loop is loop:
+            return self._pool
+        async with self._setup_lock(loop):
+            if self._pool is None or self._loop is not loop:
+                # a pool belongs to one event loop: run_sync() starts a new loop each time
+                pool = AsyncConnectionPool(self.conninfo, min_size=self.min_size,
+                                           max_size=self.max_size, open=False,
+                                           kwargs={"autocommit": True})
+                with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+                    await pool.open(wait=True)
+                self._pool, self._loop = pool, loop
+            return self._pool
 
     async def _ready(self) -> AsyncConnectionPool:
         pool = await self._get_pool()
         if not self._migrated:
-            if self.auto_migrate:
-                await self.migrate()
-            elif any(at is None for _, at in await self.migration_status()):
-                raise StoreError("the store needs migrations: run `anfitrion db migrate`")
-            self._migrated = True
+            async with self._setup_lock(asyncio.get_running_loop()):
+                if not self._migrated:
+                    if self.auto_migrate:
+                        await self._migrate(pool)
+                    elif any(at is None for _, at in await self._migration_status(pool)):
+                        raise StoreError("the store needs migrations: run "
+                                         "`anfitrion db migrate`")
+                    self._migrated = True
         return pool
 
     # -- migrations ----------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:
         """Apply pending migrations (one migrator at a time); return the names applied now."""
-        pool = await self._get_pool()
+        return await self._migrate(await self._get_pool())
+
+    async def _migrate(self, pool: AsyncConnectionPool) -> list[str]:
         done: list[str] = []
         with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
             async with pool.connection() as conn, conn.transaction():
@@ -139,7 +166,9 @@ class PostgresStore:
         return done
 
     async def migration_status(self) -> list[tuple[str, str | None]]:
-        pool = await self._get_pool()
+        return await self._migration_status(await self._get_pool())
+
+    async def _migration_status(self, pool: AsyncConnectionPool) -> list[tuple[str, str | None]]:
         with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
             async with pool.connection() as conn:
                 await conn.execute(MIGRATIONS_TABLE)
@@ -311,7 +340,7 @@ class PostgresStore:
                                 digest: str) -> None:
         pool = await self._ready()
         with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
+            async with pool.connection() as conn:
                 await _advance(conn, session_id, call_id, state, digest)
 
     async def execution_state(self, session_id: str, call_id: str) -> LedgerEntry | None:
@@ -321,26 +350,11 @@ class PostgresStore:
         return _entry(rows[0]) if rows else None
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                # make sure the row exists, then lock it: one claimer at a time
-                await conn.execute(
-                    "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, "
-                    "updated_at) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (session_id, call_id, LedgerState.PROPOSED.value, digest, now_iso()))
-                cur = await conn.execute(
-                    "SELECT state, result FROM anfitrion_ledger WHERE session_id = %s "
-                    "AND call_id = %s FOR UPDATE", (session_id, call_id))
-                row = await cur.fetchone()
-                assert row is not None
-                new, answer = claim_transition(LedgerState(row[0]))
-                if new is not None:
-                    await conn.execute(
-                        "UPDATE anfitrion_ledger SET state = %s, updated_at = %s "
-                        "WHERE session_id = %s AND call_id = %s",
-                        (new.value, now_iso(), session_id, call_id))
-                return Claim(answer, load_result(row[1]))
+        # one statement: the row lock taken by the upsert makes concurrent claims take turns
+        rows = await self._fetch(_CLAIM, (session_id, call_id, LedgerState.CLAIMED.value,
+                                          digest, now_iso()))
+        state, result = rows[0]
+        return Claim(ClaimState(state), load_result(result))
 
     async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
         await self._rowcount(
@@ -371,32 +385,60 @@ class PostgresStore:
 
     async def _append_audit(self, rows: Sequence[tuple[str, str, float, str]]
                             ) -> list[tuple[int, str, str]]:
-        """Chain *rows* after the head, which is locked: one writer order for the chain."""
-        from ..audit import chain_hash
+        """Chain *rows* after the head; appends waiting together share one transaction.
 
+        With no write under way, the caller writes what is queued (its own rows among them)
+        at once; appends that queue meanwhile are written together by a task that runs while
+        any are left. Each caller hears back after the commit holding its rows, or its error.
+        """
         pool = await self._ready()
-        out: list[tuple[int, str, str]] = []
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
-                                         "WHERE id = 1 FOR UPDATE")
-                head = await cur.fetchone()
-                assert head is not None
-                seq, prev = int(head[0]), str(head[1])
-                inserts = []
-                for type, session_id, at, text in rows:
-                    seq += 1
-                    digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
-                    inserts.append((seq, type, session_id, at, text, prev, digest))
-                    out.append((seq, prev, digest))
-                    prev = digest
-                async with conn.cursor() as many:
-                    await many.executemany(
-                        "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
-                        "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", inserts)
-                await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
-                                   "WHERE id = 1", (seq, prev))
-        return out
+        loop = asyncio.get_running_loop()
+        job = _AuditAppend(rows, loop.create_future())
+        self._audit_queue.append(job)
+        # the append runs to its end, and a cancellation of the caller takes effect after it
+        with anyio.CancelScope(shield=True):
+            if self._audit_writing is None:
+                self._audit_writing = writing = loop.create_future()
+                try:
+                    await self._write_audit_batch(pool)
+                finally:
+                    if self._audit_queue:
+                        self._audit_task = loop.create_task(self._write_audit(pool, writing))
+                    else:
+                        self._audit_writing = None
+                        writing.set_result(None)
+            chained = await job.future
+        return chained
+
+    async def _write_audit(self, pool: AsyncConnectionPool, writing: asyncio.Future[None]
+                           ) -> None:
+        try:
+            while self._audit_queue:
+                await self._write_audit_batch(pool)
+        finally:
+            self._audit_writing = self._audit_task = None
+            writing.set_result(None)
+
+    async def _write_audit_batch(self, pool: AsyncConnectionPool) -> None:
+        batch, self._audit_queue = self._audit_queue, []
+        try:
+            chained = await _chain_audit(pool, [r for job in batch for r in job.rows],
+                                         self._audit_head)
+        except BaseException as exc:
+            self._audit_head = None
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self._audit_head = (chained[-1][0], chained[-1][6])
+        start = 0
+        for job in batch:
+            if not job.future.done():
+                job.future.set_result([(seq, prev, digest) for seq, _, _, _, _, prev, digest
+                                       in chained[start:start + len(job.rows)]])
+            start += len(job.rows)
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         sql = "SELECT seq, type, session_id, at, data, prev_hash, hash FROM anfitrion_audit"
@@ -440,26 +482,102 @@ class PostgresStore:
         return [(r[0], load_json(r[1])) for r in rows]
 
     async def close(self) -> None:
+        """Close the pool once the audit appends queued so far are written."""
+        writing = self._audit_writing
+        if writing is not None:
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait([writing])
         pool, self._pool, self._loop = self._pool, None, None
         self._migrated = False
+        self._audit_head = None
         if pool is not None:
             await pool.close()
 
 
+@dataclass(frozen=True, slots=True)
+class _AuditAppend:
+    rows: Sequence[tuple[str, str, float, str]]
+    future: asyncio.Future[list[tuple[int, str, str]]]
+
+
+def _chain(head: tuple[int, str], rows: Sequence[tuple[str, str, float, str]]
+           ) -> list[tuple[int, str, str, float, str, str, str]]:
+    """Chain *rows* (type, session, at, canonical data text) after *head* (seq, hash)."""
+    from ..audit import chain_hash
+
+    seq, prev = head
+    chained = []
+    for type, session_id, at, text in rows:
+        seq += 1
+        digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
+        chained.append((seq, type, session_id, at, text, prev, digest))
+        prev = digest
+    return chained
+
+
+# The whole append in one statement, if the head is still the one the rows were chained to:
+# the UPDATE takes the head's row lock and re-checks it, and the rows go in only if it moved.
+_APPEND_AFTER = (
+    "WITH moved AS (UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
+    "WHERE id = 1 AND seq = %s AND hash = %s RETURNING id) "
+    "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, hash) "
+    "SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::float8[], %b::text[], "
+    "%b::text[], %b::text[]) WHERE EXISTS (SELECT FROM moved)")
+
+
+async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str, float, str]],
+                       head: tuple[int, str] | None) -> list[tuple[int, str, str, float, str,
+                                                                   str, str]]:
+    """Append *rows* after the chain head, in one writer order across every process.
+
+    With the head this process last wrote (*head*), one statement appends the rows if the
+    head has not moved since: one round trip. Otherwise (another process appended, or no head
+    known) the head is locked (``SELECT … FOR UPDATE``) and the rows appended after it in the
+    same transaction, which always succeeds.
+    """
+    with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+        async with pool.connection() as conn:
+            if head is not None:
+                chained = _chain(head, rows)
+                cur = await conn.execute(_APPEND_AFTER, (
+                    chained[-1][0], chained[-1][6], head[0], head[1],
+                    *(list(column) for column in zip(*chained, strict=True))))
+                if cur.rowcount == len(chained):
+                    return chained
+            async with conn.transaction():
+                cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
+                                         "WHERE id = 1 FOR UPDATE")
+                found = await cur.fetchone()
+                assert found is not None
+                chained = _chain((int(found[0]), str(found[1])), rows)
+                async with conn.cursor() as many:
+                    await many.executemany(
+                        "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
+                        "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", chained)
+                await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
+                                   "WHERE id = 1", (chained[-1][0], chained[-1][6]))
+            return chained
+
+
 async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerState,
                    digest: str) -> None:
-    cur = await conn.execute("SELECT state FROM anfitrion_ledger WHERE session_id = %s "
-                             "AND call_id = %s FOR UPDATE", (session_id, call_id))
-    row = await cur.fetchone()
-    if not may_advance(LedgerState(row[0]) if row else None, state):
-        return
+    """Record *state* if it is ahead of the stored one: one upsert, atomic under its row lock."""
     await conn.execute(
         "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, updated_at) "
         "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO UPDATE "
         "SET state = excluded.state, digest = excluded.digest, updated_at = excluded.updated_at "
-        "WHERE anfitrion_ledger.state = %s",
-        (session_id, call_id, state.value, digest, now_iso(),
-         row[0] if row else LedgerState.PROPOSED.value))
+        "WHERE anfitrion_ledger.state = ANY(%b::text[])",
+        (session_id, call_id, state.value, digest, now_iso(), advances_from(state)))
+
+
+_CLAIM = (
+    "INSERT INTO anfitrion_ledger AS l (session_id, call_id, state, digest, updated_at) "
+    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO UPDATE "
+    f"SET state = {claim_state_sql('l.state')}, updated_at = CASE WHEN "
+    f"{claim_state_sql('l.state')} = l.state THEN l.updated_at ELSE excluded.updated_at END "
+    "RETURNING state, result")
+"""Claim a call: insert it ``claimed``, or move the stored entry as :func:`claim_transition`
+says. The state it leaves is the claimer's answer."""
 
 
 def _session(row: Sequence[Any]) -> SessionState:

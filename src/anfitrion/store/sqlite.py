@@ -1,9 +1,16 @@
 """The SQLite store: the embedded default (stdlib ``sqlite3``).
 
-One connection per store object, in WAL mode with a busy timeout, used from worker threads
-(never on the event loop) behind a lock. Every write is one ``BEGIN IMMEDIATE`` transaction,
-so other *processes* sharing the file queue on the write lock instead of failing: claims,
-answers and the audit chain are compare-and-set under that lock.
+One connection per store object, in WAL mode with a busy timeout, owned by one thread of the
+store (never the event loop). Every write is a ``BEGIN IMMEDIATE`` transaction, so other
+*processes* sharing the file queue on the write lock instead of failing: claims, answers and
+the audit chain are compare-and-set under that lock.
+
+**Group commit.** Operations queue for the store's thread, which takes every operation waiting
+and runs consecutive writes in one transaction, each in its own savepoint, with one commit
+(one ``fsync``) for all of them. A caller hears back only after the commit that holds its
+write: a failed operation is rolled back alone and its caller gets its error; a failed commit
+is reported to every caller of that transaction. One session alone pays one transaction per
+write, as before; a thousand concurrent sessions share their commits.
 
 Example:
     >>> store = SQLiteStore.from_url("sqlite:///anfitrion.db")  # doctest: +SKIP
@@ -11,20 +18,25 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import queue
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import anyio.to_thread
+import anyio
 
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
-from ..exceptions import ConflictError, StoreError, UserError, map_exceptions
+from ..exceptions import AnfitrionError, ConflictError, StoreError, UserError
 from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
@@ -44,6 +56,9 @@ __all__ = ["SQLiteStore"]
 T = TypeVar("T")
 Conn = sqlite3.Connection
 
+MAX_BATCH = 256
+"""Operations taken from the queue at once: bounds how long one group transaction runs."""
+
 
 def _state(value: str | None) -> LedgerState | None:
     return None if value is None else LedgerState(value)
@@ -56,6 +71,10 @@ class SQLiteStore:
         path: the database file (created with its folder), or ``:memory:``.
         timeout: seconds to wait for another process's write lock.
         migrate: apply pending migrations on first use (``anfitrion db migrate`` otherwise).
+        synchronous: ``"full"`` (default: a commit is on disk before the caller goes on) or
+            ``"normal"`` (survives a crash of the process, not a power loss).
+
+    The store runs on asyncio (as the PostgreSQL store does).
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0, migrate: bool = True,
@@ -66,13 +85,14 @@ class SQLiteStore:
         self.path = str(path)
         self.timeout = timeout
         self.auto_migrate = migrate
-        self._lock = threading.Lock()
-        self._conn: Conn | None = None
-        self._migrated = False
+        self._worker_lock = threading.Lock()
+        self._worker: _Worker | None = None
+        self._finalizer: weakref.finalize[Any, SQLiteStore] | None = None
 
     @classmethod
     def from_url(cls, url: str) -> SQLiteStore:
-        """``sqlite:///relative.db``, ``sqlite:////absolute/path.db``; ``?timeout=SECONDS``.
+        """``sqlite:///relative.db``, ``sqlite:////absolute/path.db``; ``?timeout=SECONDS``,
+        ``?synchronous=normal``, ``?migrate=0``.
 
         Raises:
             UserError: the URL names no file.
@@ -98,63 +118,32 @@ class SQLiteStore:
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _connect(self) -> Conn:
-        if self._conn is None:
-            if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
-                                   check_same_thread=False)
-            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            _set_wal(conn, self.timeout)
-            # FULL (default): every commit is on disk before the host goes on. NORMAL (WAL):
-            # commits survive a crash of the process but not a power loss; much faster.
-            conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
-            conn.execute(MIGRATIONS_TABLE)
-            self._conn = conn
-        return self._conn
-
-    def _migrate(self, conn: Conn) -> list[str]:
-        done: list[str] = []
-
-        def apply(c: Conn) -> None:
-            applied = {r[0] for r in c.execute("SELECT name FROM anfitrion_migrations")}
-            for migration in pending(applied):
-                for statement in migration.statements:
-                    c.execute(statement)
-                c.execute("INSERT INTO anfitrion_migrations (name, applied_at) VALUES (?, ?)",
-                          (migration.name, now_iso()))
-                done.append(migration.name)
-
-        _write(conn, apply)
-        self._migrated = True
-        return done
-
-    def _call(self, fn: Callable[[Conn], T], migrate: bool) -> T:
-        with self._lock, map_exceptions({sqlite3.Error: StoreError}, "SQLite store"):
-            conn = self._connect()
-            if migrate and not self._migrated:
-                if not self.auto_migrate:
-                    applied = {r[0] for r in conn.execute(
-                        "SELECT name FROM anfitrion_migrations")}
-                    if pending(applied):
-                        raise StoreError(f"the store {self.path} needs migrations: run "
-                                         "`anfitrion db migrate`")
-                    self._migrated = True
-                else:
-                    self._migrate(conn)
-            return fn(conn)
-
-    async def _run(self, fn: Callable[[Conn], T], *, migrate: bool = True) -> T:
-        return await anyio.to_thread.run_sync(self._call, fn, migrate)
+    async def _run(self, fn: Callable[[Conn], T], *, write: bool = False,
+                   migrate: bool = True) -> T:
+        """Run *fn* on the store's thread; with *write*, inside a (group) transaction."""
+        loop = asyncio.get_running_loop()
+        job = _Job(fn, write, migrate, loop, loop.create_future())
+        with self._worker_lock:
+            if self._worker is None:
+                self._worker = _Worker(self.path, self.timeout, self.synchronous,
+                                       self.auto_migrate)
+                # a store dropped without close(): its thread closes the connection and ends
+                self._finalizer = weakref.finalize(self, self._worker.stop)
+            self._worker.jobs.put(job)
+        # as with a worker-thread call, the job runs to its end and a cancellation of the
+        # caller takes effect after it: a write is never left with its outcome unreported
+        with anyio.CancelScope(shield=True):
+            result: T = await job.future
+        return result
 
     async def _write(self, fn: Callable[[Conn], T]) -> T:
-        return await self._run(lambda c: _write(c, fn))
+        return await self._run(fn, write=True)
 
     # -- migrations ----------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:
         """Apply pending migrations; return the names applied now."""
-        return await self._run(self._migrate, migrate=False)
+        return await self._run(_apply_migrations, migrate=False)
 
     async def migration_status(self) -> list[tuple[str, str | None]]:
         """Every known migration and when it was applied (None: pending)."""
@@ -270,11 +259,12 @@ class SQLiteStore:
         return [ApprovalRequest.from_dict(load_json(r[0])) for r in rows]
 
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
-        cur = await self._write(lambda c: c.execute(
+        text = dump_json(answer.to_dict())
+        count = await self._write(lambda c: c.execute(
             "UPDATE anfitrion_approvals SET answer = ? "
             "WHERE id = ? AND digest = ? AND answer IS NULL",
-            (dump_json(answer.to_dict()), answer.request_id, answer.digest)))
-        return bool(cur.rowcount == 1)
+            (text, answer.request_id, answer.digest)).rowcount)
+        return bool(count == 1)
 
     async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
         def consume(c: Conn) -> ApprovalAnswer | None:
@@ -402,13 +392,249 @@ class SQLiteStore:
         return [(r[0], load_json(r[1])) for r in rows]
 
     async def close(self) -> None:
-        def close() -> None:
-            with self._lock:
+        """Close the connection once every operation queued before has finished.
+
+        The store opens a new connection if it is used again.
+        """
+        with self._worker_lock:
+            worker, self._worker = self._worker, None
+            if self._finalizer is not None:
+                self._finalizer.detach()
+                self._finalizer = None
+        if worker is not None:
+            loop = asyncio.get_running_loop()
+            done: asyncio.Future[None] = loop.create_future()
+            worker.stop(loop, done)
+            with anyio.CancelScope(shield=True):
+                await done
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: Callable[[Conn], Any]
+    write: bool
+    migrate: bool
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+
+
+class _Worker:
+    """One connection and the one thread that uses it.
+
+    The thread takes every job waiting (up to :data:`MAX_BATCH`), runs each run of
+    consecutive writes as one transaction — a savepoint per job, one commit — and reads as
+    they come, then reports every outcome to its caller's event loop. Jobs run in the order
+    they were queued, so a caller's later read sees its earlier write.
+    """
+
+    def __init__(self, path: str, timeout: float, synchronous: str, auto_migrate: bool) -> None:
+        self.jobs: queue.SimpleQueue[_Job | _Stop] = queue.SimpleQueue()
+        self._path, self._timeout, self._synchronous = path, timeout, synchronous
+        self._auto_migrate = auto_migrate
+        self._conn: Conn | None = None
+        self._migrated = False
+        self._thread = threading.Thread(target=self._serve, name="anfitrion-sqlite",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self, loop: asyncio.AbstractEventLoop | None = None,
+             done: asyncio.Future[None] | None = None) -> None:
+        """Close after the jobs queued so far; resolve *done* (on *loop*) when closed."""
+        self.jobs.put(_Stop(loop, done))
+
+    # -- the thread ----------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while True:
+            batch = [self.jobs.get()]
+            while len(batch) < MAX_BATCH:
+                try:
+                    batch.append(self.jobs.get_nowait())
+                except queue.Empty:
+                    break
+            outcomes: list[tuple[_Job, bool, Any]] = []
+            stop: _Stop | None = None
+            jobs: list[_Job] = []
+            for item in batch:
+                if isinstance(item, _Stop):
+                    stop = item  # nothing is queued after a stop (close() detached us)
+                    break
+                jobs.append(item)
+            try:
+                self._run_batch(jobs, outcomes)
+            except BaseException as exc:  # noqa: BLE001 - a job raised past Exception: its
+                # transaction is undone and the jobs not answered yet fail; the thread goes on
+                if self._conn is not None and self._conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                answered = {id(outcome[0]) for outcome in outcomes}
+                error = StoreError(f"SQLite store: an operation was interrupted ({exc!r})")
+                error.__cause__ = exc
+                outcomes.extend((job, False, error) for job in jobs if id(job) not in answered)
+            _report(outcomes)
+            if stop is not None:
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None
-                    self._migrated = False
-        await anyio.to_thread.run_sync(close)
+                if stop.loop is not None and stop.done is not None:
+                    _call_soon(stop.loop, _resolve, stop.done)
+                return
+
+    def _run_batch(self, jobs: list[_Job], outcomes: list[tuple[_Job, bool, Any]]) -> None:
+        try:
+            conn = self._connect()
+            if not self._migrated and any(job.migrate for job in jobs):
+                self._ensure_migrated(conn)
+        except Exception as exc:  # noqa: BLE001 - the thread's top level: goes to the callers
+            error = _translate(exc)
+            outcomes.extend((job, False, error) for job in jobs)
+            return
+        i = 0
+        while i < len(jobs):
+            if not jobs[i].write:
+                job = jobs[i]
+                try:
+                    outcomes.append((job, True, job.fn(conn)))
+                except Exception as exc:  # noqa: BLE001 - the thread's top level: to the caller
+                    outcomes.append((job, False, _translate(exc)))
+                i += 1
+                continue
+            j = i + 1
+            while j < len(jobs) and jobs[j].write:
+                j += 1
+            _transaction(conn, jobs[i:j], outcomes)
+            i = j
+
+    def _connect(self) -> Conn:
+        if self._conn is None:
+            if self._path != ":memory:":
+                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False)
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+                _set_wal(conn, self._timeout)
+                # FULL (default): every commit is on disk before the host goes on. NORMAL
+                # (WAL): commits survive a crash of the process but not a power loss.
+                conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
+                conn.execute(MIGRATIONS_TABLE)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _ensure_migrated(self, conn: Conn) -> None:
+        if self._auto_migrate:
+            _apply_migrations(conn)
+        else:
+            applied = {r[0] for r in conn.execute("SELECT name FROM anfitrion_migrations")}
+            if pending(applied):
+                raise StoreError(f"the store {self._path} needs migrations: run "
+                                 "`anfitrion db migrate`")
+        self._migrated = True
+
+
+@dataclass(frozen=True, slots=True)
+class _Stop:
+    loop: asyncio.AbstractEventLoop | None
+    done: asyncio.Future[None] | None
+
+
+def _transaction(conn: Conn, jobs: Sequence[_Job],
+                 outcomes: list[tuple[_Job, bool, Any]]) -> None:
+    """Run write *jobs* in one transaction: each in a savepoint (a job that fails is rolled
+    back alone), one commit for all. If the transaction itself fails, every job fails."""
+    single = len(jobs) == 1
+    done: list[tuple[_Job, bool, Any]] = []
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for job in jobs:
+            if not single:
+                conn.execute("SAVEPOINT job")
+            try:
+                value = job.fn(conn)
+            except Exception as exc:
+                if single:
+                    raise
+                try:
+                    conn.execute("ROLLBACK TO job")
+                    conn.execute("RELEASE job")
+                except sqlite3.Error:  # the error ended the transaction: it is lost
+                    raise exc from None
+                done.append((job, False, _translate(exc)))
+            else:
+                if not single:
+                    conn.execute("RELEASE job")
+                done.append((job, True, value))
+        conn.execute("COMMIT")
+    except Exception as exc:  # noqa: BLE001 - the thread's top level: goes to the callers
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        error = _translate(exc)
+        if single or isinstance(exc, sqlite3.Error):
+            outcomes.extend((job, False, error) for job in jobs)
+        else:  # a job's own error that ended the transaction: its peers are not committed
+            lost = StoreError(f"SQLite store: the transaction was rolled back: {exc}")
+            lost.__cause__ = exc
+            outcomes.extend((job, False, error if job is jobs[len(done)] else lost)
+                            for job in jobs)
+        return
+    outcomes.extend(done)
+
+
+def _translate(exc: Exception) -> Exception:
+    if isinstance(exc, sqlite3.Error) and not isinstance(exc, AnfitrionError):
+        error = StoreError(f"SQLite store: {exc}")
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+def _report(outcomes: Sequence[tuple[_Job, bool, Any]]) -> None:
+    """Hand the outcomes to their event loops: one wake-up per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, bool, Any]]] = {}
+    for outcome in outcomes:
+        by_loop.setdefault(outcome[0].loop, []).append(outcome)
+    for loop, some in by_loop.items():
+        _call_soon(loop, _settle, some)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+        loop.call_soon_threadsafe(fn, *args)
+
+
+def _settle(outcomes: Sequence[tuple[_Job, bool, Any]]) -> None:
+    for job, ok, value in outcomes:
+        if not job.future.done():
+            if ok:
+                job.future.set_result(value)
+            else:
+                job.future.set_exception(value)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _apply_migrations(conn: Conn) -> list[str]:
+    """Apply pending migrations, each with its record, in one transaction."""
+    done: list[str] = []
+
+    def apply(c: Conn) -> None:
+        applied = {r[0] for r in c.execute("SELECT name FROM anfitrion_migrations")}
+        for migration in pending(applied):
+            for statement in migration.statements:
+                c.execute(statement)
+            c.execute("INSERT INTO anfitrion_migrations (name, applied_at) VALUES (?, ?)",
+                      (migration.name, now_iso()))
+            done.append(migration.name)
+
+    _write(conn, apply)
+    return done
 
 
 def _append_audit(c: Conn, rows: Sequence[tuple[str, str, float, str]]
