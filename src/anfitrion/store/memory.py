@@ -160,20 +160,27 @@ class MemoryStore:
 
     async def append_audit(self, type: str, session_id: str, at: float,
                            data: Mapping[str, Any]) -> AuditRecord:
-        from ..audit import GENESIS, chain_hash
-
-        with self._lock:
-            seq = len(self._audit) + 1
-            prev = self._audit[-1].hash if self._audit else GENESIS
-            record = AuditRecord(seq, type, session_id, at, dict(data), prev,
-                                 chain_hash(seq, type, session_id, at, data, prev))
-            self._audit.append(record)
-            return record
+        return self._append_audit([(type, session_id, at, data)])
 
     async def append_audit_many(
             self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> None:
-        for type, session_id, at, data in entries:
-            await self.append_audit(type, session_id, at, data)
+        if entries:
+            self._append_audit(entries)
+
+    def _append_audit(
+            self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> AuditRecord:
+        """Chain *entries* in order under one lock; the last record."""
+        from ..audit import GENESIS, chain_hash  # audit imports the store package: not at the top
+
+        with self._lock:
+            audit = self._audit
+            for type, session_id, at, data in entries:
+                seq = len(audit) + 1
+                prev = audit[-1].hash if audit else GENESIS
+                record = AuditRecord(seq, type, session_id, at, dict(data), prev,
+                                     chain_hash(seq, type, session_id, at, data, prev))
+                audit.append(record)
+            return record
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         with self._lock:
