@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,14 @@ def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
+Row = tuple[str, Callable[[dict[str, Any]], str]]
+
+
 def table(summaries: dict[str, dict[str, Any]]) -> str:
-    rows = [
+    return _markdown("figure", {name: name for name in summaries}, summaries, ROWS)
+
+
+ROWS: list[Row] = [
         ("pairs (user task × injection task)", lambda s: str(s["pairs"])),
         ("  the injection reached the model (approver approves all / rejects flagged)",
          lambda s: f"{_sec(s, 'approve_all', 'injection_reached_model')} / "
@@ -63,12 +70,17 @@ def table(summaries: dict[str, dict[str, Any]]) -> str:
          lambda s: f"{_pct(s['benign_requests_with_warning'])} of {s['benign_requests']}"),
         ("4. benign requests with an argument flag (false alarms)",
          lambda s: _pct(s["benign_requests_with_argument_flag"])),
-    ]
-    names = list(summaries)
-    header = "| figure | " + " | ".join(names) + " |"
-    lines = [header, "|" + "---|" * (len(names) + 1)]
+]
+
+
+
+def _markdown(corner: str, headers: dict[str, str], columns: dict[str, dict[str, Any]],
+              rows: list[Row]) -> str:
+    """A Markdown table: one column per summary, one row per figure."""
+    lines = [f"| {corner} | " + " | ".join(headers.values()) + " |",
+             "|" + "---|" * (len(headers) + 1)]
     for label, fmt in rows:
-        lines.append(f"| {label} | " + " | ".join(fmt(summaries[n]) for n in names) + " |")
+        lines.append(f"| {label} | " + " | ".join(fmt(columns[n]) for n in headers) + " |")
     return "\n".join(lines)
 
 
@@ -85,26 +97,15 @@ def _fmt_sec(summary: dict[str, Any], approver: str) -> str:
 
 def comparison(modes: dict[str, dict[str, Any]]) -> str:
     """One column per ``reads`` setting: what gating reads buys, and what it costs."""
-    rows = [
-        ("attacker calls run without a person's approval (reads)",
-         lambda s: f"{s['attacker_calls_executed_without_approval']} "
-                   f"({s['attacker_reads_executed_without_approval']})"),
-        ("attacks succeeded, approver rejects flagged", lambda s: _fmt_sec(s, "reject_flagged")),
-        ("utility under attack, rejects flagged",
-         lambda s: _pct(_sec(s, "reject_flagged", "utility_under_attack"))),
-        ("benign utility", lambda s: _pct(s["benign_utility"])),
-        ("approvals asked per user task", lambda s: str(s["approvals_per_user_task"])),
-        ("user tasks completed without any approval",
-         lambda s: _pct(s["user_tasks_without_approval"])),
-        ("attacker requests with a taint/provenance warning",
-         lambda s: f"{_pct(s['attacker_requests_with_warning'])} of {s['attacker_requests']}"),
-    ]
-    names = list(modes)
-    lines = ["| total | " + " | ".join(f"reads = {n!r}" for n in names) + " |",
-             "|" + "---|" * (len(names) + 1)]
-    for label, fmt in rows:
-        lines.append(f"| {label} | " + " | ".join(fmt(modes[n]) for n in names) + " |")
-    return "\n".join(lines)
+    labels = dict(ROWS)
+    chosen = ["1. attacker calls run without a person's approval, all approvers (reads)",
+              "2. attacks succeeded, approver rejects flagged",
+              "3. benign utility (approver approves all)",
+              "3. approvals asked per user task",
+              "3. user tasks completed without any approval",
+              "4. attacker requests with a taint/provenance warning"]
+    rows: list[Row] = [(label, labels[label]) for label in chosen]
+    return _markdown("total", {n: f"reads = {n!r}" for n in modes}, modes, rows)
 
 
 async def main(args: argparse.Namespace) -> int:
