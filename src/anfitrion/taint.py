@@ -485,6 +485,11 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
                             "a person's approval", "taint", warnings)
 
     rule.rule_id = "taint"  # type: ignore[attr-defined]
+    # what `anfitrion policy validate` shows of this rule
+    rule.settings = {  # type: ignore[attr-defined]
+        "reads": reads, "free_reads": list(free),
+        "allowed_hosts": None if allowed is None else list(allowed),
+        "deny_flagged": deny_flagged}
     # an escalation: it can make a person look at an allowed call, never grant a denied one
     rule.escalates_only = True  # type: ignore[attr-defined]
     return rule

@@ -113,3 +113,17 @@ def test_validate_lists_the_rules() -> None:
     assert data["rules"] == ["drafts-only", "mail-to-example-com", "mail-per-hour",
                              "repeat_guard", "taint"]
     assert data["defaults"] == {"read": "allow", "write": "deny"}
+
+
+def test_validate_shows_how_taint_containment_is_set(tmp_path: Path) -> None:
+    policy = tmp_path / "anfitrion.toml"
+    policy.write_text('[taint]\nreads = "all"\nfree_reads = ["clock.*"]\n')
+    result = CliRunner().invoke(cli, ["policy", "validate", str(policy)])
+    assert result.exit_code == 0, result.output
+    assert ("rule taint (reads: all; free_reads: clock.*; allowed_hosts: any; "
+            "deny_flagged: no)") in result.output
+    data = json.loads(CliRunner().invoke(cli, ["policy", "validate", str(policy),
+                                               "--json"]).output)
+    assert data["rule_settings"]["taint"] == {"reads": "all", "free_reads": ["clock.*"],
+                                              "allowed_hosts": None, "deny_flagged": False}
+

@@ -159,6 +159,8 @@ def validate(path: str | None, as_json: bool) -> None:
         "policy": policy.source,
         "defaults": defaults,
         "rules": [rule_id_of(rule) for rule in policy.rules],
+        "rule_settings": {rule_id_of(rule): settings for rule in policy.rules
+                          if isinstance(settings := getattr(rule, "settings", None), dict)},
         "principals": {pid: p.to_dict() for pid, p in policy.principals.items()},
         "budgets": {"tool_calls": policy.budgets.tool_calls, "turns": policy.budgets.turns,
                     "approvals_asked": policy.budgets.approvals_asked},
@@ -174,4 +176,17 @@ def validate(path: str | None, as_json: bool) -> None:
     click.echo(f"{policy.source}: valid")
     click.echo("defaults: " + ", ".join(f"{k} → {v}" for k, v in defaults.items()))
     for rule in policy.rules:
-        click.echo(f"  rule {rule_id_of(rule)}")
+        settings = summary["rule_settings"].get(rule_id_of(rule))
+        shown = "" if not settings else " (" + "; ".join(
+            f"{key}: {_setting(value)}" for key, value in settings.items()) + ")"
+        click.echo(f"  rule {rule_id_of(rule)}{shown}")
+
+
+def _setting(value: Any) -> str:
+    if value is None:
+        return "any"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
