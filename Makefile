@@ -61,7 +61,7 @@ test: install-test
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache
 
-# AgentDojo under a compromised model (offline, about two minutes)
+# AgentDojo under a compromised model (offline, about five minutes)
 agentdojo: install-test
 	$(PY) benchmarks/agentdojo/run.py --json benchmarks/agentdojo/results.json --compare flagged --compare url
 
