@@ -363,9 +363,6 @@ class AuditRecorder:
         self._skip = frozenset(skip)
         self._buffer: list[tuple[str, str, float, dict[str, Any]]] = []
 
-    def sensitive_for(self, tool: str | None) -> Iterable[str]:
-        return self._sensitive.get(tool or "", ())
-
     def learn(self, tools: Iterable[Tool]) -> None:
         """Note the sensitive argument names of *tools* (the host calls this each turn)."""
         for tool in tools:
