@@ -22,7 +22,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
 from ..exceptions import AdapterError, MissingDependencyError, UserError
 from ._base import ModelRequest
-from ._names import restore_names, wire_safe
+from ._names import WireModel
 from ._profiles import ANTHROPIC, Profile
 from ._streaming import AnthropicStream
 from ._wire import Reader, as_dict, details_of, interleave, ordered_results, sdk_errors
@@ -211,7 +211,7 @@ def from_wire(body: object, *, profile: Profile = ANTHROPIC) -> Reply:
                  {profile.name: details} if details else None)
 
 
-class AnthropicModel:
+class AnthropicModel(WireModel):
     """A Claude model behind the Messages API, through the official ``anthropic`` SDK.
 
     Args:
@@ -265,21 +265,6 @@ class AnthropicModel:
     def provider(self) -> str:
         """The provider, as OpenTelemetry's ``gen_ai.provider.name`` names it."""
         return "anthropic"
-
-    @property
-    def profile(self) -> Profile:
-        """The capability flags this model's requests are built with."""
-        return self._profile
-
-    async def respond(self, request: ModelRequest) -> Reply:
-        """One reply; streams text to ``request.on_text`` when it is set.
-
-        Raises:
-            ModelError: the API or the connection failed.
-            AdapterError: the response cannot be represented.
-        """
-        safe, names = wire_safe(request, self._profile)
-        return restore_names(await self._respond(safe), names)
 
     async def _respond(self, request: ModelRequest) -> Reply:
         on_text = request.on_text

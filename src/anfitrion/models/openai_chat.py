@@ -23,7 +23,7 @@ from typing import Any, NotRequired, TypedDict
 from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
 from ..tools import ToolDefinition
 from ._base import ModelRequest
-from ._names import restore_names, wire_safe
+from ._names import WireModel
 from ._profiles import COMPATIBLE_CHAT, OPENAI_CHAT, Profile
 from ._streaming import ChatStream
 from ._strict import restore_optional, to_strict
@@ -221,7 +221,7 @@ def from_wire(body: object, *, tools: Sequence[ToolDefinition] = (),
                  {profile.name: details})
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(WireModel):
     """A model behind Chat Completions — OpenAI's, or any compatible server at *base_url*.
 
     Args:
@@ -266,21 +266,6 @@ class OpenAIChatModel:
     def provider(self) -> str:
         """The provider, as OpenTelemetry's ``gen_ai.provider.name`` names it."""
         return "openai"
-
-    @property
-    def profile(self) -> Profile:
-        """The capability flags this model's requests are built with."""
-        return self._profile
-
-    async def respond(self, request: ModelRequest) -> Reply:
-        """One reply; streams text to ``request.on_text`` when it is set.
-
-        Raises:
-            ModelError: the API or the connection failed.
-            AdapterError: the response cannot be represented, or the stream ended early.
-        """
-        safe, names = wire_safe(request, self._profile)
-        return restore_names(await self._respond(safe), names)
 
     async def _respond(self, request: ModelRequest) -> Reply:
         on_text = request.on_text

@@ -25,7 +25,7 @@ from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage,
 from ..exceptions import MissingDependencyError, UserError
 from ..tools import ToolDefinition
 from ._base import ModelRequest
-from ._names import restore_names, wire_safe
+from ._names import WireModel
 from ._profiles import OPENAI_RESPONSES, Profile
 from ._streaming import ResponsesStream
 from ._strict import restore_optional, to_strict
@@ -283,7 +283,7 @@ def openai_error_type() -> type[BaseException]:
     return error
 
 
-class OpenAIResponsesModel:
+class OpenAIResponsesModel(WireModel):
     """An OpenAI model behind the Responses API, through the official ``openai`` SDK.
 
     Args:
@@ -319,21 +319,6 @@ class OpenAIResponsesModel:
     def provider(self) -> str:
         """The provider, as OpenTelemetry's ``gen_ai.provider.name`` names it."""
         return "openai"
-
-    @property
-    def profile(self) -> Profile:
-        """The capability flags this model's requests are built with."""
-        return self._profile
-
-    async def respond(self, request: ModelRequest) -> Reply:
-        """One reply; streams text to ``request.on_text`` when it is set.
-
-        Raises:
-            ModelError: the API or the connection failed.
-            AdapterError: the response cannot be represented or did not complete.
-        """
-        safe, names = wire_safe(request, self._profile)
-        return restore_names(await self._respond(safe), names)
 
     async def _respond(self, request: ModelRequest) -> Reply:
         on_text = request.on_text
