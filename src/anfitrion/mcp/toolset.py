@@ -159,10 +159,8 @@ class _Connection:
         in the instant after (the server died while idle) would wait for its own timeout: the
         connection's end is raced here, and reported as the SDK reports a closed connection.
         """
-        closed = McpError(mt.ErrorData(code=mt.CONNECTION_CLOSED,
-                                       message="the connection is closed"))
         if self.dead:
-            raise closed
+            raise _closed()
         box: list[_T] = []
         failure: list[Exception] = []
         async with anyio.create_task_group() as tg:
@@ -178,8 +176,12 @@ class _Connection:
         if failure:
             raise failure[0]
         if not box:
-            raise closed
+            raise _closed()
         return box[0]
+
+
+def _closed() -> McpError:
+    return McpError(mt.ErrorData(code=mt.CONNECTION_CLOSED, message="the connection is closed"))
 
 
 def _real_file(stream: TextIO) -> TextIO:
