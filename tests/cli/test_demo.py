@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "wire_examples.json"
+FIXTURES = Path(__file__).resolve().parents[1] / "models" / "fixtures" / "wire_examples.json"
 
 
 def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
