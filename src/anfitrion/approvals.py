@@ -266,6 +266,15 @@ class ApprovalAnswer:
     note: str = ""
     at: datetime = field(default_factory=lambda: datetime.now(UTC))
     edited_arguments: Mapping[str, JsonValue] | None = None
+    withdrawn: bool = False
+    """Not a person's answer: the host withdrew the request (the client that proposed the
+    call went away), so nobody can approve it for nothing. Never approves."""
+
+    @classmethod
+    def withdrawal(cls, request: ApprovalRequest, reason: str) -> ApprovalAnswer:
+        """The host withdraws *request*: no person can answer it any more."""
+        return cls(request.id, request.digest, False, "anfitrion", f"withdrawn: {reason}",
+                   datetime.now(UTC), None, True)
 
     @classmethod
     def to(cls, request: ApprovalRequest, approved: bool, approver: str,
@@ -290,14 +299,15 @@ class ApprovalAnswer:
         return {"request_id": self.request_id, "digest": self.digest, "approved": self.approved,
                 "approver": self.approver, "note": self.note, "at": self.at.isoformat(),
                 "edited_arguments": None if self.edited_arguments is None
-                else dict(self.edited_arguments)}
+                else dict(self.edited_arguments), **({"withdrawn": True} if self.withdrawn
+                                                     else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ApprovalAnswer:
         edited = d.get("edited_arguments")
         return cls(d["request_id"], d["digest"], bool(d["approved"]), d["approver"],
                    d.get("note", ""), datetime.fromisoformat(d["at"]),
-                   None if edited is None else dict(edited))
+                   None if edited is None else dict(edited), bool(d.get("withdrawn", False)))
 
 
 @runtime_checkable

@@ -132,21 +132,21 @@ class Drafts:
         if claim.state is ClaimState.UNKNOWN:
             raise ToolError(f"draft {draft_id!r} was being committed when the host stopped; its "
                             "outcome is unknown and it is not run again. Ask the operator.")
-        if claim.state is not ClaimState.CLAIMED:
+        if claim.state is not ClaimState.CLAIMED or claim.token is None:
             raise ToolError(f"draft {draft_id!r} was already committed; propose a new one")
         try:
             value = await action(draft)
         except Exception as exc:  # re-raised: a failed commit is settled, never retried
-            await self._settle(draft, context, f"failed: {exc}", failed=True)
+            await self._settle(draft, context, f"failed: {exc}", claim.token, failed=True)
             raise
-        await self._settle(draft, context, "committed", failed=False)
+        await self._settle(draft, context, "committed", claim.token, failed=False)
         return value
 
-    async def _settle(self, draft: Draft, context: ToolContext, text: str, *,
+    async def _settle(self, draft: Draft, context: ToolContext, text: str, token: str, *,
                       failed: bool) -> None:
         await self.store.settle_execution(
             f"draft:{self.namespace}:{draft.id}", "commit",
-            ToolResult(context.call_id, context.tool_name, text[:500], is_error=failed))
+            ToolResult(context.call_id, context.tool_name, text[:500], is_error=failed), token)
         status = "failed" if failed else "committed"
         await self.store.put_record(self.namespace, draft.id, {
             **draft.to_dict(), "status": status, "committed_at": datetime.now(UTC).isoformat()})

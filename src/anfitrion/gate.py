@@ -19,9 +19,9 @@ import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pydantic
@@ -31,12 +31,13 @@ from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonError, parse_json_s
 from .approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_digest
 from .conversation import Provenance, ToolCall, ToolResult
 from .events import EventType, HostEvent
-from .policy import Decision, Policy, PolicyContext, Verdict, arguments_digest
-from .policy.rules import RECENT_CALLS_KEPT
-from .principal import Principal
+from .exceptions import ConflictError
+from .policy import Decision, Policy, Verdict, arguments_digest
 from .store import ClaimState, LedgerState, Store
-from .taint import TaintIndex
-from .tools import ArgumentError, BoundCall, Effect, Tool, ToolContext
+from .tools import ArgumentError, BoundCall, Effect, Handler, Tool, ToolContext
+
+if TYPE_CHECKING:
+    from .session import Session
 
 __all__ = ["CallOutcome", "Gate", "GateLimits", "ToolError", "shape_result"]
 
@@ -55,21 +56,6 @@ class GateLimits:
     max_argument_depth: int = DEFAULT_MAX_DEPTH
     max_invalid_per_tool: int = 3
     max_invalid_per_session: int = 10
-
-
-@dataclass
-class CallScope:
-    """What the gate needs to know about the session for one call (built by the host)."""
-
-    principal: Principal
-    session_id: str
-    turn: int
-    counters: dict[str, int] = field(default_factory=dict)
-    invalid_by_tool: dict[str, int] = field(default_factory=dict)
-    recent_calls: list[tuple[str, str]] = field(default_factory=list)
-    untrusted_sources: list[str] = field(default_factory=list)
-    pending_request_id: str | None = None
-    taint: TaintIndex | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,37 +146,50 @@ class Gate:
         self.emit = emit
         self.limits = limits or GateLimits()
 
-    async def _event(self, type: EventType, scope: CallScope, proposed: ToolCall,
+    async def _event(self, type: EventType, session: Session, proposed: ToolCall,
                      **fields: Any) -> None:
         if self.emit is _silent:
             return
-        await self.emit(HostEvent(type, scope.session_id, scope.turn, scope.principal.id,
+        await self.emit(HostEvent(type, session.id, session.turn, session.principal.id,
                                   proposed.id, proposed.name, **fields))
 
-    async def _finish(self, scope: CallScope, outcome: CallOutcome) -> CallOutcome:
+    async def _finish(self, session: Session, outcome: CallOutcome) -> CallOutcome:
         if outcome.result is not None:
-            await self._event(EventType.RESULT_RETURNED, scope, outcome.call,
+            await self._event(EventType.RESULT_RETURNED, session, outcome.call,
                               result=outcome.result, status=outcome.stage)
         return outcome
 
-    async def process(self, call: ToolCall, offered: Mapping[str, Tool], scope: CallScope, *,
-                      edit_of: str | None = None, edits: int = 0,
-                      approved_by: str | None = None) -> CallOutcome:
+    async def process(self, call: ToolCall, offered: Mapping[str, Tool], session: Session, *,
+                      handler: Handler | None = None) -> CallOutcome:
         """Take one proposed call through the stages; never raises for bad input.
 
-        *edit_of* / *edits* / *approved_by*: set when an approver's edit re-enters the gate as
-        a new proposal (the request it came from, how many edits led here, and who approved
-        the edit together with making it, if they did).
+        The session says whether the call waits for an approval already, and is told what
+        happened (proposals, invalid calls, requests); the caller records the result.
+        *handler*, if given, runs in the execute stage instead of the tool's own (code that
+        runs its own tools: the ledger's claim and settle still wrap it).
+
+        Raises:
+            ConflictError: the run lost its claim on a side effect to another run (its
+                lease lapsed): it must stop and write nothing more.
         """
+        return await self._process(call, offered, session, session.pending_request(call.id),
+                                   None, 0, None, handler)
+
+    async def _process(self, call: ToolCall, offered: Mapping[str, Tool], session: Session,
+                       pending: str | None, edit_of: str | None, edits: int,
+                       approved_by: str | None, handler: Handler | None) -> CallOutcome:
+        """*edit_of* / *edits* / *approved_by*: set when an approver's edit re-enters the gate
+        as a new proposal (the request it came from, how many edits led here, and who approved
+        the edit together with making it, if they did)."""
         # (policy) resuming a call whose pending request is an approver's edit: what waits for
         # a person is the edit, so the edit is what goes through the stages again.
-        if scope.pending_request_id is not None and edit_of is None:
-            edited = await self._pending_edit(call, scope)
+        if pending is not None and edit_of is None:
+            edited = await self._pending_edit(call, session, pending)
             if isinstance(edited, CallOutcome):
-                return await self._finish(scope, edited)
+                return await self._finish(session, edited)
             if edited is not None:
                 call, edit_of, edits = edited
-        await self._event(EventType.CALL_PROPOSED, scope, call, call=call,
+        await self._event(EventType.CALL_PROPOSED, session, call, call=call,
                           detail="an approver's edit" if edit_of else None)
 
         # 1. resolve — exact, byte-for-byte; only what was offered this turn.
@@ -198,8 +197,8 @@ class Gate:
         if tool is None:
             result = _error(call, "unknown_tool", f"unknown tool {_shown_name(call.name)}: "
                             f"it is not one of the tools offered ({', '.join(sorted(offered))})")
-            await self._event(EventType.CALL_REJECTED, scope, call, detail="unknown tool")
-            return await self._finish(scope, CallOutcome(call, "resolve", result))
+            await self._event(EventType.CALL_REJECTED, session, call, detail="unknown tool")
+            return await self._finish(session, CallOutcome(call, "resolve", result))
 
         # 2. validate — strict parse, schema, business rules; bounded retries.
         try:
@@ -208,17 +207,18 @@ class Gate:
                                        max_depth=self.limits.max_argument_depth)
             arguments = tool.validate(parsed)
         except (JsonError, ArgumentError) as exc:
-            return await self._finish(scope, await self._invalid(call, tool, scope, str(exc)))
+            return await self._finish(session, await self._invalid(call, tool, session,
+                                                                   str(exc)))
         bound = BoundCall(call.id, tool, parsed)
-        await self._event(EventType.CALL_VALIDATED, scope, call, arguments=parsed)
+        await self._event(EventType.CALL_VALIDATED, session, call, arguments=parsed)
         # side effects go through the ledger: proposed → decided → (approved) → claimed → …
         ledger = tool.effect is Effect.WRITE
         ledger_digest = approval_digest(
-            session_id=scope.session_id, principal_id=scope.principal.id, call_id=call.id,
+            session_id=session.id, principal_id=session.principal.id, call_id=call.id,
             tool_name=tool.name, tool_definition_hash=tool.definition_hash,
             arguments=parsed) if ledger else ""
         if ledger:
-            await self.store.advance_execution(scope.session_id, call.id, LedgerState.PROPOSED,
+            await self.store.advance_execution(session.id, call.id, LedgerState.PROPOSED,
                                                ledger_digest)
 
         # 3. decide — rate counts come from the store; the policy itself does no I/O
@@ -226,61 +226,50 @@ class Gate:
         rate_counts: dict[str, int] = {}
         for key in self.policy.rate_keys(tool.name):
             rate_counts[key.id] = await self.store.count_calls(
-                scope.principal.id, key.tool, (now - timedelta(seconds=key.seconds)).timestamp())
+                session.principal.id, key.tool,
+                (now - timedelta(seconds=key.seconds)).timestamp())
         # argument provenance first, so rules can see values that came from untrusted results
-        flags = scope.taint.flag(parsed) if scope.taint is not None else {}
-        decision = self.policy.decide(bound, self._policy_context(scope, now, rate_counts,
-                                                                  flags))
+        flags = session.flag(parsed)
+        decision = self.policy.decide(bound, session.policy_context(now, rate_counts, flags))
         # one canonical digest of the arguments serves the repeated-call guard and the audit
         args_digest = arguments_digest(parsed)
-        if scope.pending_request_id is None and edit_of is None:
+        if pending is None and edit_of is None:
             # every new proposal (not a resume, not an edit) feeds the repeated-call guard
-            scope.recent_calls.append((tool.name, args_digest))
-            del scope.recent_calls[:-RECENT_CALLS_KEPT]
-        await self._event(EventType.CALL_DECIDED, scope, call, arguments=parsed,
+            session.record_proposal(tool.name, args_digest)
+        await self._event(EventType.CALL_DECIDED, session, call, arguments=parsed,
                           arguments_sha256=args_digest, decision=decision)
         if ledger:
-            await self.store.advance_execution(scope.session_id, call.id, LedgerState.DECIDED,
+            await self.store.advance_execution(session.id, call.id, LedgerState.DECIDED,
                                                ledger_digest)
         if decision.verdict is Verdict.DENY:
             result = _error(call, "denied", f"denied by policy: {decision.reason}", tool)
-            return await self._finish(scope, CallOutcome(call, "decide", result, decision))
+            return await self._finish(session, CallOutcome(call, "decide", result, decision))
 
         # 4. approve — unless the ledger shows this exact call approved before a crash
         if decision.verdict is Verdict.ASK and not (ledger and await self._approved_before(
-                scope, call, ledger_digest)):
-            outcome, _, edit = await self._approve(call, bound, decision, scope, edit_of,
-                                                   edits, approved_by)
+                session, call, ledger_digest)):
+            outcome, _, edit = await self._approve(call, bound, decision, session, pending,
+                                                   edit_of, edits, approved_by)
             if edit is not None:
                 # an approver's edit is a new proposal: validate, decide and approve again
                 edited_call, parent, editor = edit
-                return await self.process(
-                    edited_call, offered, dataclasses.replace(scope, pending_request_id=None),
-                    edit_of=parent, edits=edits + 1, approved_by=editor)
+                return await self._process(edited_call, offered, session, None, parent,
+                                           edits + 1, editor, handler)
             if outcome is not None:
-                return await self._finish(scope, outcome)
+                return await self._finish(session, outcome)
 
         # 5. execute, 6. shape
-        result = await self._execute(call, tool, arguments, scope, ledger_digest)
+        result = await self._execute(call, tool, arguments, session, ledger_digest,
+                                     handler or tool.handler)
         if edit_of is not None:  # the model proposed other arguments: tell it what ran
             result = dataclasses.replace(result, content="[a person edited the arguments to "
                                          f"{canonical_json(parsed)}]\n{result.content}")
-        return await self._finish(scope, CallOutcome(call, "execute", result, decision))
+        return await self._finish(session, CallOutcome(call, "execute", result, decision))
 
-    def _policy_context(self, scope: CallScope, now: datetime,
-                        rate_counts: Mapping[str, int],
-                        flags: Mapping[str, str] | None = None) -> PolicyContext:
-        return PolicyContext(principal=scope.principal, session_id=scope.session_id,
-                             turn=scope.turn, now=now, counters=dict(scope.counters),
-                             recent_calls=tuple(scope.recent_calls),
-                             untrusted_sources=tuple(scope.untrusted_sources),
-                             rate_counts=rate_counts, flagged_arguments=dict(flags or {}))
-
-    async def _pending_edit(self, call: ToolCall,
-                            scope: CallScope) -> tuple[ToolCall, str, int] | CallOutcome | None:
+    async def _pending_edit(self, call: ToolCall, session: Session,
+                            pending: str) -> tuple[ToolCall, str, int] | CallOutcome | None:
         """If the pending request holds an approver's edit of *call*, the edited call."""
-        assert scope.pending_request_id is not None
-        stored = await self.store.get_approval(scope.pending_request_id)
+        stored = await self.store.get_approval(pending)
         if stored is None or stored[0].edit_of is None:
             return None
         request, first_parent = stored[0], stored[0].edit_of
@@ -293,7 +282,7 @@ class Gate:
                     canonical_json(dict(answer.edited_arguments)) != \
                     canonical_json(dict(child.arguments)) or \
                     (parent[0].session_id, parent[0].principal_id, parent[0].call_id,
-                     parent[0].tool_name) != (scope.session_id, scope.principal.id, call.id,
+                     parent[0].tool_name) != (session.id, session.principal.id, call.id,
                                               call.name):
                 result = _error(call, "denied", "denied by policy: the edited call does not "
                                 "match the approval it came from")
@@ -303,13 +292,10 @@ class Gate:
                                       call.provider_details)
         return edited, first_parent, depth
 
-    async def _invalid(self, call: ToolCall, tool: Tool, scope: CallScope,
+    async def _invalid(self, call: ToolCall, tool: Tool, session: Session,
                        problem: str) -> CallOutcome:
-        count = scope.invalid_by_tool.get(tool.name, 0) + 1
-        scope.invalid_by_tool[tool.name] = count
-        total = scope.counters.get("invalid_calls", 0) + 1
-        scope.counters["invalid_calls"] = total
-        await self._event(EventType.CALL_REJECTED, scope, call, detail=problem)
+        count, total = session.record_invalid(tool.name)
+        await self._event(EventType.CALL_REJECTED, session, call, detail=problem)
         exhausted = (count > self.limits.max_invalid_per_tool
                      or total > self.limits.max_invalid_per_session)
         if exhausted:
@@ -320,25 +306,44 @@ class Gate:
         message = f"invalid arguments for {tool.name}: {problem}. Fix the arguments and retry."
         return CallOutcome(call, "validate", _error(call, "invalid_arguments", message, tool))
 
-    async def _flood_guard(self, scope: CallScope, now: datetime) -> str | None:
+    async def _flood_guard(self, session: Session, now: datetime) -> str | None:
         """Why a new approval request must not be raised now, or ``None``."""
         limits = self.policy.approvals
-        asked = await self.store.list_approvals(pending_only=False, session_id=scope.session_id)
-        pending = await self.store.list_approvals(pending_only=True, session_id=scope.session_id)
+        asked = await self.store.list_approvals(pending_only=False, session_id=session.id)
+        pending = await self.store.list_approvals(pending_only=True, session_id=session.id)
         if sum(1 for r in pending if not r.expired(now)) >= limits.max_pending:
             return "too many approval requests are waiting in this session"
         if sum(1 for r in asked if r.created_at > now - limits.per) >= limits.max_asks:
             return "approval requests are being raised too fast in this session"
         return None
 
+    async def _open_request(self, session: Session, call: ToolCall,
+                            digest: str) -> str | None:
+        """A request already raised for exactly this call that may still be used.
+
+        A process that died after storing a request but before saving the session as
+        suspended leaves the request orphaned: reusing it means the person's answer is the
+        one that counts, never a second request for the same call."""
+        for request in await self.store.list_approvals(pending_only=False,
+                                                       session_id=session.id):
+            if request.call_id != call.id or request.digest != digest:
+                continue
+            found = await self.store.get_approval(request.id)
+            if found is None or found[2]:  # gone, or its answer already used
+                continue
+            if found[1] is None and request.expired(self.policy.now()):
+                continue
+            return request.id
+        return None
+
     async def _approve(
-        self, call: ToolCall, bound: BoundCall, decision: Decision, scope: CallScope,
-        edit_of: str | None, edits: int, approved_by: str | None,
+        self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
+        pending: str | None, edit_of: str | None, edits: int, approved_by: str | None,
     ) -> tuple[CallOutcome | None, str, tuple[ToolCall, str, str | None] | None]:
         """Returns (outcome if the call stops here, digest to execute under, edit if any)."""
         now = self.policy.now()
         fresh = ApprovalRequest.for_call(
-            session_id=scope.session_id, principal_id=scope.principal.id, call_id=call.id,
+            session_id=session.id, principal_id=session.principal.id, call_id=call.id,
             tool_name=bound.tool.name, tool_definition_hash=bound.tool.definition_hash,
             arguments=bound.arguments, effect=bound.tool.effect.value, reason=decision.reason,
             rule_id=decision.rule_id, warnings=decision.warnings, now=now,
@@ -350,8 +355,12 @@ class Gate:
             return CallOutcome(call, "approve", result, decision, request), "", None
 
         answer: ApprovalAnswer | None
-        if scope.pending_request_id is not None:
-            stored = await self.store.get_approval(scope.pending_request_id)
+        if pending is None and edit_of is None:
+            pending = await self._open_request(session, call, fresh.digest)
+            if pending is not None:
+                session.record_waiting(call.id, pending)
+        if pending is not None:
+            stored = await self.store.get_approval(pending)
             if stored is None:
                 return denied("the approval request no longer exists", None)
             request, answer, _ = stored
@@ -362,14 +371,14 @@ class Gate:
                     return denied("the approval request expired", request)
                 return CallOutcome(call, "approve", None, decision, request), "", None
         else:
-            flood = await self._flood_guard(scope, now)
+            flood = await self._flood_guard(session, now)
             if flood is not None:
-                await self._event(EventType.CALL_REJECTED, scope, call, detail=flood)
+                await self._event(EventType.CALL_REJECTED, session, call, detail=flood)
                 return denied(flood, None)
             request = fresh
             await self.store.create_approval(request)
-            scope.counters["approvals_asked"] = scope.counters.get("approvals_asked", 0) + 1
-            await self._event(EventType.APPROVAL_REQUESTED, scope, call,
+            session.record_approval_asked()
+            await self._event(EventType.APPROVAL_REQUESTED, session, call,
                               arguments=bound.arguments, decision=decision, request=request)
             if approved_by is not None and edit_of is not None:
                 # the person who made this edit approved it with the edit ("approve with
@@ -382,7 +391,7 @@ class Gate:
                 return CallOutcome(call, "approve", None, decision, request), "", None
             if not await self.store.answer_approval(answer):
                 return denied("the answer did not match the request", request)
-        await self._event(EventType.APPROVAL_ANSWERED, scope, call, request=request,
+        await self._event(EventType.APPROVAL_ANSWERED, session, call, request=request,
                           answer=answer)
         if answer.digest != request.digest or answer.request_id != request.id:
             return denied("the answer was given for a different call", request)
@@ -403,38 +412,41 @@ class Gate:
             return denied("this approval was already used", request)
         return None, request.digest, None
 
-    async def _approved_before(self, scope: CallScope, call: ToolCall, digest: str) -> bool:
+    async def _approved_before(self, session: Session, call: ToolCall, digest: str) -> bool:
         """Whether an approval for exactly this call was used already (the ledger moved to
         ``approved`` in the same transaction), by a process that may have died since."""
-        entry = await self.store.execution_state(scope.session_id, call.id)
+        entry = await self.store.execution_state(session.id, call.id)
         return entry is not None and entry.digest == digest and entry.state not in (
             LedgerState.PROPOSED, LedgerState.DECIDED)
 
     async def _execute(self, call: ToolCall, tool: Tool, arguments: dict[str, Any],
-                       scope: CallScope, digest: str) -> ToolResult:
+                       session: Session, digest: str, handler: Handler) -> ToolResult:
         ledger = tool.effect is Effect.WRITE
+        token = ""
         if ledger:
-            claim = await self.store.claim_execution(scope.session_id, call.id, digest)
-            await self._event(EventType.EXECUTION_CLAIMED, scope, call,
+            claim = await self.store.claim_execution(session.id, call.id, digest,
+                                                     retry_unknown=tool.idempotent)
+            await self._event(EventType.EXECUTION_CLAIMED, session, call,
                               status=claim.state.value)
             if claim.state in (ClaimState.DONE, ClaimState.FAILED) and claim.result is not None:
                 return claim.result
-            if claim.state is ClaimState.UNKNOWN and not tool.idempotent:
+            if claim.state is not ClaimState.CLAIMED or claim.token is None:
                 return _error(call, "outcome_unknown", "outcome unknown — the action may have "
                               "happened; it was not run again. Ask the operator to check.", tool)
+            token = claim.token
         # (policy) count the call for rate limits, under each key a limit on this tool reads
         rate_keys = self.policy.rate_keys(tool.name)
         if rate_keys:
             at = self.policy.now().timestamp()
             for counted in dict.fromkeys(k.tool for k in rate_keys):
-                await self.store.record_call(scope.principal.id, counted, at)
-        context = ToolContext(scope.principal, scope.session_id, call.id, tool.name, scope.turn)
+                await self.store.record_call(session.principal.id, counted, at)
+        context = ToolContext(session.principal, session.id, call.id, tool.name, session.turn)
         try:
             if tool.timeout is not None:
                 with anyio.fail_after(tool.timeout):
-                    value = await tool.handler(arguments, context)
+                    value = await handler(arguments, context)
             else:
-                value = await tool.handler(arguments, context)
+                value = await handler(arguments, context)
             result = shape_result(call.id, tool, value)
         except TimeoutError:
             hint = " The action may have happened." if ledger else ""
@@ -443,13 +455,17 @@ class Gate:
         except ToolError as exc:
             result = _error(call, "tool_error", f"{tool.name} failed: {exc}"[:2000], tool)
         except Exception as exc:
-            log.exception("tool %s raised (session %s, call %s)", tool.name, scope.session_id,
+            log.exception("tool %s raised (session %s, call %s)", tool.name, session.id,
                           call.id)
             result = _error(call, "tool_error",
                             f"{tool.name} failed with an internal error ({type(exc).__name__}).",
                             tool)
         if ledger:
-            await self.store.settle_execution(scope.session_id, call.id, result)
-            await self._event(EventType.EXECUTION_SETTLED, scope, call, result=result,
+            if not await self.store.settle_execution(session.id, call.id, result, token):
+                # another run took this call over (this run's lease lapsed): the entry stays
+                # as that run left it — unknown — and this run must write nothing more
+                raise ConflictError(f"session {session.id!r}: the claim on call {call.id!r} "
+                                    "was taken over by another run; its outcome stays unknown")
+            await self._event(EventType.EXECUTION_SETTLED, session, call, result=result,
                               status="failed" if result.is_error else "done")
         return result

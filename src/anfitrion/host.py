@@ -17,39 +17,25 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
 import anyio
 
-from .approvals import ApprovalRequest, Approver, DenyAllApprover
-from .audit import AuditRecorder
-from .conversation import (
-    Message,
-    Reply,
-    Text,
-    ToolResult,
-    Transcript,
-    Usage,
-    UserMessage,
-    dump_messages,
-    load_messages,
-    message_to_dict,
-)
-from .events import EventType, HostEvent, Listener, dispatch
-from .exceptions import ConflictError, ModelError, SessionNotFound, UserError
-from .gate import CallOutcome, CallScope, Gate, GateLimits, _silent
+from .approvals import ApprovalRequest, Approver
+from .conversation import Reply, Text, Transcript, Usage
+from .events import EventType, Listener
+from .exceptions import ConflictError, ModelError, UserError
+from .gate import CallOutcome, Gate, GateLimits
 from .models._base import Model, ModelRequest
 from .policy import Policy
 from .principal import Principal
-from .store import SessionState, Store, open_store
-from .taint import TaintIndex
-from .tools import Effect, OfferContext, Tool, Toolbox, ToolSource
+from .runtime import DEFAULT_LEASE_SECONDS, GatedSession, Runtime
+from .store import Store
+from .tools import Effect, Tool, ToolSource
 
 __all__ = ["CallRecord", "Host", "RunResult", "RunStatus", "StopSignal"]
 
@@ -132,74 +118,12 @@ class StopSignal:
         return self._stopped
 
 
-@dataclass
-class _Session:
-    """The mutable state of one session; persisted as plain data."""
-
-    id: str
-    principal: Principal
-    transcript: Transcript
-    status: str = "running"
-    turn: int = 0
-    counters: dict[str, int] = field(default_factory=dict)
-    invalid_by_tool: dict[str, int] = field(default_factory=dict)
-    recent_calls: list[tuple[str, str]] = field(default_factory=list)
-    untrusted_sources: list[str] = field(default_factory=list)
-    pending: dict[str, str] = field(default_factory=dict)  # call id -> approval request id
-    settled: dict[str, ToolResult] = field(default_factory=dict)  # results of the open turn
-    version: int = 0
-    # the transcript as plain data, built one message at a time, and how much the store holds
-    dumped: list[dict[str, Any]] = field(default_factory=list)
-    saved_messages: int = 0
-    call_ids: set[str] = field(default_factory=set)  # every tool call id of the session
-    taint: TaintIndex = field(default_factory=TaintIndex)  # rebuilt on load, never stored
-
-    def add(self, message: Message) -> None:
-        """Append to the transcript; the message is serialised once, here."""
-        self.transcript.append(message)
-        self.dumped.append(message_to_dict(message))
-        if isinstance(message, Reply):
-            self.call_ids.update(c.id for c in message.tool_calls)
-
-    def to_state(self) -> SessionState:
-        data = {
-            "principal": self.principal.to_dict(), "turn": self.turn,
-            "counters": self.counters, "invalid_by_tool": self.invalid_by_tool,
-            "recent_calls": [list(c) for c in self.recent_calls],
-            "untrusted_sources": self.untrusted_sources, "pending": self.pending,
-            "settled": dump_messages([UserMessage(tuple(self.settled.values()))])[0]["parts"],
-        }
-        return SessionState(self.id, self.principal.id, self.status, data, self.version,
-                            messages=self.dumped, saved_messages=self.saved_messages)
-
-    def saved(self, state: SessionState) -> None:
-        self.version = state.version
-        self.saved_messages = state.saved_messages
-
-    @classmethod
-    def from_state(cls, state: SessionState) -> _Session:
-        d = state.data
-        settled_msg = load_messages([{"kind": "user", "parts": d.get("settled", [])}])[0]
-        dumped = [dict(m) for m in state.messages]
-        settled = {p.call_id: p for p in settled_msg.parts if isinstance(p, ToolResult)}
-        transcript = Transcript(load_messages(dumped))
-        return cls(
-            id=state.session_id, principal=Principal.from_dict(d["principal"]),
-            transcript=transcript, status=state.status,
-            turn=int(d.get("turn", 0)), counters=dict(d.get("counters", {})),
-            invalid_by_tool=dict(d.get("invalid_by_tool", {})),
-            recent_calls=[(str(a), str(b)) for a, b in d.get("recent_calls", [])],
-            untrusted_sources=list(d.get("untrusted_sources", [])),
-            pending=dict(d.get("pending", {})),
-            settled=settled, version=state.version, dumped=dumped,
-            saved_messages=state.saved_messages,
-            call_ids={c.id for m in transcript if isinstance(m, Reply) for c in m.tool_calls},
-            taint=TaintIndex.from_messages(transcript, settled.values(),
-                                           turn=int(d.get("turn", 0))))
-
-
 class Host:
     """Runs the tool-use loop for any model, putting every call through the gate.
+
+    The host is one door of the session runtime (:class:`~anfitrion.runtime.Runtime`): the
+    gate, the policy, the store and the audit log are assembled there, once, and the MCP
+    gateway and embedders use the same assembly.
 
     Args:
         model: the model (a provider adapter, or :class:`ScriptedModel`).
@@ -215,6 +139,11 @@ class Host:
         listeners: callables receiving every :class:`HostEvent`.
         limits: bounds on arguments and invalid-call retries.
         audit: record redacted, hash-chained audit events in the store.
+        app: recorded in each new session — who may resume it: an import reference
+            (``"myapp.agent:host"``) that ``anfitrion resume --app`` loads, or a name.
+        lease_seconds: how long a run's lease on its session holds unless renewed.
+        runtime: an assembled :class:`~anfitrion.runtime.Runtime` to run on instead of
+            building one from the arguments above.
     """
 
     def __init__(self, model: Model, tools: ToolSource | Iterable[Tool] | None = None, *,
@@ -222,40 +151,46 @@ class Host:
                  store: Store | str | None = None, instructions: str | None = None,
                  max_turns: int = 10, max_tool_calls: int | None = None,
                  listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
-                 audit: bool = True) -> None:
+                 audit: bool = True, app: str | None = None,
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                 runtime: Runtime | None = None) -> None:
         if max_turns < 1:
             raise UserError("max_turns must be at least 1")
         self.model = model
-        if tools is None:
-            tools = Toolbox()
-        elif not isinstance(tools, ToolSource):
-            tools = Toolbox(tools)
-        self.tools: ToolSource = tools
-        self.policy = policy or Policy.default()
-        self.approver: Approver = approver or DenyAllApprover()
-        self.store: Store = open_store(store)
+        self.runtime = runtime or Runtime(
+            tools, policy=policy, approver=approver, store=store, listeners=listeners,
+            limits=limits, audit=audit, max_tool_calls=max_tool_calls,
+            lease_seconds=lease_seconds, app=app)
         self.instructions = instructions
         self.max_turns = max_turns
-        self.max_tool_calls = max_tool_calls
-        self._listeners: list[Listener] = []
-        if audit:
-            self._recorder: AuditRecorder | None = AuditRecorder(self.store)
-            self._listeners.append(self._recorder)
-        else:
-            self._recorder = None
-        self._listeners.extend(listeners)
-        # the gate hands its events straight to the listeners (one coroutine less per event)
-        self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
-                         emit=functools.partial(dispatch, self._listeners) if self._listeners
-                         else _silent, limits=limits)
         self._active: set[StopSignal] = set()
 
-    def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
-        self.gate.emit = functools.partial(dispatch, self._listeners)
+    @property
+    def tools(self) -> ToolSource:
+        return self.runtime.tools
 
-    async def _emit(self, event: HostEvent) -> None:
-        await dispatch(self._listeners, event)
+    @property
+    def policy(self) -> Policy:
+        return self.runtime.policy
+
+    @property
+    def approver(self) -> Approver:
+        return self.runtime.approver
+
+    @property
+    def store(self) -> Store:
+        return self.runtime.store
+
+    @property
+    def gate(self) -> Gate:
+        return self.runtime.gate
+
+    @property
+    def max_tool_calls(self) -> int | None:
+        return self.runtime.max_tool_calls
+
+    def add_listener(self, listener: Listener) -> None:
+        self.runtime.add_listener(listener)
 
     def stop(self) -> None:
         """Stop every run of this host at its next turn or call boundary."""
@@ -272,46 +207,32 @@ class Host:
 
         Raises:
             UserError: the session exists for another principal, or waits for an approval.
+            ConflictError: the session is running in another process.
         """
-        who = Principal.of(principal)
-        if session_id is not None and (state := await self.store.load_session(session_id)):
-            session = _Session.from_state(state)
-            if session.principal.id != who.id:
-                raise UserError(f"session {session_id!r} belongs to another principal")
-            if session.pending:
-                raise UserError(f"session {session_id!r} waits for an approval: resume it")
-            if session.status == "running":
-                raise UserError(f"session {session_id!r} is running in another process (or "
-                                "its process died: resume it with force=True)")
-        else:
-            session = _Session(session_id or uuid.uuid4().hex, who, Transcript())
-        session.add(UserMessage((Text(prompt),)))
-        session.taint.add_principal_text(prompt)
-        await self._emit(HostEvent(EventType.RUN_STARTED, session.id, session.turn, who.id,
-                                   detail=f"prompt of {len(prompt)} characters"))
-        return await self._loop(session, stop or StopSignal(), resume_calls=False)
+        try:
+            gated = await self.runtime.open(principal, session_id)
+        except ConflictError as exc:
+            raise UserError(f"session {session_id!r} is running in another process (or its "
+                            f"process died: resume it with force=True): {exc}") from exc
+        gated.add_user_text(prompt)
+        await gated.emit(EventType.RUN_STARTED, detail=f"prompt of {len(prompt)} characters")
+        return await self._loop(gated, stop or StopSignal(), resume_calls=False)
 
     async def resume(self, session_id: str, *, stop: StopSignal | None = None,
-                     force: bool = False) -> RunResult:
+                     force: bool = False, lease_from: str | None = None) -> RunResult:
         """Continue a suspended session (in this or any other process).
+
+        *lease_from*: the lease owner that :meth:`Store.claim_resumable` leased the session
+        to, for this host to continue it (``anfitrion resume --ready``).
 
         Raises:
             SessionNotFound: no such session.
             ConflictError: another worker is resuming it right now.
             UserError: the session is not suspended (unless *force*).
         """
-        state = await self.store.load_session(session_id)
-        if state is None:
-            raise SessionNotFound(session_id)
-        if state.status != RunStatus.SUSPENDED and not force:
-            raise UserError(f"session {session_id!r} is {state.status}, not suspended")
-        session = _Session.from_state(state)
-        session.status = "running"
-        # the lease: a compare-and-set on the version
-        session.saved(await self.store.save_session(session.to_state()))
-        await self._emit(HostEvent(EventType.RUN_RESUMED, session.id, session.turn,
-                                   session.principal.id))
-        return await self._loop(session, stop or StopSignal(), resume_calls=True)
+        gated = await self.runtime.resume(session_id, force=force, lease_from=lease_from)
+        await gated.emit(EventType.RUN_RESUMED)
+        return await self._loop(gated, stop or StopSignal(), resume_calls=True)
 
     def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
         """:meth:`run` for synchronous code. Refuses to run inside a live event loop."""
@@ -323,140 +244,112 @@ class Host:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    async def _loop(self, session: _Session, stop: StopSignal, *,
+    async def _loop(self, gated: GatedSession, stop: StopSignal, *,
                     resume_calls: bool) -> RunResult:
         self._active.add(stop)
-        records: list[CallRecord] = []
-        usage = Usage()
-        turns = 0
         try:
-            if resume_calls:
-                last = session.transcript[-1] if len(session.transcript) else None
-                if isinstance(last, Reply) and last.tool_calls:
-                    offered = await self._offered(session)
-                    ended = await self._run_calls(session, last, offered, records, stop)
-                    if ended is not None:
-                        return await self._end(session, ended, records, usage)
-            while True:
-                if stop.stopped:
-                    return await self._end(session, RunStatus.STOPPED, records, usage)
-                if turns >= self.max_turns:
-                    return await self._end(session, RunStatus.TURN_LIMIT, records, usage)
-                offered = await self._offered(session)
-                request = ModelRequest(session.transcript, tuple(t.definition for t in
-                                                                  offered.values()),
-                                       self.instructions)
-                if self._listeners:  # per turn: no event is built for nobody
-                    await self._emit(HostEvent(EventType.MODEL_REQUESTED, session.id,
-                                               session.turn, session.principal.id))
-                try:
-                    reply = await self.model.respond(request)
-                except ModelError as exc:
-                    return await self._end(session, RunStatus.FAILED, records, usage,
-                                           f"model error: {exc}")
-                turns += 1
-                session.turn += 1
-                usage = usage + reply.usage
-                problem = _reply_problem(reply, session.call_ids)
-                if problem:
-                    return await self._end(session, RunStatus.FAILED, records, usage, problem)
-                session.add(reply)
-                if self._listeners:
-                    await self._emit(HostEvent(EventType.MODEL_REPLIED, session.id,
-                                               session.turn, session.principal.id, reply=reply))
-                calls = reply.tool_calls
-                if not calls:
-                    return await self._end(session, RunStatus.COMPLETED, records, usage,
-                                           output=reply.text)
-                if any(t is not None and t.effect is Effect.WRITE
-                       for t in (offered.get(c.name) for c in calls)):
-                    # checkpoint before a side effect: a crash from here on leaves a session
-                    # that `resume --force` continues, the ledger answering for calls already
-                    # claimed. Turns of reads only are not checkpointed: redoing them is safe.
-                    session.status = "running"
-                    session.saved(await self.store.save_session(session.to_state()))
-                ended = await self._run_calls(session, reply, offered, records, stop)
-                if ended is not None:
-                    return await self._end(session, ended, records, usage)
+            return await _with_background(gated.keep_lease(),
+                                          self._turns(gated, stop, resume_calls))
         finally:
             self._active.discard(stop)
 
-    async def _offered(self, session: _Session) -> dict[str, Tool]:
-        context = OfferContext(session.principal, session.id, session.turn)
-        tools = await self.tools.list_tools(context)
-        offered = {t.name: t for t in tools if t.scopes <= session.principal.scopes}
-        if self._recorder is not None:
-            self._recorder.learn(offered.values())  # arguments it must never record
-        return offered
+    async def _turns(self, gated: GatedSession, stop: StopSignal,
+                     resume_calls: bool) -> RunResult:
+        session = gated.session
+        records: list[CallRecord] = []
+        usage = Usage()
+        turns = 0
+        if resume_calls:
+            last = session.last_reply()
+            if last is not None and last.tool_calls:
+                offered = await gated.offered()
+                ended = await self._run_calls(gated, last, offered, records, stop)
+                if ended is not None:
+                    return await self._end(gated, ended, records, usage)
+        listening = self.runtime.has_listeners
+        while True:
+            if stop.stopped:
+                return await self._end(gated, RunStatus.STOPPED, records, usage)
+            if turns >= self.max_turns:
+                return await self._end(gated, RunStatus.TURN_LIMIT, records, usage)
+            offered = await gated.offered()
+            request = ModelRequest(session.transcript, tuple(t.definition for t in
+                                                              offered.values()),
+                                   self.instructions)
+            if listening:  # per turn: no event is built for nobody
+                await gated.emit(EventType.MODEL_REQUESTED)
+            try:
+                reply = await self.model.respond(request)
+            except ModelError as exc:
+                return await self._end(gated, RunStatus.FAILED, records, usage,
+                                       f"model error: {exc}")
+            turns += 1
+            session.begin_turn()
+            usage = usage + reply.usage
+            problem = _reply_problem(reply, session.used_call_id)
+            if problem:
+                return await self._end(gated, RunStatus.FAILED, records, usage, problem)
+            session.add(reply)
+            if listening:
+                await gated.emit(EventType.MODEL_REPLIED, reply=reply)
+            calls = reply.tool_calls
+            if not calls:
+                return await self._end(gated, RunStatus.COMPLETED, records, usage,
+                                       output=reply.text)
+            if any(t is not None and t.effect is Effect.WRITE
+                   for t in (offered.get(c.name) for c in calls)):
+                # checkpoint before a side effect: a crash from here on leaves a session whose
+                # lease lapses, and `resume --ready` continues it, the ledger answering for
+                # calls already claimed. Turns of reads only are not checkpointed.
+                await gated.save()
+            ended = await self._run_calls(gated, reply, offered, records, stop)
+            if ended is not None:
+                return await self._end(gated, ended, records, usage)
 
-    async def _run_calls(self, session: _Session, reply: Reply, offered: Mapping[str, Tool],
+    async def _run_calls(self, gated: GatedSession, reply: Reply, offered: Mapping[str, Tool],
                          records: list[CallRecord], stop: StopSignal) -> RunStatus | None:
         """Gate every call of *reply*; append the results when all are settled.
 
         Returns a status when the run must end (suspended, stopped, budget), else None.
         """
+        session = gated.session
         exhausted = False
         calls = reply.tool_calls
         for tool_call in calls:
-            if tool_call.id in session.settled:
+            if session.settled(tool_call.id) is not None:
                 continue
             if stop.stopped:
                 return RunStatus.STOPPED
-            if self.max_tool_calls is not None and \
-                    session.counters.get("tool_calls", 0) >= self.max_tool_calls:
-                session.settled[tool_call.id] = ToolResult(
-                    tool_call.id, tool_call.name, "tool call budget exhausted; not run",
-                    is_error=True, error_kind="budget_exhausted")
-                exhausted = True
-                continue
-            scope = CallScope(session.principal, session.id, session.turn, session.counters,
-                              session.invalid_by_tool, session.recent_calls,
-                              session.untrusted_sources, session.pending.get(tool_call.id),
-                              session.taint)
-            outcome = await self.gate.process(tool_call, offered, scope)
-            records.append(CallRecord.of(outcome))
+            outcome = await gated.process(tool_call, offered)
+            if outcome.stage != "budget":
+                records.append(CallRecord.of(outcome))
             exhausted = exhausted or outcome.exhausted
-            if outcome.result is None:
-                assert outcome.request is not None
-                session.pending[tool_call.id] = outcome.request.id
-                continue
-            session.pending.pop(tool_call.id, None)
-            session.settled[tool_call.id] = outcome.result
-            if outcome.stage == "execute":
-                session.counters["tool_calls"] = session.counters.get("tool_calls", 0) + 1
-            # taint only when third-party text arrived (not for the host's own error messages)
-            if session.taint.add_result(outcome.result, session.turn) and \
-                    tool_call.name not in session.untrusted_sources:
-                session.untrusted_sources.append(tool_call.name)
         if session.pending:
             return RunStatus.SUSPENDED
-        results = tuple(session.settled[c.id] for c in calls)
-        session.add(UserMessage(results))
-        session.settled.clear()
+        session.close_turn(calls)
         return RunStatus.BUDGET_EXHAUSTED if exhausted else None
 
-    async def _end(self, session: _Session, status: RunStatus, records: list[CallRecord],
+    async def _end(self, gated: GatedSession, status: RunStatus, records: list[CallRecord],
                    usage: Usage, error: str | None = None, output: str = "") -> RunResult:
-        session.status = status.value
+        session = gated.session
         pending: tuple[ApprovalRequest, ...] = ()
         if status is RunStatus.SUSPENDED:
-            found = [await self.store.get_approval(rid) for rid in session.pending.values()]
-            pending = tuple(f[0] for f in found if f is not None)
+            pending = await gated.pending_requests()
         try:
-            session.saved(await self.store.save_session(session.to_state()))
+            await gated.end(status.value)
         except ConflictError:
             log.warning("session %s was changed by another worker; this run's state is not "
                         "saved", session.id)
             raise
         if status is RunStatus.BUDGET_EXHAUSTED and error is None:
             error = "a budget ran out (tool calls or invalid-call retries)"
-        await self._emit(HostEvent(EventType.RUN_ENDED, session.id, session.turn,
-                                   session.principal.id, status=status.value, detail=error))
+        await gated.emit(EventType.RUN_ENDED, status=status.value, detail=error)
+        await self.runtime.flush()
         return RunResult(session.id, status, output, session.transcript, tuple(records),
                          pending, usage, error)
 
 
-def _reply_problem(reply: Reply, used_ids: set[str]) -> str | None:
+def _reply_problem(reply: Reply, used: Callable[[str], bool]) -> str | None:
     if not reply.parts:
         return "the model sent an empty reply"
     seen: set[str] = set()
@@ -465,7 +358,7 @@ def _reply_problem(reply: Reply, used_ids: set[str]) -> str | None:
             return "the model sent a tool call without an id"
         if tool_call.id in seen:
             return f"the model sent two tool calls with the id {tool_call.id!r}; none was run"
-        if tool_call.id in used_ids:
+        if used(tool_call.id):
             # results pair by id, and the execution ledger is keyed by it: a reused id could
             # pass an earlier call's outcome off as this one's
             return (f"the model reused the tool call id {tool_call.id!r} of an earlier turn; "
@@ -482,6 +375,36 @@ def _reply_problem(reply: Reply, used_ids: set[str]) -> str | None:
     except UnicodeEncodeError:
         return "the model sent text that is not valid Unicode (an unpaired surrogate)"
     return None
+
+
+async def _with_background(background: Coroutine[Any, Any, None],
+                           work: Coroutine[Any, Any, T]) -> T:
+    """Await *work* while *background* runs beside it (cancelled when *work* ends); what
+    *work* raises is raised as it is, not inside an exception group."""
+    results: list[T] = []
+    errors: list[BaseException] = []
+
+    async def run() -> None:
+        try:
+            results.append(await work)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below, unwrapped
+            errors.append(exc)
+        finally:
+            tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_quietly, background)
+        tg.start_soon(run)
+    if errors:
+        raise errors[0]
+    return results[0]
+
+
+async def _quietly(background: Coroutine[Any, Any, None]) -> None:
+    try:
+        await background
+    except Exception:  # a failing lease renewal: the fencing of every write still holds
+        log.exception("lease renewal failed")
 
 
 def _run_sync(make: Callable[[], Awaitable[T]]) -> T:

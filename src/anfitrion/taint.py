@@ -218,6 +218,7 @@ class TaintIndex:
         self._origins: list[Origin | None] = []  # None: a trusted result
         self._words: dict[str, list[int]] = {}  # word -> ids of the results holding it
         self._untrusted_count = 0
+        self._sources: list[str] = []  # tools whose untrusted results arrived, first seen first
         self._untrusted_keys: dict[str, Origin] = {}
         self._trusted_keys: set[str] = set()
 
@@ -251,6 +252,8 @@ class TaintIndex:
         keys = {key for _, key, _ in _entities(norm)}
         if origin is not None:
             self._untrusted_count += 1
+            if result.name not in self._sources:
+                self._sources.append(result.name)
             for key in keys:
                 self._untrusted_keys.setdefault(key, origin)
         else:
@@ -321,6 +324,11 @@ class TaintIndex:
     @property
     def tainted(self) -> bool:
         return bool(self._untrusted_count)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """The tools whose untrusted results were indexed, first seen first."""
+        return tuple(self._sources)
 
     def flag(self, arguments: Mapping[str, Any]) -> dict[str, str]:
         """Argument paths whose values came only from untrusted results, with the reason.

@@ -6,11 +6,15 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .events import EventType, HostEvent
 from .models.scripted import ScriptedModel, call, reply
+from .principal import Principal
+from .session import Session
 from .store.memory import MemoryStore
 
-__all__ = ["EventCapture", "MemoryStore", "ScriptedModel", "call", "reply"]
+__all__ = ["EventCapture", "MemoryStore", "ScriptedModel", "call", "gate_session", "reply"]
 
 
 class EventCapture:
@@ -27,3 +31,15 @@ class EventCapture:
 
     def of(self, type: EventType) -> list[HostEvent]:
         return [e for e in self.events if e.type is type]
+
+
+def gate_session(principal: Principal | str = "user", session_id: str = "s1", *, turn: int = 1,
+                 waiting: Mapping[str, str] | None = None) -> Session:
+    """A fresh :class:`~anfitrion.session.Session` for driving :class:`~anfitrion.gate.Gate`
+    directly: at *turn*, with the calls of *waiting* (call id → request id) waiting."""
+    session = Session(session_id, Principal.of(principal))
+    for _ in range(turn):
+        session.begin_turn()
+    for call_id, request_id in (waiting or {}).items():
+        session.record_waiting(call_id, request_id)
+    return session

@@ -10,6 +10,7 @@ import anyio
 import pytest
 from click.testing import CliRunner, Result
 
+from anfitrion._apps import DEMO_APP, GATEWAY_APP
 from anfitrion._demo import demo_model, demo_toolbox
 from anfitrion._home import default_store_url
 from anfitrion.approvals import DeferredApprover, with_expiry
@@ -25,7 +26,7 @@ def invoke(*args: str) -> Result:
 def suspended_note() -> RunResult:
     """A demo session waiting for approval of write_draft, in the default store."""
     host = Host(model=demo_model(), tools=demo_toolbox(), store=default_store_url(),
-                approver=DeferredApprover())
+                approver=DeferredApprover(), app=DEMO_APP)
     return host.run_sync("Save a note for the team: Lisboa 15 °C, partly cloudy.",
                          principal="demo-user")
 
@@ -179,3 +180,37 @@ def test_the_data_folder_follows_xdg_when_anfitrion_home_is_unset(
     monkeypatch.delenv("XDG_DATA_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "user"))
     assert home_dir() == tmp_path / "user" / ".local" / "share" / "anfitrion"
+
+
+def test_resume_refuses_a_session_of_another_app_and_says_what_to_pass() -> None:
+    """The hint after an answer never sends a user's session into the demo's tools."""
+    host = Host(model=demo_model(), tools=demo_toolbox(), store=default_store_url(),
+                approver=DeferredApprover())  # an application's own session: no app recorded
+    run = host.run_sync("Save a note for the team: Lisboa 15 °C, partly cloudy.",
+                        principal="demo-user")
+    [request] = run.pending
+    approved = invoke("approvals", "approve", request.id)
+    assert approved.exit_code == 0
+    assert "anfitrion resume" not in approved.output.splitlines()[-1].split("—")[0]
+    assert f"host.resume('{run.session_id}')" in approved.output
+    refused = invoke("resume", run.session_id)
+    assert refused.exit_code == 1
+    assert "records no app" in refused.output and "--app" in refused.output
+    # nothing ran and the session still waits for its own application
+    assert host.resume_sync(run.session_id).output == "Saved the note to drafts/weather.md."
+
+
+def test_resume_refuses_a_named_app_it_was_not_given_and_a_gateway_session() -> None:
+    for app, expected in (("myapp.agent:host", "--app myapp.agent:host"),
+                          (GATEWAY_APP, "its client continues it")):
+        host = Host(model=demo_model(), tools=demo_toolbox(), store=default_store_url(),
+                    approver=DeferredApprover(), app=app)
+        run = host.run_sync("Save a note for the team: Lisboa 15 °C, partly cloudy.",
+                            principal="demo-user")
+        hint = invoke("approvals", "approve", run.pending[0].id).output
+        assert ("--app myapp.agent:host" in hint) is (app != GATEWAY_APP)
+        refused = invoke("resume", run.session_id)
+        assert refused.exit_code == 1
+        assert expected in refused.output
+        mismatched = invoke("resume", run.session_id, "--app", "anfitrion:demo")
+        assert mismatched.exit_code == 1

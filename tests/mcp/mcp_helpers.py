@@ -5,8 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from anfitrion.principal import Principal
-
 MALICIOUS = str(Path(__file__).parent / "servers" / "malicious.py")
 
 
@@ -20,11 +18,13 @@ async def through_gate(tools: Any, name: str, arguments: dict[str, Any], store: 
     """One call through the real gate (approving every ask unless told otherwise)."""
     from anfitrion.approvals import CallbackApprover
     from anfitrion.conversation import ToolCall
-    from anfitrion.gate import CallScope, Gate
+    from anfitrion.gate import Gate
     from anfitrion.policy import Policy
+    from anfitrion.testing import gate_session
 
     gate = Gate(policy=Policy.default(), approver=approver or CallbackApprover(lambda r: True),
                 store=store, emit=_ignore)
-    scope = CallScope(Principal("tester"), "session-1", 1, pending_request_id=pending)
+    scope = gate_session("tester", "session-1", turn=1,
+                         waiting={call_id: pending} if pending else None)
     return await gate.process(ToolCall.from_object(call_id, name, arguments),
                               {t.name: t for t in tools}, scope)

@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from anfitrion import DenyAllApprover, Effect, Policy, Principal, Tool
+from anfitrion import DenyAllApprover, Effect, Policy, Tool
 from anfitrion.conversation import ToolCall
-from anfitrion.gate import CallScope, Gate, _silent
+from anfitrion.gate import Gate, _silent
 from anfitrion.models.scripted import call
 from anfitrion.policy import Decision
 from anfitrion.store import MemoryStore
+from anfitrion.testing import gate_session
 
 
 def _pay(ran: list[dict[str, Any]]) -> Tool:
@@ -32,7 +33,7 @@ async def test_the_same_call_processed_twice_runs_its_side_effect_once() -> None
     gate = Gate(policy=_allow_all(), approver=DenyAllApprover(), store=store, emit=_silent)
     tool = _pay(ran)
     results = [await gate.process(ToolCall.from_raw("c1", "pay", '{"to": "ana"}'),
-                                  {"pay": tool}, CallScope(Principal("alice"), "s1", 1))
+                                  {"pay": tool}, gate_session("alice", "s1", turn=1))
                for _ in range(3)]
     assert ran == [{"to": "ana"}]
     assert {r.result.content for r in results if r.result} == {"paid ana"}
@@ -45,7 +46,7 @@ async def test_a_claim_left_by_a_crash_is_reported_as_outcome_unknown_and_not_re
     await store.claim_execution("s1", "c1", "")  # a worker died after claiming
     gate = Gate(policy=_allow_all(), approver=DenyAllApprover(), store=store, emit=_silent)
     outcome = await gate.process(ToolCall.from_raw("c1", "pay", '{"to": "ana"}'),
-                                 {"pay": _pay(ran)}, CallScope(Principal("alice"), "s1", 1))
+                                 {"pay": _pay(ran)}, gate_session("alice", "s1", turn=1))
     assert outcome.result is not None and outcome.result.error_kind == "outcome_unknown"
     assert ran == []
 

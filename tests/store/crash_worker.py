@@ -53,15 +53,18 @@ class StoppingStore:
         stop_here("approved")
         return answer
 
-    async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Any:
-        claim = await self._store.claim_execution(session_id, call_id, digest)
+    async def claim_execution(self, session_id: str, call_id: str, digest: str,
+                              **kwargs: Any) -> Any:
+        claim = await self._store.claim_execution(session_id, call_id, digest, **kwargs)
         if claim.state is ClaimState.CLAIMED:
             stop_here("claimed")
         return claim
 
-    async def settle_execution(self, session_id: str, call_id: str, result: Any) -> None:
-        await self._store.settle_execution(session_id, call_id, result)
+    async def settle_execution(self, session_id: str, call_id: str, result: Any,
+                               token: str) -> bool:
+        settled: bool = await self._store.settle_execution(session_id, call_id, result, token)
         stop_here("settled")
+        return settled
 
 
 def toolbox() -> Toolbox:

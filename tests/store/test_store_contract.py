@@ -129,9 +129,9 @@ async def test_a_settled_call_returns_its_result_instead_of_running_again(store:
     ok = ToolResult("c1", "save_note", "saved", provenance=Provenance.TRUSTED)
     bad = ToolResult("c2", "save_note", "disk full", is_error=True, error_kind="tool_error")
     for result in (ok, bad):
-        assert (await store.claim_execution("s", result.call_id, "d")).state is \
-            ClaimState.CLAIMED
-        await store.settle_execution("s", result.call_id, result)
+        claim = await store.claim_execution("s", result.call_id, "d")
+        assert claim.state is ClaimState.CLAIMED and claim.token
+        assert await store.settle_execution("s", result.call_id, result, claim.token)
     again = await store.claim_execution("s", "c1", "d")
     assert (again.state, again.result) == (ClaimState.DONE, ok)
     failed = await store.claim_execution("s", "c2", "d")
@@ -283,3 +283,82 @@ async def test_workers_claiming_ready_sessions_each_get_a_different_one(
     s0 = await store.load_session("s0")
     assert s0 is not None
     assert (s0.status, s0.version) == ("running", 2)
+
+
+# -- the session runtime: claim tokens and leases -------------------------------------------
+
+async def test_settling_needs_the_token_of_the_claim_so_unknown_is_never_overwritten(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    """A run whose claim another run took over (its lease lapsed) cannot settle: the entry
+    stays unknown for a person, whatever the slow run learnt."""
+    done = ToolResult("c1", "pay", "paid", provenance=Provenance.TRUSTED)
+    first = await store.claim_execution("s", "c1", "d")
+    assert first.state is ClaimState.CLAIMED and first.token
+    second = await other_handle().claim_execution("s", "c1", "d")  # the take-over finds it
+    assert second.state is ClaimState.UNKNOWN and second.token is None
+    assert not await store.settle_execution("s", "c1", done, first.token)
+    assert not await store.settle_execution("s", "c1", done, "forged-token")
+    entry = await store.execution_state("s", "c1")
+    assert entry is not None and entry.state is LedgerState.UNKNOWN and entry.result is None
+    assert list(await store.list_unknown_executions()) == [("s", "c1")]
+
+
+async def test_a_token_settles_once_and_only_its_own_entry(store: Store) -> None:
+    done = ToolResult("c1", "pay", "paid", provenance=Provenance.TRUSTED)
+    claim = await store.claim_execution("s", "c1", "d")
+    other = await store.claim_execution("s", "c2", "d")
+    assert claim.token and other.token and claim.token != other.token
+    assert not await store.settle_execution("s", "c2", done, claim.token)
+    assert await store.settle_execution("s", "c1", done, claim.token)
+    assert not await store.settle_execution("s", "c1", done, claim.token)  # done: final
+
+
+async def test_an_idempotent_retry_claims_an_unknown_entry_again(store: Store) -> None:
+    await store.claim_execution("s", "c1", "d")
+    assert (await store.claim_execution("s", "c1", "d")).state is ClaimState.UNKNOWN
+    retry = await store.claim_execution("s", "c1", "d", retry_unknown=True)
+    assert retry.state is ClaimState.CLAIMED and retry.token
+    ok = ToolResult("c1", "lookup", "found", provenance=Provenance.TRUSTED)
+    assert await store.settle_execution("s", "c1", ok, retry.token)
+    assert (await store.claim_execution("s", "c1", "d", retry_unknown=True)).state is \
+        ClaimState.DONE
+
+
+async def test_a_live_lease_is_held_by_one_owner_and_a_lapsed_one_is_free(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    now = 1_000_000.0
+    await store.save_session(SessionState("s1", "alice", "suspended", {}))
+    taken = await store.acquire_lease("s1", "host:1:a", now + 60, now=now)
+    assert taken is not None and taken.lease_owner == "host:1:a" and taken.status == "running"
+    assert taken.version == 2
+    other = other_handle()
+    assert await other.acquire_lease("s1", "host:2:b", now + 60, now=now + 30) is None
+    assert not await other.renew_lease("s1", "host:2:b", now + 120)
+    assert await store.renew_lease("s1", "host:1:a", now + 90)
+    assert await other.acquire_lease("s1", "host:2:b", now + 150, now=now + 80) is None
+    # lapsed: free for anyone; the take-over bumps the version, fencing the old holder's saves
+    stolen = await other.acquire_lease("s1", "host:2:b", now + 200, now=now + 95)
+    assert stolen is not None and stolen.version == 3
+    assert not await store.renew_lease("s1", "host:1:a", now + 300)
+    with pytest.raises(ConflictError):
+        await store.save_session(SessionState("s1", "alice", "completed", {}, taken.version))
+    # an owner known to be dead can be replaced while its lease still runs
+    assert await store.acquire_lease("s1", "host:1:c", now + 400, now=now + 100,
+                                     replace="host:2:b") is not None
+    assert await store.acquire_lease("missing", "host:1:a", now + 60, now=now) is None
+
+
+async def test_claim_resumable_takes_a_session_whose_lease_lapsed(store: Store) -> None:
+    import time
+
+    now = time.time()
+    await store.save_session(SessionState("dead", "alice", "running", {},
+                                          lease_owner="elsewhere:1:x", lease_expires=now - 5))
+    await store.save_session(SessionState("alive", "alice", "running", {},
+                                          lease_owner="elsewhere:2:y", lease_expires=now + 600))
+    await store.save_session(SessionState("stuck", "alice", "running", {}))  # no lease: old row
+    taken = await store.claim_resumable("me:1:z", 30)
+    assert taken is not None and taken.session_id == "dead"
+    assert taken.lease_owner == "me:1:z" and taken.lease_expires is not None
+    assert taken.lease_expires > now
+    assert await store.claim_resumable("me:1:z", 30) is None

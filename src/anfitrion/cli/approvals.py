@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import getpass
 import json
-from datetime import UTC, datetime
+from datetime import UTC
 from typing import Any
 
 import click
 
+from .. import answers
+from .._apps import DEMO_APP, GATEWAY_APP
 from ..approvals import ApprovalAnswer, ApprovalRequest
-from ..audit import AuditRecorder
-from ..events import EventType, HostEvent
 from ..store import Store
 from ._common import run_with_store, shown, store_option
 
@@ -29,6 +29,8 @@ def command() -> None:
 def _state(answer: ApprovalAnswer | None, used: bool, request: ApprovalRequest) -> str:
     if answer is None:
         return "expired" if request.expired() else "pending"
+    if answer.withdrawn:
+        return "withdrawn"
     word = "approved" if answer.approved else "denied"
     return f"{word} (used)" if used else word
 
@@ -126,31 +128,42 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
             approver: str | None) -> None:
     who = approver or getpass.getuser()
 
-    async def work(store: Store) -> tuple[ApprovalRequest, bool]:
-        request, answer, _ = await _find(store, request_id)
-        if answer is not None:
-            return request, False
-        if request.expired():
+    async def work(store: Store) -> tuple[ApprovalRequest, answers.Outcome, str]:
+        request, _, _ = await _find(store, request_id)
+        outcome = await answers.answer(store, request.id, None, approved=approved,
+                                       approver=who, note=note, via="cli")
+        state = await store.load_session(request.session_id)
+        return request, outcome, resume_hint(request.session_id,
+                                             state.data.get("app") if state else None,
+                                             store_url)
+
+    request, outcome, hint = run_with_store(store_url, work)
+    if outcome.answer is None:
+        if outcome.refusal is answers.Refusal.EXPIRED:
             raise click.ClickException(f"request {request.id} expired at "
                                        f"{request.expires_at.isoformat()}; it can no longer "
                                        "be answered")
-        given = ApprovalAnswer(request.id, request.digest, approved, who, note,
-                               datetime.now(UTC))
-        recorded = await store.answer_approval(given)
-        if recorded:
-            await AuditRecorder(store)(HostEvent(
-                EventType.APPROVAL_ANSWERED, request.session_id, 0, request.principal_id,
-                request.call_id, request.tool_name, request=request, answer=given,
-                detail="answered with anfitrion approvals"))
-        return request, recorded
-
-    request, recorded = run_with_store(store_url, work)
-    if not recorded:
-        raise click.ClickException(f"request {request.id} was already answered; "
+        detail = f" ({outcome.detail})" if outcome.detail else ""
+        raise click.ClickException(f"request {request.id} was already answered{detail}; "
                                    "this answer was not recorded")
     word = "approved" if approved else "denied"
     click.echo(f"{word} {request.id} ({shown(request.tool_name)}) as {shown(who)}")
-    click.echo(f"continue the session with:  anfitrion resume {request.session_id}")
+    click.echo(hint)
+
+
+def resume_hint(session_id: str, app: object, store_url: str | None) -> str:
+    """How the session of an answered request continues, by who may resume it."""
+    store = f" --store {store_url}" if store_url else ""
+    if app == DEMO_APP:
+        return f"continue the session with:  anfitrion resume {session_id}{store}"
+    if app == GATEWAY_APP:
+        return ("the MCP client continues by calling the tool again with the same arguments "
+                "(the gateway runs the approved call)")
+    if isinstance(app, str) and ":" in app:
+        return f"continue the session with:  anfitrion resume {session_id} --app {app}{store}"
+    return (f"continue the session from the application that started it: "
+            f"host.resume({session_id!r}) — or anfitrion resume {session_id} --app "
+            f"module:attr{store}")
 
 
 _note = click.option("--note", default="", help="Why: kept with the answer and in the audit.")

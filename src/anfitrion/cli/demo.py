@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import click
 
+from .._apps import DEMO_APP
 from .._demo import SCENES, demo_parts
 from .._home import default_store_url
 from ..approvals import Approver, DeferredApprover, DenyAllApprover, TerminalApprover
@@ -72,7 +73,7 @@ def command(store_url: str | None, policy_path: str | None, approve: bool | None
     store = open_store(store_url or default_store_url())
     model, tools = demo_parts(store)
     host = Host(model=model, tools=tools, store=store, policy=find_policy(policy_path),
-                approver=approver, listeners=[DemoPrinter()], max_turns=4)
+                approver=approver, listeners=[DemoPrinter()], max_turns=4, app=DEMO_APP)
     hint = f" --store '{store_url}'" if store_url else ""
     if policy_path:
         hint += f" --policy '{policy_path}'"

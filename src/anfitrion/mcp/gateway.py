@@ -19,6 +19,7 @@ the body size before the MCP SDK sees the request.
 
 from __future__ import annotations
 
+import contextvars
 import hmac
 import logging
 import socket
@@ -29,16 +30,17 @@ from typing import Any
 
 import anyio
 
-from .. import __version__
+from .. import __version__, answers
+from .._apps import GATEWAY_APP
 from .._canonical import digest
 from ..approvals import DeferredApprover
-from ..audit import AuditRecorder
-from ..conversation import Provenance, ToolCall, ToolResult
-from ..events import HostEvent, Listener, dispatch
-from ..exceptions import MissingDependencyError
-from ..gate import CallOutcome, CallScope, Gate, GateLimits
+from ..conversation import Provenance, ToolResult
+from ..events import Listener
+from ..exceptions import AnfitrionError, MissingDependencyError
+from ..gate import Gate, GateLimits
 from ..policy import Policy
 from ..principal import Principal
+from ..runtime import GatedSession, Runtime, SubmissionStatus
 from ..store import Store
 from ..telemetry import extracted_context
 from ..tools import Effect, OfferContext, Tool
@@ -57,8 +59,6 @@ __all__ = ["Gateway", "HttpGuard"]
 
 log = logging.getLogger("anfitrion.mcp.gateway")
 
-MAX_WAITING = 1000
-"""Calls remembered for a retry after their approval; the oldest are forgotten first."""
 
 ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Any]
 
@@ -67,19 +67,85 @@ def _text_result(text: str, *, is_error: bool) -> mt.CallToolResult:
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], isError=is_error)
 
 
+WITHDRAWN_REASON = "the MCP client session that proposed the call ended"
+
+
+class _GatewayTools:
+    """The upstream servers' tools a gateway offers: approved, pinned, visible, allowed."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def list_tools(self, context: OfferContext) -> list[Tool]:
+        gateway = self._gateway
+        tools = await gateway.servers.list_tools(context)
+        offered = [t for t in tools if gateway.runtime.policy.may_allow(t, gateway.principal)
+                   and (gateway._visible is None or gateway._visible(t))]
+        gateway._offered_names = frozenset(t.name for t in offered)
+        return offered
+
+
+class _Client:
+    """One MCP client session, and the durable anfitrion session it maps to (opened on its
+    first call). When the client goes, its calls still waiting for a person are withdrawn."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+        self._lock = anyio.Lock()
+        self.gated: GatedSession | None = None
+
+    async def session(self) -> GatedSession:
+        async with self._lock:
+            if self.gated is None:
+                self.gated = await self._gateway._open_session()
+            return self.gated
+
+    async def keep_lease(self) -> None:
+        while True:
+            await anyio.sleep(self._gateway.runtime.lease_seconds / 3)
+            if self.gated is not None:
+                await self.gated.renew()
+
+    async def end(self) -> None:
+        gated, self.gated = self.gated, None
+        if gated is None:
+            return
+        store = self._gateway.store
+        for request_id in list(gated.pending.values()):
+            await answers.withdraw(store, request_id, WITHDRAWN_REASON, via="gateway")
+        try:
+            await gated.end("ended")
+        except AnfitrionError as exc:  # the store went away with the client: say so, go on
+            log.warning("gateway session %s could not be saved at its end: %s", gated.id, exc)
+
+
+_CLIENT: contextvars.ContextVar[_Client | None] = contextvars.ContextVar(
+    "anfitrion_gateway_client", default=None)
+
+
 class Gateway:
     """An MCP server aggregating upstream servers behind anfitrion's gate.
+
+    The gateway is a door of the session runtime (:class:`~anfitrion.runtime.Runtime`): each
+    MCP client session (an HTTP ``Mcp-Session-Id``, or the stdio client of the process) is one
+    durable anfitrion session, so the repeat guard, invalid-call limits, budgets, rate limits,
+    taint escalation and argument provenance work exactly as in the host. When a client
+    session ends, its calls still waiting for a person are withdrawn (the inbox and the CLI
+    say so; approving one is refused), never left to be approved for nothing.
 
     Args:
         servers: the upstream servers (entered by the caller, or by :meth:`serve_stdio` /
             :meth:`serve_http`).
-        store: approvals, pins, execution ledger and audit.
+        store: approvals, pins, sessions, execution ledger and audit.
         policy: defaults to read → allow, write → ask.
         principal: who the gateway's callers act as.
         approval_wait: seconds a call waits for a person's answer.
         poll_interval: seconds between looks at the store while waiting.
         visible: optional filter deciding which approved tools are listed at all.
         listeners: more :class:`~anfitrion.events.HostEvent` listeners (audit is built in).
+        session_id: a fixed session for the stdio client, continued across gateway restarts
+            (default: a new session per client session).
+        max_tool_calls: executed tool calls per client session before calls are refused.
 
     Example:
         >>> async def main(config, store):  # doctest: +SKIP
@@ -91,35 +157,49 @@ class Gateway:
                  principal: Principal | str = "mcp-client", approval_wait: float = 60.0,
                  poll_interval: float = 0.25, visible: Callable[[Tool], bool] | None = None,
                  listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
-                 audit: bool = True) -> None:
+                 audit: bool = True, session_id: str | None = None,
+                 max_tool_calls: int | None = None) -> None:
         self.servers = servers
         self.store = store
         self.principal = Principal.of(principal)
         self.approval_wait = approval_wait
         self.poll_interval = poll_interval
-        self.session_id = f"gateway-{uuid.uuid4().hex[:16]}"
+        self.fixed_session_id = session_id
         self._visible = visible
-        self._recorder = AuditRecorder(store) if audit else None
-        self._listeners: list[Listener] = [self._recorder] if self._recorder else []
-        self._listeners.extend(listeners)
-        self.gate = Gate(policy=policy or Policy.default(), approver=DeferredApprover(),
-                         store=store, emit=self._emit, limits=limits)
-        # (tool, digest of arguments) -> (call id, approval request id): a call repeated after
-        # its approval was given must carry the call id the approval is bound to.
-        self._waiting: dict[tuple[str, str], tuple[str, str]] = {}
         self._offered_names: frozenset[str] = frozenset()
+        self.runtime = Runtime(_GatewayTools(self), policy=policy,
+                               approver=DeferredApprover(), store=store, listeners=listeners,
+                               limits=limits, audit=audit, max_tool_calls=max_tool_calls,
+                               app=GATEWAY_APP)
+        self._default = _Client(self)  # calls made outside any MCP client session
 
-    async def _emit(self, event: HostEvent) -> None:
-        await dispatch(self._listeners, event)
+    @property
+    def gate(self) -> Gate:
+        return self.runtime.gate
+
+    @property
+    def session_id(self) -> str | None:
+        """The anfitrion session of calls made outside an MCP client session (tests, code)."""
+        return self._default.gated.id if self._default.gated is not None else None
+
+    async def _open_session(self) -> GatedSession:
+        sid = self.fixed_session_id
+        if sid is not None and await self.store.load_session(sid) is not None:
+            return await self.runtime.resume(sid, force=True)
+        return await self.runtime.open(self.principal,
+                                       sid or f"gateway-{uuid.uuid4().hex[:16]}",
+                                       app=GATEWAY_APP)
+
+    def _client(self) -> _Client:
+        return _CLIENT.get() or self._default
 
     async def offered(self) -> dict[str, Tool]:
         """The tools callers may see and call now."""
-        tools = await self.servers.list_tools(OfferContext(self.principal, self.session_id))
-        offered = {t.name: t for t in tools
-                   if self.gate.policy.may_allow(t, self.principal)
-                   and (self._visible is None or self._visible(t))}
-        self._offered_names = frozenset(offered)
-        return offered
+        return await self.runtime.offered((await self._client().session()).session)
+
+    async def close(self) -> None:
+        """End the calls made outside an MCP client session (withdrawing what waits)."""
+        await self._default.end()
 
     # -- MCP handlers ----------------------------------------------------------------------
 
@@ -140,38 +220,34 @@ class Gateway:
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None) -> mt.CallToolResult:
         """``tools/call``: through the gate, waiting a while for a person if it must."""
         arguments = dict(arguments or {})
-        key = (name, digest({"tool": name, "arguments": arguments}))
-        call_id, pending = self._waiting.get(key, (f"mcp-{uuid.uuid4().hex}", None))
-        call = ToolCall.from_object(call_id, name, arguments)
-        outcome = await self._process(call, pending)
-        if outcome.result is None and outcome.request is not None:
-            request = outcome.request
-            request_id = request.id
-            if await self._answered(request_id):
-                outcome = await self._process(call, request_id)
-            if outcome.result is None:
-                if len(self._waiting) >= MAX_WAITING:  # forget the oldest unanswered call
-                    self._waiting.pop(next(iter(self._waiting)))
-                self._waiting[key] = (call_id, request_id)
-                return _text_result(
-                    f"{name} needs a person's approval and none came within "
-                    f"{self.approval_wait:g} seconds. Nothing was run. Approve it with "
-                    f"`anfitrion approvals approve {request_id}` (or in the approval inbox), "
-                    "then call the tool again with the same arguments. The request expires "
-                    f"at {request.expires_at.isoformat(timespec='seconds')}.",
-                    is_error=True)
-        self._waiting.pop(key, None)
+        gated = await self._client().session()
+        key = digest({"tool": name, "arguments": arguments})
+        # a call repeated after its approval was given carries the call id it is bound to
+        call_id = gated.session.retry_of(name, key) or f"mcp-{uuid.uuid4().hex}"
+        try:
+            outcome = await gated.submit(name, arguments, call_id)
+            if outcome.status is SubmissionStatus.WAITING and outcome.request is not None:
+                request = outcome.request
+                if await self._answered(request.id):
+                    outcome = await gated.submit(name, arguments, call_id)
+                if outcome.status is SubmissionStatus.WAITING:
+                    gated.session.remember_retry(name, key, call_id)
+                    await gated.save()
+                    return _text_result(
+                        f"{name} needs a person's approval and none came within "
+                        f"{self.approval_wait:g} seconds. Nothing was run. Approve it with "
+                        f"`anfitrion approvals approve {request.id}` (or in the approval "
+                        "inbox), then call the tool again with the same arguments. The request "
+                        f"expires at {request.expires_at.isoformat(timespec='seconds')}.",
+                        is_error=True)
+            if gated.session.retry_of(name, key) is not None:
+                gated.session.forget_retry(name, key)
+                await gated.save()
+        finally:
+            await self.runtime.flush()  # every call's records are stored when it returns
         result = outcome.result
         assert result is not None
         return self._to_mcp(result)
-
-    async def _process(self, call: ToolCall, pending: str | None) -> CallOutcome:
-        scope = CallScope(self.principal, self.session_id, 0, pending_request_id=pending)
-        try:
-            return await self.gate.process(call, await self.offered(), scope)
-        finally:
-            if self._recorder is not None:  # every call's records are stored when it returns
-                await self._recorder.flush()
 
     async def _answered(self, request_id: str) -> bool:
         with anyio.move_on_after(self.approval_wait):
@@ -196,7 +272,8 @@ class Gateway:
         A client that listed the tools is sent ``notifications/tools/list_changed`` when a call
         finds the offered set different (a tool blocked, approved, or its server gone).
         """
-        server: Server[Any, Any] = _GatewayServer("anfitrion-gateway", version=__version__)
+        server: Server[Any, Any] = _GatewayServer("anfitrion-gateway", version=__version__,
+                                                  gateway=self)
         listed: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
 
         @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator,misc]
@@ -291,7 +368,27 @@ class Gateway:
 
 
 class _GatewayServer(Server[Any, Any]):
-    """Announces ``tools.listChanged`` on every transport (HTTP builds its own options)."""
+    """Announces ``tools.listChanged`` on every transport (HTTP builds its own options), and
+    gives each client session (one :meth:`run`) its own anfitrion session."""
+
+    def __init__(self, name: str, *, version: str, gateway: Gateway) -> None:
+        super().__init__(name, version=version)
+        self._gateway = gateway
+
+    async def run(self, *args: Any, **kwargs: Any) -> None:
+        client = _Client(self._gateway)
+        token = _CLIENT.set(client)  # the request handlers run in tasks started below
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.keep_lease)
+                try:
+                    await super().run(*args, **kwargs)
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            _CLIENT.reset(token)
+            with anyio.CancelScope(shield=True):
+                await client.end()
 
     def create_initialization_options(
             self, notification_options: NotificationOptions | None = None,

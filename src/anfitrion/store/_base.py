@@ -38,6 +38,10 @@ class SessionState:
     updated_at: datetime | None = None
     messages: Sequence[Mapping[str, Any]] = field(default_factory=list)
     saved_messages: int = 0
+    lease_owner: str | None = None
+    """Who runs the session now (``host:pid:token``); ``None`` when nobody does."""
+    lease_expires: float | None = None
+    """Until when (epoch seconds) the lease holds unless renewed; a lapsed lease is free."""
 
 
 class ClaimState(StrEnum):
@@ -53,8 +57,12 @@ class ClaimState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Claim:
+    """A claimer's answer. ``token`` (for ``claimed``) is what settling must present: a run
+    whose claim was taken over since cannot settle, so ``unknown`` is never overwritten."""
+
     state: ClaimState
     result: ToolResult | None = None
+    token: str | None = None
 
 
 class LedgerState(StrEnum):
@@ -117,12 +125,26 @@ class Store(Protocol):
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]: ...
 
-    async def claim_resumable(self) -> SessionState | None:
-        """Take one suspended session whose approvals are all answered, marking it running.
+    async def claim_resumable(self, owner: str | None = None,
+                              lease_seconds: float = 60.0) -> SessionState | None:
+        """Take one session ready to continue, leasing it to *owner* and marking it running.
 
-        Concurrent workers never get the same session; resume it with
-        ``Host.resume(session_id, force=True)``.
+        Ready: suspended with every approval answered, or running under a lease that lapsed
+        (its process died mid-turn). Concurrent workers never get the same session; resume it
+        with ``Host.resume(session_id, force=True)`` under the same owner.
         """
+        ...
+
+    async def acquire_lease(self, session_id: str, owner: str, until: float, *, now: float,
+                            replace: str | None = None) -> SessionState | None:
+        """Lease the session to *owner* until *until*: only if nobody holds a live lease
+        (none, lapsed before *now*, already *owner*'s, or held by *replace* — an owner known
+        to be dead). Bumps the version (fencing every earlier holder's saves) and marks the
+        session running. ``None`` if another owner holds it, or there is no such session."""
+        ...
+
+    async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
+        """Extend *owner*'s lease; False if the lease is no longer theirs."""
         ...
 
     # approvals
@@ -150,11 +172,19 @@ class Store(Protocol):
         ...
 
     # execution ledger
-    async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
-        """Atomically claim a call for execution (compare-and-set)."""
+    async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
+                              retry_unknown: bool = False) -> Claim:
+        """Atomically claim a call for execution (compare-and-set).
+
+        With *retry_unknown* (idempotent tools), an entry whose outcome is unknown — or a
+        claim never settled — is claimed again by this caller, who runs it once more.
+        """
         ...
 
-    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
+    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult,
+                               token: str) -> bool:
+        """Record the outcome of the claim *token*; False (nothing written) if the entry is
+        no longer claimed under that token (another run took it over: it stays unknown)."""
         ...
 
     async def advance_execution(self, session_id: str, call_id: str, state: LedgerState,

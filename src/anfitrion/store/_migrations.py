@@ -93,6 +93,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             data TEXT NOT NULL,
             PRIMARY KEY (session_id, idx))""",
     )),
+    # The session runtime: a lease with an expiry instead of a status that sticks (a process
+    # that died mid-turn leaves a lease that lapses), and the token of the claim a ledger
+    # entry is held under (settling presents it: a run that lost its claim writes nothing).
+    Migration("0005_leases_and_claim_tokens", (
+        "ALTER TABLE anfitrion_sessions ADD COLUMN lease_owner TEXT",
+        "ALTER TABLE anfitrion_sessions ADD COLUMN lease_expires DOUBLE PRECISION",
+        "ALTER TABLE anfitrion_ledger ADD COLUMN claim_token TEXT",
+    )),
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -13,22 +14,39 @@ from ..conversation import ToolResult, UserMessage, message_from_dict, message_t
 from ._base import PRE_CLAIM, ClaimState, LedgerState
 
 __all__ = ["advances_from", "claim_state_sql", "claim_transition", "dump_json", "dump_result",
-           "load_json", "load_result", "may_advance", "now_iso", "settled_state"]
+           "lease_free", "load_json", "load_result", "may_advance", "new_claim_token", "now_iso",
+           "settled_state"]
 
 
-def claim_transition(current: LedgerState | None) -> tuple[LedgerState | None, ClaimState]:
+def claim_transition(current: LedgerState | None, *,
+                     retry_unknown: bool = False) -> tuple[LedgerState | None, ClaimState]:
     """For a claim finding *current*: the state to write (None: unchanged) and the answer.
 
     Unclaimed → claimed (the caller runs it). Claimed → unknown: whoever claimed it never
     settled, so the side effect may have happened. Settled states answer with their result.
+    With *retry_unknown* (an idempotent tool), claimed and unknown are claimed again.
     """
     if current is None or current in PRE_CLAIM:
+        return LedgerState.CLAIMED, ClaimState.CLAIMED
+    if retry_unknown and current in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
         return LedgerState.CLAIMED, ClaimState.CLAIMED
     if current is LedgerState.CLAIMED:
         return LedgerState.UNKNOWN, ClaimState.UNKNOWN
     if current is LedgerState.UNKNOWN:
         return None, ClaimState.UNKNOWN
     return None, ClaimState(current.value)
+
+
+def new_claim_token() -> str:
+    return uuid.uuid4().hex
+
+
+def lease_free(owner: str | None, expires: float | None, *, me: str, now: float,
+               replace: str | None) -> bool:
+    """Whether a lease held by *owner* until *expires* may be taken by *me* (see
+    :meth:`Store.acquire_lease`)."""
+    return (owner is None or owner == me or (replace is not None and owner == replace)
+            or expires is None or expires < now)
 
 
 def may_advance(current: LedgerState | None, new: LedgerState) -> bool:
@@ -45,7 +63,7 @@ def advances_from(new: LedgerState) -> list[str]:
     return [s.value for s in LedgerState if may_advance(s, new)]
 
 
-def claim_state_sql(column: str) -> str:
+def claim_state_sql(column: str, *, retry_unknown: bool = False) -> str:
     """:func:`claim_transition` as a SQL ``CASE`` over the stored state in *column*.
 
     A claim then is one atomic upsert: insert ``claimed``, or move the stored state with
@@ -53,7 +71,8 @@ def claim_state_sql(column: str) -> str:
     when this claim took it).
     """
     moves = " ".join(f"WHEN '{s.value}' THEN '{new.value}'" for s in LedgerState
-                     if (new := claim_transition(s)[0]) is not None)
+                     if (new := claim_transition(s, retry_unknown=retry_unknown)[0])
+                     is not None)
     return f"CASE {column} {moves} ELSE {column} END"
 
 

@@ -11,7 +11,7 @@ from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
 from ..exceptions import ConflictError
 from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
-from ._rows import claim_transition, may_advance, settled_state
+from ._rows import claim_transition, lease_free, may_advance, new_claim_token, settled_state
 
 __all__ = ["MemoryStore"]
 
@@ -27,6 +27,7 @@ class MemoryStore:
         self._answers: dict[str, ApprovalAnswer] = {}
         self._used: set[str] = set()
         self._ledger: dict[tuple[str, str], LedgerEntry] = {}
+        self._claim_tokens: dict[tuple[str, str], str] = {}
         self._audit: list[AuditRecord] = []
         self._calls: list[tuple[str, str, float]] = []
         self._records: dict[str, dict[str, dict[str, Any]]] = {}
@@ -45,14 +46,17 @@ class MemoryStore:
                 del stored[state.saved_messages:]
                 stored.extend(dict(m) for m in state.messages[state.saved_messages:])
             saved = SessionState(state.session_id, state.principal_id, state.status,
-                                 dict(state.data), state.version + 1, datetime.now(UTC))
+                                 dict(state.data), state.version + 1, datetime.now(UTC),
+                                 lease_owner=state.lease_owner,
+                                 lease_expires=state.lease_expires)
             self._sessions[state.session_id] = saved
             return self._with_messages(saved)
 
     def _with_messages(self, state: SessionState) -> SessionState:
         messages = list(self._messages.get(state.session_id, ()))
         return SessionState(state.session_id, state.principal_id, state.status, state.data,
-                            state.version, state.updated_at, messages, len(messages))
+                            state.version, state.updated_at, messages, len(messages),
+                            state.lease_owner, state.lease_expires)
 
     async def load_session(self, session_id: str) -> SessionState | None:
         with self._lock:
@@ -63,19 +67,44 @@ class MemoryStore:
         with self._lock:
             return [s for s in self._sessions.values() if status is None or s.status == status]
 
-    async def claim_resumable(self) -> SessionState | None:
+    async def claim_resumable(self, owner: str | None = None,
+                              lease_seconds: float = 60.0) -> SessionState | None:
+        now = datetime.now(UTC)
         with self._lock:
             waiting = {r.session_id for r in self._requests.values() if r.id not in self._answers}
-            ready = sorted((s for s in self._sessions.values()
-                            if s.status == "suspended" and s.session_id not in waiting),
+            ready = sorted((s for s in self._sessions.values() if _resumable(
+                s, waiting, now.timestamp())),
                            key=lambda s: s.updated_at or datetime.min.replace(tzinfo=UTC))
             if not ready:
                 return None
             state = ready[0]
             taken = SessionState(state.session_id, state.principal_id, "running", state.data,
-                                 state.version + 1, datetime.now(UTC))
+                                 state.version + 1, now, lease_owner=owner,
+                                 lease_expires=now.timestamp() + lease_seconds if owner
+                                 else None)
             self._sessions[state.session_id] = taken
             return self._with_messages(taken)
+
+    async def acquire_lease(self, session_id: str, owner: str, until: float, *, now: float,
+                            replace: str | None = None) -> SessionState | None:
+        with self._lock:
+            state = self._sessions.get(session_id)
+            if state is None or not lease_free(state.lease_owner, state.lease_expires, me=owner,
+                                               now=now, replace=replace):
+                return None
+            taken = SessionState(state.session_id, state.principal_id, "running", state.data,
+                                 state.version + 1, datetime.now(UTC), lease_owner=owner,
+                                 lease_expires=until)
+            self._sessions[session_id] = taken
+            return self._with_messages(taken)
+
+    async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
+        with self._lock:
+            state = self._sessions.get(session_id)
+            if state is None or state.lease_owner != owner:
+                return False
+            state.lease_expires = until
+            return True
 
     async def create_approval(self, request: ApprovalRequest) -> None:
         with self._lock:
@@ -134,24 +163,33 @@ class MemoryStore:
         with self._lock:
             return self._ledger.get((session_id, call_id))
 
-    async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
+    async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
+                              retry_unknown: bool = False) -> Claim:
         key = (session_id, call_id)
         with self._lock:
             entry = self._ledger.get(key)
-            new, answer = claim_transition(entry.state if entry else None)
+            new, answer = claim_transition(entry.state if entry else None,
+                                           retry_unknown=retry_unknown)
+            token = None
             if new is not None:
                 self._ledger[key] = LedgerEntry(session_id, call_id, new,
                                                 entry.digest if entry else digest, None,
                                                 datetime.now(UTC))
-            return Claim(answer, entry.result if entry else None)
+                if new is LedgerState.CLAIMED:
+                    token = self._claim_tokens[key] = new_claim_token()
+            return Claim(answer, entry.result if entry else None, token)
 
-    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
+    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult,
+                               token: str) -> bool:
         key = (session_id, call_id)
         with self._lock:
             entry = self._ledger.get(key)
+            if entry is None or entry.state is not LedgerState.CLAIMED or \
+                    self._claim_tokens.get(key) != token:
+                return False
             self._ledger[key] = LedgerEntry(session_id, call_id, settled_state(result),
-                                            entry.digest if entry else "", result,
-                                            datetime.now(UTC))
+                                            entry.digest, result, datetime.now(UTC))
+            return True
 
     async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
         with self._lock:
@@ -210,3 +248,13 @@ class MemoryStore:
 
     async def close(self) -> None:
         return None
+
+
+def _resumable(state: SessionState, waiting: set[str], now: float) -> bool:
+    """Suspended with every approval answered, or running under a lapsed lease."""
+    if state.lease_owner is not None and state.lease_expires is not None and \
+            state.lease_expires >= now:
+        return False
+    if state.status == "suspended":
+        return state.session_id not in waiting
+    return state.status == "running" and state.lease_owner is not None

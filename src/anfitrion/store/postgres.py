@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +44,7 @@ from ._rows import (
     load_approval,
     load_json,
     load_result,
+    new_claim_token,
     now_iso,
     settled_state,
 )
@@ -56,7 +58,8 @@ except ImportError as exc:  # pragma: no cover - exercised on a bare install
 __all__ = ["PostgresStore"]
 
 _MIGRATION_LOCK = 0x616E6669  # "anfi": one migrator at a time across processes
-_SESSION_COLUMNS = "session_id, principal_id, status, data, version, updated_at"
+_SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
+                    "lease_expires")
 _Conn = psycopg.AsyncConnection[Any]
 
 
@@ -202,16 +205,17 @@ class PostgresStore:
                 if state.version == 0:
                     cur = await conn.execute(
                         "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, "
-                        "version, updated_at) VALUES (%s, %s, %s, %s, 1, %s) "
-                        "ON CONFLICT DO NOTHING",
-                        (state.session_id, state.principal_id, state.status, data, now))
+                        "version, updated_at, lease_owner, lease_expires) "
+                        "VALUES (%s, %s, %s, %s, 1, %s, %s, %s) ON CONFLICT DO NOTHING",
+                        (state.session_id, state.principal_id, state.status, data, now,
+                         state.lease_owner, state.lease_expires))
                 else:
                     cur = await conn.execute(
                         "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, "
-                        "data = %s, version = version + 1, updated_at = %s "
-                        "WHERE session_id = %s AND version = %s",
-                        (state.principal_id, state.status, data, now, state.session_id,
-                         state.version))
+                        "data = %s, version = version + 1, updated_at = %s, lease_owner = %s, "
+                        "lease_expires = %s WHERE session_id = %s AND version = %s",
+                        (state.principal_id, state.status, data, now, state.lease_owner,
+                         state.lease_expires, state.session_id, state.version))
                 if cur.rowcount != 1:
                     raise ConflictError(f"session {state.session_id!r} was changed "
                                         "concurrently")
@@ -227,7 +231,7 @@ class PostgresStore:
         messages = state.messages or await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, state.status, state.data,
                             state.version + 1, datetime.fromisoformat(now), messages,
-                            len(messages))
+                            len(messages), state.lease_owner, state.lease_expires)
 
     async def _messages(self, session_id: str) -> list[Any]:
         rows = await self._fetch("SELECT data FROM anfitrion_session_messages "
@@ -242,7 +246,8 @@ class PostgresStore:
         state = _session(rows[0])
         messages = await self._messages(session_id)
         return SessionState(state.session_id, state.principal_id, state.status, state.data,
-                            state.version, state.updated_at, messages, len(messages))
+                            state.version, state.updated_at, messages, len(messages),
+                            state.lease_owner, state.lease_expires)
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
         if status is None:
@@ -253,33 +258,63 @@ class PostgresStore:
                                      "WHERE status = %s ORDER BY updated_at DESC", (status,))
         return [_session(r) for r in rows]
 
-    async def claim_resumable(self) -> SessionState | None:
-        """Take one suspended session whose approvals are all answered, for this worker.
+    async def claim_resumable(self, owner: str | None = None,
+                              lease_seconds: float = 60.0) -> SessionState | None:
+        """Take one session ready to continue for this worker (see :class:`Store`).
 
-        The session is marked ``running`` (its version bumped) inside the same transaction
-        that locked it with ``FOR UPDATE SKIP LOCKED``: concurrent workers each get a
-        different session, never the same one. Resume it with ``Host.resume(id, force=True)``.
+        The session is marked ``running`` and leased (its version bumped) inside the same
+        transaction that locked it with ``FOR UPDATE SKIP LOCKED``: concurrent workers each get
+        a different session, never the same one. Resume it with
+        ``Host.resume(id, force=True)`` under the same owner.
         """
         pool = await self._ready()
+        at = time.time()
+        until = at + lease_seconds if owner else None
         with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
             async with pool.connection() as conn, conn.transaction():
                 cur = await conn.execute(
-                    f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s "
-                    "WHERE s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
+                    f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
+                    "(s.lease_owner IS NULL OR s.lease_expires < %s) AND ("
+                    "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
                     "anfitrion_approvals a WHERE a.session_id = s.session_id AND "
-                    "a.answer IS NULL) ORDER BY s.updated_at LIMIT 1 FOR UPDATE SKIP LOCKED")
+                    "a.answer IS NULL)) OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
+                    "ORDER BY s.updated_at LIMIT 1 FOR UPDATE SKIP LOCKED", (at,))
                 row = await cur.fetchone()
                 if row is None:
                     return None
                 now = now_iso()
                 await conn.execute("UPDATE anfitrion_sessions SET status = 'running', "
-                                   "version = version + 1, updated_at = %s "
-                                   "WHERE session_id = %s", (now, row[0]))
+                                   "version = version + 1, updated_at = %s, lease_owner = %s, "
+                                   "lease_expires = %s WHERE session_id = %s",
+                                   (now, owner, until, row[0]))
         state = _session(row)
         messages = await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, "running", state.data,
                             state.version + 1, datetime.fromisoformat(now), messages,
-                            len(messages))
+                            len(messages), owner, until)
+
+    async def acquire_lease(self, session_id: str, owner: str, until: float, *, now: float,
+                            replace: str | None = None) -> SessionState | None:
+        rows = await self._fetch(
+            "UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
+            "updated_at = %s, lease_owner = %s, lease_expires = %s WHERE session_id = %s AND "
+            "(lease_owner IS NULL OR lease_owner = %s OR lease_owner = %s "
+            "OR lease_expires IS NULL OR lease_expires < %s) "
+            f"RETURNING {_SESSION_COLUMNS}",
+            (now_iso(), owner, until, session_id, owner, replace, now))
+        if not rows:
+            return None
+        state = _session(rows[0])
+        messages = await self._messages(session_id)
+        return SessionState(state.session_id, state.principal_id, state.status, state.data,
+                            state.version, state.updated_at, messages, len(messages),
+                            state.lease_owner, state.lease_expires)
+
+    async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
+        count = await self._rowcount("UPDATE anfitrion_sessions SET lease_expires = %s "
+                                     "WHERE session_id = %s AND lease_owner = %s",
+                                     (until, session_id, owner))
+        return count == 1
 
     # -- approvals -----------------------------------------------------------------------------
 
@@ -349,20 +384,26 @@ class PostgresStore:
                                  (session_id, call_id))
         return _entry(rows[0]) if rows else None
 
-    async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
+    async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
+                              retry_unknown: bool = False) -> Claim:
         # one statement: the row lock taken by the upsert makes concurrent claims take turns
-        rows = await self._fetch(_CLAIM, (session_id, call_id, LedgerState.CLAIMED.value,
-                                          digest, now_iso()))
-        state, result = rows[0]
-        return Claim(ClaimState(state), load_result(result))
+        token = new_claim_token()
+        rows = await self._fetch(_CLAIM_RETRY if retry_unknown else _CLAIM,
+                                 (session_id, call_id, LedgerState.CLAIMED.value, digest,
+                                  now_iso(), token))
+        state, result, stored_token = rows[0]
+        # the token is fresh: the entry holds it only if this statement claimed it
+        claimed = ClaimState(state) is ClaimState.CLAIMED and stored_token == token
+        return Claim(ClaimState(state), load_result(result), token if claimed else None)
 
-    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
-        await self._rowcount(
-            "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, result, "
-            "updated_at) VALUES (%s, %s, %s, '', %s, %s) ON CONFLICT (session_id, call_id) "
-            "DO UPDATE SET state = excluded.state, result = excluded.result, "
-            "updated_at = excluded.updated_at",
-            (session_id, call_id, settled_state(result).value, dump_result(result), now_iso()))
+    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult,
+                               token: str) -> bool:
+        count = await self._rowcount(
+            "UPDATE anfitrion_ledger SET state = %s, result = %s, updated_at = %s "
+            "WHERE session_id = %s AND call_id = %s AND state = 'claimed' AND claim_token = %s",
+            (settled_state(result).value, dump_result(result), now_iso(), session_id, call_id,
+             token))
+        return count == 1
 
     async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
         rows = await self._fetch("SELECT session_id, call_id FROM anfitrion_ledger "
@@ -570,19 +611,28 @@ async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerStat
         (session_id, call_id, state.value, digest, now_iso(), advances_from(state)))
 
 
-_CLAIM = (
-    "INSERT INTO anfitrion_ledger AS l (session_id, call_id, state, digest, updated_at) "
-    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO UPDATE "
-    f"SET state = {claim_state_sql('l.state')}, updated_at = CASE WHEN "
-    f"{claim_state_sql('l.state')} = l.state THEN l.updated_at ELSE excluded.updated_at END "
-    "RETURNING state, result")
+def _claim_sql(retry_unknown: bool) -> str:
+    moved = claim_state_sql("l.state", retry_unknown=retry_unknown)
+    return (
+        "INSERT INTO anfitrion_ledger AS l (session_id, call_id, state, digest, updated_at, "
+        "claim_token) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO UPDATE "
+        f"SET state = {moved}, updated_at = CASE WHEN {moved} = l.state AND l.state <> 'claimed' "
+        "THEN l.updated_at ELSE excluded.updated_at END, claim_token = CASE WHEN "
+        f"{moved} = 'claimed' THEN excluded.claim_token ELSE l.claim_token END "
+        "RETURNING state, result, claim_token")
+
+
+_CLAIM = _claim_sql(False)
 """Claim a call: insert it ``claimed``, or move the stored entry as :func:`claim_transition`
-says. The state it leaves is the claimer's answer."""
+says. The state it leaves is the claimer's answer; the token is this claimer's only if this
+statement wrote it."""
+_CLAIM_RETRY = _claim_sql(True)
 
 
 def _session(row: Sequence[Any]) -> SessionState:
     return SessionState(row[0], row[1], row[2], load_json(row[3]), int(row[4]),
-                        datetime.fromisoformat(row[5]))
+                        datetime.fromisoformat(row[5]), lease_owner=row[6],
+                        lease_expires=None if row[7] is None else float(row[7]))
 
 
 def _entry(row: Sequence[Any]) -> LedgerEntry:

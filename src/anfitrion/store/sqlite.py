@@ -47,6 +47,7 @@ from ._rows import (
     load_json,
     load_result,
     may_advance,
+    new_claim_token,
     now_iso,
     settled_state,
 )
@@ -164,14 +165,17 @@ class SQLiteStore:
             if state.version == 0:
                 cur = c.execute(
                     "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, "
-                    "version, updated_at) VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT DO NOTHING",
-                    (state.session_id, state.principal_id, state.status, data, now))
+                    "version, updated_at, lease_owner, lease_expires) "
+                    "VALUES (?, ?, ?, ?, 1, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (state.session_id, state.principal_id, state.status, data, now,
+                     state.lease_owner, state.lease_expires))
             else:
                 cur = c.execute(
                     "UPDATE anfitrion_sessions SET principal_id = ?, status = ?, data = ?, "
-                    "version = version + 1, updated_at = ? WHERE session_id = ? AND version = ?",
-                    (state.principal_id, state.status, data, now, state.session_id,
-                     state.version))
+                    "version = version + 1, updated_at = ?, lease_owner = ?, lease_expires = ? "
+                    "WHERE session_id = ? AND version = ?",
+                    (state.principal_id, state.status, data, now, state.lease_owner,
+                     state.lease_expires, state.session_id, state.version))
             if cur.rowcount != 1:
                 raise ConflictError(f"session {state.session_id!r} was changed concurrently")
             if state.messages:  # only what changed: messages after the saved ones
@@ -181,25 +185,25 @@ class SQLiteStore:
                               "VALUES (?, ?, ?)", new)
                 return SessionState(state.session_id, state.principal_id, state.status,
                                     state.data, state.version + 1, datetime.fromisoformat(now),
-                                    state.messages, len(state.messages))
+                                    state.messages, len(state.messages), state.lease_owner,
+                                    state.lease_expires)
             return _with_messages(c, SessionState(
                 state.session_id, state.principal_id, state.status, state.data,
-                state.version + 1, datetime.fromisoformat(now)))
+                state.version + 1, datetime.fromisoformat(now), lease_owner=state.lease_owner,
+                lease_expires=state.lease_expires))
 
         return await self._write(save)
 
     async def load_session(self, session_id: str) -> SessionState | None:
         def load(c: Conn) -> SessionState | None:
-            row = c.execute(
-                "SELECT session_id, principal_id, status, data, version, updated_at "
-                "FROM anfitrion_sessions WHERE session_id = ?", (session_id,)).fetchone()
+            row = c.execute(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+                            "WHERE session_id = ?", (session_id,)).fetchone()
             return None if row is None else _with_messages(c, _session(row))
 
         return await self._run(load)
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
-        sql = ("SELECT session_id, principal_id, status, data, version, updated_at "
-               "FROM anfitrion_sessions")
+        sql = f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions"
         args: tuple[Any, ...] = ()
         if status is not None:
             sql += " WHERE status = ?"
@@ -208,23 +212,49 @@ class SQLiteStore:
                                                    args).fetchall())
         return [_session(r) for r in rows]
 
-    async def claim_resumable(self) -> SessionState | None:
+    async def claim_resumable(self, owner: str | None = None,
+                              lease_seconds: float = 60.0) -> SessionState | None:
         def claim(c: Conn) -> SessionState | None:
+            at = time.time()
             row = c.execute(
-                "SELECT session_id, principal_id, status, data, version, updated_at "
-                "FROM anfitrion_sessions s WHERE s.status = 'suspended' AND NOT EXISTS "
-                "(SELECT 1 FROM anfitrion_approvals a WHERE a.session_id = s.session_id "
-                "AND a.answer IS NULL) ORDER BY s.updated_at LIMIT 1").fetchone()
+                f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
+                "(s.lease_owner IS NULL OR s.lease_expires < ?) AND ("
+                "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM anfitrion_approvals a "
+                "WHERE a.session_id = s.session_id AND a.answer IS NULL)) "
+                "OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
+                "ORDER BY s.updated_at LIMIT 1", (at,)).fetchone()
             if row is None:
                 return None
             now = now_iso()
+            until = at + lease_seconds if owner else None
             c.execute("UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
-                      "updated_at = ? WHERE session_id = ?", (now, row[0]))
+                      "updated_at = ?, lease_owner = ?, lease_expires = ? WHERE session_id = ?",
+                      (now, owner, until, row[0]))
             state = _with_messages(c, _session(row))
             return SessionState(state.session_id, state.principal_id, "running", state.data,
                                 state.version + 1, datetime.fromisoformat(now), state.messages,
-                                state.saved_messages)
+                                state.saved_messages, owner, until)
         return await self._write(claim)
+
+    async def acquire_lease(self, session_id: str, owner: str, until: float, *, now: float,
+                            replace: str | None = None) -> SessionState | None:
+        def acquire(c: Conn) -> SessionState | None:
+            stamp = now_iso()
+            row = c.execute(
+                "UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
+                "updated_at = ?, lease_owner = ?, lease_expires = ? WHERE session_id = ? AND "
+                "(lease_owner IS NULL OR lease_owner = ? OR lease_owner = ? "
+                "OR lease_expires IS NULL OR lease_expires < ?) "
+                f"RETURNING {_SESSION_COLUMNS}",
+                (stamp, owner, until, session_id, owner, replace, now)).fetchone()
+            return None if row is None else _with_messages(c, _session(row))
+        return await self._write(acquire)
+
+    async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
+        count = await self._write(lambda c: c.execute(
+            "UPDATE anfitrion_sessions SET lease_expires = ? WHERE session_id = ? "
+            "AND lease_owner = ?", (until, session_id, owner)).rowcount)
+        return bool(count == 1)
 
     # -- approvals -----------------------------------------------------------------------------
 
@@ -292,35 +322,38 @@ class SQLiteStore:
             "WHERE session_id = ? AND call_id = ?", (session_id, call_id)).fetchall())
         return _entry(rows[0]) if rows else None
 
-    async def claim_execution(self, session_id: str, call_id: str, digest: str) -> Claim:
+    async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
+                              retry_unknown: bool = False) -> Claim:
         def claim(c: Conn) -> Claim:
             row = c.execute("SELECT state, result FROM anfitrion_ledger "
                             "WHERE session_id = ? AND call_id = ?",
                             (session_id, call_id)).fetchone()
             current = _state(row[0]) if row else None
-            new, answer = claim_transition(current)
+            new, answer = claim_transition(current, retry_unknown=retry_unknown)
+            token = new_claim_token() if new is LedgerState.CLAIMED else None
             if new is not None and row is None:
                 c.execute("INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, "
-                          "updated_at) VALUES (?, ?, ?, ?, ?)",
-                          (session_id, call_id, new.value, digest, now_iso()))
+                          "updated_at, claim_token) VALUES (?, ?, ?, ?, ?, ?)",
+                          (session_id, call_id, new.value, digest, now_iso(), token))
             elif new is not None:
                 # compare-and-set: only from the state just read (we hold the write lock)
-                cur = c.execute("UPDATE anfitrion_ledger SET state = ?, updated_at = ? "
+                cur = c.execute("UPDATE anfitrion_ledger SET state = ?, updated_at = ?, "
+                                "claim_token = coalesce(?, claim_token) "
                                 "WHERE session_id = ? AND call_id = ? AND state = ?",
-                                (new.value, now_iso(), session_id, call_id, row[0]))
+                                (new.value, now_iso(), token, session_id, call_id, row[0]))
                 if cur.rowcount != 1:  # pragma: no cover - impossible under BEGIN IMMEDIATE
                     raise ConflictError(f"ledger entry {call_id!r} changed during its claim")
-            return Claim(answer, load_result(row[1]) if row else None)
+            return Claim(answer, load_result(row[1]) if row else None, token)
         return await self._write(claim)
 
-    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult) -> None:
+    async def settle_execution(self, session_id: str, call_id: str, result: ToolResult,
+                               token: str) -> bool:
         state, text, now = settled_state(result).value, dump_result(result), now_iso()
-        await self._write(lambda c: c.execute(
-            "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, result, "
-            "updated_at) VALUES (?, ?, ?, '', ?, ?) ON CONFLICT (session_id, call_id) DO UPDATE "
-            "SET state = excluded.state, result = excluded.result, "
-            "updated_at = excluded.updated_at",
-            (session_id, call_id, state, text, now)))
+        count = await self._write(lambda c: c.execute(
+            "UPDATE anfitrion_ledger SET state = ?, result = ?, updated_at = ? "
+            "WHERE session_id = ? AND call_id = ? AND state = 'claimed' AND claim_token = ?",
+            (state, text, now, session_id, call_id, token)).rowcount)
+        return bool(count == 1)
 
     async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
         rows = await self._run(lambda c: c.execute(
@@ -700,12 +733,18 @@ def _with_messages(c: Conn, state: SessionState) -> SessionState:
                      "ORDER BY idx", (state.session_id,)).fetchall()
     messages = [load_json(r[0]) for r in rows]
     return SessionState(state.session_id, state.principal_id, state.status, state.data,
-                        state.version, state.updated_at, messages, len(messages))
+                        state.version, state.updated_at, messages, len(messages),
+                        state.lease_owner, state.lease_expires)
+
+
+_SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
+                    "lease_expires")
 
 
 def _session(row: Sequence[Any]) -> SessionState:
     return SessionState(row[0], row[1], row[2], load_json(row[3]), int(row[4]),
-                        datetime.fromisoformat(row[5]))
+                        datetime.fromisoformat(row[5]), lease_owner=row[6],
+                        lease_expires=None if row[7] is None else float(row[7]))
 
 
 def _entry(row: Sequence[Any]) -> LedgerEntry:

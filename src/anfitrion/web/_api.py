@@ -113,10 +113,11 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Rou
             return error(422, problems, "invalid_body")
         approver = f"api:{body.approver}" if body.approver else "api"
         outcome = await answer(store, request.path_params["request_id"], body.digest,
-                               approved=approved, approver=approver, note=body.note)
+                               approved=approved, approver=approver, note=body.note, via="api")
         if outcome.answer is None:
             refusal = outcome.refusal or Refusal.INVALID
-            return error(_STATUS[refusal], refusal.value, refusal.name.lower())
+            message = f"{refusal.value}: {outcome.detail}" if outcome.detail else refusal.value
+            return error(_STATUS[refusal], message, refusal.name.lower())
         found = await store.get_approval(outcome.answer.request_id)
         task = (BackgroundTask(notify, on_answer, found[0], outcome.answer)
                 if on_answer is not None and found is not None else None)

@@ -1,149 +1,21 @@
-"""Answering a request from the inbox or the API: one place for the digest binding and the edits.
-
-A decision names the request id *and* the digest the reviewer saw. It is recorded only if the
-request still has that digest, is unanswered and has not expired; the store's compare-and-set
-(:meth:`Store.answer_approval`) makes a double submission record exactly one answer.
-
-"Approve with edits" answers the request with the reviewer's arguments
-(:meth:`ApprovalAnswer.edit` with ``approve=True``) — the one edit mechanism of
-:mod:`anfitrion.approvals`. The request itself is never approved by an edit: when the host
-resumes, the gate turns the edit into a new proposal that goes through validation and the policy
-again and binds the reviewer's approval to the edited call's own digest; a policy denial or a
-schema error still stops it, and the model's result says that a person edited the arguments.
-"""
+"""The inbox's and the API's way to answer: :mod:`anfitrion.answers`, the one answer path."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from enum import StrEnum
-from typing import Any
+from ..answers import (
+    MAX_EDIT_BYTES,
+    MAX_NOTE_CHARS,
+    OnAnswer,
+    Outcome,
+    Refusal,
+    RequestState,
+    answer,
+    edit_for,
+    notify,
+    parse_edited_arguments,
+    propose_edit,
+    state_of,
+)
 
-from .._canonical import canonical_json
-from .._json import JsonError, parse_json_strict
-from ..approvals import ApprovalAnswer, ApprovalRequest
-from ..store import Store
-
-__all__ = ["Refusal", "RequestState", "answer", "edit_for", "notify",
-           "parse_edited_arguments", "propose_edit", "state_of"]
-MAX_NOTE_CHARS = 2000
-MAX_EDIT_BYTES = 256 * 1024
-
-OnAnswer = Callable[[ApprovalRequest, ApprovalAnswer], Awaitable[None]]
-
-log = logging.getLogger("anfitrion.web")
-
-
-async def notify(on_answer: OnAnswer, request: ApprovalRequest, answer: ApprovalAnswer) -> None:
-    """Run the *on_answer* hook after the response; its failure never undoes the decision."""
-    try:
-        await on_answer(request, answer)
-    except Exception:  # the top of a background task: log, the answer stays recorded
-        log.exception("on_answer failed for approval request %s (session %s)", request.id,
-                      request.session_id)
-
-
-class RequestState(StrEnum):
-    PENDING = "pending"
-    APPROVED = "approved"
-    DENIED = "denied"
-    EXPIRED = "expired"
-    EDITED = "edited"
-    """Answered with other arguments: the edit is a new proposal."""
-
-
-class Refusal(StrEnum):
-    """Why a decision was not recorded (each maps to one HTTP status)."""
-
-    NOT_FOUND = "no such approval request"
-    STALE = "the request changed since the page was shown (digest mismatch): reload and review"
-    ANSWERED = "the request was already decided"
-    EXPIRED = "the request expired: the host will deny the call"
-    INVALID = "invalid input"
-
-
-def state_of(request: ApprovalRequest, answer: ApprovalAnswer | None,
-             now: datetime | None = None) -> RequestState:
-    if answer is not None and answer.edited_arguments is not None:
-        return RequestState.EDITED
-    if answer is not None:
-        return RequestState.APPROVED if answer.approved else RequestState.DENIED
-    return RequestState.EXPIRED if request.expired(now) else RequestState.PENDING
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    answer: ApprovalAnswer | None
-    refusal: Refusal | None = None
-    detail: str = ""
-
-
-async def answer(store: Store, request_id: str, seen_digest: str, *, approved: bool,
-                 approver: str, note: str = "", on_answer: OnAnswer | None = None,
-                 edited_arguments: Mapping[str, Any] | None = None) -> Outcome:
-    """Record one decision bound to *seen_digest*; refuse stale, decided or expired requests."""
-    found = await store.get_approval(request_id)
-    if found is None:
-        return Outcome(None, Refusal.NOT_FOUND)
-    request, existing, _ = found
-    if existing is not None:
-        return Outcome(None, Refusal.ANSWERED)
-    if seen_digest != request.digest:
-        return Outcome(None, Refusal.STALE)
-    if request.expired():
-        return Outcome(None, Refusal.EXPIRED)
-    decision = ApprovalAnswer(request.id, seen_digest, approved, approver,
-                              note[:MAX_NOTE_CHARS], datetime.now(UTC),
-                              None if edited_arguments is None else dict(edited_arguments))
-    if not await store.answer_approval(decision):
-        return Outcome(None, Refusal.ANSWERED)  # a concurrent answer won the compare-and-set
-    if on_answer is not None:
-        await on_answer(request, decision)
-    return Outcome(decision)
-
-
-def parse_edited_arguments(text: str) -> dict[str, Any]:
-    """The reviewer's arguments: a JSON object, parsed strictly.
-
-    Raises:
-        ValueError: not JSON, too large, or not an object.
-    """
-    try:
-        value = parse_json_strict(text, max_bytes=MAX_EDIT_BYTES)
-    except JsonError as exc:
-        raise ValueError(f"the edited arguments are not valid JSON: {exc}") from exc
-    if not isinstance(value, dict):
-        raise ValueError("the edited arguments must be a JSON object")
-    return value
-
-
-async def propose_edit(store: Store, request_id: str, seen_digest: str,
-                       arguments: Mapping[str, Any], *, approver: str, note: str = "",
-                       on_answer: OnAnswer | None = None) -> Outcome:
-    """Answer the request with the reviewer's arguments, approving the edited call.
-
-    Bound to *seen_digest* like any answer (compare-and-set). On resume the gate validates the
-    edited arguments, asks the policy, and runs them only if both agree.
-    """
-    found = await store.get_approval(request_id)
-    if found is None:
-        return Outcome(None, Refusal.NOT_FOUND)
-    if canonical_json(dict(arguments)) == canonical_json(dict(found[0].arguments)):
-        return Outcome(None, Refusal.INVALID, "the edited arguments equal the proposed ones: "
-                       "approve the call instead")
-    return await answer(store, request_id, seen_digest, approved=True, approver=approver,
-                        note=note, on_answer=on_answer, edited_arguments=arguments)
-
-
-async def edit_for(store: Store, request_id: str) -> Mapping[str, Any] | None:
-    """The edit a reviewer made to *request_id*, if any, and the request it became."""
-    found = await store.get_approval(request_id)
-    if found is None or found[1] is None or found[1].edited_arguments is None:
-        return None
-    answer_ = found[1]
-    replacement = next((r.id for r in await store.list_approvals(
-        pending_only=False, session_id=found[0].session_id) if r.edit_of == request_id), None)
-    return {"arguments": dict(answer_.edited_arguments or {}), "editor": answer_.approver,
-            "note": answer_.note, "replacement_id": replacement}
+__all__ = ["MAX_EDIT_BYTES", "MAX_NOTE_CHARS", "OnAnswer", "Outcome", "Refusal", "RequestState",
+           "answer", "edit_for", "notify", "parse_edited_arguments", "propose_edit", "state_of"]

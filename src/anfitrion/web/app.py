@@ -201,7 +201,9 @@ def create_app(store: Store, *, token: str,
                                approved=choice == "approve", approver=f"web:{who.name}",
                                note=form.get("note", "").strip())
         if outcome.answer is None:
-            return refused(who, request_id, outcome.refusal or Refusal.INVALID)
+            return refused(who, request_id, outcome.refusal or Refusal.INVALID,
+                           outcome.detail and f"{(outcome.refusal or Refusal.INVALID).value}: "
+                           f"{outcome.detail}")
         req = await with_request(request_id)
         assert req is not None
         return after(request_id, outcome.answer, req)
