@@ -391,8 +391,10 @@ class Gate:
                 return CallOutcome(call, "approve", None, decision, request), "", None
             if not await self.store.answer_approval(answer):
                 return denied("the answer did not match the request", request)
-        await self._event(EventType.APPROVAL_ANSWERED, session, call, request=request,
-                          answer=answer)
+            # recorded once, when given (here, by the approver in process); an answer given
+            # through a door was recorded there (anfitrion.answers), not again when used
+            await self._event(EventType.APPROVAL_ANSWERED, session, call, request=request,
+                              answer=answer, detail="answered via approver")
         if answer.digest != request.digest or answer.request_id != request.id:
             return denied("the answer was given for a different call", request)
         # the gate's clock decides, not the time an answer claims to have been given

@@ -19,7 +19,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_helpers import MALICIOUS
 
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
+from anfitrion import answers
+from anfitrion.approvals import ApprovalRequest
 from anfitrion.mcp.config import load_config
 from anfitrion.mcp.pinning import PinBook
 from anfitrion.mcp.toolset import McpServers
@@ -99,8 +100,9 @@ async def test_over_stdio_reads_pass_and_writes_wait_for_a_person_via_the_store(
                     async def approve_it() -> None:
                         request = await wait_for_request(store, "mal.rug")
                         assert request.principal_id == "desktop"
-                        assert await store.answer_approval(
-                            ApprovalAnswer.to(request, True, "alice"))
+                        done = await answers.answer(store, request.id, request.digest,
+                                                    approved=True, approver="alice", via="cli")
+                        assert done.answer is not None
                     tg.start_soon(approve_it)
                     written = await client.call_tool("mal.rug", {"a": 20, "b": 22})
                 assert not written.isError, written.content
@@ -109,8 +111,10 @@ async def test_over_stdio_reads_pass_and_writes_wait_for_a_person_via_the_store(
                 async with anyio.create_task_group() as tg:
                     async def deny_it() -> None:
                         request = await wait_for_request(store, "mal.delete_file")
-                        assert await store.answer_approval(
-                            ApprovalAnswer.to(request, False, "alice", "not today"))
+                        done = await answers.answer(store, request.id, request.digest,
+                                                    approved=False, approver="alice",
+                                                    note="not today", via="cli")
+                        assert done.answer is not None
                     tg.start_soon(deny_it)
                     denied = await client.call_tool("mal.delete_file", {"name": "precious.txt"})
                 assert denied.isError

@@ -9,7 +9,7 @@ import anyio
 import pytest
 
 from anfitrion import Effect, Host, Toolbox
-from anfitrion.approvals import ApprovalAnswer, DeferredApprover
+from anfitrion.approvals import DeferredApprover
 from anfitrion.conversation import ToolCall, ToolResult, UserMessage
 from anfitrion.exceptions import ConflictError, UserError
 from anfitrion.host import RunStatus
@@ -68,8 +68,12 @@ def host(store: Store, world: World, *calls: ToolCall) -> Host:
 
 
 async def approve_all(store: Store, session_id: str, approved: bool = True) -> None:
+    from anfitrion import answers
+
     for request in await store.list_approvals(session_id=session_id):
-        assert await store.answer_approval(ApprovalAnswer.to(request, approved, "bob"))
+        done = await answers.answer(store, request.id, request.digest, approved=approved,
+                                    approver="bob", via="test")
+        assert done.answer is not None
 
 
 async def test_a_turn_runs_allowed_calls_once_and_waits_for_pending_ones(store: Store) -> None:

@@ -1,0 +1,8 @@
+"""The parity suite's helpers live beside it (tests/ is no package)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
