@@ -42,6 +42,8 @@ from .host import Host, RunResult, RunStatus, StopSignal
 from .models import Model, ModelRequest, ScriptedModel
 from .policy import Decision, Policy, PolicyContext, Verdict, load_policy
 from .principal import Principal
+from .runtime import GatedSession, Runtime, Submission, SubmissionStatus
+from .session import Session
 from .tools import Effect, Tool, Toolbox, ToolContext
 
 __all__ = [
@@ -58,6 +60,7 @@ __all__ = [
     "Effect",
     "EventType",
     "GateLimits",
+    "GatedSession",
     "Host",
     "HostEvent",
     "Model",
@@ -71,10 +74,14 @@ __all__ = [
     "RunError",
     "RunResult",
     "RunStatus",
+    "Runtime",
     "ScriptedModel",
+    "Session",
     "StopReason",
     "StopSignal",
     "StoreError",
+    "Submission",
+    "SubmissionStatus",
     "TerminalApprover",
     "Text",
     "Tool",

@@ -61,7 +61,7 @@ from .store import SessionState, Store, open_store
 from .tools import Handler, OfferContext, Tool, Toolbox, ToolContext, ToolSource
 
 __all__ = ["GatedSession", "Runtime", "Submission", "SubmissionStatus", "SyncRuntime",
-           "SyncSession"]
+           "SyncSession", "dead_local_owner", "reap_dead_leases"]
 
 T = TypeVar("T")
 
@@ -92,6 +92,18 @@ def dead_local_owner(owner: str | None) -> bool:
     except ValueError:
         return False
     return host == socket.gethostname() and pid != os.getpid() and not _pid_alive(pid)
+
+
+async def reap_dead_leases(store: Store) -> list[str]:
+    """Let the leases of sessions whose process died on this machine lapse now, so that
+    :meth:`Store.claim_resumable` (``resume --ready``) takes them without waiting for the
+    expiry. Returns their session ids."""
+    reaped = []
+    for state in await store.list_sessions("running"):
+        if dead_local_owner(state.lease_owner) and state.lease_owner is not None and \
+                await store.renew_lease(state.session_id, state.lease_owner, 0.0):
+            reaped.append(state.session_id)
+    return reaped
 
 
 class SubmissionStatus(StrEnum):

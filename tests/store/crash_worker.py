@@ -3,12 +3,16 @@
     python crash_worker.py STORE_URL EFFECTS_FILE run
     python crash_worker.py STORE_URL EFFECTS_FILE run-approving - STOP_AT
     python crash_worker.py STORE_URL EFFECTS_FILE resume SESSION STOP_AT
+    python crash_worker.py STORE_URL EFFECTS_FILE ready - STOP_AT
 
 ``run`` suspends on the approval; ``run-approving`` has a person approve at once, so the
-whole ledger is walked in the first run.
+whole ledger is walked in the first run; ``ready`` resumes what ``resume --ready`` would.
 
-At STOP_AT (approved, claimed, executed, settled, or none) it prints ``AT <state>`` and waits
-for its standard input forever, so the test can SIGKILL it exactly there.
+At STOP_AT (requested, suspending, approved, claimed, executed, settled, or none) it prints
+``AT <state>`` and waits for its standard input forever, so the test can SIGKILL it exactly
+there. ``requested`` is right after the approval request is stored; ``suspending`` right
+before the session is saved as suspended. A resume that finds the session leased by a live
+process prints ``CONFLICT`` and exits 3.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from anfitrion import Effect, Host, Toolbox
 from anfitrion.approvals import Approver, CallbackApprover, DeferredApprover
 from anfitrion.conversation import ToolResult, UserMessage
 from anfitrion.models._base import ModelRequest
+from anfitrion.exceptions import ConflictError
+from anfitrion.runtime import reap_dead_leases
 from anfitrion.store import ClaimState, open_store
 from anfitrion.testing import ScriptedModel, call
 
@@ -47,6 +53,15 @@ class StoppingStore:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
+
+    async def create_approval(self, request: Any) -> None:
+        await self._store.create_approval(request)
+        stop_here("requested")
+
+    async def save_session(self, state: Any) -> Any:
+        if state.status == "suspended":
+            stop_here("suspending")
+        return await self._store.save_session(state)
 
     async def consume_approval(self, request_id: str, digest: str) -> Any:
         answer = await self._store.consume_approval(request_id, digest)
@@ -101,8 +116,20 @@ async def main() -> None:
         if MODE.startswith("run"):
             print(f"SESSION {SESSION_ID}", flush=True)
             run = await host.run("send it", principal="alice", session_id=SESSION_ID)
+        elif MODE == "ready":
+            await reap_dead_leases(store)  # type: ignore[arg-type]
+            owner = f"ready-{os.getpid()}"
+            taken = await store.claim_resumable(owner)
+            if taken is None:
+                print(json.dumps({"status": "nothing ready"}), flush=True)
+                return
+            run = await host.resume(taken.session_id, force=True, lease_from=owner)
         else:
-            run = await host.resume(sys.argv[4], force=True)
+            try:
+                run = await host.resume(sys.argv[4], force=True)
+            except ConflictError:
+                print("CONFLICT", flush=True)
+                raise SystemExit(3) from None
     finally:
         await store.close()
     print(json.dumps({"session_id": run.session_id, "status": run.status.value,

@@ -129,3 +129,92 @@ def test_a_host_killed_during_its_first_run_is_resumed_without_running_twice(
     state, _, intact = anyio.run(ledger_state, url, session_id)
     assert state is final_state
     assert intact
+
+
+async def approve_via_answers(url: str, session_id: str) -> list[str]:
+    """A person approves every request of the session (the one answer path); their ids."""
+    from anfitrion import answers
+
+    store = open_store(url)
+    try:
+        requests = await store.list_approvals(session_id=session_id, pending_only=False)
+        for request in requests:
+            done = await answers.answer(store, request.id, request.digest, approved=True,
+                                        approver="bob", via="test")
+            assert done.answer is not None
+        return [r.id for r in requests]
+    finally:
+        await store.close()
+
+
+async def session_facts(url: str, session_id: str) -> tuple[str, int, int]:
+    store = open_store(url)
+    try:
+        state = await store.load_session(session_id)
+        requests = await store.list_approvals(session_id=session_id, pending_only=False)
+        unanswered = await store.list_approvals(session_id=session_id)
+        assert state is not None
+        return state.status, len(requests), len(unanswered)
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kill_at", ["requested", "suspending"])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
+def test_an_approval_stored_before_a_crash_is_the_one_that_counts(
+        tmp_path: Path, kill_at: str, backend: str, request: pytest.FixtureRequest) -> None:
+    """Killed after the request is stored but before the session is saved as suspended: a
+    person approves that request, `resume --ready` takes the session (its lease died with its
+    process), reuses the request instead of raising a new one, and the call runs once."""
+    url = (f"sqlite:///{tmp_path / 'host.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
+    effects = tmp_path / "effects.log"
+    doomed = worker(url, effects, "run", "-", kill_at)
+    assert doomed.stdout is not None
+    session_id = doomed.stdout.readline().split()[1]
+    assert doomed.stdout.readline().strip() == f"AT {kill_at}"
+    doomed.send_signal(signal.SIGKILL)
+    doomed.communicate(timeout=60)
+    status, asked, _ = anyio.run(session_facts, url, session_id)
+    assert (status, asked) == ("running", 1)  # the orphan: stored, never saved as waiting
+    [request_id] = anyio.run(approve_via_answers, url, session_id)
+
+    resumed = finish(worker(url, effects, "ready", "-", "none"))
+    assert resumed["status"] == "completed", resumed
+    assert "sent to ana" in resumed["output"]
+    assert effects.read_text().count("sent to") == 1
+    status, asked, unanswered = anyio.run(session_facts, url, session_id)
+    assert (status, asked, unanswered) == ("completed", 1, 0)  # no second request
+    state, unknown, intact = anyio.run(ledger_state, url, session_id)
+    assert state is LedgerState.DONE and not unknown and intact
+    assert request_id
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
+def test_concurrent_forced_resumes_let_exactly_one_run_write(
+        tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    url = (f"sqlite:///{tmp_path / 'host.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
+    effects = tmp_path / "effects.log"
+    suspended = finish(worker(url, effects, "run"))
+    session_id = suspended["session_id"]
+    anyio.run(approve, url, session_id)
+    # the first resumer stops holding its lease right after the approval is consumed
+    holder = worker(url, effects, "resume", session_id, "approved")
+    assert holder.stdout is not None
+    assert holder.stdout.readline().strip() == "AT approved"
+    rivals = [worker(url, effects, "resume", session_id, "none") for _ in range(3)]
+    for rival in rivals:
+        out, _ = rival.communicate(timeout=60)
+        assert rival.returncode == 3 and "CONFLICT" in out  # the live lease fences them out
+    assert not effects.exists()
+    out, _ = holder.communicate("go\n", timeout=60)  # stdin closes: the holder exits dead
+    assert holder.returncode != 0
+    # its process is gone: the next forced resume takes over at once and finishes the call
+    restarted = finish(worker(url, effects, "resume", session_id, "none"))
+    assert restarted["status"] == "completed"
+    assert effects.read_text().count("sent to") == 1
+    state, unknown, intact = anyio.run(ledger_state, url, session_id)
+    assert state is LedgerState.DONE and not unknown and intact

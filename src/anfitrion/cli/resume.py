@@ -29,6 +29,7 @@ from ..events import Listener
 from ..exceptions import AnfitrionError, SessionNotFound
 from ..host import Host, RunResult
 from ..policy import Policy, find_policy
+from ..runtime import reap_dead_leases
 from ..store import SessionState, Store, open_store
 from ._common import resolve_url, shown, store_option
 
@@ -152,6 +153,7 @@ def command(session_id: str | None, store_url: str | None, app: str | None,
                 return [await one(store, session_id, force, hosts)]
             runs = []
             owner = f"{socket.gethostname()}:{os.getpid()}:ready-{uuid.uuid4().hex[:8]}"
+            await reap_dead_leases(store)  # sessions whose process died here: ready now
             refused: list[SessionState] = []
             while (taken := await store.claim_resumable(owner)) is not None:
                 try:
