@@ -23,7 +23,7 @@ from anfitrion import (
 from anfitrion.conversation import Reply, ToolCall, dump_messages
 from anfitrion.exceptions import ConflictError, StoreError, UserError
 from anfitrion.session import SESSION_SCHEMA, Session, migrate_session_data
-from anfitrion.store import LedgerState, MemoryStore, SessionState, open_store
+from anfitrion.store import LedgerState, MemoryStore, SessionState
 from anfitrion.store._migrations import MIGRATIONS
 from anfitrion.testing import call
 

@@ -27,8 +27,8 @@ import anyio
 from anfitrion import Effect, Host, Toolbox
 from anfitrion.approvals import Approver, CallbackApprover, DeferredApprover
 from anfitrion.conversation import ToolResult, UserMessage
-from anfitrion.models._base import ModelRequest
 from anfitrion.exceptions import ConflictError
+from anfitrion.models._base import ModelRequest
 from anfitrion.runtime import reap_dead_leases
 from anfitrion.store import ClaimState, open_store
 from anfitrion.testing import ScriptedModel, call
