@@ -5,6 +5,7 @@ gemini-cli (``packages/core/src/utils/workspaceContext.test.ts``), turned into t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -267,3 +268,41 @@ async def test_a_link_re_pointed_outside_after_validation_is_judged_when_it_is_m
     with pytest.raises(ToolError, match="outside the folder"):
         await write.handler(arguments, ToolContext(Principal("a"), "s", "c", write.name))
     assert sorted(p.name for p in (linked.parent / "real-outside").iterdir()) == ["secret.txt"]
+
+
+@pytest.mark.anyio
+async def test_a_link_flipped_between_inside_and_outside_never_lets_a_write_or_read_out(
+        linked: Path) -> None:
+    """The link is replaced atomically, as fast as it can be, while the tools use it."""
+    import contextlib
+    import threading
+
+    outside = linked.parent / "real-outside"
+    stop = threading.Event()
+
+    def flipper() -> None:
+        targets = [linked / "real-dir", outside]
+        i = 0
+        while not stop.is_set():
+            temp = linked / f".flip{i % 2}"
+            with contextlib.suppress(OSError):
+                temp.symlink_to(targets[i % 2])
+                os.replace(temp, linked / "flip")
+            i += 1
+
+    (linked / "flip").symlink_to(linked / "real-dir")
+    thread = threading.Thread(target=flipper, daemon=True)
+    thread.start()
+    box = files(linked)
+    seen: list[str] = []
+    try:
+        for i in range(200):
+            with contextlib.suppress(ToolError):
+                await _run(box, "write_draft", path=f"flip/pwn{i}.txt", text="pwned")
+            with contextlib.suppress(ToolError):
+                seen.append(await _run(box, "read_file", path="flip/secret.txt"))
+    finally:
+        stop.set()
+        thread.join()
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert "SECRET" not in seen
