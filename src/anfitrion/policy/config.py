@@ -14,8 +14,8 @@ Example:
     ... tool = "send_email"
     ... verdict = "ask"
     ... ''')
-    >>> len(policy.rules)
-    1
+    >>> len(policy.rules)  # the rule, and taint containment (on unless [taint] turns it off)
+    2
 """
 
 from __future__ import annotations
