@@ -60,7 +60,10 @@ def parse_duration(value: str | int | float | timedelta) -> timedelta:
         raise ValueError("a duration must be positive")
     if seconds > MAX_DURATION.total_seconds():
         raise ValueError("a duration must be at most 366 days")
-    return timedelta(seconds=seconds)
+    duration = timedelta(seconds=seconds)
+    if duration <= timedelta(0):  # 1e-7 s rounds to nothing at microsecond resolution
+        raise ValueError("a duration must be positive (at least a microsecond)")
+    return duration
 
 
 class RateLimit:
