@@ -43,13 +43,89 @@ FULL_MCP = b"""{
 """
 
 
+# A policy with every table, key and constraint kind, so mutants reach every check.
+FULL_POLICY = b"""[defaults]
+read = "allow"
+write = "ask"
+
+[principals.alice]
+roles = ["staff"]
+scopes = ["mail:send"]
+
+[[rules]]
+id = "paths"
+tools = ["write_draft", "read_*"]
+effect = "write"
+roles = ["staff"]
+verdict = "allow"
+reason = "inside drafts"
+violation = "only drafts"
+[rules.arguments.path]
+path_inside = "drafts"
+base = "/srv/work"
+resolve_symlinks = false
+[rules.arguments.subject]
+matches = "[A-Za-z ]+"
+max_input_length = 200
+min_length = 1
+max_length = 120
+[rules.arguments.amount]
+min = 0
+max = 1000.5
+[rules.arguments.kind]
+one_of = ["a", 1, true, 2.5]
+
+[[rules]]
+tool = "fetch_url"
+verdict = "ask"
+arguments = { url = { url_hosts = ["docs.python.org"], url_schemes = ["https"] } }
+
+[[rules]]
+tool = "send_email"
+verdict = "ask"
+[rules.arguments.to]
+email_domains = ["example.com"]
+
+[[rate_limits]]
+tools = ["send_email", "post_*"]
+max_calls = 5
+per = 3600
+combined = true
+reason = "slow down"
+
+[budgets]
+tool_calls = 50
+turns = 20
+approvals_asked = 10
+
+[repeat_guard]
+max_repeats = 3
+reason = "loop"
+
+[approvals]
+ttl = "15m"
+max_pending = 3
+max_asks = 10
+per = "1m"
+max_edits = 2
+
+[taint]
+enabled = true
+allowed_hosts = ["example.com"]
+deny_flagged = false
+reads = "flagged"
+free_reads = ["get_current_day"]
+"""
+
+
 def _blocks(doc: str, language: str) -> list[bytes]:
     text = (ROOT / "docs" / doc).read_text(encoding="utf-8")
     return [m.encode() for m in re.findall(rf"```{language}\n(.*?)```", text, re.S)]
 
 
 def policy_examples() -> list[bytes]:
-    return [(ROOT / "examples" / "anfitrion.toml").read_bytes(), *_blocks("policy.md", "toml")]
+    return [FULL_POLICY, (ROOT / "examples" / "anfitrion.toml").read_bytes(),
+            *_blocks("policy.md", "toml")]
 
 
 def mcp_examples() -> list[bytes]:
@@ -64,6 +140,7 @@ HOSTILE_TOML_VALUES = [
     "[" * 600 + "]" * 600, "{a = " * 300 + "1" + "}" * 300, '"\\ud800"', "'''\n'''",
     '"drafts/\uff0e\uff0e/x"', '"/"', '"~"', '"*"', '"(a+)+$"', '"["', '"\\\\"', "9" * 5000,
     '"line\\nbreak"', '"\u2028"', '"\\u0085"', '"\x1b[2J"', "0x7fffffffffffffffff", "1_000",
+    '"/b\\u0000"', '"rel/base"', '"(?P<x>"', '"\uff41.com"', '"xn--"', '".."', '"[!"',
 ]
 HOSTILE_JSON_VALUES = [
     "Infinity", "-Infinity", "NaN", "1e999", "-1e999", "1e308", "99999999999999999999",
@@ -186,6 +263,11 @@ def test_every_mutant_of_an_example_config_loads_or_is_one_clear_config_error(
      "at most 366 days"),
     (b'[approvals]\nttl = "\xd9\xa3h"\n', "approvals.ttl", 2, "not a duration"),  # Arabic 3
     (b'[defaults]\nread = "allow"\n"a\\u2028b" = 1\n', "defaults.a\\u2028b", 3, "unknown key"),
+    (b'[[rules]]\ntool = "pay"\nverdict = "allow"\n[rules.arguments.amount]\nmin = nan\n',
+     "rules[1].arguments.amount.min", 5, "finite"),  # NaN compares false: it would allow all
+    (b'[[rules]]\ntool = "w"\nverdict = "allow"\n[rules.arguments.path]\npath_inside = "d"\n'
+     b'resolve_symlinks = true\nbase = "/srv\\u0000"\n', "rules[1].arguments.path.path_inside",
+     5, "absolute path"),
 ])
 def test_the_reported_policy_crashes_are_config_errors_naming_file_line_and_key(
         tmp_path: Path, text: bytes, key: str, line: int, problem: str) -> None:

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -219,6 +220,10 @@ def _constraints(r: _Reader, spec: Any, key: str, base_dir: str | None) -> list[
     if "min" in spec or "max" in spec:
         low = r.typed(spec, "min", key, (int, float), "a number")
         high = r.typed(spec, "max", key, (int, float), "a number")
+        for name, bound in (("min", low), ("max", high)):
+            # nan compares false with everything: a NaN bound would let every number through
+            if isinstance(bound, float) and not math.isfinite(bound):
+                r.fail("must be a finite number", f"{key}.{name}")
         out.append(r.built(f"{key}.{'min' if 'min' in spec else 'max'}",
                            lambda: NumberRange(low, high)))
     if "min_length" in spec or "max_length" in spec:

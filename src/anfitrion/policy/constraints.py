@@ -131,8 +131,11 @@ class PathInside:
             raise ValueError("path_inside needs a non-empty root path")
         if (why := ambiguous_path(root)) is not None:
             raise ValueError(f"path_inside root {root!r} {why}")
-        if base is not None and not posixpath.isabs(base):
+        if base is not None and (not isinstance(base, str) or not posixpath.isabs(base)
+                                 or "\x00" in base):
             raise ValueError("base must be an absolute path")
+        if base is not None and (why := ambiguous_path(base)) is not None:
+            raise ValueError(f"base {base!r} {why}")
         if resolve_symlinks and base is None and not posixpath.isabs(root):
             raise ValueError("resolve_symlinks needs an absolute root or a base directory")
         self.root = root
