@@ -309,3 +309,34 @@ def test_a_key_cannot_forge_a_second_line_of_an_mcp_config_error(tmp_path: Path)
     assert caught.value.line == 2
     assert str(caught.value).splitlines() == [str(caught.value)]
     assert "ok\\u000a/etc/passwd" in str(caught.value)
+
+
+@pytest.mark.parametrize("entry", [
+    {"command": "x", "env": {"A=B": "1"}},
+    {"command": "x", "env": {"A": "one\x00two"}},
+    {"command": "x\x00y"},
+    {"command": "x", "args": ["ok", "a\x00b"]},
+    {"command": "x", "cwd": "/tmp\x00"},
+    {"url": "https://h/mcp", "headers": {"X-A": "v\r\nX-Injected: 1"}},
+    {"url": "https://h/mcp", "headers": {"X-A": "${SECRET}"}},  # a secret with a line break
+    {"url": "https://h/mcp", "headers": {"Bad Name": "v"}},
+    {"url": "https://h/m cp"},
+    {"url": "https://h/\x1b[2J"},
+])
+def test_values_a_server_process_or_request_cannot_carry_are_refused_at_load(
+        tmp_path: Path, entry: dict[str, object]) -> None:
+    """NUL cannot reach execve and CR/LF in a header starts another one: refused with the key
+    at load, not as an exception when the server is started."""
+    import json
+
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"s": entry}}))
+    with pytest.raises(ConfigError, match=r"\(at mcpServers\.s") as caught:
+        load_config(path, environ={"SECRET": "token\nX-Injected: 1"})
+    assert caught.value.line == 1
+
+
+@pytest.mark.parametrize("load", [load_policy, load_config])
+def test_a_file_name_with_a_nul_is_a_config_error(load: Callable[[Path], object]) -> None:
+    with pytest.raises(ConfigError, match="NUL"):
+        load(Path("policy\x00.toml"))

@@ -145,14 +145,31 @@ def _expand(value: str, *, path: str | None, key: str, environ: Mapping[str, str
     return _VARIABLE.sub(sub, value)
 
 
-def _string_map(raw: Any, *, path: str | None, key: str,
-                environ: Mapping[str, str]) -> dict[str, str]:
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an RFC 9110 token
+
+
+def _string_map(raw: Any, *, path: str | None, key: str, environ: Mapping[str, str],
+                names: re.Pattern[str], forbidden: str) -> dict[str, str]:
+    """An object of strings whose keys match *names* and whose values, once ``${VAR}`` is
+    expanded, hold none of *forbidden* (NUL breaks ``execve``; CR and LF in a header value
+    would start another header)."""
     if raw is None:
         return {}
     if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                             for k, v in raw.items()):
         raise _config_error("must be an object of strings", path=path, key=key)
-    return {k: _expand(v, path=path, key=f"{key}.{k}", environ=environ) for k, v in raw.items()}
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        if not names.fullmatch(name):
+            raise _config_error(f"{name[:60]!r} is not a valid name here", path=path,
+                                key=f"{key}.{name}")
+        expanded = _expand(value, path=path, key=f"{key}.{name}", environ=environ)
+        if any(c in expanded for c in forbidden):
+            raise _config_error("contains a NUL or line-break character (after ${...} "
+                                "expansion)", path=path, key=f"{key}.{name}")
+        out[name] = expanded
+    return out
 
 
 MAX_SECONDS = 86400.0
@@ -208,23 +225,29 @@ def _server(server_id: str, raw: Any, *, path: str | None,
     if command is not None and (not isinstance(command, str) or not command):
         raise _config_error("must be a non-empty string", path=path, key=f"{key}.command")
     if url is not None and (not isinstance(url, str) or
-                            not url.startswith(("http://", "https://"))):
-        raise _config_error("must be an http(s) URL", path=path, key=f"{key}.url")
+                            not url.startswith(("http://", "https://"))
+                            or any(c.isspace() or not c.isprintable() for c in url)):
+        raise _config_error("must be an http(s) URL (without spaces or control characters)",
+                            path=path, key=f"{key}.url")
     args = raw.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise _config_error("must be a list of strings", path=path, key=f"{key}.args")
     cwd = raw.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise _config_error("must be a string", path=path, key=f"{key}.cwd")
+    for name, value in (("command", command), ("cwd", cwd), *(("args", a) for a in args)):
+        if isinstance(value, str) and "\x00" in value:  # no program can be given a NUL
+            raise _config_error("contains a NUL character", path=path, key=f"{key}.{name}")
     max_chars = raw.get("maxResultChars", DEFAULT_MAX_RESULT_CHARS)
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
         raise _config_error("must be a positive integer", path=path, key=f"{key}.maxResultChars")
     return ServerConfig(
         id=server_id, command=command, args=tuple(args),
-        env=_string_map(raw.get("env"), path=path, key=f"{key}.env", environ=environ),
+        env=_string_map(raw.get("env"), path=path, key=f"{key}.env", environ=environ,
+                        names=_ENV_NAME, forbidden="\x00"),
         cwd=cwd, url=url,
         headers=_string_map(raw.get("headers"), path=path, key=f"{key}.headers",
-                            environ=environ),
+                            environ=environ, names=_HEADER_NAME, forbidden="\x00\r\n"),
         trusted=_flag(raw.get("trusted"), False, path=path, key=f"{key}.trusted"),
         timeout=_number(raw.get("timeout"), DEFAULT_TIMEOUT, path=path, key=f"{key}.timeout"),
         max_result_chars=max_chars,
@@ -256,8 +279,10 @@ def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise _config_error("must be a list of strings", path=path, key=f"gateway.{name}")
     for name in ("store", "policy", "principal", "tokenEnv"):
-        if name in raw and (not isinstance(raw[name], str) or not raw[name]):
-            raise _config_error("must be a non-empty string", path=path, key=f"gateway.{name}")
+        if name in raw and (not isinstance(raw[name], str) or not raw[name]
+                            or not raw[name].isprintable()):
+            raise _config_error("must be a non-empty string of visible characters", path=path,
+                                key=f"gateway.{name}")
     body = raw.get("maxBodyBytes", defaults.max_body_bytes)
     if isinstance(body, bool) or not isinstance(body, int) or body < 1024:
         raise _config_error("must be an integer of at least 1024", path=path,
@@ -422,6 +447,9 @@ def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read the MCP config: {exc.strerror}", path=name) from None
+    except ValueError:  # a NUL in the name
+        raise ConfigError("cannot read the MCP config: the file name contains a NUL",
+                          path=_printable(name)) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

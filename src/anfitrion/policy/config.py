@@ -403,10 +403,14 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
     try:
         with open(name, "rb") as f:
             raw = f.read()
-        text = raw.decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the policy file: {exc.strerror or exc}",
-                          path=name) from None
+                          path=_printable(name)) from None
+    except ValueError:  # a NUL in the name
+        raise ConfigError("cannot read the policy file: the file name contains a NUL",
+                          path=_printable(name)) from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         column = exc.start - raw.rfind(b"\n", 0, exc.start)
         raise ConfigError(f"the policy file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
