@@ -133,7 +133,10 @@ def check_relative_path(path: Any, *, allow_root: bool = False,
 
 def _refusal(exc: OSError, shown: str) -> ToolError:
     if exc.errno in (errno.ELOOP, errno.EMLINK):
-        return ToolError(f"{shown}: a symbolic link is on the path; links are not followed")
+        # the walk follows links itself; the kernel meets one only if it was swapped in
+        # between a look and the open, and O_NOFOLLOW refuses it
+        return ToolError(f"{shown}: a symbolic link was swapped in while the path was opened; "
+                         "it is not followed")
     if exc.errno == errno.ENOTDIR:
         return ToolError(f"{shown}: a component of the path is not a folder "
                          "(or is a symbolic link)")
