@@ -6,14 +6,18 @@ gemini-cli (``packages/core/src/utils/workspaceContext.test.ts``), turned into t
 from __future__ import annotations
 
 import os
+import posixpath
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anfitrion import Principal, ToolContext, ToolDefinitionError
 from anfitrion.gate import ToolError
 from anfitrion.toolkits import files
+from anfitrion.toolkits.files import check_relative_path
 from anfitrion.tools import ArgumentError, Tool, Toolbox
 
 
@@ -306,3 +310,31 @@ async def test_a_link_flipped_between_inside_and_outside_never_lets_a_write_or_r
         thread.join()
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert "SECRET" not in seen
+
+
+_PIECES = st.sampled_from(["a", "b", ".", "..", "", "/", "proj", "proj2", "w", "...", "a.b"])
+
+
+@given(st.lists(_PIECES, max_size=14).map("".join), st.booleans())
+def test_an_accepted_path_names_what_normpath_names_and_it_is_inside(path: str,
+                                                                     absolute: bool) -> None:
+    """The lexical rule agrees with POSIX ``normpath``: a path is accepted exactly when it
+    stays at or below the root all along, and then it names what ``normpath`` names."""
+    root = "/w/proj"
+    path = f"/{path}" if absolute else path
+    expected = posixpath.normpath(posixpath.join(root, path))
+    # a relative path must not climb above the root on the way ('../proj/x' is refused even
+    # though it comes back); an absolute one is normalised first, as the MCP server does
+    steps = path.split("/") if not path.startswith("/") else \
+        posixpath.relpath(expected, root).split("/")
+    depth, climbs = 0, False
+    for part in steps:
+        depth += -1 if part == ".." else 0 if part in ("", ".") else 1
+        climbs = climbs or depth < 0
+    try:
+        parts = check_relative_path(path, allow_root=True, roots=[root])
+    except ArgumentError:
+        assert climbs, path
+        return
+    assert not climbs, path
+    assert posixpath.normpath(posixpath.join(root, *parts)) == expected
