@@ -42,7 +42,7 @@ def test_secrets_are_passed_only_when_named_and_must_exist() -> None:
     ({"a": {"url": "file:///etc/passwd"}}, "http"),
     ({"a": {"command": "x", "trusted": "yes"}}, "true or false"),
     ({"a": {"command": "x", "timeout": 0}}, "positive"),
-    ({"a": {"command": "x", "surprise": 1}}, "unknown keys surprise"),
+    ({"a": {"command": "x", "surprise": 1}}, "unknown keys 'surprise'"),
 ])
 def test_invalid_server_entries_name_the_key(servers: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):

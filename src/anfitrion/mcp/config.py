@@ -35,9 +35,11 @@ keys). ``${NAME}`` in ``env`` and ``headers`` values is replaced by anfitrion's 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,39 +113,89 @@ class McpConfig:
     path: str | None = None
 
 
+# The key index of the file being loaded, so that errors raised while checking parsed data can
+# name the line of their key; parse_config of data that came from no file has none.
+_LINES: ContextVar[_KeyLines | None] = ContextVar("anfitrion_mcp_config_lines", default=None)
+
+
+def _printable(text: str) -> str:
+    """*text* on one visible line: line breaks of any kind (``\\n``, U+2028, U+0085), control
+    and format characters become escapes, so a hostile key cannot forge a second message line
+    or drive a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" if ord(c) < 0x10000
+                   else f"\\U{ord(c):08x}" for c in text)
+
+
+def _config_error(message: str, *, path: str | None, key: str | None = None) -> ConfigError:
+    lines = _LINES.get()
+    line = lines.find(key) if lines is not None and key else None
+    return ConfigError(_printable(message), path=path, key=_printable(key) if key else None,
+                       line=line)
+
+
 def _expand(value: str, *, path: str | None, key: str, environ: Mapping[str, str]) -> str:
     def sub(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in environ:
-            raise ConfigError(f"environment variable {name} is not set", path=path, key=key)
+            raise _config_error(f"environment variable {name} is not set", path=path, key=key)
         return environ[name]
 
     return _VARIABLE.sub(sub, value)
 
 
-def _string_map(raw: Any, *, path: str | None, key: str,
-                environ: Mapping[str, str]) -> dict[str, str]:
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an RFC 9110 token
+
+
+def _string_map(raw: Any, *, path: str | None, key: str, environ: Mapping[str, str],
+                names: re.Pattern[str], forbidden: str) -> dict[str, str]:
+    """An object of strings whose keys match *names* and whose values, once ``${VAR}`` is
+    expanded, hold none of *forbidden* (NUL breaks ``execve``; CR and LF in a header value
+    would start another header)."""
     if raw is None:
         return {}
     if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                             for k, v in raw.items()):
-        raise ConfigError("must be an object of strings", path=path, key=key)
-    return {k: _expand(v, path=path, key=f"{key}.{k}", environ=environ) for k, v in raw.items()}
+        raise _config_error("must be an object of strings", path=path, key=key)
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        if not names.fullmatch(name):
+            raise _config_error(f"{name[:60]!r} is not a valid name here", path=path,
+                                key=f"{key}.{name}")
+        expanded = _expand(value, path=path, key=f"{key}.{name}", environ=environ)
+        if any(c in expanded for c in forbidden):
+            raise _config_error("contains a NUL or line-break character (after ${...} "
+                                "expansion)", path=path, key=f"{key}.{name}")
+        out[name] = expanded
+    return out
+
+
+MAX_SECONDS = 86400.0
 
 
 def _number(raw: Any, default: float, *, path: str | None, key: str) -> float:
     if raw is None:
         return default
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw <= 0:
-        raise ConfigError("must be a positive number", path=path, key=key)
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not raw > 0:  # NaN too
+        raise _config_error("must be a positive number", path=path, key=key)
+    if raw > MAX_SECONDS:  # inf, 1e308: a deadline that far overflows the clock arithmetic
+        raise _config_error(f"must be at most {MAX_SECONDS:g} seconds (a day)", path=path,
+                            key=key)
     return float(raw)
+
+
+def _names(keys: list[str]) -> str:
+    shown = ", ".join(repr(k[:60]) for k in keys[:10])
+    return shown + (f" and {len(keys) - 10} more" if len(keys) > 10 else "")
 
 
 def _flag(raw: Any, default: bool, *, path: str | None, key: str) -> bool:
     if raw is None:
         return default
     if not isinstance(raw, bool):
-        raise ConfigError("must be true or false", path=path, key=key)
+        raise _config_error("must be true or false", path=path, key=key)
     return raw
 
 
@@ -151,44 +203,51 @@ def _server(server_id: str, raw: Any, *, path: str | None,
             environ: Mapping[str, str]) -> ServerConfig | None:
     key = f"mcpServers.{server_id}"
     if not SERVER_ID.fullmatch(server_id):
-        raise ConfigError("a server id must match [A-Za-z0-9_-]{1,32} (it prefixes tool names)",
+        raise _config_error("a server id must match [A-Za-z0-9_-]{1,32} (it prefixes tool names)",
                           path=path, key=key)
     if not isinstance(raw, dict):
-        raise ConfigError("must be an object", path=path, key=key)
+        raise _config_error("must be an object", path=path, key=key)
     unknown = sorted(set(raw) - _SERVER_KEYS)
     if unknown:
-        raise ConfigError(f"unknown keys {', '.join(unknown)}", path=path, key=key)
+        raise _config_error(f"unknown keys {_names(unknown)}", path=path, key=key)
     if _flag(raw.get("disabled"), False, path=path, key=f"{key}.disabled"):
         return None
     kind = raw.get("type", raw.get("transport"))
     command, url = raw.get("command"), raw.get("url")
     if (command is None) == (url is None):
-        raise ConfigError("give either a command (stdio) or a url (streamable HTTP)",
+        raise _config_error("give either a command (stdio) or a url (streamable HTTP)",
                           path=path, key=key)
     if kind not in (None, "stdio", "http", "streamable-http", "streamable_http",
                     "streamableHttp"):
-        raise ConfigError(f"transport {kind!r} is not supported: use stdio or streamable HTTP",
+        raise _config_error(f"transport {repr(kind)[:60]} is not supported: use stdio or "
+                            "streamable HTTP",
                           path=path, key=f"{key}.type")
     if command is not None and (not isinstance(command, str) or not command):
-        raise ConfigError("must be a non-empty string", path=path, key=f"{key}.command")
+        raise _config_error("must be a non-empty string", path=path, key=f"{key}.command")
     if url is not None and (not isinstance(url, str) or
-                            not url.startswith(("http://", "https://"))):
-        raise ConfigError("must be an http(s) URL", path=path, key=f"{key}.url")
+                            not url.startswith(("http://", "https://"))
+                            or any(c.isspace() or not c.isprintable() for c in url)):
+        raise _config_error("must be an http(s) URL (without spaces or control characters)",
+                            path=path, key=f"{key}.url")
     args = raw.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise ConfigError("must be a list of strings", path=path, key=f"{key}.args")
+        raise _config_error("must be a list of strings", path=path, key=f"{key}.args")
     cwd = raw.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
-        raise ConfigError("must be a string", path=path, key=f"{key}.cwd")
+        raise _config_error("must be a string", path=path, key=f"{key}.cwd")
+    for name, value in (("command", command), ("cwd", cwd), *(("args", a) for a in args)):
+        if isinstance(value, str) and "\x00" in value:  # no program can be given a NUL
+            raise _config_error("contains a NUL character", path=path, key=f"{key}.{name}")
     max_chars = raw.get("maxResultChars", DEFAULT_MAX_RESULT_CHARS)
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
-        raise ConfigError("must be a positive integer", path=path, key=f"{key}.maxResultChars")
+        raise _config_error("must be a positive integer", path=path, key=f"{key}.maxResultChars")
     return ServerConfig(
         id=server_id, command=command, args=tuple(args),
-        env=_string_map(raw.get("env"), path=path, key=f"{key}.env", environ=environ),
+        env=_string_map(raw.get("env"), path=path, key=f"{key}.env", environ=environ,
+                        names=_ENV_NAME, forbidden="\x00"),
         cwd=cwd, url=url,
         headers=_string_map(raw.get("headers"), path=path, key=f"{key}.headers",
-                            environ=environ),
+                            environ=environ, names=_HEADER_NAME, forbidden="\x00\r\n"),
         trusted=_flag(raw.get("trusted"), False, path=path, key=f"{key}.trusted"),
         timeout=_number(raw.get("timeout"), DEFAULT_TIMEOUT, path=path, key=f"{key}.timeout"),
         max_result_chars=max_chars,
@@ -200,31 +259,33 @@ def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
     if raw is None:
         return GatewaySettings()
     if not isinstance(raw, dict):
-        raise ConfigError("must be an object", path=path, key="gateway")
+        raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
              "allowedOrigins", "maxBodyBytes"}
     unknown = sorted(set(raw) - known)
     if unknown:
-        raise ConfigError(f"unknown keys {', '.join(unknown)}", path=path, key="gateway")
+        raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
     defaults = GatewaySettings()
     host = raw.get("host", defaults.host)
     if host not in ("127.0.0.1", "::1", "localhost"):
-        raise ConfigError("the gateway listens on a loopback address only", path=path,
+        raise _config_error("the gateway listens on a loopback address only", path=path,
                           key="gateway.host")
     port = raw.get("port", defaults.port)
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port < 65536:
-        raise ConfigError("must be a port number", path=path, key="gateway.port")
+        raise _config_error("must be a port number", path=path, key="gateway.port")
     scopes = raw.get("scopes", [])
     origins = raw.get("allowedOrigins", [])
     for name, value in (("scopes", scopes), ("allowedOrigins", origins)):
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError("must be a list of strings", path=path, key=f"gateway.{name}")
+            raise _config_error("must be a list of strings", path=path, key=f"gateway.{name}")
     for name in ("store", "policy", "principal", "tokenEnv"):
-        if name in raw and (not isinstance(raw[name], str) or not raw[name]):
-            raise ConfigError("must be a non-empty string", path=path, key=f"gateway.{name}")
+        if name in raw and (not isinstance(raw[name], str) or not raw[name]
+                            or not raw[name].isprintable()):
+            raise _config_error("must be a non-empty string of visible characters", path=path,
+                                key=f"gateway.{name}")
     body = raw.get("maxBodyBytes", defaults.max_body_bytes)
     if isinstance(body, bool) or not isinstance(body, int) or body < 1024:
-        raise ConfigError("must be an integer of at least 1024", path=path,
+        raise _config_error("must be an integer of at least 1024", path=path,
                           key="gateway.maxBodyBytes")
     policy = raw.get("policy")
     if policy is not None and path is not None:
@@ -239,6 +300,113 @@ def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
         allowed_origins=tuple(origins), max_body_bytes=body)
 
 
+MAX_DEPTH = 64
+
+
+class _JsonValueError(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _JsonValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _JsonValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 100:
+        raise _JsonValueError(f"the number {text[:40]}... has more than 100 digits")
+    return int(text)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _JsonValueError(f"duplicate key {_printable(key)!r}")
+        result[key] = value
+    return result
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
+                            parse_float=_finite_float, parse_int=_bounded_int)
+
+
+class _KeyLines:
+    """Maps the dotted key paths of a JSON text (``mcpServers.git.timeout``) to the line of the
+    key, and finds the first place nested deeper than :data:`MAX_DEPTH`, without recursion.
+
+    A tolerant scan, run before parsing: on text that is not JSON it still ends, and the parser
+    then reports the syntax error."""
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[str, int] = {}
+        self.too_deep: int | None = None
+        # per open container: its key path, whether it is an object, the path of its last key
+        stack: list[tuple[str, bool, list[str]]] = []
+        line, i, n = 1, 0, len(text)
+        last_string: str | None = None
+        while i < n:
+            ch = text[i]
+            if ch == "\n":
+                line += 1
+            elif ch == '"':
+                end = i + 1
+                while end < n and text[end] != '"':
+                    end += 2 if text[end] == "\\" else 1
+                try:
+                    last_string = json.loads(text[i:end + 1])
+                except ValueError:
+                    last_string = None
+                line += text.count("\n", i, end)
+                i = end
+            elif ch == ":" and stack and stack[-1][1] and isinstance(last_string, str):
+                path, _, last_key = stack[-1]
+                key = f"{path}.{last_string}" if path else last_string
+                self.lines.setdefault(key, line)
+                last_key[:] = [key]
+                last_string = None
+            elif ch in "{[":
+                if len(stack) >= MAX_DEPTH and self.too_deep is None:
+                    self.too_deep = line
+                if not stack:
+                    child = ""
+                else:
+                    path, is_object, last_key = stack[-1]
+                    child = (last_key[0] if last_key else path) if is_object else path
+                stack.append((child, ch == "{", []))
+            elif ch in "}]" and stack:
+                stack.pop()
+            i += 1
+
+    def find(self, key: str) -> int | None:
+        while key:
+            if key in self.lines:
+                return self.lines[key]
+            key = key.rpartition(".")[0]
+        return None
+
+
+def _parse_json(text: str, path: str, lines: _KeyLines) -> Any:
+    if lines.too_deep is not None:
+        raise ConfigError(f"not valid JSON: nested deeper than {MAX_DEPTH} levels", path=path,
+                          line=lines.too_deep)
+    try:
+        if text.startswith("\ufeff"):
+            raise json.JSONDecodeError("a byte order mark (BOM) before the JSON", text, 0)
+        return _DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from None
+    except (ValueError, RecursionError) as exc:  # _JsonValueError; RecursionError as a backstop
+        message = str(exc) if isinstance(exc, _JsonValueError) else "nested too deeply"
+        raise ConfigError(f"not valid JSON: {message}", path=path) from None
+
+
 def parse_config(data: Any, *, path: str | None = None,
                  environ: Mapping[str, str] | None = None) -> McpConfig:
     """Build a config from parsed JSON (``{"mcpServers": {...}, "gateway": {...}}``).
@@ -248,13 +416,13 @@ def parse_config(data: Any, *, path: str | None = None,
     """
     env = os.environ if environ is None else environ
     if not isinstance(data, dict):
-        raise ConfigError("the MCP config must be a JSON object", path=path)
+        raise _config_error("the MCP config must be a JSON object", path=path)
     unknown = sorted(set(data) - {"mcpServers", "gateway", "$schema"})
     if unknown:
-        raise ConfigError(f"unknown keys {', '.join(unknown)}", path=path)
+        raise _config_error(f"unknown keys {_names(unknown)}", path=path)
     raw_servers = data.get("mcpServers", {})
     if not isinstance(raw_servers, dict):
-        raise ConfigError("must be an object of servers", path=path, key="mcpServers")
+        raise _config_error("must be an object of servers", path=path, key="mcpServers")
     servers: dict[str, ServerConfig] = {}
     for server_id, raw in raw_servers.items():
         server = _server(server_id, raw, path=path, environ=env)
@@ -266,16 +434,33 @@ def parse_config(data: Any, *, path: str | None = None,
 def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> McpConfig:
     """Read an MCP config file.
 
+    The file must be UTF-8 JSON without what :func:`json.loads` lets through but a config
+    should not hold: duplicate keys (which one wins differs between programs), ``NaN`` and
+    ``Infinity``, numbers out of range, nesting deeper than 64 levels. Every error is one line
+    naming the file, the line and the key.
+
     Raises:
         ConfigError: the file cannot be read or is invalid.
     """
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        raw = Path(path).read_bytes()
     except OSError as exc:
-        raise ConfigError(f"cannot read the MCP config: {exc.strerror}", path=name) from exc
+        raise ConfigError(f"cannot read the MCP config: {exc.strerror}", path=name) from None
+    except ValueError:  # a NUL in the name
+        raise ConfigError("cannot read the MCP config: the file name contains a NUL",
+                          path=_printable(name)) from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"not valid JSON: {exc.msg}", path=name, line=exc.lineno) from exc
-    return parse_config(data, path=name, environ=environ)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise ConfigError(f"the MCP config is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                          f"column {column})", path=name,
+                          line=raw.count(b"\n", 0, exc.start) + 1) from None
+    lines = _KeyLines(text)
+    data = _parse_json(text, name, lines)
+    token = _LINES.set(lines)
+    try:
+        return parse_config(data, path=name, environ=environ)
+    finally:
+        _LINES.reset(token)

@@ -14,12 +14,13 @@ Example:
     ... tool = "send_email"
     ... verdict = "ask"
     ... ''')
-    >>> len(policy.rules)
-    1
+    >>> len(policy.rules)  # the rule, and taint containment (on unless [taint] turns it off)
+    2
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import tomllib
@@ -62,9 +63,28 @@ _PART = r"""(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')"""
 _KEY = re.compile(rf"^\s*({_PART}(?:\s*\.\s*{_PART})*)\s*=")
 
 
+def _printable(text: str) -> str:
+    """*text* on one visible line: line breaks of any kind (``\\n``, U+2028, U+0085), control
+    and format characters become escapes, so a hostile key cannot forge a second message line
+    or drive a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" if ord(c) < 0x10000
+                   else f"\\U{ord(c):08x}" for c in text)
+
+
+def _key_part(part: str) -> str:
+    if part.startswith('"'):  # a basic string: its escapes (\\u2028, \\n) name the real key
+        try:
+            return str(tomllib.loads(f"k = {part}")["k"])
+        except tomllib.TOMLDecodeError:
+            pass
+    return part.strip("\"'")
+
+
 def _split_key(text: str) -> list[str]:
-    return [p.strip().strip("\"'") for p in re.findall(r"""[A-Za-z0-9_-]+|"[^"]*"|'[^']*'""",
-                                                       text)]
+    return [_key_part(p.strip()) for p in re.findall(r"""[A-Za-z0-9_-]+|"[^"]*"|'[^']*'""",
+                                                     text)]
 
 
 class _Lines:
@@ -74,7 +94,8 @@ class _Lines:
         self.lines: dict[str, int] = {}
         arrays: dict[str, int] = {}
         table = ""
-        for number, line in enumerate(text.splitlines(), 1):
+        # TOML ends lines at \n only; splitlines() would also split at U+2028, \f, \x1c ...
+        for number, line in enumerate(text.split("\n"), 1):
             header = _HEADER.match(line)
             if header and not _KEY.match(line):
                 parts = _split_key(header.group(2))
@@ -110,7 +131,8 @@ class _Reader:
         self.index = _Lines(text)
 
     def fail(self, message: str, key: str) -> NoReturn:
-        raise ConfigError(message, path=self.path, key=key or None, line=self.index.find(key))
+        raise ConfigError(_printable(message), path=self.path, key=_printable(key) or None,
+                          line=self.index.find(key))
 
     def table(self, value: Any, key: str, allowed: set[str]) -> dict[str, Any]:
         if not isinstance(value, dict):
@@ -144,7 +166,7 @@ class _Reader:
     def built(self, key: str, make: Callable[[], T]) -> T:
         try:
             return make()
-        except ValueError as exc:
+        except (ValueError, OverflowError) as exc:  # a number too large for its use is a value
             self.fail(str(exc), key)
 
     def verdict(self, table: Mapping[str, Any], name: str, key: str) -> Verdict | None:
@@ -198,6 +220,10 @@ def _constraints(r: _Reader, spec: Any, key: str, base_dir: str | None) -> list[
     if "min" in spec or "max" in spec:
         low = r.typed(spec, "min", key, (int, float), "a number")
         high = r.typed(spec, "max", key, (int, float), "a number")
+        for name, bound in (("min", low), ("max", high)):
+            # nan compares false with everything: a NaN bound would let every number through
+            if isinstance(bound, float) and not math.isfinite(bound):
+                r.fail("must be a finite number", f"{key}.{name}")
         out.append(r.built(f"{key}.{'min' if 'min' in spec else 'max'}",
                            lambda: NumberRange(low, high)))
     if "min_length" in spec or "max_length" in spec:
@@ -274,8 +300,13 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         found = re.search(r"line (\d+)", str(exc))
-        raise ConfigError(f"not valid TOML: {exc}", path=path,
+        raise ConfigError(f"not valid TOML: {_printable(str(exc))}", path=path,
                           line=int(found.group(1)) if found else None) from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise ConfigError("not valid TOML: arrays or tables are nested too deeply",
+                          path=path) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise ConfigError(f"not valid TOML: {_printable(str(exc))[:120]}", path=path) from None
     r = _Reader(text, path)
     r.table(data, "", _TOP)
     base_dir = os.path.dirname(os.path.abspath(path)) if path else None
@@ -372,12 +403,19 @@ def load_policy(path: str | os.PathLike[str]) -> Policy:
     try:
         with open(name, "rb") as f:
             raw = f.read()
-        text = raw.decode("utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the policy file: {exc.strerror or exc}",
-                          path=name) from None
-    except UnicodeDecodeError:
-        raise ConfigError("the policy file is not UTF-8 text", path=name) from None
+                          path=_printable(name)) from None
+    except ValueError:  # a NUL in the name
+        raise ConfigError("cannot read the policy file: the file name contains a NUL",
+                          path=_printable(name)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise ConfigError(f"the policy file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                          f"column {column})", path=name,
+                          line=raw.count(b"\n", 0, exc.start) + 1) from None
     return parse_policy(text, path=name)
 
 

@@ -43,6 +43,7 @@ __all__ = [
     "OneOf",
     "PathInside",
     "UrlAllowed",
+    "ambiguous_path",
     "canonical_host",
 ]
 
@@ -59,6 +60,55 @@ class Constraint(Protocol):
 # -- paths -------------------------------------------------------------------------------------
 
 
+def _separator_like(ch: str) -> bool:
+    """A character that is not ``/`` but that some program may read as ``/`` or ``\\``: its
+    NFKC form holds one (``／`` U+FF0F, ``＼`` U+FF3C, ``﹨``, ``℅`` → ``c/o``), or its Unicode
+    name says it is a slash (``∕`` DIVISION SLASH, ``⁄`` FRACTION SLASH, combining overlays),
+    which Windows "best fit" code-page conversions map to ``/``."""
+    if ch == "\\":
+        return True
+    if ch.isascii():
+        return False
+    if "/" in (folded := unicodedata.normalize("NFKC", ch)) or "\\" in folded:
+        return True
+    name = unicodedata.name(ch, "")
+    return "SOLIDUS" in name or "SLASH" in name
+
+
+def _dot_like(part: str) -> str | None:
+    """What a component that is not ``.`` or ``..`` but reads as one reads as: after NFKC
+    (``．．``, ``․``, ``‥``), without invisible format characters (``..\u200b``), or without
+    trailing spaces, which Windows drops (``.. ``)."""
+    if part in (".", "..") or not part:
+        return None
+    visible = "".join(c for c in part if unicodedata.category(c) != "Cf")
+    reads = unicodedata.normalize("NFKC", visible).rstrip(" ")
+    return reads if reads in (".", "..") else None
+
+
+def ambiguous_path(path: str) -> str | None:
+    """Why *path* may name something else to another program, or ``None``.
+
+    Ambiguous are characters that read as a path separator and components that read as ``.``
+    or ``..``. This file system takes them literally, but a person reading an approval, a
+    normalising tool, a Windows share or a later NFKC pass may not: ``drafts／．．／secrets`` is
+    one name here and a traversal there.
+
+    Example:
+        >>> ambiguous_path("drafts/\uff0e\uff0e/x")
+        "has a component '．．' that reads as '..' (full-width or look-alike dots)"
+    """
+    for ch in path:
+        if _separator_like(ch):
+            return (f"contains {ch!r} (U+{ord(ch):04X} {unicodedata.name(ch, 'unnamed')}), "
+                    "which reads as a path separator")
+    for part in path.split("/"):
+        if (reads := _dot_like(part)) is not None:
+            return (f"has a component {part!r} that reads as {reads!r} (full-width or "
+                    "look-alike dots)")
+    return None
+
+
 class PathInside:
     """The value is a path inside *root*, compared component by component after normalisation.
 
@@ -70,16 +120,22 @@ class PathInside:
     caught; without it, ``..`` is collapsed lexically.
 
     Refused outright: empty paths, control and format characters (NUL, zero-width, bidi),
-    backslashes (a separator on Windows) and a leading ``~``
-    (home-directory expansion by some tools).
+    backslashes (a separator on Windows), a leading ``~`` (home-directory expansion by some
+    tools), and names another program may read differently (:func:`ambiguous_path`: full-width
+    and look-alike dots and slashes, ``．．``, ``∕``).
     """
 
     def __init__(self, root: str, *, base: str | None = None,
                  resolve_symlinks: bool = False) -> None:
         if not isinstance(root, str) or not root or "\x00" in root:
             raise ValueError("path_inside needs a non-empty root path")
-        if base is not None and not posixpath.isabs(base):
+        if (why := ambiguous_path(root)) is not None:
+            raise ValueError(f"path_inside root {root!r} {why}")
+        if base is not None and (not isinstance(base, str) or not posixpath.isabs(base)
+                                 or "\x00" in base):
             raise ValueError("base must be an absolute path")
+        if base is not None and (why := ambiguous_path(base)) is not None:
+            raise ValueError(f"base {base!r} {why}")
         if resolve_symlinks and base is None and not posixpath.isabs(root):
             raise ValueError("resolve_symlinks needs an absolute root or a base directory")
         self.root = root
@@ -100,6 +156,8 @@ class PathInside:
         if not value or "\\" in value or value.startswith("~") \
                 or any(unicodedata.category(c)[0] == "C" for c in value):
             return f"is not a plain path inside {self.root}"
+        if (why := ambiguous_path(value)) is not None:
+            return f"is not a plain path inside {self.root}: it {why}"
         path = self._normalise(value)
         if posixpath.isabs(path) != posixpath.isabs(self._root):
             return f"is not inside {self.root}"

@@ -24,31 +24,46 @@ from datetime import timedelta
 from ..tools import BoundCall
 from ._core import Decision, PolicyContext, RateKey
 
-__all__ = ["ALL_TOOLS", "RateLimit", "parse_duration"]
+__all__ = ["ALL_TOOLS", "MAX_DURATION", "RateLimit", "parse_duration"]
 
 ALL_TOOLS = "*"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_DURATION = timedelta(days=366)
+"""The longest duration accepted: a year and a day. Longer windows and approval lifetimes are
+mistakes, and unbounded ones overflow ``timedelta`` and ``datetime`` arithmetic."""
 
 
 def parse_duration(value: str | int | float | timedelta) -> timedelta:
-    """``"90s"``, ``"15m"``, ``"1h"``, ``"2d"``, a number of seconds, or a timedelta.
+    """``"90s"``, ``"15m"``, ``"1h"``, ``"2d"``, a number of seconds, or a timedelta; positive,
+    finite and at most :data:`MAX_DURATION`.
 
     Raises:
-        ValueError: not a positive duration in one of those forms.
+        ValueError: not a positive duration in one of those forms, or longer than a year and
+            a day (``inf``, ``1e308``, ``"99999999999999999999d"``).
     """
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or text like '15m'")
     elif isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str) and (m := re.fullmatch(r"\s*(\d+)\s*([smhd])\s*", value)):
-        seconds = float(int(m.group(1)) * _UNITS[m.group(2)])
+        # float(int) itself overflows past 1e308; compare integers exactly instead
+        seconds = value if isinstance(value, int) else float(value)
+    elif isinstance(value, str) and (m := re.fullmatch(r" *([0-9]+) *([smhd]) *", value)):
+        digits = m.group(1).lstrip("0") or "0"
+        # past 12 digits it is too long whatever the unit; int() of thousands of digits is slow
+        seconds = int(digits) * _UNITS[m.group(2)] if len(digits) <= 12 else 10 ** 12
     else:
-        raise ValueError(f"{value!r} is not a duration: use e.g. '30s', '15m', '1h', '1d'")
-    if not seconds > 0:
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 40 \
+            else repr(value[:40]) + "..."
+        raise ValueError(f"{shown} is not a duration: use e.g. '30s', '15m', '1h', '1d'")
+    if not seconds > 0:  # NaN too
         raise ValueError("a duration must be positive")
-    return timedelta(seconds=seconds)
+    if seconds > MAX_DURATION.total_seconds():
+        raise ValueError("a duration must be at most 366 days")
+    duration = timedelta(seconds=seconds)
+    if duration <= timedelta(0):  # 1e-7 s rounds to nothing at microsecond resolution
+        raise ValueError("a duration must be positive (at least a microsecond)")
+    return duration
 
 
 class RateLimit:

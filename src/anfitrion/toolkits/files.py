@@ -1,21 +1,33 @@
 """Files scoped to one folder: list, read, write a draft, delete.
 
+The folder (the *root*) is resolved once, when the toolkit is made, and held open as a directory
+file descriptor: re-pointing a symbolic link that named it, or a later ``chdir`` when it was
+given as a relative path, changes nothing. An empty root is refused.
+
 Containment has two layers:
 
 1. **At validate** (before the policy, before any person is asked, before the file system is
-   touched) a path must be *relative* and *plain*: no NUL or control characters, no backslash (so
-   no Windows drive, UNC or ``\\\\?\\`` forms), no drive letter, no leading ``/`` or ``~``, no
-   ``..`` component. ``.`` and empty components are dropped. There is no string prefix check to
-   confuse: ``/w/proj2`` cannot be named from root ``/w/proj`` at all.
+   touched) a path must be *plain*: no NUL or control characters, no backslash (so no Windows
+   drive, UNC or ``\\\\?\\`` forms), no drive letter, no leading ``~``, nothing another program
+   may read differently (:func:`~anfitrion.policy.constraints.ambiguous_path`: ``．．``, ``∕``,
+   ``..\u200b``). ``.`` and empty components are dropped and ``..`` is collapsed by name; a
+   ``..`` that would climb out of the folder is refused. An absolute path is accepted only
+   inside the root (as given or as resolved) and is made relative to it. No string prefix is
+   compared: components are.
 2. **At execute** the path is opened one component at a time, each relative to the directory file
-   descriptor of the previous one, with ``O_NOFOLLOW``: a symbolic link anywhere on the path is
-   refused, including one swapped in after validation, and the path is never resolved again by
-   name. Only regular files are read, written or deleted (FIFOs, devices and sockets are
-   refused; FIFOs are opened non-blocking so they cannot hang the call), and so is anything on
-   another file system than the root (a mount of ``/proc`` inside the folder). A file with more
-   than one hard link is not read (its other name may be outside the folder) unless the operator
-   allows hard links; writing and deleting replace or remove the name only, never the linked
-   data. Sizes and listing lengths are capped.
+   descriptor of the previous one, with ``O_NOFOLLOW``. A symbolic link on the way is read
+   (``readlinkat``) and its target resolved the same way, component by component from the
+   descriptors already held: it is followed only while it stays inside the root, and refused
+   the moment it would leave (a ``..`` above the root, an absolute target elsewhere), after 40
+   links, or when it dangles. The kernel never resolves a link or a ``..`` itself, so a link
+   swapped in after validation is judged when it is met. ``write_draft`` and ``delete_file``
+   never follow a link in the last component: they replace or refuse the name. Only regular
+   files are read, written or deleted (FIFOs, devices and sockets are refused; FIFOs are opened
+   non-blocking so they cannot hang the call), and so is anything on another file system than
+   the root (a mount of ``/proc`` inside the folder). A file with more than one hard link is
+   not read (its other name may be outside the folder) unless the operator allows hard links;
+   writing and deleting replace or remove the name only, never the linked data. Sizes and
+   listing lengths are capped.
 
 Example:
     >>> import tempfile
@@ -28,16 +40,18 @@ from __future__ import annotations
 
 import errno
 import os
+import posixpath
 import re
 import secrets
 import stat
-from collections.abc import Iterator, Mapping
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from typing import Any
 
 from ..conversation import Provenance
 from ..gate import ToolError
+from ..policy.constraints import ambiguous_path
 from ..tools import ArgumentError, Effect, Tool, Toolbox
 
 __all__ = ["check_relative_path", "files"]
@@ -46,15 +60,33 @@ MAX_PATH_CHARS = 1024
 MAX_COMPONENT_CHARS = 255
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_MAX_LINKS = 40  # as Linux's own limit on links followed in one path
 
 
-def check_relative_path(path: Any, *, allow_root: bool = False) -> tuple[str, ...]:
-    """The components of a plain relative path, or :class:`ArgumentError` saying why not.
+def _absolute_inside(path: str, roots: Sequence[str]) -> tuple[str, ...]:
+    """The components of absolute *path* below the first of *roots* that holds it (compared
+    component by component after collapsing ``.``, ``..`` and repeated ``/``)."""
+    parts = [p for p in posixpath.normpath(path).split("/") if p]
+    for root in roots:
+        root_parts = [p for p in root.split("/") if p]
+        if parts[:len(root_parts)] == root_parts:
+            return tuple(parts[len(root_parts):])
+    raise ArgumentError("path is absolute and outside the folder: give a path relative to the "
+                        "folder, e.g. 'drafts/note.md'", field="path")
 
-    Pure: looks at the string only, never at the file system.
+
+def check_relative_path(path: Any, *, allow_root: bool = False,
+                        roots: Sequence[str] = ()) -> tuple[str, ...]:
+    """The components of a plain path inside the folder, or :class:`ArgumentError` saying why not.
+
+    Pure: looks at the string only, never at the file system. ``..`` is collapsed by name and
+    may not climb out; an absolute path is accepted only below one of *roots* (absolute,
+    normalised folder paths), and made relative to it.
 
     Example:
-        >>> check_relative_path("drafts/./note.md")
+        >>> check_relative_path("drafts/./old/../note.md")
+        ('drafts', 'note.md')
+        >>> check_relative_path("/w/proj/drafts/note.md", roots=["/w/proj"])
         ('drafts', 'note.md')
     """
     if not isinstance(path, str):
@@ -71,26 +103,40 @@ def check_relative_path(path: Any, *, allow_root: bool = False) -> tuple[str, ..
     if _DRIVE.match(path):
         raise ArgumentError("path names a drive: give a path relative to the folder",
                             field="path")
-    if path.startswith("/"):
-        raise ArgumentError("path is absolute: give a path relative to the folder, "
-                            "e.g. 'drafts/note.md'", field="path")
     if path.startswith("~"):
         raise ArgumentError("path starts with '~': home folders are outside the folder; "
                             "give a path relative to it", field="path")
-    parts = tuple(p for p in path.split("/") if p not in ("", "."))
-    if ".." in parts:
-        raise ArgumentError("path contains '..': it must stay inside the folder", field="path")
+    if (why := ambiguous_path(path)) is not None:
+        raise ArgumentError(f"path {why}; name it with plain '.' and '/'", field="path")
+    if path.startswith("/"):
+        given = _absolute_inside(path, roots)
+    else:
+        given = tuple(path.split("/"))
+    parts: list[str] = []
+    for part in given:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise ArgumentError("path contains '..' that leaves the folder: it must stay "
+                                    "inside the folder", field="path")
+            parts.pop()
+        else:
+            parts.append(part)
     if any(len(p) > MAX_COMPONENT_CHARS for p in parts):
         raise ArgumentError(f"a path component is longer than {MAX_COMPONENT_CHARS} characters",
                             field="path")
     if not parts and not allow_root:
         raise ArgumentError("path names the folder itself: name a file inside it", field="path")
-    return parts
+    return tuple(parts)
 
 
 def _refusal(exc: OSError, shown: str) -> ToolError:
     if exc.errno in (errno.ELOOP, errno.EMLINK):
-        return ToolError(f"{shown}: a symbolic link is on the path; links are not followed")
+        # the walk follows links itself; the kernel meets one only if it was swapped in
+        # between a look and the open, and O_NOFOLLOW refuses it
+        return ToolError(f"{shown}: a symbolic link was swapped in while the path was opened; "
+                         "it is not followed")
     if exc.errno == errno.ENOTDIR:
         return ToolError(f"{shown}: a component of the path is not a folder "
                          "(or is a symbolic link)")
@@ -103,40 +149,121 @@ def _refusal(exc: OSError, shown: str) -> ToolError:
     return ToolError(f"{shown}: {os.strerror(exc.errno or 0)}")
 
 
+def _refuse_link(shown: str, why: str) -> ToolError:
+    return ToolError(f"{shown}: a symbolic link on the path {why}; it is not followed")
+
+
 class _Root:
-    """Opens paths under one folder by walking directory file descriptors."""
+    """One folder, opened once; paths under it are opened by walking directory descriptors and
+    following symbolic links only while they stay inside."""
 
     def __init__(self, root: str | os.PathLike[str], *, one_filesystem: bool,
                  allow_hard_links: bool = False) -> None:
-        self.path = Path(root)
+        from ..exceptions import ToolDefinitionError
+
+        name = os.fspath(root)
+        if not isinstance(name, str) or not name:
+            raise ToolDefinitionError("files root is empty: name the folder the tools may use "
+                                      "(an empty path would mean the working directory)")
+        if "\x00" in name:
+            raise ToolDefinitionError("files root contains a NUL byte")
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            raise ToolDefinitionError(f"files root {name!r} is not an existing folder") from None
+        try:
+            real = os.path.realpath(name)
+            held, named = os.fstat(fd), os.stat(real)
+        except OSError:
+            os.close(fd)
+            raise ToolDefinitionError(f"files root {name!r} changed while it was opened") from None
+        if (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
+            os.close(fd)
+            raise ToolDefinitionError(f"files root {name!r} changed while it was opened")
+        self.fd = fd
+        self._finalizer = weakref.finalize(self, os.close, fd)
+        self.path = real
+        # absolute paths from the model are accepted under the root as resolved and as given
+        self.forms = tuple(dict.fromkeys([real, posixpath.normpath(os.path.abspath(name))]))
         self.one_filesystem = one_filesystem
         self.allow_hard_links = allow_hard_links
-        self.device = os.stat(self.path).st_dev
+        self.device = held.st_dev
 
     def check_device(self, fd: int, shown: str) -> None:
         """Refuse a descriptor on another file system than the root (a mount of /proc, ...)."""
         if self.one_filesystem and os.fstat(fd).st_dev != self.device:
             raise ToolError(f"{shown}: is on another file system than the folder; not followed")
 
+    def _link_target(self, parent: int, name: str, shown: str) -> tuple[bool, list[str]]:
+        """Where the link *name* points: (from the root?, components)."""
+        target = os.readlink(name, dir_fd=parent)
+        if not target:
+            raise _refuse_link(shown, "is empty")
+        if not target.startswith("/"):
+            return False, target.split("/")
+        parts = [p for p in target.split("/") if p not in ("", ".")]
+        for form in self.forms:
+            form_parts = [p for p in form.split("/") if p]
+            if parts[:len(form_parts)] == form_parts:
+                return True, parts[len(form_parts):]
+        raise _refuse_link(shown, f"points outside the folder (to {target!r})")
+
     @contextmanager
-    def folder(self, parts: tuple[str, ...], *, create: bool = False) -> Iterator[int]:
-        """A descriptor of the folder *parts* under the root; no link on the way is followed."""
-        fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    def walk(self, parts: tuple[str, ...], *, create: bool = False, last: str = "folder",
+             ) -> Iterator[tuple[int, str | None]]:
+        """Open *parts* under the root: ``(descriptor of the folder, None)`` for
+        ``last="folder"``, else ``(descriptor of the parent, final name)``, where the final
+        name is itself a resolved link target for ``last="follow"`` and taken as it is for
+        ``last="name"``. *create* makes missing folders on the way."""
+        shown = repr("/".join(parts) or ".")
+        stack = [self.fd]  # descriptors of the real folders from the root down; [0] is kept
+        pending = list(parts)
+        links = 0
         try:
-            for index, part in enumerate(parts):
+            while pending:
+                part = pending.pop(0)
+                if part in ("", "."):
+                    continue
+                if part == "..":  # only from a link target: the user's own '..' is collapsed
+                    if len(stack) == 1:
+                        raise _refuse_link(shown, "points outside the folder ('..' above it)")
+                    os.close(stack.pop())
+                    continue
+                final = not pending and last != "folder"
+                if final and last == "name":
+                    yield stack[-1], part
+                    return
                 try:
-                    nxt = os.open(part, _O_DIR, dir_fd=fd)
+                    info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
                 except FileNotFoundError:
+                    if final:
+                        yield stack[-1], part
+                        return
                     if not create:
                         raise
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                    nxt = os.open(part, _O_DIR, dir_fd=fd)
-                os.close(fd)
-                fd = nxt
-                self.check_device(fd, repr("/".join(parts[:index + 1])))
-            yield fd
+                    os.mkdir(part, 0o755, dir_fd=stack[-1])
+                    info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
+                if stat.S_ISLNK(info.st_mode):
+                    links += 1
+                    if links > _MAX_LINKS:
+                        raise _refuse_link(shown, f"leads to more than {_MAX_LINKS} links")
+                    from_root, target = self._link_target(stack[-1], part, shown)
+                    if from_root:
+                        while len(stack) > 1:
+                            os.close(stack.pop())
+                    pending[:0] = target
+                    continue
+                if final:
+                    yield stack[-1], part
+                    return
+                # O_NOFOLLOW: a link swapped in since the stat is refused (ELOOP), not followed
+                fd = os.open(part, _O_DIR, dir_fd=stack[-1])
+                stack.append(fd)
+                self.check_device(fd, shown)
+            yield stack[-1], None
         finally:
-            os.close(fd)
+            for fd in stack[1:]:
+                os.close(fd)
 
 
 def _read_regular(base: _Root, parent: int, name: str, limit: int, shown: str) -> bytes:
@@ -196,7 +323,9 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
     (write, creates or replaces a file atomically) and ``delete_file`` (write).
 
     Args:
-        root: the folder; everything the tools touch is inside it. Chosen by the operator.
+        root: the folder; everything the tools touch is inside it. Chosen by the operator,
+            resolved and opened once, here: a link that named it may be re-pointed and the
+            working directory may change afterwards without moving the tools.
         trusted: mark ``read_file`` results trusted (only for folders no outsider can write).
         max_file_bytes: largest file read or written.
         max_list_entries: most entries one listing returns.
@@ -207,25 +336,24 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
             link planted in the folder can name a file outside it, which no path check sees.
 
     Raises:
-        ToolDefinitionError: *root* is not an existing folder.
+        ToolDefinitionError: *root* is empty or not an existing folder.
     """
-    if not Path(root).is_dir():
-        from ..exceptions import ToolDefinitionError
-
-        raise ToolDefinitionError(f"files root {str(root)!r} is not an existing folder")
     base = _Root(root, one_filesystem=one_filesystem, allow_hard_links=allow_hard_links)
+
+    def parse(path: Any, *, allow_root: bool = False) -> tuple[str, ...]:
+        return check_relative_path(path, allow_root=allow_root, roots=base.forms)
 
     def shown(parts: tuple[str, ...]) -> str:
         return repr("/".join(parts) or ".")
 
     def validate_path(arguments: Mapping[str, Any]) -> None:
-        check_relative_path(arguments.get("path", ""), allow_root=True)
+        parse(arguments.get("path", ""), allow_root=True)
 
     def validate_file(arguments: Mapping[str, Any]) -> None:
-        check_relative_path(arguments.get("path"))
+        parse(arguments.get("path"))
 
     def validate_write(arguments: Mapping[str, Any]) -> None:
-        check_relative_path(arguments.get("path"))
+        parse(arguments.get("path"))
         size = len(str(arguments.get("text", "")).encode("utf-8"))
         if size > max_file_bytes:
             raise ArgumentError(f"text is {size} bytes, more than the limit of {max_file_bytes}",
@@ -239,9 +367,9 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
         Args:
             path: A folder relative to the workspace, e.g. "drafts"; "." is the workspace.
         """
-        parts = check_relative_path(path, allow_root=True)
+        parts = parse(path, allow_root=True)
         try:
-            with base.folder(parts) as fd:
+            with base.walk(parts) as (fd, _):
                 entries: list[dict[str, Any]] = []
                 truncated = False
                 with os.scandir(fd) as it:
@@ -271,10 +399,12 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
         Args:
             path: A file relative to the workspace, e.g. "drafts/note.md".
         """
-        parts = check_relative_path(path)
+        parts = parse(path)
         try:
-            with base.folder(parts[:-1]) as fd:
-                data = _read_regular(base, fd, parts[-1], max_file_bytes, shown(parts))
+            with base.walk(parts, last="follow") as (fd, name):
+                if name is None:
+                    raise ToolError(f"{shown(parts)}: is a folder")
+                data = _read_regular(base, fd, name, max_file_bytes, shown(parts))
         except OSError as exc:
             raise _refusal(exc, shown(parts)) from None
         try:
@@ -292,13 +422,13 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
             path: A file relative to the workspace, e.g. "drafts/note.md".
             text: The whole new content of the file (UTF-8).
         """
-        parts = check_relative_path(path)
+        parts = parse(path)
         data = text.encode("utf-8")
         if len(data) > max_file_bytes:
             raise ToolError(f"text is {len(data)} bytes, more than the limit of {max_file_bytes}")
-        name = parts[-1]
         try:
-            with base.folder(parts[:-1], create=True) as fd:
+            with base.walk(parts, create=True, last="name") as (fd, final):
+                name = str(final)
                 try:
                     existing = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:
@@ -336,15 +466,16 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
         Args:
             path: A file relative to the workspace, e.g. "drafts/old.md".
         """
-        parts = check_relative_path(path)
+        parts = parse(path)
         try:
-            with base.folder(parts[:-1]) as fd:
-                info = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+            with base.walk(parts, last="name") as (fd, final):
+                name = str(final)
+                info = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 if not stat.S_ISREG(info.st_mode):
                     raise ToolError(f"{shown(parts)}: is a {_kind(info.st_mode)}, "
                                     "not a regular file")
                 # unlink removes the name only: if a link was swapped in, the link goes
-                os.unlink(parts[-1], dir_fd=fd)
+                os.unlink(name, dir_fd=fd)
         except OSError as exc:
             raise _refusal(exc, shown(parts)) from None
         return f"deleted {'/'.join(parts)}"
