@@ -40,14 +40,21 @@ from ..exceptions import AnfitrionError, ConflictError, StoreError, UserError
 from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
+    approval_row,
+    approval_rows,
+    audit_row,
     claim_transition,
     dump_json,
     dump_result,
-    load_approval,
+    entry_row,
     load_json,
     load_result,
     may_advance,
+    message_rows,
     now_iso,
+    record_value,
+    session_row,
+    session_rows,
     settled_state,
 )
 
@@ -206,7 +213,7 @@ class SQLiteStore:
             args = (status,)
         rows = await self._run(lambda c: c.execute(sql + " ORDER BY updated_at DESC",
                                                    args).fetchall())
-        return [_session(r) for r in rows]
+        return session_rows(rows)
 
     async def claim_resumable(self) -> SessionState | None:
         def claim(c: Conn) -> SessionState | None:
@@ -243,11 +250,11 @@ class SQLiteStore:
             (request_id,)).fetchall())
         if not rows:
             return None
-        return load_approval(*rows[0])
+        return approval_row(request_id, *rows[0])
 
     async def list_approvals(self, *, pending_only: bool = True,
                              session_id: str | None = None) -> Sequence[ApprovalRequest]:
-        sql = "SELECT request FROM anfitrion_approvals WHERE 1 = 1"
+        sql = "SELECT id, request, answer, used FROM anfitrion_approvals WHERE 1 = 1"
         args: list[Any] = []
         if pending_only:
             sql += " AND answer IS NULL"
@@ -256,7 +263,7 @@ class SQLiteStore:
             args.append(session_id)
         rows = await self._run(lambda c: c.execute(sql + " ORDER BY created_at DESC",
                                                    args).fetchall())
-        return [ApprovalRequest.from_dict(load_json(r[0])) for r in rows]
+        return approval_rows(rows)
 
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
         text = dump_json(answer.to_dict())
@@ -351,7 +358,7 @@ class SQLiteStore:
             sql += " WHERE session_id = ?"
             args = (session_id,)
         rows = await self._run(lambda c: c.execute(sql + " ORDER BY seq", args).fetchall())
-        return [AuditRecord(r[0], r[1], r[2], r[3], load_json(r[4]), r[5], r[6]) for r in rows]
+        return [audit_row(r) for r in rows]
 
     async def audit_head(self) -> tuple[int, str]:
         """The chain head the store recorded: (last seq, last hash)."""
@@ -376,7 +383,7 @@ class SQLiteStore:
         rows = await self._run(lambda c: c.execute(
             "SELECT value FROM anfitrion_records WHERE namespace = ? AND key = ?",
             (namespace, key)).fetchall())
-        return load_json(rows[0][0]) if rows else None
+        return record_value(namespace, key, rows[0][0]) if rows else None
 
     async def put_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> None:
         text = dump_json(value)
@@ -389,7 +396,7 @@ class SQLiteStore:
         rows = await self._run(lambda c: c.execute(
             "SELECT key, value FROM anfitrion_records WHERE namespace = ? ORDER BY key",
             (namespace,)).fetchall())
-        return [(r[0], load_json(r[1])) for r in rows]
+        return [(r[0], record_value(namespace, r[0], r[1])) for r in rows]
 
     async def close(self) -> None:
         """Close the connection once every operation queued before has finished.
@@ -696,18 +703,16 @@ def _advance(c: Conn, session_id: str, call_id: str, state: LedgerState, digest:
 
 
 def _with_messages(c: Conn, state: SessionState) -> SessionState:
-    rows = c.execute("SELECT data FROM anfitrion_session_messages WHERE session_id = ? "
+    rows = c.execute("SELECT idx, data FROM anfitrion_session_messages WHERE session_id = ? "
                      "ORDER BY idx", (state.session_id,)).fetchall()
-    messages = [load_json(r[0]) for r in rows]
+    messages = message_rows(state.session_id, rows)
     return SessionState(state.session_id, state.principal_id, state.status, state.data,
                         state.version, state.updated_at, messages, len(messages))
 
 
 def _session(row: Sequence[Any]) -> SessionState:
-    return SessionState(row[0], row[1], row[2], load_json(row[3]), int(row[4]),
-                        datetime.fromisoformat(row[5]))
+    return session_row(row)
 
 
 def _entry(row: Sequence[Any]) -> LedgerEntry:
-    return LedgerEntry(row[0], row[1], LedgerState(row[2]), row[3], load_result(row[4]),
-                       datetime.fromisoformat(row[5]))
+    return entry_row(row)
