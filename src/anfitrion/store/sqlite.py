@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import queue
 import sqlite3
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -489,7 +491,8 @@ class _Worker:
 
     def _run_batch(self, jobs: list[_Job], outcomes: list[tuple[_Job, bool, Any]]) -> None:
         try:
-            conn = self._connect()
+            # only `migrate()` may turn an existing empty file into a store
+            conn = self._connect(create=any(job.fn is _apply_migrations for job in jobs))
             if not self._migrated and any(job.migrate for job in jobs):
                 self._ensure_migrated(conn)
         except Exception as exc:  # noqa: BLE001 - the thread's top level: goes to the callers
@@ -512,10 +515,18 @@ class _Worker:
             _transaction(conn, jobs[i:j], outcomes)
             i = j
 
-    def _connect(self) -> Conn:
+    def _connect(self, *, create: bool = False) -> Conn:
+        """The connection, opened on first use.
+
+        A file that does not exist becomes a new store. An existing file must be an SQLite
+        database: an empty one (0 bytes: truncated, or made by something else) is refused
+        unless *create* (``anfitrion db migrate``), since opening it would pass an empty store
+        off as the one that was there.
+        """
         if self._conn is None:
             if self._path != ":memory:":
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+                _check_database_file(Path(self._path), create=create)
             conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None,
                                    check_same_thread=False)
             try:
@@ -663,6 +674,61 @@ def _append_audit(c: Conn, rows: Sequence[tuple[str, str, float, str]]
                   "hash) VALUES (?, ?, ?, ?, ?, ?, ?)", inserts)
     c.execute("UPDATE anfitrion_audit_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
     return out
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_database_file(path: Path, *, create: bool) -> None:
+    """Refuse an existing *path* that is empty (unless *create*) or not an SQLite database;
+    create a missing one so that it never exists as an empty file (see :func:`_create_new`).
+
+    Raises:
+        StoreError: the file is empty, not an SQLite database, or cannot be read.
+    """
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        _create_new(path)
+        return
+    except IsADirectoryError:
+        raise StoreError(f"the SQLite store {path} is a folder, not a database file") from None
+    except OSError as exc:
+        raise StoreError(f"cannot read the SQLite store {path}: {exc.strerror or exc}") from exc
+    if not head and not create:
+        raise StoreError(
+            f"the SQLite store {path} is an empty file (0 bytes), not a store: it may have "
+            "been truncated. Restore it from a backup; to start a new store there, run "
+            f"`anfitrion db migrate --store sqlite:///{path}` (or delete the file).")
+    if head and head != SQLITE_HEADER:
+        raise StoreError(f"{path} is not an SQLite database (it does not begin with the SQLite "
+                         "header): refusing to use it as a store")
+
+
+def _create_new(path: Path) -> None:
+    """Create an SQLite database at *path*, which never exists as an empty file.
+
+    ``sqlite3.connect`` creates an empty file and writes the header only later, so another
+    process opening the same new store in between would see an empty file and refuse it.
+    The database is made under a temporary name and hard-linked into place: whoever links
+    first creates the store, the others use it. Where hard links are not supported, the
+    file is created as SQLite does.
+    """
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.new")
+    try:
+        made = sqlite3.connect(temporary, isolation_level=None)
+        try:
+            made.execute("PRAGMA journal_mode = WAL")  # writes the header (4 KiB)
+        finally:
+            made.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    except (OSError, sqlite3.Error):
+        pass  # no hard links (or no temporary file) here: sqlite3.connect creates the file
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
 
 
 def _set_wal(conn: Conn, timeout: float) -> None:
