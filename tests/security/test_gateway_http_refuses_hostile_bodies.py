@@ -19,6 +19,8 @@ from functools import partial
 import anyio
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 import mcp.types as mt
@@ -228,3 +230,39 @@ def test_valid_messages_of_every_kind_pass_the_check() -> None:
                  '{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"t": "ä\U0001f600"}}'
                  .encode()):
         assert check_body(body, max_bytes=1024 * 1024) is None, body[:80]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                max_size=4),
+    max_leaves=20)
+
+
+@given(st.binary(max_size=400))
+def test_any_bytes_get_an_answer_never_an_exception(body: bytes) -> None:
+    refusal = check_body(body, max_bytes=1024)
+    assert refusal is None or (refusal.status in (200, 400)
+                               and refusal.code in (-32700, -32600, -32601))
+
+
+_MESSAGES = st.fixed_dictionaries({}, optional={
+    "jsonrpc": st.sampled_from(["2.0", "1.0", 2.0, None, ""]),
+    "id": st.one_of(st.integers(), st.text(max_size=5), st.none(), st.booleans(), st.floats()),
+    "method": st.one_of(st.sampled_from(sorted(MCP_REQUEST_METHODS)), st.text(max_size=12),
+                        st.integers()),
+    "params": _JSON, "result": _JSON, "error": _JSON,
+})
+
+
+@given(st.one_of(_JSON, _MESSAGES, st.lists(_MESSAGES, max_size=3)))
+def test_what_passes_the_check_is_one_message_the_sdk_accepts_with_an_mcp_method(
+        value: object) -> None:
+    body = json.dumps(value).encode()  # may hold NaN or Infinity: refused as a parse error
+    refusal = check_body(body, max_bytes=1 << 20)
+    if refusal is None:
+        message = mt.JSONRPCMessage.model_validate(value).root
+        if isinstance(message, mt.JSONRPCRequest):
+            assert message.method in MCP_REQUEST_METHODS
+    else:
+        assert json.loads(refusal.payload())["error"]["code"] == refusal.code

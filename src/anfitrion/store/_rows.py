@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -171,9 +171,9 @@ def row_of(table: str, key: str) -> Iterator[None]:
         raise CorruptRowError(CorruptRow(table, key, _problem(exc))) from exc
 
 
-def _loaded(table: str, rows: Iterable[T], load: Any) -> Rows[Any]:
+def _loaded(rows: Iterable[Sequence[Any]], load: Callable[[Sequence[Any]], T]) -> Rows[T]:
     """*load* each row; skip (log, keep in ``skipped``) the ones that raise a corrupt-row error."""
-    out: Rows[Any] = Rows()
+    out: Rows[T] = Rows()
     skipped: list[CorruptRow] = []
     for row in rows:
         try:
@@ -206,7 +206,7 @@ def session_row(row: Sequence[Any]) -> SessionState:
 
 def session_rows(rows: Iterable[Sequence[Any]]) -> Rows[SessionState]:
     """Listed sessions; corrupt rows skipped."""
-    return _loaded("anfitrion_sessions", rows, session_row)
+    return _loaded(rows, session_row)
 
 
 def message_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Any]:
@@ -230,7 +230,7 @@ def approval_row(request_id: str, request: str, answer: str | None,
 
 def approval_rows(rows: Iterable[Sequence[Any]]) -> Rows[ApprovalRequest]:
     """Listed approval requests from (id, request, answer, used) rows; corrupt rows skipped."""
-    return _loaded("anfitrion_approvals", rows, lambda r: approval_row(*r)[0])
+    return _loaded(rows, lambda r: approval_row(*r)[0])
 
 
 def entry_row(row: Sequence[Any]) -> LedgerEntry:
