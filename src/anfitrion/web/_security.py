@@ -111,13 +111,22 @@ class SignInThrottle:
         times = self._failures.pop(client, None)
         if times is None:
             times = deque(maxlen=self.max_failures)
+        was_over = self._over(times, now)
         times.append(now)
         self._failures[client] = times  # now the most recent
         while len(self._failures) > self.max_clients:
             self._failures.popitem(last=False)
-        if len(times) < self.max_failures or times[0] <= now - self.window:
+        if not self._over(times, now):
             return None
-        return max(1.0, times[0] + self.window - now)
+        wait = max(1.0, times[0] + self.window - now)
+        if not was_over:  # once per episode, not per refused guess: no log flood
+            log.warning("sign-in: %d wrong tokens from %s within %g s; its wrong tokens are "
+                        "refused for %d s", self.max_failures, client, self.window,
+                        math.ceil(wait))
+        return wait
+
+    def _over(self, times: deque[float], now: float) -> bool:
+        return len(times) >= self.max_failures and times[0] > now - self.window
 
     def __len__(self) -> int:
         return len(self._failures)
@@ -178,10 +187,6 @@ class SessionBook:
         client = attempt.client if attempt is not None else "unknown"
         wait = self.throttle.failed(client)
         if wait is not None and attempt is not None:
-            if attempt.retry_after is None:
-                log.warning("sign-in: %d wrong tokens from %s within %g s; its wrong tokens "
-                            "are refused for %d s", self.throttle.max_failures, client,
-                            self.throttle.window, math.ceil(wait))
             attempt.retry_after = wait
 
     def open(self, name: str) -> SignedIn:
