@@ -3,6 +3,10 @@
 ``verify [--expect-head HASH] [--file EXPORT.jsonl]``, ``show [--session S] [--json]``,
 ``export [--session S] [-o FILE]`` (JSONL). Records are redacted when written; ``show`` also
 escapes anything a terminal would interpret.
+
+``verify`` on a store also looks for corrupt rows (data the store did not write) in the
+sessions and approvals, names each one and exits 1; an audit record that cannot be read
+breaks the chain (``corrupt``).
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from typing import IO
 import click
 
 from .._canonical import canonical_json
-from ..audit import export_jsonl, record_to_dict, records_from_jsonl, verify_chain
+from ..audit import ChainReport, export_jsonl, record_to_dict, records_from_jsonl, verify_chain
+from ..exceptions import StoreError
 from ..store import AuditRecord, Store
+from ..store._rows import CorruptRowError, skipped_rows
 from ._common import run_with_store, shown, store_option
 
 
@@ -41,18 +47,47 @@ def _records(store_url: str | None, session_id: str | None) -> Sequence[AuditRec
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def verify(store_url: str | None, path: IO[str] | None, expect_head: str | None,
            as_json: bool) -> None:
-    """Re-derive the hash chain; name the first broken link. Exit status 1 if broken."""
-    records = list(records_from_jsonl(path)) if path is not None else _records(store_url, None)
-    report = verify_chain(records, expect_head=expect_head)
+    """Re-derive the hash chain; name the first broken link and any corrupt row of the store.
+    Exit status 1 if broken or corrupt."""
+    corrupt: list[str] = []
+    if path is not None:
+        report = verify_chain(records_from_jsonl(path), expect_head=expect_head)
+    else:
+        report, corrupt = run_with_store(store_url, lambda s: _check_store(s, expect_head))
     if as_json:
-        click.echo(json.dumps(report.to_dict()))
+        click.echo(json.dumps({**report.to_dict(), "corrupt_rows": corrupt}))
     elif report.ok:
         click.echo(f"audit chain intact: {report.records} records, head {report.head}")
+    elif report.broken_at is None:
+        click.echo(f"audit chain BROKEN ({report.kind}): {report.problem}")
     else:
         click.echo(f"audit chain BROKEN at record {report.broken_at} ({report.kind}): "
                    f"{report.problem}")
-    if not report.ok:
+    if corrupt and not as_json:
+        for line in corrupt:
+            click.echo(shown(line))
+        click.echo(f"{len(corrupt)} corrupt row(s): the rest of the store is usable; restore "
+                   "them from a backup or delete them")
+    if not report.ok or corrupt:
         sys.exit(1)
+
+
+async def _check_store(store: Store, expect_head: str | None) -> tuple[ChainReport, list[str]]:
+    """The chain's report, and every corrupt session or approval row."""
+    try:
+        report = verify_chain(await store.audit_records(None), expect_head=expect_head)
+    except CorruptRowError as exc:
+        report = ChainReport(False, 0, problem=str(exc), kind="corrupt")
+    sessions = await store.list_sessions()
+    corrupt = [str(row) for row in skipped_rows(sessions)]
+    for session in sessions:  # the messages are loaded only with the session
+        try:
+            await store.load_session(session.session_id)
+        except StoreError as exc:
+            corrupt.append(str(exc))
+    corrupt.extend(str(row) for row in skipped_rows(
+        await store.list_approvals(pending_only=False)))
+    return report, corrupt
 
 
 def _line(record: AuditRecord) -> str:

@@ -44,6 +44,7 @@ from ..runtime import GatedSession, Runtime, SubmissionStatus
 from ..store import Store
 from ..telemetry import extracted_context
 from ..tools import Effect, OfferContext, Tool
+from ._http_body import check_body, send_refusal
 from .toolset import McpServers
 
 try:
@@ -408,11 +409,13 @@ async def _respond(send: Any, status: int, body: bytes,
 
 
 class HttpGuard:
-    """ASGI middleware: Host and Origin allow-lists, bearer token, body size limit.
+    """ASGI middleware: Host and Origin allow-lists, bearer token, body size, strict body.
 
     ``Host`` stops DNS rebinding (a web page resolving its own name to 127.0.0.1); ``Origin``
     stops browsers' cross-site requests; the token stops other local programs; the body limit
-    stops memory exhaustion. Checks run before the MCP SDK reads anything.
+    stops memory exhaustion; a POSTed body must be strict JSON and one JSON-RPC message with
+    an MCP method (:mod:`anfitrion.mcp._http_body`). Checks run before the MCP SDK reads
+    anything.
     """
 
     def __init__(self, app: ASGIApp, *, token: str, allowed_hosts: Iterable[str],
@@ -462,6 +465,11 @@ class HttpGuard:
                 return
             if not message.get("more_body", False):
                 break
+        # strict JSON and one JSON-RPC message, before the SDK (which answers 500 otherwise)
+        refusal = check_body(bytes(body), max_bytes=self.max_body_bytes)
+        if refusal is not None:
+            await send_refusal(send, refusal)
+            return
         replayed = False
 
         async def replay() -> dict[str, Any]:

@@ -1,21 +1,42 @@
-"""Pure helpers shared by the stores: ledger transitions and (de)serialising records."""
+"""Pure helpers shared by the stores: ledger transitions and (de)serialising records.
+
+**Loading rows.** A row whose stored text is not what the store wrote (invalid JSON, a missing
+field, a value of the wrong type — an edited database, a bad restore, a disk error) raises
+:class:`~anfitrion.exceptions.StoreError` naming the table and the row's key, never a bare
+``JSONDecodeError`` or ``KeyError``. Listing methods skip such rows, log a warning and keep
+what they skipped in :attr:`Rows.skipped`, so one bad row does not make the rest of the store
+unusable; loading that one row by its key still raises.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .._canonical import canonical_json
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
-from ._base import PRE_CLAIM, ClaimState, LedgerState
+from ..exceptions import StoreError
+from ._base import PRE_CLAIM, AuditRecord, ClaimState, LedgerEntry, LedgerState, SessionState
 
-__all__ = ["advances_from", "claim_state_sql", "claim_transition", "dump_json", "dump_result",
-           "lease_free", "load_json", "load_result", "may_advance", "new_claim_token", "now_iso",
-           "settled_state"]
+__all__ = ["CorruptRow", "CorruptRowError", "Rows", "advances_from", "approval_row",
+           "approval_rows", "audit_row", "claim_state_sql", "claim_transition", "dump_json",
+           "dump_result", "entry_row", "lease_free", "load_json", "load_result", "may_advance",
+           "message_rows", "new_claim_token", "now_iso", "record_value", "row_of", "session_row",
+           "session_rows", "settled_state", "skipped_rows"]
+
+log = logging.getLogger("anfitrion.store")
+
+T = TypeVar("T")
+
+# what a loader raises on data it did not write (RecursionError: absurdly deep JSON)
+_ROW_PROBLEMS = (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError)
 
 
 def claim_transition(current: LedgerState | None, *,
@@ -86,12 +107,14 @@ def dump_result(result: ToolResult) -> str:
     return canonical_json(parts[0])
 
 
-def load_result(text: str | None) -> ToolResult | None:
+def load_result(text: str | None, key: str = "a stored result") -> ToolResult | None:
     if text is None:
         return None
-    part = message_from_dict({"kind": "user", "parts": [json.loads(text)]}).parts[0]
-    assert isinstance(part, ToolResult)
-    return part
+    with row_of("anfitrion_ledger", key):
+        part = message_from_dict({"kind": "user", "parts": [json.loads(text)]}).parts[0]
+        if not isinstance(part, ToolResult):
+            raise TypeError("the result is not a tool result")
+        return part
 
 
 def dump_json(value: Mapping[str, Any]) -> str:
@@ -100,16 +123,161 @@ def dump_json(value: Mapping[str, Any]) -> str:
 
 
 def load_json(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
+    """JSON the store wrote; anything else is a :class:`StoreError` (see :func:`row_of`)."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise StoreError(f"corrupt data in the store: {_problem(exc)}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class CorruptRow:
+    """A row a listing skipped: its table, its key and what is wrong with it."""
+
+    table: str
+    key: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"corrupt row in {self.table} ({self.key}): {self.problem}"
+
+
+class Rows(list[T]):
+    """What a listing returns: the rows it could load, and the corrupt ones it skipped."""
+
+    skipped: tuple[CorruptRow, ...] = ()
+
+
+def skipped_rows(listing: Iterable[Any]) -> tuple[CorruptRow, ...]:
+    """The corrupt rows a store's listing skipped (none for stores that cannot hold any)."""
+    skipped: tuple[CorruptRow, ...] = getattr(listing, "skipped", ())
+    return skipped
+
+
+class CorruptRowError(StoreError):
+    """A row the store cannot load (a :class:`StoreError`); *row* says which and why."""
+
+    def __init__(self, row: CorruptRow) -> None:
+        super().__init__(str(row))
+        self.row = row
+
+
+def _problem(exc: BaseException) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+    if isinstance(exc, KeyError):
+        return f"missing field {exc}"
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    text = str(exc)
+    if isinstance(exc.__cause__, json.JSONDecodeError):
+        text = _problem(exc.__cause__)
+    return (text[:200] + "…") if len(text) > 200 else text or type(exc).__name__
+
+
+@contextmanager
+def row_of(table: str, key: str) -> Iterator[None]:
+    """Loading one row of *table*: whatever its data makes fail is a :class:`StoreError`
+    naming the table and *key* (``id='…'``)."""
+    try:
+        yield
+    except CorruptRowError:
+        raise
+    except (StoreError, *_ROW_PROBLEMS) as exc:
+        raise CorruptRowError(CorruptRow(table, key, _problem(exc))) from exc
+
+
+def _loaded(rows: Iterable[Sequence[Any]], load: Callable[[Sequence[Any]], T]) -> Rows[T]:
+    """*load* each row; skip (log, keep in ``skipped``) the ones that raise a corrupt-row error."""
+    out: Rows[T] = Rows()
+    skipped: list[CorruptRow] = []
+    for row in rows:
+        try:
+            out.append(load(row))
+        except CorruptRowError as exc:
+            log.warning("%s; skipped", exc.row)
+            skipped.append(exc.row)
+    out.skipped = tuple(skipped)
+    return out
+
+
+def _json_object(text: Any, what: str) -> dict[str, Any]:
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} is not a JSON object")
+    return value
+
+
+def _when(value: Any) -> datetime:
+    return value if isinstance(value, datetime) else datetime.fromisoformat(value)
+
+
+def session_row(row: Sequence[Any]) -> SessionState:
+    """An ``anfitrion_sessions`` row (id, principal, status, data, version, updated_at[,
+    lease_owner, lease_expires]), without its messages."""
+    with row_of("anfitrion_sessions", f"session_id={row[0]!r}"):
+        lease = (row[6], None if row[7] is None else float(row[7])) if len(row) > 7 else \
+            (None, None)
+        return SessionState(row[0], row[1], row[2], _json_object(row[3], "data"), int(row[4]),
+                            _when(row[5]), lease_owner=lease[0], lease_expires=lease[1])
+
+
+def session_rows(rows: Iterable[Sequence[Any]]) -> Rows[SessionState]:
+    """Listed sessions; corrupt rows skipped."""
+    return _loaded(rows, session_row)
+
+
+def message_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Any]:
+    """A session's ``anfitrion_session_messages`` rows (idx, data), in order."""
+    messages = []
+    for idx, data in rows:
+        with row_of("anfitrion_session_messages", f"session_id={session_id!r}, idx={idx}"):
+            messages.append(_json_object(data, "the message"))
+    return messages
+
+
+def approval_row(request_id: str, request: str, answer: str | None,
+                 used: Any) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool]:
+    """One ``anfitrion_approvals`` row (request, answer, used) as the store returns it."""
+    with row_of("anfitrion_approvals", f"id={request_id!r}"):
+        return (ApprovalRequest.from_dict(_json_object(request, "the request")),
+                None if answer is None
+                else ApprovalAnswer.from_dict(_json_object(answer, "the answer")),
+                bool(used))
+
+
+def approval_rows(rows: Iterable[Sequence[Any]]) -> Rows[ApprovalRequest]:
+    """Listed approval requests from (id, request, answer, used) rows; corrupt rows skipped."""
+    return _loaded(rows, lambda r: approval_row(*r)[0])
+
+
+def entry_row(row: Sequence[Any]) -> LedgerEntry:
+    """An ``anfitrion_ledger`` row (session, call, state, digest, result, updated_at)."""
+    key = f"session_id={row[0]!r}, call_id={row[1]!r}"
+    with row_of("anfitrion_ledger", key):
+        return LedgerEntry(row[0], row[1], LedgerState(row[2]), row[3],
+                           load_result(row[4], key), _when(row[5]))
+
+
+def audit_row(row: Sequence[Any]) -> AuditRecord:
+    """An ``anfitrion_audit`` row (seq, type, session, at, data, prev_hash, hash).
+
+    Not skipped when corrupt: the chain would read as a deleted record.
+    """
+    with row_of("anfitrion_audit", f"seq={row[0]}"):
+        return AuditRecord(int(row[0]), row[1], row[2], float(row[3]),
+                           _json_object(row[4], "data"), row[5], row[6])
+
+
+def record_value(namespace: str, key: str, text: str) -> Mapping[str, Any]:
+    """An ``anfitrion_records`` value."""
+    with row_of("anfitrion_records", f"namespace={namespace!r}, key={key!r}"):
+        return _json_object(text, "the value")
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
-def load_approval(request: str, answer: str | None,
-                  used: Any) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool]:
-    """One ``anfitrion_approvals`` row (request, answer, used) as the store returns it."""
-    return (ApprovalRequest.from_dict(load_json(request)),
-            None if answer is None else ApprovalAnswer.from_dict(load_json(answer)),
-            bool(used))

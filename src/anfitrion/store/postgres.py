@@ -38,14 +38,21 @@ from ._base import AuditRecord, Claim, ClaimState, LedgerEntry, LedgerState, Ses
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
     advances_from,
+    approval_row,
+    approval_rows,
+    audit_row,
     claim_state_sql,
     dump_json,
     dump_result,
-    load_approval,
+    entry_row,
     load_json,
     load_result,
+    message_rows,
     new_claim_token,
     now_iso,
+    record_value,
+    session_row,
+    session_rows,
     settled_state,
 )
 
@@ -234,9 +241,9 @@ class PostgresStore:
                             len(messages), state.lease_owner, state.lease_expires)
 
     async def _messages(self, session_id: str) -> list[Any]:
-        rows = await self._fetch("SELECT data FROM anfitrion_session_messages "
+        rows = await self._fetch("SELECT idx, data FROM anfitrion_session_messages "
                                  "WHERE session_id = %s ORDER BY idx", (session_id,))
-        return [load_json(r[0]) for r in rows]
+        return message_rows(session_id, rows)
 
     async def load_session(self, session_id: str) -> SessionState | None:
         rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
@@ -256,7 +263,7 @@ class PostgresStore:
         else:
             rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
                                      "WHERE status = %s ORDER BY updated_at DESC", (status,))
-        return [_session(r) for r in rows]
+        return session_rows(rows)
 
     async def claim_resumable(self, owner: str | None = None,
                               lease_seconds: float = 60.0) -> SessionState | None:
@@ -332,11 +339,11 @@ class PostgresStore:
                                  "WHERE id = %s", (request_id,))
         if not rows:
             return None
-        return load_approval(*rows[0])
+        return approval_row(request_id, *rows[0])
 
     async def list_approvals(self, *, pending_only: bool = True,
                              session_id: str | None = None) -> Sequence[ApprovalRequest]:
-        sql = "SELECT request FROM anfitrion_approvals WHERE TRUE"
+        sql = "SELECT id, request, answer, used FROM anfitrion_approvals WHERE TRUE"
         args: list[Any] = []
         if pending_only:
             sql += " AND answer IS NULL"
@@ -344,7 +351,7 @@ class PostgresStore:
             sql += " AND session_id = %s"
             args.append(session_id)
         rows = await self._fetch(sql + " ORDER BY created_at DESC", args)
-        return [ApprovalRequest.from_dict(load_json(r[0])) for r in rows]
+        return approval_rows(rows)
 
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
         count = await self._rowcount(
@@ -487,8 +494,7 @@ class PostgresStore:
             rows = await self._fetch(sql + " ORDER BY seq")
         else:
             rows = await self._fetch(sql + " WHERE session_id = %s ORDER BY seq", (session_id,))
-        return [AuditRecord(int(r[0]), r[1], r[2], float(r[3]), load_json(r[4]), r[5], r[6])
-                for r in rows]
+        return [audit_row(r) for r in rows]
 
     async def audit_head(self) -> tuple[int, str]:
         """The chain head the store recorded: (last seq, last hash)."""
@@ -509,7 +515,7 @@ class PostgresStore:
     async def get_record(self, namespace: str, key: str) -> Mapping[str, Any] | None:
         rows = await self._fetch("SELECT value FROM anfitrion_records WHERE namespace = %s "
                                  "AND key = %s", (namespace, key))
-        return load_json(rows[0][0]) if rows else None
+        return record_value(namespace, key, rows[0][0]) if rows else None
 
     async def put_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> None:
         await self._rowcount(
@@ -520,7 +526,7 @@ class PostgresStore:
     async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]:
         rows = await self._fetch("SELECT key, value FROM anfitrion_records WHERE namespace = %s "
                                  "ORDER BY key", (namespace,))
-        return [(r[0], load_json(r[1])) for r in rows]
+        return [(r[0], record_value(namespace, r[0], r[1])) for r in rows]
 
     async def close(self) -> None:
         """Close the pool once the audit appends queued so far are written."""
@@ -630,11 +636,8 @@ _CLAIM_RETRY = _claim_sql(True)
 
 
 def _session(row: Sequence[Any]) -> SessionState:
-    return SessionState(row[0], row[1], row[2], load_json(row[3]), int(row[4]),
-                        datetime.fromisoformat(row[5]), lease_owner=row[6],
-                        lease_expires=None if row[7] is None else float(row[7]))
+    return session_row(row)
 
 
 def _entry(row: Sequence[Any]) -> LedgerEntry:
-    return LedgerEntry(row[0], row[1], LedgerState(row[2]), row[3], load_result(row[4]),
-                       datetime.fromisoformat(row[5]))
+    return entry_row(row)

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import queue
 import sqlite3
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,15 +42,22 @@ from ..exceptions import AnfitrionError, ConflictError, StoreError, UserError
 from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
+    approval_row,
+    approval_rows,
+    audit_row,
     claim_transition,
     dump_json,
     dump_result,
-    load_approval,
+    entry_row,
     load_json,
     load_result,
     may_advance,
+    message_rows,
     new_claim_token,
     now_iso,
+    record_value,
+    session_row,
+    session_rows,
     settled_state,
 )
 
@@ -210,7 +219,7 @@ class SQLiteStore:
             args = (status,)
         rows = await self._run(lambda c: c.execute(sql + " ORDER BY updated_at DESC",
                                                    args).fetchall())
-        return [_session(r) for r in rows]
+        return session_rows(rows)
 
     async def claim_resumable(self, owner: str | None = None,
                               lease_seconds: float = 60.0) -> SessionState | None:
@@ -273,11 +282,11 @@ class SQLiteStore:
             (request_id,)).fetchall())
         if not rows:
             return None
-        return load_approval(*rows[0])
+        return approval_row(request_id, *rows[0])
 
     async def list_approvals(self, *, pending_only: bool = True,
                              session_id: str | None = None) -> Sequence[ApprovalRequest]:
-        sql = "SELECT request FROM anfitrion_approvals WHERE 1 = 1"
+        sql = "SELECT id, request, answer, used FROM anfitrion_approvals WHERE 1 = 1"
         args: list[Any] = []
         if pending_only:
             sql += " AND answer IS NULL"
@@ -286,7 +295,7 @@ class SQLiteStore:
             args.append(session_id)
         rows = await self._run(lambda c: c.execute(sql + " ORDER BY created_at DESC",
                                                    args).fetchall())
-        return [ApprovalRequest.from_dict(load_json(r[0])) for r in rows]
+        return approval_rows(rows)
 
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
         text = dump_json(answer.to_dict())
@@ -384,7 +393,7 @@ class SQLiteStore:
             sql += " WHERE session_id = ?"
             args = (session_id,)
         rows = await self._run(lambda c: c.execute(sql + " ORDER BY seq", args).fetchall())
-        return [AuditRecord(r[0], r[1], r[2], r[3], load_json(r[4]), r[5], r[6]) for r in rows]
+        return [audit_row(r) for r in rows]
 
     async def audit_head(self) -> tuple[int, str]:
         """The chain head the store recorded: (last seq, last hash)."""
@@ -409,7 +418,7 @@ class SQLiteStore:
         rows = await self._run(lambda c: c.execute(
             "SELECT value FROM anfitrion_records WHERE namespace = ? AND key = ?",
             (namespace, key)).fetchall())
-        return load_json(rows[0][0]) if rows else None
+        return record_value(namespace, key, rows[0][0]) if rows else None
 
     async def put_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> None:
         text = dump_json(value)
@@ -422,7 +431,7 @@ class SQLiteStore:
         rows = await self._run(lambda c: c.execute(
             "SELECT key, value FROM anfitrion_records WHERE namespace = ? ORDER BY key",
             (namespace,)).fetchall())
-        return [(r[0], load_json(r[1])) for r in rows]
+        return [(r[0], record_value(namespace, r[0], r[1])) for r in rows]
 
     async def close(self) -> None:
         """Close the connection once every operation queued before has finished.
@@ -515,7 +524,8 @@ class _Worker:
 
     def _run_batch(self, jobs: list[_Job], outcomes: list[tuple[_Job, bool, Any]]) -> None:
         try:
-            conn = self._connect()
+            # only `migrate()` may turn an existing empty file into a store
+            conn = self._connect(create=any(job.fn is _apply_migrations for job in jobs))
             if not self._migrated and any(job.migrate for job in jobs):
                 self._ensure_migrated(conn)
         except Exception as exc:  # noqa: BLE001 - the thread's top level: goes to the callers
@@ -538,10 +548,18 @@ class _Worker:
             _transaction(conn, jobs[i:j], outcomes)
             i = j
 
-    def _connect(self) -> Conn:
+    def _connect(self, *, create: bool = False) -> Conn:
+        """The connection, opened on first use.
+
+        A file that does not exist becomes a new store. An existing file must be an SQLite
+        database: an empty one (0 bytes: truncated, or made by something else) is refused
+        unless *create* (``anfitrion db migrate``), since opening it would pass an empty store
+        off as the one that was there.
+        """
         if self._conn is None:
             if self._path != ":memory:":
                 Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+                _check_database_file(Path(self._path), create=create)
             conn = sqlite3.connect(self._path, timeout=self._timeout, isolation_level=None,
                                    check_same_thread=False)
             try:
@@ -691,6 +709,61 @@ def _append_audit(c: Conn, rows: Sequence[tuple[str, str, float, str]]
     return out
 
 
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _check_database_file(path: Path, *, create: bool) -> None:
+    """Refuse an existing *path* that is empty (unless *create*) or not an SQLite database;
+    create a missing one so that it never exists as an empty file (see :func:`_create_new`).
+
+    Raises:
+        StoreError: the file is empty, not an SQLite database, or cannot be read.
+    """
+    try:
+        with path.open("rb") as file:
+            head = file.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        _create_new(path)
+        return
+    except IsADirectoryError:
+        raise StoreError(f"the SQLite store {path} is a folder, not a database file") from None
+    except OSError as exc:
+        raise StoreError(f"cannot read the SQLite store {path}: {exc.strerror or exc}") from exc
+    if not head and not create:
+        raise StoreError(
+            f"the SQLite store {path} is an empty file (0 bytes), not a store: it may have "
+            "been truncated. Restore it from a backup; to start a new store there, run "
+            f"`anfitrion db migrate --store sqlite:///{path}` (or delete the file).")
+    if head and head != SQLITE_HEADER:
+        raise StoreError(f"{path} is not an SQLite database (it does not begin with the SQLite "
+                         "header): refusing to use it as a store")
+
+
+def _create_new(path: Path) -> None:
+    """Create an SQLite database at *path*, which never exists as an empty file.
+
+    ``sqlite3.connect`` creates an empty file and writes the header only later, so another
+    process opening the same new store in between would see an empty file and refuse it.
+    The database is made under a temporary name and hard-linked into place: whoever links
+    first creates the store, the others use it. Where hard links are not supported, the
+    file is created as SQLite does.
+    """
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.new")
+    try:
+        made = sqlite3.connect(temporary, isolation_level=None)
+        try:
+            made.execute("PRAGMA journal_mode = WAL")  # writes the header (4 KiB)
+        finally:
+            made.close()
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    except (OSError, sqlite3.Error):
+        pass  # no hard links (or no temporary file) here: sqlite3.connect creates the file
+    finally:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+
+
 def _set_wal(conn: Conn, timeout: float) -> None:
     """Switch to WAL. SQLite answers "locked" at once, without its busy handler, when several
     connections open a new file together: retry until the timeout."""
@@ -729,9 +802,9 @@ def _advance(c: Conn, session_id: str, call_id: str, state: LedgerState, digest:
 
 
 def _with_messages(c: Conn, state: SessionState) -> SessionState:
-    rows = c.execute("SELECT data FROM anfitrion_session_messages WHERE session_id = ? "
+    rows = c.execute("SELECT idx, data FROM anfitrion_session_messages WHERE session_id = ? "
                      "ORDER BY idx", (state.session_id,)).fetchall()
-    messages = [load_json(r[0]) for r in rows]
+    messages = message_rows(state.session_id, rows)
     return SessionState(state.session_id, state.principal_id, state.status, state.data,
                         state.version, state.updated_at, messages, len(messages),
                         state.lease_owner, state.lease_expires)
@@ -742,11 +815,8 @@ _SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at
 
 
 def _session(row: Sequence[Any]) -> SessionState:
-    return SessionState(row[0], row[1], row[2], load_json(row[3]), int(row[4]),
-                        datetime.fromisoformat(row[5]), lease_owner=row[6],
-                        lease_expires=None if row[7] is None else float(row[7]))
+    return session_row(row)
 
 
 def _entry(row: Sequence[Any]) -> LedgerEntry:
-    return LedgerEntry(row[0], row[1], LedgerState(row[2]), row[3], load_result(row[4]),
-                       datetime.fromisoformat(row[5]))
+    return entry_row(row)

@@ -2,7 +2,16 @@
 
 - **Sign-in**: a person types the token printed by ``anfitrion serve``; the server answers with a
   random session id in a cookie that is ``HttpOnly`` and ``SameSite=Strict`` (``Secure`` over
-  HTTPS). Sessions live in memory and expire. After ten wrong tokens in a minute, sign-in pauses.
+  HTTPS). Sessions live in memory and expire.
+- **Throttling wrong tokens** (:class:`SignInThrottle`): a client that sent ten wrong tokens in
+  a minute has its further wrong tokens refused with 429 and ``Retry-After``. A client is its
+  peer address (an IPv6 peer: its /64), so one client's guesses never slow another; the table
+  of clients is bounded (the least recently failing are forgotten first). The token is always
+  compared first: **the correct token always signs in**, even from a throttled client. Behind
+  the loopback-only server every local program is the same client (``127.0.0.1``), so a
+  throttle that refused before comparing would let any local program lock the person out.
+  What stops guessing is the token's length (random 192 bits unless configured, at least 16
+  characters), not the throttle.
 - **CSRF**: each session has its own random token; every form POST carries it and the server
   compares it in constant time. The JSON API takes only ``Authorization: Bearer``, which a
   browser never attaches on its own, so cookies can never authorise an API call.
@@ -16,9 +25,14 @@
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import logging
+import math
 import secrets
 import time
+from collections import OrderedDict, deque
 from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -26,8 +40,10 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["CSP", "SESSION_COOKIE", "GuardMiddleware", "SessionBook", "SignedIn",
-           "host_name", "token_matches"]
+__all__ = ["CSP", "MAX_THROTTLED_CLIENTS", "SESSION_COOKIE", "GuardMiddleware", "SessionBook",
+           "SignInThrottle", "SignedIn", "client_key", "host_name", "token_matches"]
+
+log = logging.getLogger("anfitrion.web")
 
 SESSION_COOKIE = "anfitrion_session"
 MAX_BODY_BYTES = 1024 * 1024
@@ -44,9 +60,94 @@ SECURITY_HEADERS = (
 )
 
 
+MAX_THROTTLED_CLIENTS = 4096
+"""Clients the sign-in throttle remembers at once; the least recently failing go first."""
+
+
 def token_matches(given: str, expected: str) -> bool:
     """Constant-time comparison of a presented token with the configured one."""
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+    # surrogatepass: a lone surrogate from a form is a wrong token, never an exception
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"),
+                               expected.encode("utf-8", "surrogatepass"))
+
+
+def client_key(scope: Scope) -> str:
+    """Who is signing in, for throttling: the peer address (an IPv6 peer: its /64 network).
+
+    Headers such as ``X-Forwarded-For`` are written by the client and never trusted: behind a
+    proxy every client is the proxy, as behind loopback every local program is ``127.0.0.1``.
+    """
+    peer = scope.get("client")
+    host = peer[0] if peer else ""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return host[:100] or "unknown"
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+@dataclass
+class SignInThrottle:
+    """Wrong tokens per client in a sliding window, in bounded memory.
+
+    Each client keeps at most *max_failures* timestamps; at most *max_clients* clients are
+    kept, the least recently failing forgotten first. Forgetting only ever lets a client guess
+    again sooner; it never refuses anyone.
+    """
+
+    max_failures: int = 10
+    window: float = 60.0
+    max_clients: int = field(default_factory=lambda: MAX_THROTTLED_CLIENTS)
+    _failures: OrderedDict[str, deque[float]] = field(default_factory=OrderedDict)
+
+    def failed(self, client: str, now: float | None = None) -> float | None:
+        """Record a wrong token from *client*; the seconds it must wait, when it is over."""
+        now = time.monotonic() if now is None else now
+        self._forget_older_than(now - self.window)
+        times = self._failures.pop(client, None)
+        if times is None:
+            times = deque(maxlen=self.max_failures)
+        was_over = self._over(times, now)
+        times.append(now)
+        self._failures[client] = times  # now the most recent
+        while len(self._failures) > self.max_clients:
+            self._failures.popitem(last=False)
+        if not self._over(times, now):
+            return None
+        wait = max(1.0, times[0] + self.window - now)
+        if not was_over:  # once per episode, not per refused guess: no log flood
+            log.warning("sign-in: %d wrong tokens from %s within %g s; its wrong tokens are "
+                        "refused for %d s", self.max_failures, client, self.window,
+                        math.ceil(wait))
+        return wait
+
+    def _over(self, times: deque[float], now: float) -> bool:
+        return len(times) >= self.max_failures and times[0] > now - self.window
+
+    def __len__(self) -> int:
+        return len(self._failures)
+
+    def _forget_older_than(self, cutoff: float) -> None:
+        while self._failures:
+            oldest = next(iter(self._failures))
+            if self._failures[oldest][-1] > cutoff:
+                return
+            del self._failures[oldest]
+
+
+@dataclass
+class _Attempt:
+    """The request being served: its client, and whether a wrong token got it throttled."""
+
+    client: str
+    retry_after: float | None = None
+
+
+_attempt: ContextVar[_Attempt | None] = ContextVar("anfitrion_web_attempt", default=None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,19 +165,29 @@ class SessionBook:
     """Browser sessions, in memory: a restart signs everybody out."""
 
     lifetime: float = 12 * 3600
-    max_failures: int = 10
-    failure_window: float = 60.0
+    throttle: SignInThrottle = field(default_factory=SignInThrottle)
     _sessions: dict[str, SignedIn] = field(default_factory=dict)
-    _failures: list[float] = field(default_factory=list)
 
     def throttled(self) -> bool:
-        """Too many wrong tokens lately: refuse sign-in attempts for a while."""
-        cutoff = time.monotonic() - self.failure_window
-        self._failures[:] = [t for t in self._failures if t > cutoff]
-        return len(self._failures) >= self.max_failures
+        """Whether to refuse a sign-in before its token is compared: never.
+
+        Refusing before the comparison would refuse the correct token too, and on a loopback
+        server every local program is the same client: ten wrong tokens from any of them
+        would lock the person out. Wrong tokens are throttled in :meth:`failed` instead.
+        """
+        return False
 
     def failed(self) -> None:
-        self._failures.append(time.monotonic())
+        """A wrong token from the request being served: counted for its client.
+
+        A client over the limit has this answer turned into 429 with ``Retry-After`` by
+        :class:`GuardMiddleware`; its correct token still signs in.
+        """
+        attempt = _attempt.get()
+        client = attempt.client if attempt is not None else "unknown"
+        wait = self.throttle.failed(client)
+        if wait is not None and attempt is not None:
+            attempt.retry_after = wait
 
     def open(self, name: str) -> SignedIn:
         signed = SignedIn(secrets.token_urlsafe(32), name, secrets.token_urlsafe(32),
@@ -139,7 +250,12 @@ class GuardMiddleware:
             response = PlainTextResponse(problem, status_code=status)
             await response(scope, receive, self._with_headers(send))
             return
-        await self.app(scope, receive, self._with_headers(send))
+        attempt = _Attempt(client_key(scope))
+        reset = _attempt.set(attempt)
+        try:
+            await self.app(scope, receive, self._with_headers(send, attempt))
+        finally:
+            _attempt.reset(reset)
 
     def _problem(self, scope: Scope, headers: Headers) -> str | None:
         host = headers.get("host", "")
@@ -169,11 +285,15 @@ class GuardMiddleware:
         return None, 400
 
     @staticmethod
-    def _with_headers(send: Send) -> Send:
+    def _with_headers(send: Send, attempt: _Attempt | None = None) -> Send:
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
                 existing = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [(k, v) for k, v in SECURITY_HEADERS if k not in existing]
+                if attempt is not None and attempt.retry_after is not None:
+                    # a wrong token from a throttled client: refused, and told to wait
+                    message["status"] = 429
+                    extra.append((b"retry-after", str(math.ceil(attempt.retry_after)).encode()))
                 message["headers"] = list(message.get("headers", [])) + extra
             await send(message)
 
