@@ -44,7 +44,6 @@ from typing import Any, TextIO, TypeVar
 import anyio
 import httpx
 from anyio.abc import TaskGroup, TaskStatus
-from jsonschema.validators import Draft202012Validator
 
 from .. import __version__
 from ..conversation import Provenance
@@ -52,7 +51,17 @@ from ..exceptions import MissingDependencyError, RunError, ToolDefinitionError
 from ..gate import ToolError
 from ..store import Store
 from ..telemetry import trace_meta
-from ..tools import TOOL_NAME, Effect, OfferContext, Tool, ToolContext, check_input_schema
+from ..tools import (
+    TOOL_NAME,
+    ArgumentValidator,
+    Effect,
+    OfferContext,
+    SchemaBudgetExceeded,
+    Tool,
+    ToolContext,
+    check_input_schema,
+    schema_errors,
+)
 from .config import McpConfig, ServerConfig
 from .pinning import Pin, PinBook, PinState, pinned_fields, server_key
 
@@ -407,11 +416,13 @@ class McpToolset:
                 state = "blocked"
                 problem = (f"the server's instructions are {server_pin.state.value}: approve "
                            f"{self.id!r} first")
-            if state == PinState.APPROVED.value:
-                try:
-                    offered[name] = self._make_tool(name, listed, pin.seen_digest)
-                except ToolDefinitionError as exc:
-                    state, problem = "invalid", str(exc)
+            try:  # a schema the host cannot check in bounded time is refused, approved or not
+                tool = self._make_tool(name, listed, pin.seen_digest)
+            except ToolDefinitionError as exc:
+                state, problem = "invalid", f"cannot be offered: {exc}"
+            else:
+                if state == PinState.APPROVED.value:
+                    offered[name] = tool
             statuses.append(ToolStatus(self.id, listed.name, name, state, problem, pin))
         self._offered = offered
         self.statuses = statuses
@@ -444,10 +455,10 @@ class McpToolset:
             idempotent = hints.idempotentHint is True
             if hints.openWorldHint is False:
                 provenance = Provenance.TRUSTED
-        output: Draft202012Validator | None = None
+        output: Any = None
         if listed.outputSchema is not None:
             check_input_schema(f"{name} (outputSchema)", listed.outputSchema)
-            output = Draft202012Validator(listed.outputSchema)
+            output = ArgumentValidator(listed.outputSchema)
         return McpTool(
             name=name, description=listed.description or "",
             input_schema=dict(listed.inputSchema),
@@ -460,13 +471,13 @@ class McpToolset:
             server=self.id, upstream_name=listed.name, pinned_digest=pinned_digest)
 
     def _handler(self, name: str, upstream: str, pinned_digest: str,
-                 output: Draft202012Validator | None) -> Any:
+                 output: Any) -> Any:
         async def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
             return await self._call(name, upstream, pinned_digest, output, arguments)
         return handler
 
     async def _call(self, name: str, upstream: str, pinned_digest: str,
-                    output: Draft202012Validator | None, arguments: dict[str, Any]) -> Any:
+                    output: Any, arguments: dict[str, Any]) -> Any:
         try:
             conn = await self._ensure()
             if self.config.relist_before_call or conn.stale:
@@ -525,7 +536,7 @@ class McpToolset:
             await session.send_notification(mt.ClientNotification(note))
 
     def _result_value(self, result: mt.CallToolResult,
-                      output: Draft202012Validator | None) -> Any:
+                      output: Any) -> Any:
         limit = self.config.max_result_chars
         text = _content_text(result.content, limit)
         if result.isError:
@@ -535,7 +546,10 @@ class McpToolset:
             if structured is None:
                 raise ToolError("the tool declares an output schema but returned no structured "
                                 "content")
-            error = next(iter(output.iter_errors(structured)), None)
+            try:
+                error = next(iter(schema_errors(output, structured)), None)
+            except (SchemaBudgetExceeded, OverflowError, ValueError) as exc:
+                raise ToolError(f"the structured result could not be checked: {exc}") from None
             if error is not None:
                 where = ".".join(str(p) for p in error.absolute_path) or "(root)"
                 raise ToolError(f"the structured result does not match the approved output "
