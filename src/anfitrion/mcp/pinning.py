@@ -4,7 +4,9 @@ On first sight each tool's definition — ``name``, ``title``, ``description``, 
 ``outputSchema``, ``annotations`` — and each server's ``instructions`` are hashed (SHA-256 of
 canonical JSON) and stored in the store's records, namespace ``mcp.pins``:
 
-- ``server/<id>`` — the server's instructions;
+- ``server/<id>`` — the server's instructions and its *identity*: what is launched or contacted
+  (transport, command, arguments, working directory, URL, the names of the headers, and the
+  environment with each value as a SHA-256 digest, never the value itself);
 - ``tool/<id>/<name>`` — one tool, by the name the server reports.
 
 A pin holds the *approved* definition and the last *seen* one. A tool is offered only while
@@ -13,11 +15,18 @@ and a change of instructions blocks the whole server, until a person approves ag
 mcp review`` / ``approve``). A change that goes away again stays blocked: the server has shown it
 changes what it says.
 
+A server whose identity differs from the approved one is not started at all (only ``anfitrion
+mcp review``, with the operator's consent, starts it to show what it offers), and its tools stay
+blocked until the server is approved again. Pins approved before identities were recorded have
+none: their server pin reads as *changed* (the identity is new to the pin), so their tools are
+blocked until one review records and approves what is launched.
+
 This module does no MCP I/O: definitions arrive as plain JSON.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,6 +38,7 @@ from typing import Any
 from .._canonical import digest
 from ..exceptions import UserError
 from ..store import Store
+from .config import ServerConfig
 
 __all__ = [
     "NAMESPACE",
@@ -37,7 +47,9 @@ __all__ = [
     "PinBook",
     "PinState",
     "definition_digest",
+    "identity_changes",
     "pinned_fields",
+    "server_identity",
     "suspicious_text",
 ]
 
@@ -62,6 +74,43 @@ def pinned_fields(tool: Mapping[str, Any]) -> dict[str, Any]:
 def definition_digest(definition: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of a pinned definition."""
     return digest(dict(definition))
+
+
+def server_identity(config: ServerConfig) -> dict[str, Any]:
+    """What a server entry launches or contacts: pinned with the server's instructions.
+
+    Environment values are kept as SHA-256 digests (a changed secret changes the identity
+    without the secret being stored); of the headers only the names are kept, so a rotated
+    token does not need a review, a different URL does.
+    """
+    return {
+        "transport": config.transport, "command": config.command, "args": list(config.args),
+        "cwd": config.cwd, "url": config.url,
+        "env": {name: "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()
+                for name, value in sorted(config.env.items())},
+        "headers": sorted(config.headers),
+    }
+
+
+def identity_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
+    """What differs between two server identities, said for a person (values not shown)."""
+    if before is None:
+        return ["no identity was recorded when the server was approved"]
+    changes: list[str] = []
+    for key in ("transport", "command", "args", "cwd", "url"):
+        if before.get(key) != after.get(key):
+            changes.append(f"{key} {before.get(key)!r} → {after.get(key)!r}")
+    old_env, new_env = dict(before.get("env") or {}), dict(after.get("env") or {})
+    for name in sorted(set(old_env) | set(new_env)):
+        if name not in old_env:
+            changes.append(f"env {name} added")
+        elif name not in new_env:
+            changes.append(f"env {name} removed")
+        elif old_env[name] != new_env[name]:
+            changes.append(f"env {name} has another value")
+    if list(before.get("headers") or []) != list(after.get("headers") or []):
+        changes.append(f"headers {before.get('headers')!r} → {after.get('headers')!r}")
+    return changes
 
 
 def _now() -> str:
@@ -167,11 +216,34 @@ class PinBook:
         return await self._observe(tool_key(server, str(definition["name"])), server,
                                    str(definition["name"]), definition)
 
-    async def observe_server(self, server: str, instructions: str | None) -> Pin:
-        """Record a server's instructions (empty instructions need no review at first)."""
-        return await self._observe(server_key(server), server, None,
-                                   {"instructions": instructions},
+    async def observe_server(self, server: str, instructions: str | None,
+                             identity: Mapping[str, Any] | None = None) -> Pin:
+        """Record a server's instructions and identity (see :func:`server_identity`).
+
+        A server seen for the first time with empty instructions needs no review; later, a
+        change of either blocks its tools.
+        """
+        definition: dict[str, Any] = {"instructions": instructions}
+        if identity is not None:
+            definition["launch"] = dict(identity)
+        return await self._observe(server_key(server), server, None, definition,
                                    auto_approve=not instructions)
+
+    async def launch_refused(self, server: str, identity: Mapping[str, Any]) -> str | None:
+        """Why the server must not be started unreviewed, or ``None``.
+
+        A server that was approved while it launched something else is refused; a server never
+        approved, or approved before identities were recorded, may start (its tools are not
+        offered until approved).
+        """
+        pin = await self.get(server_key(server))
+        approved = pin.approved_definition if pin is not None else None
+        if approved is None or "launch" not in approved:
+            return None
+        changes = identity_changes(approved["launch"], identity)
+        if not changes:
+            return None
+        return "what it launches changed since it was approved: " + "; ".join(changes)
 
     async def approve(self, name: str, *, by: str, digest_prefix: str | None = None) -> Pin:
         """Approve what was seen last of ``server`` or ``server.tool``.

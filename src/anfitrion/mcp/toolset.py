@@ -63,7 +63,15 @@ from ..tools import (
     schema_errors,
 )
 from .config import McpConfig, ServerConfig
-from .pinning import Pin, PinBook, PinState, pinned_fields, server_key
+from .pinning import (
+    Pin,
+    PinBook,
+    PinState,
+    identity_changes,
+    pinned_fields,
+    server_identity,
+    server_key,
+)
 
 try:
     import mcp.types as mt
@@ -246,11 +254,16 @@ class McpToolset:
         config: the server's entry of the MCP config.
         store: where pins live (and the gate's approvals, when used by a host).
         errlog: where a spawned server's stderr goes.
+        launch_changed: start the server even when what it launches changed since it was
+            approved (``anfitrion mcp review`` does, after the operator consented); by default
+            such a server is not started and offers nothing.
     """
 
     def __init__(self, config: ServerConfig, store: Store, *,
-                 errlog: TextIO | None = None) -> None:
+                 errlog: TextIO | None = None, launch_changed: bool = False) -> None:
         self.config = config
+        self.identity = server_identity(config)
+        self.launch_changed = launch_changed
         self.pins = PinBook(store)
         self.errlog = errlog
         self.restarts = 0
@@ -333,6 +346,12 @@ class McpToolset:
                 return conn
             if self._tg is None:
                 raise McpServerError(self.id, "use the toolset inside `async with`")
+            if not self.launch_changed:
+                refused = await self.pins.launch_refused(self.id, self.identity)
+                if refused:
+                    self.last_error = refused
+                    raise McpServerError(self.id, f"not started: {refused}. Review it "
+                                         "(anfitrion mcp review) and approve the server again")
             if conn is not None:
                 self.restarts += 1
                 log.warning("MCP server %r is being restarted (it stopped: %s)", self.id,
@@ -393,7 +412,7 @@ class McpToolset:
             conn = await self._ensure()  # it died while idle: start it again, once
             conn.stale = False
             upstream = await self._list_upstream(conn)
-        server_pin = await self.pins.observe_server(self.id, conn.instructions)
+        server_pin = await self.pins.observe_server(self.id, conn.instructions, self.identity)
         counts = Counter(t.name for t in upstream)
         statuses: list[ToolStatus] = []
         offered: dict[str, McpTool] = {}
@@ -414,8 +433,7 @@ class McpToolset:
             state, problem = pin.state.value, ""
             if pin.state is PinState.APPROVED and server_pin.state is not PinState.APPROVED:
                 state = "blocked"
-                problem = (f"the server's instructions are {server_pin.state.value}: approve "
-                           f"{self.id!r} first")
+                problem = self._server_problem(server_pin)
             try:  # a schema the host cannot check in bounded time is refused, approved or not
                 tool = self._make_tool(name, listed, pin.seen_digest)
             except ToolDefinitionError as exc:
@@ -427,6 +445,15 @@ class McpToolset:
         self._offered = offered
         self.statuses = statuses
         return statuses
+
+    def _server_problem(self, server_pin: Pin) -> str:
+        approved = server_pin.approved_definition
+        if approved is not None and approved.get("launch") != self.identity:
+            changes = identity_changes(approved.get("launch"), self.identity)
+            return (f"blocked: what server {self.id!r} launches is not what was approved "
+                    f"({'; '.join(changes)}): review and approve {self.id!r} again")
+        return (f"the server's instructions are {server_pin.state.value}: approve "
+                f"{self.id!r} first")
 
     async def approved_instructions(self) -> str | None:
         """The server's instructions as approved (for a host's system prompt), if current."""
@@ -570,10 +597,11 @@ class McpServers:
     """
 
     def __init__(self, config: McpConfig | Iterable[ServerConfig], store: Store, *,
-                 errlog: TextIO | None = None) -> None:
+                 errlog: TextIO | None = None, launch_changed: bool = False) -> None:
         servers = config.servers.values() if isinstance(config, McpConfig) else config
         self.toolsets: dict[str, McpToolset] = {
-            s.id: McpToolset(s, store, errlog=errlog) for s in servers}
+            s.id: McpToolset(s, store, errlog=errlog, launch_changed=launch_changed)
+            for s in servers}
         self.store = store
         self._stack: AsyncExitStack | None = None
 
