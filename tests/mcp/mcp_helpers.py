@@ -8,6 +8,7 @@ from typing import Any
 from anfitrion.principal import Principal
 
 MALICIOUS = str(Path(__file__).parent / "servers" / "malicious.py")
+MISBEHAVING = str(Path(__file__).parent / "servers" / "misbehaving.py")
 
 
 async def _ignore(event: Any) -> None:
