@@ -124,13 +124,14 @@ def _scalar(value: Any) -> str:
     return json.dumps(value)
 
 
-def _review_entry(pin: Pin | None, name: str, state: str, problem: str) -> dict[str, Any]:
+def _review_entry(pin: Pin | None, name: str, state: str, problem: str,
+                  other_tools: list[str]) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": name, "state": state, "problem": problem}
     if pin is not None:
         entry.update(digest=pin.seen_digest, definition=pin.seen_definition,
                      approved_definition=pin.approved_definition,
                      findings=[{"path": f.path, "reason": f.reason, "excerpt": f.excerpt}
-                               for f in suspicious_text(pin.seen_definition)])
+                               for f in suspicious_text(pin.seen_definition, other_tools)])
     return entry
 
 
@@ -231,7 +232,11 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
         entries: list[dict[str, Any]] = []
         book = PinBook(store)
         async with McpServers(config, store, launch_changed=True) as servers:
-            for server_id, found in (await servers.refresh()).items():
+            listed = await servers.refresh()
+            names = {sid: {n for s in found for n in (s.name, s.upstream_name)}
+                     for sid, found in listed.items() if not isinstance(found, Exception)}
+            for server_id, found in listed.items():
+                others = sorted(n for sid, ns in names.items() if sid != server_id for n in ns)
                 if isinstance(found, Exception):
                     entries.append({"name": server_id, "server": server_id,
                                     "state": "unreachable", "problem": str(found)})
@@ -240,11 +245,11 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
                 if server_pin is not None and (show_all or
                                                server_pin.state is not PinState.APPROVED):
                     entries.append(_review_entry(server_pin, server_id,
-                                                 server_pin.state.value, ""))
+                                                 server_pin.state.value, "", others))
                 for status in found:
                     if show_all or status.state != PinState.APPROVED.value:
                         entries.append(_review_entry(status.pin, status.name, status.state,
-                                                     status.problem))
+                                                     status.problem, others))
         return entries
 
     entries = with_store(ctx, url, work)
