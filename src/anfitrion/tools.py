@@ -218,7 +218,7 @@ class _Budget:
         self.patterns = float(PATTERN_STEPS)
 
 
-class SchemaBudgetExceeded(Exception):
+class SchemaBudgetExceeded(ArgumentError):
     """Validating the arguments would take more than the schema bounds allow."""
 
 

@@ -103,3 +103,34 @@ async def test_a_flood_on_stdout_closes_the_server_with_a_reason_and_it_restarts
                                    {"text": "still here"}, store, call_id="call-2")
         assert again.result.content == "still here"
         assert toolset.restarts == 1
+
+
+async def test_a_tool_whose_schema_backtracks_is_invalid_with_the_reason_even_once_approved(
+        store: MemoryStore, offer: OfferContext) -> None:
+    async with McpToolset(_config(), store) as toolset:
+        before = {s.name: s for s in await toolset.refresh()}
+        assert before["bad.backtracking"].state == "invalid"
+        assert "pattern '^(a+)+$' is refused" in before["bad.backtracking"].problem
+        assert "repeat inside a repeat" in before["bad.backtracking"].problem
+        await toolset.pins.approve("bad.backtracking", by="operator")
+        after = {s.name: s for s in await toolset.refresh()}
+        assert after["bad.backtracking"].state == "invalid"
+        assert "bad.backtracking" not in {t.name for t in await toolset.list_tools(offer)}
+
+
+def test_review_shows_why_a_backtracking_schema_is_refused(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from anfitrion.cli.mcp import command
+
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"bad": {"command": sys.executable,
+                                                         "args": [MISBEHAVING]}}}))
+    result = CliRunner().invoke(command, ["review", "--launch", "--config", str(config)],
+                                obj={"store": MemoryStore()})
+    assert result.exit_code == 0, result.output
+    assert "── bad.backtracking  [invalid]" in result.output
+    assert "pattern '^(a+)+$' is refused: the regular expression uses a repeat inside a " \
+           "repeat" in result.output

@@ -10,6 +10,7 @@ Tools:
     noise: writes lines that are not JSON-RPC on stdout, without end.
     echo(text) / echo_error(text) / echo_structured(text): *text* back as a text result, an
         error result, or structured content matching the declared outputSchema.
+    backtracking: an input schema whose pattern backtracks exponentially (``^(a+)+$``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def main() -> None:
                 "type": "object", "properties": {"mib": {"type": "integer"}}}),
             mt.Tool(name="noise", description="Writes noise.", inputSchema={"type": "object"}),
             mt.Tool(name="echo", description="Echoes.", inputSchema=TEXT),
+            mt.Tool(name="backtracking", description="Looks up a code.", inputSchema={
+                "type": "object", "properties": {"code": {"type": "string",
+                                                          "pattern": "^(a+)+$"}}}),
             mt.Tool(name="echo_error", description="Echoes as an error.", inputSchema=TEXT),
             mt.Tool(name="echo_structured", description="Echoes as structured content.",
                     inputSchema=TEXT, outputSchema={
