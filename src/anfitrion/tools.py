@@ -61,6 +61,8 @@ MAX_SUBSCHEMAS = 2048
 MAX_IN_PLACE_EXPANSION = 1024
 """Subschemas applied to one value through ``$ref``, ``allOf``, ``anyOf``, … (a chain of
 references that doubles at each step stays small on disk and explodes when validated)."""
+MAX_IN_PLACE_DEPTH = 64
+"""``$ref`` (or ``allOf``, …) chained within one value."""
 VALIDATION_STEPS = 200_000
 """Keyword evaluations one validation may take; past it the arguments are refused."""
 PATTERN_STEPS = 5 * 10**7
@@ -289,7 +291,7 @@ def _in_place_expansion(root: dict[str, Any]) -> str | None:
     sizes: dict[int, int] = {}
     visiting: set[int] = set()
 
-    def size(schema: Any) -> int:
+    def size(schema: Any, depth: int = 0) -> int:
         if not isinstance(schema, dict):
             return 1
         key = id(schema)
@@ -297,21 +299,24 @@ def _in_place_expansion(root: dict[str, Any]) -> str | None:
             return sizes[key]
         if key in visiting:
             raise _Cycle
+        if depth > MAX_IN_PLACE_DEPTH:
+            raise _TooDeep
         visiting.add(key)
+        deeper = depth + 1
         total = 1
         for name in ("$ref", "$dynamicRef"):
             ref = schema.get(name)
             if isinstance(ref, str):
-                total += size(_pointer(root, ref))
+                total += size(_pointer(root, ref), deeper)
         for name in _IN_PLACE_ONE:
-            total += size(schema.get(name)) if name in schema else 0
+            total += size(schema.get(name), deeper) if name in schema else 0
         for name in _IN_PLACE_LISTS:
             items = schema.get(name)
             if isinstance(items, list):
-                total += sum(size(s) for s in items)
+                total += sum(size(s, deeper) for s in items)
         dependent = schema.get("dependentSchemas")
         if isinstance(dependent, dict):
-            total += sum(size(s) for s in dependent.values())
+            total += sum(size(s, deeper) for s in dependent.values())
         visiting.discard(key)
         sizes[key] = min(total, MAX_IN_PLACE_EXPANSION + 1)
         return sizes[key]
@@ -323,10 +328,17 @@ def _in_place_expansion(root: dict[str, Any]) -> str | None:
                         "(nested $ref, allOf, anyOf, oneOf)")
     except _Cycle:
         return "has a $ref cycle that never descends into the arguments"
+    except _TooDeep:
+        return (f"chains more than {MAX_IN_PLACE_DEPTH} $ref, allOf, anyOf, … applied to one "
+                "value")
     return None
 
 
 class _Cycle(Exception):
+    pass
+
+
+class _TooDeep(Exception):
     pass
 
 
@@ -388,7 +400,10 @@ def check_input_schema(name: str, schema: Any) -> dict[str, Any]:
         Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ToolDefinitionError(f"tool {name!r}: invalid input schema: {exc.message}") from None
-    problem = _bounds_problem(schema)
+    try:
+        problem = _bounds_problem(schema)
+    except RecursionError:  # pragma: no cover - the depth limits above come first
+        problem = "nests too deeply to check"
     if problem:
         raise ToolDefinitionError(f"tool {name!r}: input schema {problem}")
     closed: dict[str, Any] = _close_objects(schema)

@@ -105,8 +105,15 @@ def _doubling_refs(levels: int) -> dict[str, Any]:
     return {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/a0"}}}
 
 
+def _ref_chain(length: int) -> dict[str, Any]:
+    defs: dict[str, Any] = {f"a{i}": {"$ref": f"#/$defs/a{i + 1}"} for i in range(length)}
+    defs[f"a{length}"] = {"type": "string"}
+    return {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/a0"}}}
+
+
 @pytest.mark.parametrize(("schema", "problem"), [
     (_doubling_refs(30), "applies more than 1024 subschemas to one value"),
+    (_ref_chain(1500), "chains more than 64"),
     ({"type": "object", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [
         {"$ref": "#/$defs/a"}]}}, "properties": {"x": {"$ref": "#/$defs/a"}}},
      r"\$ref cycle that never descends"),
