@@ -3,6 +3,7 @@ run for long: backtracking patterns refuse the schema, and every check has a bud
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import subprocess
 import sys
@@ -10,6 +11,8 @@ import textwrap
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from anfitrion.exceptions import ToolDefinitionError
 from anfitrion.tools import ArgumentError, Tool
@@ -197,3 +200,50 @@ def test_every_hostile_schema_and_argument_pair_finishes() -> None:
     assert len(outcomes) == len(cases)
     assert set(outcomes) <= {"valid", "refused schema", "refused arguments"}
     assert "refused schema" in outcomes and "refused arguments" in outcomes
+
+
+_PATTERN_PARTS = st.sampled_from(["a", "b", "[a-z]", r"\d", ".", "(a|b)", "(?:ab)", "^", "$",
+                                  r"\1", "(?=a)", "x"])
+_QUANTS = st.sampled_from(["", "*", "+", "?", "{2,5}", "*?"])
+_PATTERNS = st.lists(st.tuples(_PATTERN_PARTS, _QUANTS), min_size=1, max_size=6).map(
+    lambda parts: "".join(p + q for p, q in parts)).flatmap(
+    lambda p: st.sampled_from([p, f"({p})+", f"({p}|{p})*", f"^{p}$"]))
+
+
+def _schemas() -> st.SearchStrategy[dict[str, Any]]:
+    leaf = st.one_of(
+        _PATTERNS.map(lambda p: {"type": "string", "pattern": p}),
+        st.just({"type": "integer", "multipleOf": 3}),
+        st.just({"type": "array", "uniqueItems": True}),
+        st.just({"$ref": "#/$defs/d"}),
+    )
+    node = st.recursive(leaf, lambda inner: st.one_of(
+        st.lists(inner, min_size=1, max_size=3).map(lambda s: {"anyOf": s}),
+        st.lists(inner, min_size=1, max_size=3).map(lambda s: {"allOf": s}),
+        inner.map(lambda s: {"type": "array", "items": s}),
+        st.tuples(_PATTERNS, inner).map(lambda t: {"type": "object",
+                                                   "patternProperties": {t[0]: t[1]}}),
+    ), max_leaves=6)
+    return st.tuples(node, node).map(lambda t: {
+        "type": "object", "$defs": {"d": t[1]}, "properties": {"x": t[0]},
+        "propertyNames": {"pattern": "^[a-z]{1,12}$|^a+b"}})
+
+
+_ARGUMENTS = st.recursive(
+    st.one_of(st.text(alphabet="ab1 x\n", max_size=40).map(lambda s: s * 20), st.integers()),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.text(alphabet="abx", max_size=30), inner,
+                                            max_size=3)),
+    max_leaves=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_schemas(), _ARGUMENTS)
+def test_a_hostile_schema_is_refused_or_validates_without_crashing(
+        schema: dict[str, Any], value: Any) -> None:
+    try:
+        tool = Tool.from_schema("t", schema, lambda a: a)
+    except ToolDefinitionError:
+        return
+    with contextlib.suppress(ArgumentError):
+        tool.validate({"x": value})
