@@ -440,6 +440,8 @@ class McpToolset:
         self.last_error: str | None = None
         self.statuses: list[ToolStatus] = []
         self._offered: dict[str, McpTool] = {}
+        self._built: dict[tuple[str, str], McpTool | str] = {}
+        """Tools built from a definition (by name and digest), or why one cannot be offered."""
         self._connection: _Connection | None = None
         self._lock = anyio.Lock()
         self._stack: AsyncExitStack | None = None
@@ -600,13 +602,20 @@ class McpToolset:
             if pin.state is PinState.APPROVED and server_pin.state is not PinState.APPROVED:
                 state = "blocked"
                 problem = self._server_problem(server_pin)
-            try:  # a schema the host cannot check in bounded time is refused, approved or not
-                tool = self._make_tool(name, listed, pin.seen_digest)
-            except ToolDefinitionError as exc:
-                state, problem = "invalid", f"cannot be offered: {exc}"
-            else:
-                if state == PinState.APPROVED.value:
-                    offered[name] = tool
+            # a schema the host cannot check in bounded time is refused, approved or not
+            built = self._built.get((name, pin.seen_digest))
+            if built is None:
+                try:
+                    built = self._make_tool(name, listed, pin.seen_digest)
+                except ToolDefinitionError as exc:
+                    built = f"cannot be offered: {exc}"
+                if len(self._built) > 2 * MAX_TOOLS_PER_SERVER:
+                    self._built.clear()
+                self._built[(name, pin.seen_digest)] = built
+            if isinstance(built, str):
+                state, problem = "invalid", built
+            elif state == PinState.APPROVED.value:
+                offered[name] = built
             statuses.append(ToolStatus(self.id, listed.name, name, state, problem, pin))
         self._offered = offered
         self.statuses = statuses
