@@ -20,12 +20,19 @@ What the host gets from a server, and what it refuses to take on trust:
 - **annotations** — used only for servers marked ``trusted``: ``readOnlyHint`` → READ,
   ``idempotentHint`` → idempotent, ``openWorldHint: false`` → trusted results. Any other
   server's tools are WRITE, not idempotent, and their results untrusted, whatever they claim.
+- **schemas** — checked with bounds (:func:`~anfitrion.tools.check_input_schema`): a tool whose
+  schema could make validation run long is ``invalid``, approved or not.
+- **identity** — what the server launches or contacts is pinned with its instructions; a server
+  approved while it launched something else is not started (unless ``launch_changed``).
 - **results** — untrusted data: text is passed on; images, audio and binary resources are
   summarised, never shown; resource links are described and never fetched; ``structuredContent``
-  must match the pinned ``outputSchema``.
+  must match the pinned ``outputSchema``; hidden characters (tag characters, zero-width, bidi,
+  controls) are made visible and the result begins with :data:`HIDDEN_NOTICE`.
 - **failures** — a per-call timeout cancels the request (``notifications/cancelled``) and
   restarts the server; a server that dies is reported in the call's error result and started
-  again on the next use.
+  again on the next use. A stdio server runs in its own process group, ended with it; a line
+  over :data:`MAX_LINE_BYTES` or more than :data:`MAX_NOISE_LINES` lines of noise on its
+  stdout close the connection with the reason.
 """
 
 from __future__ import annotations
