@@ -108,7 +108,11 @@ def _interactive_review(tmp_path: Path, config: Path, answer: bytes) -> str:
                 answered = True
     finally:
         os.close(primary)
-        proc.wait(timeout=60)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
     assert answered, output
     return output.decode("utf-8", "replace")
 
