@@ -17,14 +17,17 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
+import math
 import re
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, TypeAlias, overload, runtime_checkable
+from urllib.parse import unquote as urllib_unquote
 
 import anyio.to_thread
 import jsonschema
@@ -35,6 +38,7 @@ from ._canonical import canonical_json, digest
 from ._json import JsonError, check_json_value
 from .conversation import JsonValue, Provenance
 from .exceptions import ToolDefinitionError
+from .policy.constraints import Matches
 from .principal import Principal
 
 __all__ = [
@@ -52,6 +56,17 @@ __all__ = [
 TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 MAX_SCHEMA_BYTES = 64 * 1024
 MAX_SCHEMA_DEPTH = 32
+MAX_SUBSCHEMAS = 2048
+"""Schema objects in one input schema (a 64 KiB schema could hold ten times more)."""
+MAX_IN_PLACE_EXPANSION = 1024
+"""Subschemas applied to one value through ``$ref``, ``allOf``, ``anyOf``, … (a chain of
+references that doubles at each step stays small on disk and explodes when validated)."""
+MAX_IN_PLACE_DEPTH = 64
+"""``$ref`` (or ``allOf``, …) chained within one value."""
+VALIDATION_STEPS = 200_000
+"""Keyword evaluations one validation may take; past it the arguments are refused."""
+PATTERN_STEPS = 5 * 10**7
+"""Estimated regular-expression steps one validation may take (all patterns together)."""
 DEFAULT_MAX_RESULT_CHARS = 16 * 1024
 
 
@@ -116,7 +131,7 @@ def _schema_depth_ok(schema: Any, depth: int = 0) -> bool:
 def _refs(schema: Any) -> Iterator[Any]:
     if isinstance(schema, dict):
         for key, value in schema.items():
-            if key == "$ref":
+            if key in ("$ref", "$dynamicRef"):
                 yield value
             elif key not in ("const", "enum", "default", "examples"):
                 yield from _refs(value)
@@ -141,6 +156,220 @@ def _close_objects(schema: Any) -> Any:
             and "unevaluatedProperties" not in out:
         out["additionalProperties"] = False
     return out
+
+
+# -- bounds on schemas the host did not write ------------------------------------------------
+#
+# A schema from an MCP server or a raw-schema tool is hostile until checked. Validating it must
+# take bounded time, whatever the arguments: patterns must be ones the policy's own `Matches`
+# constraint accepts (no construct that backtracks exponentially), a value is matched only up to
+# the length the pattern can take, and a validation has a budget of keyword evaluations and of
+# regular-expression steps. Past any bound the arguments are refused, never checked for longer.
+
+_NOT_SCHEMAS = frozenset({"const", "enum", "default", "examples"})
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions",
+                          "dependentSchemas"})
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_LISTS = ("allOf", "anyOf", "oneOf")
+
+
+@dataclass(frozen=True, slots=True)
+class _SafePattern:
+    compiled: re.Pattern[str]
+    input_cap: int
+    """The longest value this pattern is run on."""
+    exponent: int
+    """Repeats, plus one for ``search``: a check costs at most ``len ** exponent`` steps."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _safe_pattern(pattern: str) -> _SafePattern:
+    """A JSON Schema pattern the host can run in bounded time, or ``ValueError`` saying why.
+
+    The decision is the policy's :class:`~anfitrion.policy.constraints.Matches`: one mechanism
+    for every regular expression anfitrion runs on hostile input. JSON Schema patterns *search*
+    (they are not anchored), which costs one more factor of the length: the input cap is the
+    one `Matches` gives the pattern preceded by ``.*``.
+    """
+    if not isinstance(pattern, str):
+        raise ValueError("a pattern must be a string")
+    translated = _ecma_translate(pattern)
+    try:
+        Matches(translated, max_input_length=_STEP_CAP)  # raises on a backtracking construct
+        searched = Matches(f"(?s:.*)(?:{translated})", max_input_length=_STEP_CAP)
+        compiled = re.compile(translated, re.ASCII)
+    except re.error as exc:  # pragma: no cover - Matches compiled it already
+        raise ValueError(f"invalid regular expression: {exc}") from None
+    cap = searched.input_cap
+    exponent = 1 if cap >= _STEP_CAP else \
+        max(2, math.ceil(math.log(_STEP_CAP) / math.log(cap) - 1e-9))
+    return _SafePattern(compiled, cap, exponent)
+
+
+_STEP_CAP = 10**7  # Matches' own step budget: a cap this high means "one repeat"
+
+
+class _Budget:
+    """What one validation may still spend (kept in a context variable while it runs)."""
+
+    __slots__ = ("patterns", "steps")
+
+    def __init__(self) -> None:
+        self.steps = VALIDATION_STEPS
+        self.patterns = float(PATTERN_STEPS)
+
+
+class SchemaBudgetExceeded(ArgumentError):
+    """Validating the arguments would take more than the schema bounds allow."""
+
+
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar(
+    "anfitrion_schema_budget", default=None)
+
+
+def _search(pattern: str, value: str) -> bool:
+    """ECMA-262 ``pattern`` search, bounded: too long a value or too much work refuses."""
+    safe = _safe_pattern(pattern)
+    if len(value) > safe.input_cap:
+        raise SchemaBudgetExceeded(
+            f"a value of {len(value)} characters is too long to check against the pattern "
+            f"{pattern[:80]!r} (at most {safe.input_cap})")
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget.patterns -= (len(value) + 1) ** safe.exponent
+        if budget.patterns < 0:
+            raise SchemaBudgetExceeded("the arguments need too much pattern matching to check")
+    return safe.compiled.search(value) is not None
+
+
+def _schema_children(schema: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    for key, value in schema.items():
+        if key in _NOT_SCHEMAS:
+            continue
+        if key in _SCHEMA_MAPS and isinstance(value, dict):
+            for sub_key, sub in value.items():
+                yield f"{key}.{sub_key}", sub
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            for index, sub in enumerate(value):
+                yield f"{key}[{index}]", sub
+        elif isinstance(value, dict):
+            yield key, value
+
+
+def _subschemas(schema: Any, path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    if not isinstance(schema, dict):
+        return
+    yield path, schema
+    for key, sub in _schema_children(schema):
+        yield from _subschemas(sub, f"{path}.{key}" if path else key)
+
+
+def _pointer(root: dict[str, Any], ref: str) -> Any:
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return None  # an anchor: resolved by the validator, expanded as one schema here
+    node: Any = root
+    for part in ref[2:].split("/"):
+        part = urllib_unquote(part).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
+def _in_place_expansion(root: dict[str, Any]) -> str | None:
+    """Why the schema applies too many subschemas to one value, or ``None``.
+
+    Follows what applies to the *same* value — ``$ref``, ``allOf``/``anyOf``/``oneOf``, ``not``,
+    ``if``/``then``/``else``, ``dependentSchemas`` — not what descends into its parts.
+    """
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+
+    def size(schema: Any, depth: int = 0) -> int:
+        if not isinstance(schema, dict):
+            return 1
+        key = id(schema)
+        if key in sizes:
+            return sizes[key]
+        if key in visiting:
+            raise _Cycle
+        if depth > MAX_IN_PLACE_DEPTH:
+            raise _TooDeep
+        visiting.add(key)
+        deeper = depth + 1
+        total = 1
+        for name in ("$ref", "$dynamicRef"):
+            ref = schema.get(name)
+            if isinstance(ref, str):
+                total += size(_pointer(root, ref), deeper)
+        for name in _IN_PLACE_ONE:
+            total += size(schema.get(name), deeper) if name in schema else 0
+        for name in _IN_PLACE_LISTS:
+            items = schema.get(name)
+            if isinstance(items, list):
+                total += sum(size(s, deeper) for s in items)
+        dependent = schema.get("dependentSchemas")
+        if isinstance(dependent, dict):
+            total += sum(size(s, deeper) for s in dependent.values())
+        visiting.discard(key)
+        sizes[key] = min(total, MAX_IN_PLACE_EXPANSION + 1)
+        return sizes[key]
+
+    try:
+        for _, schema in _subschemas(root):
+            if size(schema) > MAX_IN_PLACE_EXPANSION:
+                return (f"applies more than {MAX_IN_PLACE_EXPANSION} subschemas to one value "
+                        "(nested $ref, allOf, anyOf, oneOf)")
+    except _Cycle:
+        return "has a $ref cycle that never descends into the arguments"
+    except _TooDeep:
+        return (f"chains more than {MAX_IN_PLACE_DEPTH} $ref, allOf, anyOf, … applied to one "
+                "value")
+    return None
+
+
+class _Cycle(Exception):
+    pass
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _bounds_problem(schema: dict[str, Any]) -> str | None:
+    """What makes *schema* unsafe to validate hostile arguments against, or ``None``."""
+    has_pattern_properties = has_unevaluated = False
+    for count, (path, sub) in enumerate(_subschemas(schema), 1):
+        if count > MAX_SUBSCHEMAS:
+            return f"has more than {MAX_SUBSCHEMAS} subschemas"
+        where = path or "(root)"
+        patterns: list[Any] = []
+        if "pattern" in sub:
+            patterns.append(sub["pattern"])
+        if isinstance(sub.get("patternProperties"), dict):
+            has_pattern_properties = True
+            patterns.extend(sub["patternProperties"])
+        has_unevaluated = has_unevaluated or "unevaluatedProperties" in sub
+        for pattern in patterns:
+            try:
+                _safe_pattern(pattern)
+            except ValueError as exc:
+                return f"{where}: pattern {str(pattern)[:80]!r} is refused: {exc}"
+        multiple = sub.get("multipleOf")
+        if isinstance(multiple, (int, float)) and not isinstance(multiple, bool) \
+                and not (1e-100 <= abs(multiple) <= 1e100):
+            return f"{where}: multipleOf {str(multiple)[:40]} is out of range (1e-100 to 1e100)"
+        if isinstance(sub.get("$schema"), str) and path:
+            return f"{where}: $schema is allowed at the root only"
+    if has_pattern_properties and has_unevaluated:
+        return "combines patternProperties with unevaluatedProperties (not supported)"
+    return _in_place_expansion(schema)
 
 
 def check_input_schema(name: str, schema: Any) -> dict[str, Any]:
@@ -171,6 +400,12 @@ def check_input_schema(name: str, schema: Any) -> dict[str, Any]:
         Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
         raise ToolDefinitionError(f"tool {name!r}: invalid input schema: {exc.message}") from None
+    try:
+        problem = _bounds_problem(schema)
+    except RecursionError:  # pragma: no cover - the depth limits above come first
+        problem = "nests too deeply to check"
+    if problem:
+        raise ToolDefinitionError(f"tool {name!r}: input schema {problem}")
     closed: dict[str, Any] = _close_objects(schema)
     return closed
 
@@ -195,21 +430,116 @@ def _ecma_translate(pattern: str) -> str:
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=512)
-def _ecma_compile(pattern: str) -> re.Pattern[str]:
-    return re.compile(_ecma_translate(pattern), re.ASCII)
-
-
 def _ecma_pattern(validator: Any, pattern: str, instance: Any,
                   schema: Mapping[str, Any]) -> Iterator[jsonschema.ValidationError]:
-    if isinstance(instance, str) and not _ecma_compile(pattern).search(instance):
+    if isinstance(instance, str) and not _search(pattern, instance):
         yield jsonschema.ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
+def _pattern_properties(validator: Any, patterns: Mapping[str, Any], instance: Any,
+                        schema: Mapping[str, Any]) -> Iterator[jsonschema.ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for key, value in instance.items():
+            if _search(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any,
+                           schema: Mapping[str, Any]) -> Iterator[jsonschema.ValidationError]:
+    # jsonschema's own version matches patternProperties with an unbounded `re.search`
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extras = [k for k in instance if k not in properties
+              and not any(_search(p, k) for p in patterns)]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            listed = ", ".join(map(repr, sorted(extras)))
+            yield jsonschema.ValidationError(
+                f"{listed} {verb} not match any of the regexes: "
+                f"{', '.join(map(repr, sorted(patterns)))}")
+        else:
+            listed = ", ".join(map(repr, extras))
+            yield jsonschema.ValidationError(
+                f"Additional properties are not allowed ({listed} "
+                f"{'was' if len(extras) == 1 else 'were'} unexpected)")
+
+
+def _json_key(value: Any) -> Any:
+    """A hashable key equal for equal JSON values (``1`` and ``1.0`` alike, ``true`` not)."""
+    if isinstance(value, bool) or value is None:
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", value)
+    if isinstance(value, str):
+        return ("s", value)
+    if isinstance(value, list):
+        return ("l", tuple(_json_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("d", frozenset((k, _json_key(v)) for k, v in value.items()))
+    return ("o", repr(value))
+
+
+def _unique_items(validator: Any, unique: Any, instance: Any,
+                  schema: Mapping[str, Any]) -> Iterator[jsonschema.ValidationError]:
+    # jsonschema's own version compares unhashable items pairwise: n² for an array of objects
+    if unique and validator.is_type(instance, "array"):
+        keys = [_json_key(v) for v in instance]
+        if len(set(keys)) != len(keys):
+            yield jsonschema.ValidationError(f"{_short(instance)} has non-unique elements")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _counted(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    def run(validator: Any, value: Any, instance: Any, schema: Mapping[str, Any]) -> Any:
+        budget = _BUDGET.get()
+        if budget is not None:
+            budget.steps -= 1
+            if budget.steps < 0:
+                raise SchemaBudgetExceeded(
+                    f"checking the arguments takes more than {VALIDATION_STEPS} steps")
+        return keyword(validator, value, instance, schema)
+    return run
+
+
+_KEYWORDS: dict[str, Callable[..., Any]] = {
+    **Draft202012Validator.VALIDATORS, "pattern": _ecma_pattern,
+    "patternProperties": _pattern_properties, "additionalProperties": _additional_properties,
+    "uniqueItems": _unique_items}
+
 ArgumentValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, {"pattern": _ecma_pattern})
+    Draft202012Validator, {k: _counted(f) for k, f in _KEYWORDS.items()})
 """Draft 2020-12 with ECMA-262 ``pattern`` semantics (``$`` does not accept a final newline;
-``\\d``, ``\\w`` and ``\\s`` are ASCII as in JavaScript)."""
+``\\d``, ``\\w`` and ``\\s`` are ASCII as in JavaScript), bounded: every pattern search and
+keyword evaluation is counted against the budget of the validation that runs it (see
+:func:`schema_errors`). ``format`` is an annotation (no format is checked)."""
+
+
+def schema_errors(validator: Any, instance: Any) -> list[jsonschema.ValidationError]:
+    """Every error of *instance* against an :data:`ArgumentValidator`, within the bounds.
+
+    Raises:
+        SchemaBudgetExceeded: the check would take more than the bounds allow.
+    """
+    token = _BUDGET.set(_Budget())
+    try:
+        return sorted(validator.iter_errors(instance),
+                      key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
+    except RecursionError:
+        raise SchemaBudgetExceeded("the schema nests too deeply to check") from None
+    finally:
+        _BUDGET.reset(token)
 
 
 _ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment"})
@@ -386,9 +716,8 @@ class Tool:
             errors: list[jsonschema.ValidationError] = []
         else:
             try:
-                errors = sorted(self._schema_validator.iter_errors(arguments),
-                                key=lambda e: (len(e.absolute_path), str(e.absolute_path)))
-            except (OverflowError, ValueError, RecursionError) as exc:
+                errors = schema_errors(self._schema_validator, arguments)
+            except (OverflowError, ValueError, SchemaBudgetExceeded) as exc:
                 # e.g. multipleOf with a 400-digit integer: an error result, not a crash
                 raise ArgumentError(f"arguments could not be checked: {exc}") from None
         if errors:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 MALICIOUS = str(Path(__file__).parent / "servers" / "malicious.py")
+MISBEHAVING = str(Path(__file__).parent / "servers" / "misbehaving.py")
 
 
 async def _ignore(event: Any) -> None:

@@ -29,12 +29,12 @@ def config_file(tmp_path: Path) -> Path:
 def run(store: MemoryStore, *args: str) -> str:
     result = CliRunner().invoke(command, list(args), obj={"store": store})
     assert result.exit_code == 0, result.output
-    return result.output
+    return result.stdout
 
 
 def test_review_shows_full_definitions_with_hidden_text_visible_and_poison_marked(
         config_file: Path) -> None:
-    output = run(MemoryStore(), "review", "--config", str(config_file))
+    output = run(MemoryStore(), "review", "--launch", "--config", str(config_file))
     assert "── mal.poisoned  [new]" in output
     assert "⟨U+E0069⟩" in output  # an invisible tag character, made visible
     assert "»<IMPORTANT>«" in output
@@ -47,7 +47,7 @@ def test_review_shows_full_definitions_with_hidden_text_visible_and_poison_marke
 
 def test_review_json_then_approve_then_nothing_left_to_review(config_file: Path) -> None:
     store = MemoryStore()
-    entries = json.loads(run(store, "review", "--config", str(config_file), "--json"))
+    entries = json.loads(run(store, "review", "--launch", "--config", str(config_file), "--json"))
     rug = next(e for e in entries if e["name"] == "mal.rug")
     assert rug["state"] == "new"
     assert rug["findings"] == []
@@ -56,7 +56,7 @@ def test_review_json_then_approve_then_nothing_left_to_review(config_file: Path)
     run(store, "approve", "mal.*", "--as", "alice")
     listed = json.loads(run(store, "list", "--json"))
     assert {p["state"] for p in listed} == {"approved"}
-    again = run(store, "review", "--config", str(config_file))
+    again = run(store, "review", "--launch", "--config", str(config_file))
     assert "[new]" not in again
     assert "[changed]" not in again
     assert "mal.g\u0456t_log  [invalid]" in again  # never approvable: reported each time
@@ -64,7 +64,7 @@ def test_review_json_then_approve_then_nothing_left_to_review(config_file: Path)
 
 def test_approve_refuses_a_digest_that_is_not_the_one_reviewed(config_file: Path) -> None:
     store = MemoryStore()
-    run(store, "review", "--config", str(config_file))
+    run(store, "review", "--launch", "--config", str(config_file))
     result = CliRunner().invoke(command, ["approve", "mal.rug", "--digest", "0123456789ab"],
                                 obj={"store": store})
     assert result.exit_code != 0

@@ -1,6 +1,7 @@
 """``anfitrion mcp``: review, approve and list the pinned definitions of MCP tools.
 
-    anfitrion mcp review  --config mcp.json           # connect, record, show what needs a person
+    anfitrion mcp review  --config mcp.json           # show what is launched, ask, connect, …
+    anfitrion mcp review  --config mcp.json --launch  # … consent given up front (scripts)
     anfitrion mcp approve --config mcp.json git.git_log --digest 3f2a9c1e
     anfitrion mcp approve --config mcp.json 'git.*'   # the server's instructions and every tool
     anfitrion mcp list    --config mcp.json --json
@@ -11,6 +12,8 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import shlex
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -19,8 +22,17 @@ import click
 
 from ..approvals import make_visible
 from ..exceptions import AnfitrionError
-from ..mcp.config import McpConfig, load_config
-from ..mcp.pinning import INSTRUCTION_PATTERNS, Pin, PinBook, PinState, suspicious_text
+from ..mcp.config import McpConfig, ServerConfig, load_config
+from ..mcp.pinning import (
+    INSTRUCTION_PATTERNS,
+    Pin,
+    PinBook,
+    PinState,
+    identity_changes,
+    server_identity,
+    server_key,
+    suspicious_text,
+)
 from ..store import Store, open_store
 
 T = TypeVar("T")
@@ -112,68 +124,154 @@ def _scalar(value: Any) -> str:
     return json.dumps(value)
 
 
-def _review_entry(pin: Pin | None, name: str, state: str, problem: str) -> dict[str, Any]:
+def _review_entry(pin: Pin | None, name: str, state: str, problem: str,
+                  other_tools: list[str]) -> dict[str, Any]:
     entry: dict[str, Any] = {"name": name, "state": state, "problem": problem}
     if pin is not None:
         entry.update(digest=pin.seen_digest, definition=pin.seen_definition,
                      approved_definition=pin.approved_definition,
                      findings=[{"path": f.path, "reason": f.reason, "excerpt": f.excerpt}
-                               for f in suspicious_text(pin.seen_definition)])
+                               for f in suspicious_text(pin.seen_definition, other_tools)])
     return entry
+
+
+_BASE_ENV = "HOME LOGNAME PATH SHELL TERM USER"
+
+
+async def _launch_states(store: Store, config: McpConfig) -> dict[str, str]:
+    """Per server: ``""`` when what it launches was approved as it is, else why to ask."""
+    book = PinBook(store)
+    states: dict[str, str] = {}
+    for server_id, server in config.servers.items():
+        pin = await book.get(server_key(server_id))
+        approved = pin.approved_definition if pin is not None else None
+        if pin is None:
+            states[server_id] = "never started by anfitrion"
+        elif approved is None:
+            states[server_id] = "never approved"
+        else:
+            changes = identity_changes(approved.get("launch"), server_identity(server))
+            states[server_id] = "changed: " + "; ".join(changes) if changes else ""
+    return states
+
+
+def _launch_plan(server: ServerConfig, why: str) -> list[str]:
+    state = f"needs your consent: {why}" if why else "approved before, unchanged"
+    lines = [f"  {make_visible(server.id)}  [{state}]"]
+    if server.command is not None:
+        lines += [f"    runs:    {make_visible(server.command)}",
+                  f"    args:    {make_visible(json.dumps(list(server.args), ensure_ascii=False))}",
+                  f"    cwd:     {make_visible(server.cwd) if server.cwd else '(this directory)'}",
+                  f"    env:     {make_visible(' '.join(sorted(server.env))) or '(none)'} "
+                  f"(values not shown; plus {_BASE_ENV} from yours)"]
+    else:
+        lines += [f"    contacts: {make_visible(server.url or '')}",
+                  f"    headers:  {make_visible(' '.join(sorted(server.headers))) or '(none)'}"
+                  " (values not shown)"]
+    return lines
+
+
+def _approve_hint(config_path: str, store_url: str | None, name: str, digest: str) -> str:
+    store = f" --store {shlex.quote(store_url)}" if store_url else ""
+    return (f"anfitrion mcp approve --config {shlex.quote(config_path)}{store} "
+            f"{shlex.quote(name)} --digest {digest[:12]}")
+
+
+def _trust_note(server: ServerConfig, config_path: str) -> str:
+    return (f"   note: server {make_visible(server.id)!r} is not trusted: its annotations "
+            "(readOnlyHint, idempotentHint, openWorldHint) are ignored, so every tool is a "
+            "write that asks a person and every result is untrusted. To believe them, set "
+            f'"trusted": true in its entry of {config_path}.')
 
 
 @command.command("review")
 @_config_option
 @_store_option
 @click.option("--all", "show_all", is_flag=True, help="Show approved tools too.")
+@click.option("--launch", "consent", is_flag=True,
+              help="Consent to starting (or contacting) the configured servers without being "
+                   "asked. Without it, review shows what each server runs and asks; when it "
+                   "cannot ask (no terminal) it starts nothing.")
 @_json_option
 @click.pass_context
 def review(ctx: click.Context, config_path: str | None, store_url: str | None, show_all: bool,
-           as_json: bool) -> None:
-    """Connect to every server, record what it offers now, and show what needs a person.
+           consent: bool, as_json: bool) -> None:
+    """Show what each server runs, then connect, record what it offers and show what needs a
+    person.
 
-    Shows each new or changed definition in full, with invisible and bidirectional characters
-    made visible and instruction-like text marked »like this«.
+    First prints the exact command, arguments, working directory and environment variable
+    names (or the URL and header names) of every server: starting a server runs its command,
+    so a server that is new, or launches something else than when it was approved, is started
+    only with your consent (--launch, or yes at the prompt). Then shows each new or changed
+    definition in full, with invisible and bidirectional characters made visible and
+    instruction-like text marked »like this«.
     """
     if config_path is None:
         raise click.UsageError("--config FILE is required to reach the servers")
     config = _config(config_path)
     assert config is not None
+    url = store_url_for(store_url, config)
+    states = with_store(ctx, url, lambda store: _launch_states(store, config))
+    plan = ["Servers this review starts or contacts:"]
+    for server_id, server in config.servers.items():
+        plan += _launch_plan(server, states[server_id])
+    click.echo("\n".join(plan), err=as_json)
+    unconsented = [sid for sid, why in states.items() if why]
+    if unconsented and not consent:
+        asking = sys.stdin.isatty() and not as_json
+        if not asking or not click.confirm(
+                f"Start {', '.join(map(make_visible, unconsented))} as shown above?",
+                default=False):
+            raise click.ClickException(
+                "nothing was started: starting a server runs its command. Read the commands "
+                "above and run review again with --launch (or answer yes) to consent.")
 
     async def work(store: Store) -> list[dict[str, Any]]:
         from ..mcp.toolset import McpServers
 
         entries: list[dict[str, Any]] = []
         book = PinBook(store)
-        async with McpServers(config, store) as servers:
-            for server_id, found in (await servers.refresh()).items():
+        async with McpServers(config, store, launch_changed=True) as servers:
+            listed = await servers.refresh()
+            names = {sid: {n for s in found for n in (s.name, s.upstream_name)}
+                     for sid, found in listed.items() if not isinstance(found, Exception)}
+            for server_id, found in listed.items():
+                others = sorted(n for sid, ns in names.items() if sid != server_id for n in ns)
                 if isinstance(found, Exception):
-                    entries.append({"name": server_id, "state": "unreachable",
-                                    "problem": str(found)})
+                    entries.append({"name": server_id, "server": server_id,
+                                    "state": "unreachable", "problem": str(found)})
                     continue
-                server_pin = await book.get(f"server/{server_id}")
+                server_pin = await book.get(server_key(server_id))
                 if server_pin is not None and (show_all or
                                                server_pin.state is not PinState.APPROVED):
                     entries.append(_review_entry(server_pin, server_id,
-                                                 server_pin.state.value, ""))
+                                                 server_pin.state.value, "", others))
                 for status in found:
                     if show_all or status.state != PinState.APPROVED.value:
                         entries.append(_review_entry(status.pin, status.name, status.state,
-                                                     status.problem))
+                                                     status.problem, others))
         return entries
 
-    entries = with_store(ctx, store_url_for(store_url, config), work)
+    entries = with_store(ctx, url, work)
+    for entry in entries:
+        entry_server = config.servers.get(entry["name"].partition(".")[0])
+        entry["trusted"] = bool(entry_server and entry_server.trusted)
     if as_json:
         click.echo(json.dumps(entries, indent=2, ensure_ascii=False))
         return
     if not entries:
         click.echo("every tool is approved and unchanged")
         return
+    noted: set[str] = set()
     for entry in entries:
         click.echo(click.style(f"\n── {make_visible(entry['name'])}  [{entry['state']}]",
                                bold=True))
         if entry["problem"]:
             click.echo(f"   {make_visible(entry['problem'])}")
+        owner = config.servers.get(entry["name"].partition(".")[0])
+        if owner is not None and not owner.trusted and owner.id not in noted:
+            noted.add(owner.id)
+            click.echo(_trust_note(owner, config_path))
         if "definition" not in entry:
             continue
         click.echo(f"   digest {entry['digest']}")
@@ -193,8 +291,8 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
             click.echo(click.style(f"   ⚠ {finding['path']}: {finding['reason']}: "
                                    f"{make_visible(finding['excerpt'])}", fg="red"))
         if entry["state"] in ("new", "changed"):
-            click.echo(f"   approve: anfitrion mcp approve --config {config_path} "
-                       f"{entry['name']} --digest {entry['digest'][:12]}")
+            click.echo("   approve: " + _approve_hint(config_path, store_url, entry["name"],
+                                                      entry["digest"]))
 
 
 @command.command("approve")
