@@ -60,7 +60,7 @@ def test_db_path_never_prints_a_password() -> None:
 
 def test_approvals_list_is_empty_then_shows_the_waiting_request() -> None:
     assert "no approval request is waiting" in invoke("approvals", "list").output
-    assert json.loads(invoke("approvals", "list", "--json").output) == []
+    assert json.loads(invoke("approvals", "list", "--json").output) == {"approvals": []}
     run = suspended_note()
     [request] = run.pending
     listed = invoke("approvals", "list")
@@ -82,8 +82,10 @@ def test_a_denial_from_the_cli_reaches_the_model_and_nothing_runs() -> None:
     outcome = json.loads(resumed.output)
     assert outcome["status"] == "completed"
     assert "denied by policy: not today" in outcome["output"]
-    assert json.loads(invoke("approvals", "list", "--all", "--json").output)[0]["state"] == \
-        "denied"
+    [listed] = json.loads(invoke("approvals", "list", "--all", "--json").output)["approvals"]
+    assert listed["state"] == "denied"
+    assert set(listed) == {"request", "state", "answer", "used"}
+    assert listed["answer"]["approver"] == "ops"
 
 
 def test_an_expired_request_cannot_be_approved() -> None:
