@@ -12,6 +12,7 @@ from .._demo import SCENES, demo_parts
 from ..approvals import Approver, DeferredApprover, DenyAllApprover, TerminalApprover
 from ..events import EventType, HostEvent
 from ..host import Host, RunStatus
+from ..principal import Principal
 from ..store import Store, open_store
 from ._common import load_policy_option, policy_option, principal_option, resolve_url, store_option
 
@@ -73,16 +74,16 @@ def command(store_url: str | None, policy_path: str | None, principal_id: str,
     hint = f" --store '{store_url}'" if store_url else ""
     if policy_path:
         hint += f" --policy '{policy_path}'"
-    anyio.run(_scenes, host, store, hint, principal_id)
+    anyio.run(_scenes, host, store, hint, policy.principal(principal_id))
 
 
-async def _scenes(host: Host, store: Store, hint: str, principal_id: str) -> None:
+async def _scenes(host: Host, store: Store, hint: str, principal: Principal) -> None:
     session_id: str | None = None
     try:
         for number, (title, prompt) in enumerate(SCENES, 1):
             click.echo(click.style(f"\n{number}. {title}", bold=True))
             click.echo(f"user: {prompt}")
-            run = await host.run(prompt, principal=principal_id, session_id=session_id)
+            run = await host.run(prompt, principal=principal, session_id=session_id)
             session_id = run.session_id
             click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
             if run.status is RunStatus.SUSPENDED:
