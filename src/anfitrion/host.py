@@ -202,7 +202,8 @@ class Host:
     """Runs the tool-use loop for any model, putting every call through the gate.
 
     Args:
-        model: the model (a provider adapter, or :class:`ScriptedModel`).
+        model: the model (a provider adapter, or :class:`ScriptedModel`), or a model string
+            for :func:`~anfitrion.models.registry.resolve_model` (``"openai:gpt-4o"``).
         tools: a :class:`Toolbox` or any :class:`ToolSource`.
         policy: defaults to :meth:`Policy.default` (read → allow, write → ask).
         approver: who answers ``ask``; defaults to deny-all. A
@@ -217,7 +218,7 @@ class Host:
         audit: record redacted, hash-chained audit events in the store.
     """
 
-    def __init__(self, model: Model, tools: ToolSource | Iterable[Tool] | None = None, *,
+    def __init__(self, model: Model | str, tools: ToolSource | Iterable[Tool] | None = None, *,
                  policy: Policy | None = None, approver: Approver | None = None,
                  store: Store | str | None = None, instructions: str | None = None,
                  max_turns: int = 10, max_tool_calls: int | None = None,
@@ -225,7 +226,9 @@ class Host:
                  audit: bool = True) -> None:
         if max_turns < 1:
             raise UserError("max_turns must be at least 1")
-        self.model = model
+        from .models.registry import as_model  # model strings; refuses None and the like
+
+        self.model: Model = as_model(model)
         if tools is None:
             tools = Toolbox()
         elif not isinstance(tools, ToolSource):
