@@ -70,6 +70,12 @@ def test_approvals_list_is_empty_then_shows_the_waiting_request() -> None:
     assert shown.exit_code == 0
     assert "text = Lisboa 15 °C, partly cloudy." in shown.output
     assert request.digest in shown.output
+    assert shown.output.count("Digest:") == 1
+    assert shown.output.count("xpires") == 1
+    as_json = json.loads(invoke("approvals", "show", request.id[:6], "--json").output)
+    assert set(as_json) == {"request", "state", "answer", "used", "description"}
+    assert as_json["request"]["id"] == request.id
+    assert as_json["state"] == "pending"
 
 
 def test_a_denial_from_the_cli_reaches_the_model_and_nothing_runs() -> None:
