@@ -14,7 +14,14 @@ from ..events import EventType, HostEvent
 from ..host import Host, RunStatus
 from ..principal import Principal
 from ..store import Store, open_store
-from ._common import load_policy_option, policy_option, principal_option, resolve_url, store_option
+from ._common import (
+    load_policy_option,
+    policy_option,
+    principal_option,
+    resolve_url,
+    shown_store,
+    store_option,
+)
 
 
 class DemoPrinter:
@@ -67,17 +74,19 @@ def command(store_url: str | None, policy_path: str | None, principal_id: str,
     else:
         approver = TerminalApprover() if interactive else DenyAllApprover()
     policy = load_policy_option(policy_path)
-    store = open_store(resolve_url(store_url))
+    url = resolve_url(store_url)
+    store = open_store(url)
     model, tools = demo_parts(store)
     host = Host(model=model, tools=tools, store=store, policy=policy,
                 approver=approver, listeners=[DemoPrinter()], max_turns=4)
     hint = f" --store '{store_url}'" if store_url else ""
     if policy_path:
         hint += f" --policy '{policy_path}'"
-    anyio.run(_scenes, host, store, hint, policy.principal(principal_id))
+    anyio.run(_scenes, host, store, hint, policy.principal(principal_id), shown_store(url))
 
 
-async def _scenes(host: Host, store: Store, hint: str, principal: Principal) -> None:
+async def _scenes(host: Host, store: Store, hint: str, principal: Principal,
+                  where: str) -> None:
     session_id: str | None = None
     try:
         for number, (title, prompt) in enumerate(SCENES, 1):
@@ -88,7 +97,7 @@ async def _scenes(host: Host, store: Store, hint: str, principal: Principal) -> 
             click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
             if run.status is RunStatus.SUSPENDED:
                 for request in run.pending:
-                    click.echo(f"  waiting for approval {request.id}\n"
+                    click.echo(f"  waiting for approval {request.id} (kept in {where})\n"
                                f"  approve from any terminal:  anfitrion approvals "
                                f"approve {request.id}{hint}")
                 click.echo(f"  then continue:  anfitrion resume {run.session_id}{hint}")
