@@ -438,7 +438,7 @@ class EmailDomain:
             return "is not a single plain e-mail address"
         host = canonical_host(domain)
         if host is None or not self.domains.allows(host):
-            return f"is not at an allowed domain ({_listed(self.domains.entries)})"
+            return f"is not at an allowed domain (allowed: {_listed(self.domains.entries)})"
         return None
 
     def __repr__(self) -> str:
