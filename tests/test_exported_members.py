@@ -28,3 +28,19 @@ def test_importing_anfitrion_imports_no_optional_dependency() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_what_host_resume_raises_can_be_caught_from_the_package() -> None:
+    """Host.resume raises SessionNotFound and ConflictError: callers catch them by name."""
+    from anfitrion import ConflictError, SessionNotFound, StoreError
+    from anfitrion.exceptions import ConflictError as Conflict
+    from anfitrion.exceptions import SessionNotFound as NotFound
+
+    assert (SessionNotFound, ConflictError) == (NotFound, Conflict)
+    assert issubclass(ConflictError, StoreError)
+
+
+def test_the_store_rule_of_the_commands_is_public() -> None:
+    from anfitrion import default_store_url
+
+    assert default_store_url().startswith("sqlite:///")

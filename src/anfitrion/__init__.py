@@ -6,6 +6,7 @@ validate, decide, approve, execute, shape — and every stage is audited.
 
 from __future__ import annotations
 
+from ._home import default_store_url
 from .approvals import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -31,8 +32,10 @@ from .exceptions import (
     AdapterError,
     AnfitrionError,
     ConfigError,
+    ConflictError,
     ModelError,
     RunError,
+    SessionNotFound,
     StoreError,
     ToolDefinitionError,
     UserError,
@@ -54,6 +57,7 @@ __all__ = [
     "Approver",
     "CallbackApprover",
     "ConfigError",
+    "ConflictError",
     "Decision",
     "DeferredApprover",
     "DenyAllApprover",
@@ -77,6 +81,7 @@ __all__ = [
     "Runtime",
     "ScriptedModel",
     "Session",
+    "SessionNotFound",
     "StopReason",
     "StopSignal",
     "StoreError",
@@ -97,6 +102,7 @@ __all__ = [
     "UserMessage",
     "Verdict",
     "__version__",
+    "default_store_url",
     "load_policy",
 ]
 

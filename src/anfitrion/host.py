@@ -126,7 +126,8 @@ class Host:
     gateway and embedders use the same assembly.
 
     Args:
-        model: the model (a provider adapter, or :class:`ScriptedModel`).
+        model: the model (a provider adapter, or :class:`ScriptedModel`), or a model string
+            for :func:`~anfitrion.models.registry.resolve_model` (``"openai:gpt-4o"``).
         tools: a :class:`Toolbox` or any :class:`ToolSource`.
         policy: defaults to :meth:`Policy.default` (read → allow, write → ask).
         approver: who answers ``ask``; defaults to deny-all. A
@@ -146,7 +147,7 @@ class Host:
             building one from the arguments above.
     """
 
-    def __init__(self, model: Model, tools: ToolSource | Iterable[Tool] | None = None, *,
+    def __init__(self, model: Model | str, tools: ToolSource | Iterable[Tool] | None = None, *,
                  policy: Policy | None = None, approver: Approver | None = None,
                  store: Store | str | None = None, instructions: str | None = None,
                  max_turns: int = 10, max_tool_calls: int | None = None,
@@ -156,7 +157,9 @@ class Host:
                  runtime: Runtime | None = None) -> None:
         if max_turns < 1:
             raise UserError("max_turns must be at least 1")
-        self.model = model
+        from .models.registry import as_model  # model strings; refuses None and the like
+
+        self.model: Model = as_model(model)
         self.runtime = runtime or Runtime(
             tools, policy=policy, approver=approver, store=store, listeners=listeners,
             limits=limits, audit=audit, max_tool_calls=max_tool_calls,

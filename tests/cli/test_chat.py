@@ -100,3 +100,75 @@ def test_tools_given_as_a_factory_are_offered() -> None:
                                 input="Weather in Lisboa?\n")
     assert result.exit_code == 0, result.output
     assert "host ran get_weather" in result.output
+
+
+def test_chat_applies_the_project_policy_principal_and_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anfitrion_home: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "anfitrion.toml").write_text(
+        '[[rules]]\ntool = "write_draft"\nroles = ["editor"]\nverdict = "allow"\n'
+        'reason = "editors write drafts"\n\n[principals.ana]\nroles = ["editor"]\n')
+    result = CliRunner().invoke(command, ["--principal", "ana"], input=(
+        "Save a note for the team: Lisboa 15 °C, partly cloudy.\n"))
+    assert result.exit_code == 0, result.output
+    assert "as ana (policy anfitrion.toml" in result.output
+    assert f"store sqlite:///{anfitrion_home / 'anfitrion.db'}" in result.output
+    assert "host decided: allow — editors write drafts" in result.output
+    assert "approval needed" not in result.output
+    assert (anfitrion_home / "anfitrion.db").exists()
+    other = CliRunner().invoke(command, ["--principal", "bob"], input=(
+        "Save a note for the team: Lisboa 15 °C, partly cloudy.\nn\n"))
+    assert "approval needed" in other.output
+
+
+def test_ctrl_c_during_a_request_cancels_the_turn_and_the_chat_goes_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    import anyio
+
+    from anfitrion.cli import chat
+    from anfitrion.models._base import ModelRequest
+    from anfitrion.testing import ScriptedModel
+
+    asked: list[ModelRequest] = []
+
+    async def think(request: ModelRequest) -> str:
+        asked.append(request)
+        if len(asked) == 1:  # the first request: the person presses Ctrl-C
+            signal.raise_signal(signal.SIGINT)
+            await anyio.Event().wait()  # never set: only the cancellation ends it
+        return "the second answer"
+
+    monkeypatch.setattr(chat, "resolve_model", lambda spec, base_url: ScriptedModel(think))
+    result = CliRunner().invoke(command, ["--store", "memory://"],
+                                input="first question\nsecond question\n")
+    assert result.exit_code == 0, result.output
+    assert "[turn cancelled]" in result.output
+    assert "Aborted" not in result.output
+    assert "the second answer" in result.output
+
+
+def test_a_base_url_that_wants_a_key_says_to_set_openai_api_key() -> None:
+    pytest.importorskip("openai")
+    refused = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error",
+                         "code": "invalid_api_key"}}
+    with serve(lambda path, body: (401, refused)) as server:
+        result = CliRunner().invoke(command, [
+            "--model", "openai-chat:local-test", "--base-url", f"{server.url}/v1",
+            "--store", "memory://"], input="Hello?\n", env={"OPENAI_API_KEY": ""})
+    assert result.exit_code == 0, result.output
+    assert f"hint: the server at {server.url}/v1 wants an API key: set OPENAI_API_KEY" \
+        in result.output
+
+
+def test_tools_in_the_current_folder_load_without_pythonpath(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "chat_folder_tools.py").write_text(
+        "from anfitrion._demo import demo_toolbox\n\ndef tools():\n    return demo_toolbox()\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    result = CliRunner().invoke(command, ["--tools", "chat_folder_tools:tools",
+                                          "--store", "memory://"], input="Weather in Lisboa?\n")
+    assert result.exit_code == 0, result.output
+    assert "host ran get_weather" in result.output

@@ -61,7 +61,7 @@ def test_db_path_never_prints_a_password() -> None:
 
 def test_approvals_list_is_empty_then_shows_the_waiting_request() -> None:
     assert "no approval request is waiting" in invoke("approvals", "list").output
-    assert json.loads(invoke("approvals", "list", "--json").output) == []
+    assert json.loads(invoke("approvals", "list", "--json").output) == {"approvals": []}
     run = suspended_note()
     [request] = run.pending
     listed = invoke("approvals", "list")
@@ -71,6 +71,12 @@ def test_approvals_list_is_empty_then_shows_the_waiting_request() -> None:
     assert shown.exit_code == 0
     assert "text = Lisboa 15 °C, partly cloudy." in shown.output
     assert request.digest in shown.output
+    assert shown.output.count("Digest:") == 1
+    assert shown.output.count("xpires") == 1
+    as_json = json.loads(invoke("approvals", "show", request.id[:6], "--json").output)
+    assert set(as_json) == {"request", "state", "answer", "used", "description"}
+    assert as_json["request"]["id"] == request.id
+    assert as_json["state"] == "pending"
 
 
 def test_a_denial_from_the_cli_reaches_the_model_and_nothing_runs() -> None:
@@ -83,8 +89,10 @@ def test_a_denial_from_the_cli_reaches_the_model_and_nothing_runs() -> None:
     outcome = json.loads(resumed.output)
     assert outcome["status"] == "completed"
     assert "denied by policy: not today" in outcome["output"]
-    assert json.loads(invoke("approvals", "list", "--all", "--json").output)[0]["state"] == \
-        "denied"
+    [listed] = json.loads(invoke("approvals", "list", "--all", "--json").output)["approvals"]
+    assert listed["state"] == "denied"
+    assert set(listed) == {"request", "state", "answer", "used"}
+    assert listed["answer"]["approver"] == "ops"
 
 
 def test_an_expired_request_cannot_be_approved() -> None:

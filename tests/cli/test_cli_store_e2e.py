@@ -34,14 +34,15 @@ def suspend_approve_resume(store: list[str]) -> str:
     assert request_id is not None
     assert session_id is not None
 
-    listed = json.loads(anfitrion("approvals", "list", "--json", *store).stdout)
-    assert [r["id"] for r in listed] == [request_id.group(1)]
-    assert listed[0]["arguments"]["path"] == "drafts/weather.md"
+    listed = json.loads(anfitrion("approvals", "list", "--json", *store).stdout)["approvals"]
+    assert [r["request"]["id"] for r in listed] == [request_id.group(1)]
+    assert listed[0]["request"]["arguments"]["path"] == "drafts/weather.md"
 
     approved = anfitrion("approvals", "approve", request_id.group(1), "--note", "looks right",
                          "--as", "ops-bob", *store)
     assert "approved" in approved.stdout
-    assert json.loads(anfitrion("approvals", "list", "--json", *store).stdout) == []
+    assert json.loads(anfitrion("approvals", "list", "--json", *store).stdout) == \
+        {"approvals": []}
 
     resumed = anfitrion("resume", session_id.group(1), *store)
     assert "final: Saved the note to drafts/weather.md." in resumed.stdout

@@ -18,7 +18,7 @@ from .. import answers
 from .._apps import DEMO_APP, GATEWAY_APP
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..store import Store
-from ._common import run_with_store, shown, store_option
+from ._common import resolve_url, run_with_store, shown, shown_store, store_option
 
 
 @click.group("approvals")
@@ -26,25 +26,46 @@ def command() -> None:
     """Approval requests: list them, show one, approve or deny it."""
 
 
+MIN_PREFIX = 6
+"""The fewest characters of an id that ``show``, ``approve`` and ``deny`` accept for it."""
+
+
+def _api_state(answer: ApprovalAnswer | None, request: ApprovalRequest) -> str:
+    """The request's state as the inbox API names it (pending, approved, denied, edited,
+    withdrawn, expired)."""
+    return answers.state_of(request, answer).value
+
+
 def _state(answer: ApprovalAnswer | None, used: bool, request: ApprovalRequest) -> str:
-    if answer is None:
-        return "expired" if request.expired() else "pending"
-    if answer.withdrawn:
-        return "withdrawn"
-    word = "approved" if answer.approved else "denied"
-    return f"{word} (used)" if used else word
+    word = _api_state(answer, request)
+    return f"{word} (used)" if used and answer is not None else word
 
 
-async def _find(store: Store, request_id: str) -> tuple[ApprovalRequest, ApprovalAnswer | None,
-                                                        bool]:
+def _approval_json(request: ApprovalRequest, answer: ApprovalAnswer | None,
+                   used: bool) -> dict[str, Any]:
+    """One request in the inbox API's shape (``GET /api/v1/approvals``)."""
+    return {"request": request.to_dict(), "state": _api_state(answer, request),
+            "answer": answer.to_dict() if answer else None, "used": used}
+
+
+async def _find(store: Store, request_id: str, where: str = ""
+                ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool]:
+    """The request with this id, or with this unique prefix of at least 6 characters."""
     found = await store.get_approval(request_id)
-    if found is None and len(request_id) >= 6:  # a unique prefix, as people type them
+    in_store = f" in {where}" if where else ""
+    if found is None and len(request_id) >= MIN_PREFIX:  # a unique prefix, as people type them
         matches = [r for r in await store.list_approvals(pending_only=False)
                    if r.id.startswith(request_id)]
+        if len(matches) > 1:
+            raise click.ClickException(
+                f"{request_id!r} is the start of {len(matches)} approval requests{in_store}: "
+                "give more of the id")
         if len(matches) == 1:
             found = await store.get_approval(matches[0].id)
     if found is None:
-        raise click.ClickException(f"no approval request {request_id!r}")
+        hint = "" if len(request_id) >= MIN_PREFIX else (
+            f" (a shortened id needs at least {MIN_PREFIX} characters)")
+        raise click.ClickException(f"no approval request {request_id!r}{in_store}{hint}")
     return found
 
 
@@ -57,7 +78,12 @@ async def _find(store: Store, request_id: str) -> tuple[ApprovalRequest, Approva
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown: bool,
           as_json: bool) -> None:
-    """List approval requests waiting for a person (or unknown outcomes)."""
+    """List approval requests waiting for a person (or unknown outcomes).
+
+    --json prints the inbox API's shape: {"approvals": [{"request", "state", "answer",
+    "used"}, …]}.
+    """
+    where = shown_store(resolve_url(store_url))
     if unknown:
         async def unknowns(store: Store) -> list[dict[str, Any]]:
             rows = []
@@ -73,29 +99,32 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
         if as_json:
             click.echo(json.dumps(rows, indent=2))
         elif not rows:
-            click.echo("no execution has an unknown outcome")
+            click.echo(f"no execution has an unknown outcome in {where}")
         for row in [] if as_json else rows:
             click.echo(f"{row['session_id']}  call {shown(row['call_id'])}  {row['state']} "
                        f"since {row['since']}  — the action may have happened: check it")
         return
 
-    async def requests(store: Store) -> list[tuple[ApprovalRequest, str]]:
+    async def requests(store: Store
+                       ) -> list[tuple[ApprovalRequest, ApprovalAnswer | None, bool]]:
         out = []
         for request in await store.list_approvals(pending_only=not show_all,
                                                   session_id=session_id):
             found = await store.get_approval(request.id)
             answer, used = (found[1], found[2]) if found else (None, False)
-            out.append((request, _state(answer, used, request)))
+            out.append((request, answer, used))
         return out
 
     found = run_with_store(store_url, requests)
     if as_json:
-        click.echo(json.dumps([{**r.to_dict(), "state": state} for r, state in found],
+        click.echo(json.dumps({"approvals": [_approval_json(*item) for item in found]},
                               indent=2, ensure_ascii=False))
         return
     if not found:
-        click.echo("no approval request is waiting" if not show_all else "no approval request")
-    for request, state in found:
+        what = "approval request is waiting" if not show_all else "approval request"
+        click.echo(f"no {what}{' for session ' + session_id if session_id else ''} in {where}")
+    for request, answer, used in found:
+        state = _state(answer, used, request)
         click.echo(f"{request.id}  {state:<8} {shown(request.tool_name)} for "
                    f"{shown(request.principal_id)}  session {request.session_id}  "
                    f"expires {request.expires_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
@@ -106,18 +135,24 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
 @store_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def show(request_id: str, store_url: str | None, as_json: bool) -> None:
-    """Show one request: the exact call, in plain language, and its answer."""
-    request, answer, used = run_with_store(store_url, lambda s: _find(s, request_id))
+    """Show one request: the exact call, in plain language, and its answer.
+
+    ID may be the first 6 or more characters of the id. --json prints the inbox API's shape
+    ({"request", "state", "answer", "used", "description"}).
+    """
+    where = shown_store(resolve_url(store_url))
+    request, answer, used = run_with_store(store_url, lambda s: _find(s, request_id, where))
     if as_json:
-        click.echo(json.dumps({"request": request.to_dict(), "state": _state(answer, used,
-                                                                             request),
-                               "answer": answer.to_dict() if answer else None},
+        click.echo(json.dumps({**_approval_json(request, answer, used),
+                               "description": request.describe()},
                               indent=2, ensure_ascii=False))
         return
     click.echo(f"request {request.id}  ({_state(answer, used, request)})")
-    click.echo(request.describe())
+    for line in request.render_lines():
+        if not line.startswith("Digest: "):  # shown once, in full, below
+            click.echo(line)
     click.echo(f"Digest: {request.digest}")
-    click.echo(f"Expires: {request.expires_at.isoformat()}")
+    click.echo(f"Expires: {request.expires_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC")
     if answer is not None:
         word = "approved" if answer.approved else "denied"
         click.echo(f"Answer: {word} by {shown(answer.approver)} at {answer.at.isoformat()}"

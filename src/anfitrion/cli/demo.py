@@ -10,12 +10,19 @@ import click
 
 from .._apps import DEMO_APP
 from .._demo import SCENES, demo_parts
-from .._home import default_store_url
 from ..approvals import Approver, DeferredApprover, DenyAllApprover, TerminalApprover
 from ..events import EventType, HostEvent
 from ..host import Host, RunStatus
-from ..policy import find_policy
+from ..principal import Principal
 from ..store import Store, open_store
+from ._common import (
+    load_policy_option,
+    policy_option,
+    principal_option,
+    resolve_url,
+    shown_store,
+    store_option,
+)
 
 
 class DemoPrinter:
@@ -50,19 +57,16 @@ class DemoPrinter:
 
 
 @click.command("demo")
-@click.option("--store", "store_url", default=None,
-              help="Store URL (memory://, sqlite:///PATH, postgresql://…); default: "
-                   "$ANFITRION_STORE, else anfitrion.db in $ANFITRION_HOME.")
-@click.option("--policy", "policy_path", type=click.Path(dir_okay=False), default=None,
-              help="Policy file (TOML); default ./anfitrion.toml if present, else the default "
-                   "policy.")
+@store_option
+@policy_option
+@principal_option("demo-user")
 @click.option("--approve/--no-approve", default=None,
               help="Ask on the terminal (default when stdin is a TTY) or deny writes.")
 @click.option("--defer", is_flag=True,
               help="Suspend on approvals: answer later with `anfitrion approvals approve`, "
                    "then `anfitrion resume`.")
-def command(store_url: str | None, policy_path: str | None, approve: bool | None,
-            defer: bool) -> None:
+def command(store_url: str | None, policy_path: str | None, principal_id: str,
+            approve: bool | None, defer: bool) -> None:
     """Run the offline demo: no network, no key, a scripted model."""
     interactive = sys.stdin.isatty() if approve is None else approve
     approver: Approver
@@ -70,28 +74,31 @@ def command(store_url: str | None, policy_path: str | None, approve: bool | None
         approver = DeferredApprover()
     else:
         approver = TerminalApprover() if interactive else DenyAllApprover()
-    store = open_store(store_url or default_store_url())
+    policy = load_policy_option(policy_path)
+    url = resolve_url(store_url)
+    store = open_store(url)
     model, tools = demo_parts(store)
-    host = Host(model=model, tools=tools, store=store, policy=find_policy(policy_path),
+    host = Host(model=model, tools=tools, store=store, policy=policy,
                 approver=approver, listeners=[DemoPrinter()], max_turns=4, app=DEMO_APP)
     hint = f" --store '{store_url}'" if store_url else ""
     if policy_path:
         hint += f" --policy '{policy_path}'"
-    anyio.run(_scenes, host, store, hint)
+    anyio.run(_scenes, host, store, hint, policy.principal(principal_id), shown_store(url))
 
 
-async def _scenes(host: Host, store: Store, hint: str) -> None:
+async def _scenes(host: Host, store: Store, hint: str, principal: Principal,
+                  where: str) -> None:
     session_id: str | None = None
     try:
         for number, (title, prompt) in enumerate(SCENES, 1):
             click.echo(click.style(f"\n{number}. {title}", bold=True))
             click.echo(f"user: {prompt}")
-            run = await host.run(prompt, principal="demo-user", session_id=session_id)
+            run = await host.run(prompt, principal=principal, session_id=session_id)
             session_id = run.session_id
             click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
             if run.status is RunStatus.SUSPENDED:
                 for request in run.pending:
-                    click.echo(f"  waiting for approval {request.id}\n"
+                    click.echo(f"  waiting for approval {request.id} (kept in {where})\n"
                                f"  approve from any terminal:  anfitrion approvals "
                                f"approve {request.id}{hint}")
                 click.echo(f"  then continue:  anfitrion resume {run.session_id}{hint}")

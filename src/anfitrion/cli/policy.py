@@ -2,43 +2,37 @@
 
 from __future__ import annotations
 
-import importlib
 import json
+import os
 from typing import Any
 
 import click
 
 from .._json import JsonError, parse_json_strict
-from ..exceptions import ConfigError
+from ..conversation import Provenance
+from ..exceptions import UserError
 from ..policy import (
     DEFAULT_POLICY_FILE,
     Decision,
     Evaluation,
     Policy,
     PolicyContext,
-    find_policy,
     rule_id_of,
 )
 from ..principal import Principal
 from ..tools import ArgumentError, BoundCall, Effect, Tool, Toolbox
+from ._common import import_reference, load_policy_option
 
 
 def _load(path: str | None) -> Policy:
-    try:
-        return find_policy(path)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+    return load_policy_option(path)
 
 
 def _toolbox(spec: str) -> Toolbox:
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise click.BadParameter("use MODULE:ATTRIBUTE, e.g. myapp.tools:toolbox",
-                                 param_hint="--toolbox")
     try:
-        found: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise click.BadParameter(f"cannot load {spec}: {exc}", param_hint="--toolbox") from None
+        found: Any = import_reference(spec)
+    except UserError as exc:
+        raise click.BadParameter(str(exc), param_hint="--toolbox") from None
     if callable(found) and not isinstance(found, Toolbox):
         found = found()
     if not isinstance(found, Toolbox):
@@ -150,10 +144,21 @@ def check(tool_name: str, args_json: str, principal_id: str, policy_path: str | 
 
 @command.command("validate")
 @click.argument("path", required=False, type=click.Path(dir_okay=False))
+@click.option("--toolbox", "toolbox_spec", metavar="MODULE:ATTR",
+              help="Also list the tools whose results count as untrusted (the default).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def validate(path: str | None, as_json: bool) -> None:
-    """Load a policy file, report the first error or list what it contains."""
+def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
+    """Load a policy file, report the first error or list what it contains.
+
+    With --toolbox, also list the tools left at the default provenance (untrusted): after one
+    of them ran, the session asks a person before every write.
+    """
+    if path is None and not os.path.exists(DEFAULT_POLICY_FILE):
+        raise click.ClickException(f"no ./{DEFAULT_POLICY_FILE} in this folder: name the "
+                                   "policy file to validate (anfitrion policy validate PATH)")
     policy = _load(path or DEFAULT_POLICY_FILE)
+    untrusted = None if toolbox_spec is None else sorted(
+        t.name for t in _toolbox(toolbox_spec) if t.provenance is Provenance.UNTRUSTED)
     defaults = {e.value: v.value for e, v in policy.defaults.items()}
     summary: dict[str, Any] = {
         "policy": policy.source,
@@ -169,6 +174,7 @@ def validate(path: str | None, as_json: bool) -> None:
                       "max_asks": policy.approvals.max_asks,
                       "per_seconds": policy.approvals.per.total_seconds(),
                       "max_edits": policy.approvals.max_edits},
+        "untrusted_tools": untrusted,
     }
     if as_json:
         click.echo(json.dumps(summary, indent=2))
@@ -180,6 +186,14 @@ def validate(path: str | None, as_json: bool) -> None:
         shown = "" if not settings else " (" + "; ".join(
             f"{key}: {_setting(value)}" for key, value in settings.items()) + ")"
         click.echo(f"  rule {rule_id_of(rule)}{shown}")
+    if untrusted:
+        click.echo(f"tools whose results count as untrusted (the default provenance): "
+                   f"{', '.join(untrusted)}")
+        click.echo("  after one of them ran, the session asks a person before every write. "
+                   "If a tool's results\n  come only from you or systems you control, declare "
+                   "it: @tools.tool(provenance=\"trusted\")")
+    elif untrusted is not None:
+        click.echo("every tool declares trusted results")
 
 
 def _setting(value: Any) -> str:

@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 import click
 
 from ..exceptions import UserError
+from ._common import resolve_url, shown_store, store_option
 
 TOKEN_ENV = "ANFITRION_INBOX_TOKEN"
 
@@ -34,8 +35,7 @@ def allowed_hosts_for(host: str, extra: tuple[str, ...]) -> list[str]:
 
 
 @click.command("serve")
-@click.option("--store", "store_url", default="sqlite:///anfitrion.db", show_default=True,
-              help="The hosts' store URL (sqlite:///PATH, postgresql://…).")
+@store_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--token", default=None,
@@ -49,7 +49,7 @@ def allowed_hosts_for(host: str, extra: tuple[str, ...]) -> list[str]:
               help="The https:// origin a TLS proxy serves the inbox at (cookies become Secure).")
 @click.option("--files-root", type=click.Path(file_okay=False), default=None,
               help="The folder a files tool writes under: file writes are shown as diffs.")
-def command(store_url: str, host: str, port: int, token: str | None, allow_remote: bool,
+def command(store_url: str | None, host: str, port: int, token: str | None, allow_remote: bool,
             allowed_host: tuple[str, ...], public_url: str | None,
             files_root: str | None) -> None:
     """Serve the approval inbox (extra: web).
@@ -81,14 +81,15 @@ def command(store_url: str, host: str, port: int, token: str | None, allow_remot
             raise click.UsageError("--public-url must look like https://inbox.example")
         public_origin = f"{parts.scheme}://{parts.netloc}"
         allowed_host = (*allowed_host, parts.hostname)
+    url = resolve_url(store_url)
     try:
-        app = create_app(open_store(store_url), token=the_token,
+        app = create_app(open_store(url), token=the_token,
                          allowed_hosts=allowed_hosts_for(host, allowed_host),
                          files_root=files_root, public_origin=public_origin)
     except UserError as exc:
         raise click.UsageError(str(exc)) from exc
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host
-    click.echo(f"anfitrion inbox on http://{shown_host}:{port}/  (store {store_url})")
+    click.echo(f"anfitrion inbox on http://{shown_host}:{port}/  (store {shown_store(url)})")
     if configured is None:
         click.echo(f"sign-in token: {the_token}")
     uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning",

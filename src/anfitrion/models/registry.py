@@ -21,7 +21,7 @@ from typing import Any
 from ..exceptions import MissingDependencyError, UserError
 from ._base import Model
 
-__all__ = ["PREFIXES", "resolve_model"]
+__all__ = ["PREFIXES", "as_model", "resolve_model"]
 
 PREFIXES = ("anthropic", "openai", "openai-chat", "local", "scripted")
 
@@ -66,3 +66,26 @@ def resolve_model(spec: str, *, base_url: str | None = None, **options: Any) -> 
         return demo_model()
     raise UserError(f"unknown model provider {provider!r} in {spec!r}: use one of "
                     f"{', '.join(PREFIXES)}")
+
+
+def as_model(model: object) -> Model:
+    """*model* itself when it is a :class:`Model`; a model string through :func:`resolve_model`.
+
+    Raises:
+        UserError: *model* is neither (``None``, a client object, a class instead of an
+            instance, ...), or a model string that :func:`resolve_model` refuses.
+        MissingDependencyError: the provider's extra is not installed.
+    """
+    if isinstance(model, str):
+        return resolve_model(model)
+    if isinstance(model, Model) and not isinstance(model, type):
+        return model
+    if model is None:
+        shown = "None"
+    elif isinstance(model, type):
+        shown = f"the class {model.__name__} (make an instance of it)"
+    else:
+        shown = f"an instance of {type(model).__name__}"
+    raise UserError(f"model must be a Model (e.g. ScriptedModel([...]) or "
+                    f"resolve_model(...)) or a model string such as 'openai:gpt-4o' or "
+                    f"'anthropic:claude-sonnet-4-5', not {shown}")

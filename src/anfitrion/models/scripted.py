@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import os
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeAlias
 
@@ -25,13 +27,31 @@ ScriptStep: TypeAlias = "str | ToolCall | Sequence[ToolCall] | Reply"
 _Step: TypeAlias = "Reply | str | ToolCall | Sequence[ToolCall]"
 ReplyFunction: TypeAlias = Callable[[ModelRequest], "_Step | Awaitable[_Step]"]
 
-_ids = itertools.count(1)
+
+def _new_numbering() -> None:
+    """A random prefix per process (again in a forked child) and a counter: ids stay short
+    and readable (``call_3fa2c1_1``), and a script built again in another process — to resume
+    a session there — never repeats an id the session already holds."""
+    global _prefix, _ids
+    _prefix = secrets.token_hex(3)
+    _ids = itertools.count(1)
+
+
+_prefix: str
+_ids: itertools.count[int]
+_new_numbering()
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_new_numbering)
 
 
 def call(name: str, arguments: object = None, *, id: str | None = None,
          raw: str | None = None) -> ToolCall:
-    """A tool call for scripts; *raw* sends argument text exactly as a model might."""
-    call_id = id or f"call_{next(_ids)}"
+    """A tool call for scripts; *raw* sends argument text exactly as a model might.
+
+    Without *id*, the call gets ``call_<process prefix>_<n>``: unique in this process and, by
+    the random prefix, across processes.
+    """
+    call_id = id or f"call_{_prefix}_{next(_ids)}"
     if raw is not None:
         return ToolCall.from_raw(call_id, name, raw)
     return ToolCall.from_object(call_id, name, {} if arguments is None else arguments)

@@ -51,7 +51,7 @@ DEFAULT_POLICY_FILE = "anfitrion.toml"
 T = TypeVar("T")
 
 _TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
-        "repeat_guard", "taint"}
+        "repeat_guard", "taint", "store"}
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
          "arguments"}
 _RATE = {"id", "tool", "tools", "max_calls", "per", "combined", "reason"}
@@ -309,6 +309,8 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
         raise ConfigError(f"not valid TOML: {_printable(str(exc))[:120]}", path=path) from None
     r = _Reader(text, path)
     r.table(data, "", _TOP)
+    if "store" in data:  # where the commands keep their data: read by anfitrion._home
+        r.typed(r.table(data["store"], "store", {"url"}), "url", "store", str, "a store URL")
     base_dir = os.path.dirname(os.path.abspath(path)) if path else None
 
     defaults: dict[Effect, Verdict] = {}

@@ -185,6 +185,13 @@ def _same_value(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
+def _listed(values: Iterable[Any], show: Any = str, most: int = 8) -> str:
+    """What a violation message names as allowed: the first *most* values."""
+    items = list(values)
+    shown = ", ".join(show(v) for v in items[:most])
+    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
 class OneOf:
     """The value is one of a fixed set (exact match, types included: ``1`` is not ``true``)."""
 
@@ -199,7 +206,7 @@ class OneOf:
     def check(self, value: Any) -> str | None:
         if any(_same_value(value, v) for v in self.values):
             return None
-        return "is not one of the allowed values"
+        return f"is not one of the allowed values ({_listed(self.values, repr)})"
 
     def __repr__(self) -> str:
         return f"OneOf({list(self.values)!r})"
@@ -340,7 +347,7 @@ class Matches:
         if len(value) > self.input_cap:
             return f"is longer than {self.input_cap} characters"
         if self._compiled.fullmatch(value) is None:
-            return "does not have the required form"
+            return f"does not match the required pattern {self.pattern}"
         return None
 
     def __repr__(self) -> str:
@@ -451,13 +458,13 @@ class UrlAllowed:
         except ValueError:
             return "is not a valid URL"
         if parts.scheme.lower() not in self.schemes:
-            return "uses a scheme that is not allowed"
+            return f"uses a scheme that is not allowed (allowed: {_listed(self.schemes)})"
         netloc = parts.netloc
         if not netloc or "@" in netloc or "%" in netloc:
             return "has no plain host (user info and escapes are not allowed)"
         host = canonical_host(parts.hostname or "")
         if host is None or not self.hosts.allows(host):
-            return "points to a host that is not allowed"
+            return f"points to a host that is not allowed (allowed: {_listed(self.hosts.entries)})"
         return None
 
     def __repr__(self) -> str:
@@ -489,7 +496,7 @@ class EmailDomain:
             return "is not a single plain e-mail address"
         host = canonical_host(domain)
         if host is None or not self.domains.allows(host):
-            return "is not at an allowed domain"
+            return f"is not at an allowed domain (allowed: {_listed(self.domains.entries)})"
         return None
 
     def __repr__(self) -> str:

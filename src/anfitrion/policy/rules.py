@@ -142,9 +142,10 @@ class ArgumentRule:
         tools: tool-name globs the rule is about.
         constraints: argument path → one constraint or several.
         verdict: what the call gets when every constraint holds (``None``: no opinion).
-        reason: the operator's words for *verdict* (and for a violation, unless *violation*).
-        violation: the operator's words when a constraint fails; without it (and *reason*)
-            the denial says which argument failed and how.
+        reason: the operator's words for *verdict*.
+        violation: the operator's words when a constraint fails; without it the denial says
+            which argument failed and how (the constraint's own message), never *reason*,
+            which was written for the calls that pass.
     """
 
     def __init__(self, tools: str | Iterable[str],
@@ -161,7 +162,7 @@ class ArgumentRule:
             self.constraints[name] = items
         self.verdict = Verdict(verdict) if verdict is not None else None
         self.reason = reason
-        self.violation_reason = violation or reason
+        self.violation_reason = violation
         self.rule_id = rule_id or f"arguments:{'|'.join(self.match.tools or ())}"
 
     def violation(self, arguments: Mapping[str, Any]) -> str | None:
