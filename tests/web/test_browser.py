@@ -15,7 +15,7 @@ import pytest
 from anfitrion import RunStatus
 from anfitrion.store import MemoryStore
 
-from .browser_support import CHROMIUM, CHROMIUM_ARGS, Resumer, off_loop, serve
+from .browser_support import CHROMIUM, CHROMIUM_ARGS, Resumer, inbox_scenario, off_loop, serve
 from .inbox_support import RLO_RECIPIENT, TOKEN, Mailroom, mail_host
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
@@ -165,3 +165,45 @@ def test_approve_with_edits_in_the_browser_runs_the_edited_call(
     assert mailroom.sent == [{"to": "bob@example.com", "subject": "Quarterly numbers",
                               "body": "Attached."}]
     assert resumer.results[0].status is RunStatus.COMPLETED
+
+
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+def _shots(tmp_path: Path) -> Path:
+    """Where screenshots go: ``$ANFITRION_SCREENSHOTS`` (docs/images, to refresh the docs),
+    else a temporary folder."""
+    return Path(os.environ.get("ANFITRION_SCREENSHOTS") or tmp_path)
+
+
+def test_the_decision_is_in_view_with_the_call_at_desktop_and_phone_widths(
+        browser: playwright_sync.Browser, tmp_path: Path) -> None:
+    store, resumer = MemoryStore(), Resumer()
+    request, resumer.host = inbox_scenario(store, tmp_path / "files")
+    out = _shots(tmp_path)
+    with serve(store, resumer, files_root=tmp_path / "files") as base:
+        for width, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+            context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+            page = context.new_page()
+            _sign_in(page, base)
+            page.wait_for_selector(f'tr[data-request="{request.id}"]')
+            page.screenshot(path=str(out / f"inbox-{width}.png"))
+            page.goto(f"{base}/approvals/{request.id}")
+            approve = page.locator("button.approve")
+            box = approve.bounding_box()
+            assert box is not None
+            in_view = box["y"] >= 0 and box["y"] + box["height"] <= viewport["height"]
+            assert page.evaluate("window.scrollY") == 0
+            if width == "desktop":  # seen with the call, without scrolling
+                assert in_view, box
+            shown = page.inner_text("main")
+            assert "alice asked" in shown
+            assert "Read https://news.example/q3 and mail the quarterly numbers to Bob" in shown
+            assert "cannot be recalled" in shown  # the tool's description
+            marks = page.locator("section.arguments mark.hidden-char").all_inner_texts()
+            assert "⟨U+202E RLO⟩" in marks
+            page.screenshot(path=str(out / f"request-{width}.png"),
+                            full_page=width == "phone")
+            context.close()
+

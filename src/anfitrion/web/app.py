@@ -39,7 +39,7 @@ from ._decisions import (
     parse_edited_arguments,
     propose_edit,
 )
-from ._render import email_preview, file_diff, findings
+from ._render import Intent, Notice, email_preview, file_diff, findings, intent_of, notices
 from ._security import SESSION_COOKIE, GuardMiddleware, SessionBook, SignedIn, token_matches
 
 __all__ = ["DEFAULT_ALLOWED_HOSTS", "MIN_TOKEN_CHARS", "create_app"]
@@ -99,19 +99,18 @@ def create_app(store: Store, *, token: str,
                 csrf=who.csrf, user=who.name), status_code=403)
         return who, fields
 
-    async def warnings_for(request: ApprovalRequest) -> list[str]:
-        found = list(request.warnings) + findings(request.arguments)
+    async def context_for(request: ApprovalRequest) -> tuple[list[Notice], Intent]:
+        """The request's warnings, each said once, and what the principal asked for."""
         state = await store.load_session(request.session_id)
         untrusted = state.data.get("untrusted_sources") if state is not None else None
-        if untrusted:
-            found.append("untrusted content entered this session from: "
-                         + ", ".join(map(str, untrusted)))
-        return found
+        found = notices(request.warnings, findings(request.arguments), untrusted)
+        intent = intent_of(state.messages, request.call_id) if state is not None else Intent()
+        return found, intent
 
     async def rows() -> list[pages.Row]:
         now = datetime.now(UTC)
         pending = [r for r in await store.list_approvals(pending_only=True) if not r.expired(now)]
-        return [pages.Row(r, await warnings_for(r)) for r in pending]
+        return [pages.Row(r, *await context_for(r)) for r in pending]
 
     # -- sign-in ---------------------------------------------------------------------------
 
@@ -168,9 +167,9 @@ def create_app(store: Store, *, token: str,
                                                    csrf=who.csrf, user=who.name),
                                 status_code=404)
         req, ans, used = found
-        view = pages.Detail(req, ans, used, await warnings_for(req),
-                            file_diff(req.arguments, root), email_preview(req.arguments),
-                            await edit_for(store, req.id))
+        found_notices, intent = await context_for(req)
+        view = pages.Detail(req, ans, used, found_notices, file_diff(req.arguments, root),
+                            email_preview(req.arguments), await edit_for(store, req.id), intent)
         return HTMLResponse(pages.detail_page(view, datetime.now(UTC), csrf=who.csrf,
                                               user=who.name))
 
