@@ -624,3 +624,16 @@ def test_lengths_are_pluralised(browser_client: tuple[TestClient, str], store: M
     assert "1 character<" in page
     assert "1 characters" not in page
 
+
+def test_signing_in_redirects_to_a_clean_address_without_a_referer(client: TestClient) -> None:
+    response = client.post("/login", data={"token": TOKEN, "name": "carol"}, headers=H)
+    assert response.status_code == 303
+    assert response.headers["location"] == "/"
+    assert response.headers["referrer-policy"] == "no-referrer"
+
+
+def test_a_token_in_the_query_string_does_not_sign_in(client: TestClient) -> None:
+    """The printed link carries the token in the fragment, which no server ever sees."""
+    response = client.get(f"/login?token={TOKEN}")
+    assert "anfitrion_session" not in response.headers.get("set-cookie", "")
+    assert client.get("/").status_code == 303

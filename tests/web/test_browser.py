@@ -207,3 +207,25 @@ def test_the_decision_is_in_view_with_the_call_at_desktop_and_phone_widths(
                             full_page=width == "phone")
             context.close()
 
+
+def test_the_printed_link_signs_in_and_the_token_never_travels_in_an_address(
+        page: playwright_sync.Page) -> None:
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(f"{r.url} {r.headers.get('referer', '')}"))
+    with serve(MemoryStore(), Resumer()) as base:
+        link = f"{base}/login#token={TOKEN}"
+        page.goto(link)
+        assert page.url == f"{base}/login"  # the token left the address bar at once
+        assert page.input_value("input[name=token]") == TOKEN
+        page.fill("input[name=name]", "carol")  # the first time, the browser asks who you are
+        page.press("input[name=name]", "Enter")
+        page.wait_for_url(f"{base}/", timeout=WAIT_MS)
+        assert "signed in as carol" in page.inner_text("header")
+        page.go_back()
+        assert page.url == f"{base}/login"  # nor is it in the tab's history
+        page.context.clear_cookies()
+        page.goto(link)  # once the browser knows the name, the link alone signs in
+        page.wait_for_url(f"{base}/", timeout=WAIT_MS)
+        assert "signed in as carol" in page.inner_text("header")
+    assert sent
+    assert not [s for s in sent if TOKEN in s]

@@ -128,7 +128,9 @@ def create_app(store: Store, *, token: str,
             return HTMLResponse(pages.login_page("Wrong token."), status_code=401)
         name = name.strip()[:80] if isinstance(name, str) and name.strip() else "web"
         who = book.open(name)
-        response = RedirectResponse("/", status_code=303)
+        # to a clean address, sending no Referer on the way
+        response = RedirectResponse("/", status_code=303,
+                                    headers={"referrer-policy": "no-referrer"})
         response.set_cookie(SESSION_COOKIE, who.session_id, httponly=True, samesite="strict",
                             secure=secure or request.url.scheme == "https", path="/",
                             max_age=int(session_lifetime))
