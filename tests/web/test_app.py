@@ -637,3 +637,29 @@ def test_a_token_in_the_query_string_does_not_sign_in(client: TestClient) -> Non
     response = client.get(f"/login?token={TOKEN}")
     assert "anfitrion_session" not in response.headers.get("set-cookie", "")
     assert client.get("/").status_code == 303
+
+
+def test_every_page_escapes_hostile_names_and_shows_their_hidden_characters(
+        browser_client: tuple[TestClient, str], store: MemoryStore) -> None:
+    client, _ = browser_client
+    hostile = '"><img src=x onerror=alert(1)>\u202e'  # no "/": it is a path segment too
+    request = ApprovalRequest.for_call(
+        session_id=hostile, principal_id=hostile, call_id=hostile, tool_name=hostile,
+        tool_definition_hash="h", arguments={hostile: hostile}, effect="write", reason=hostile,
+        rule_id=hostile, warnings=(f"value `{hostile}` appeared only in a result of x",),
+        tool_description=hostile)
+    expired = with_expiry(ApprovalRequest.for_call(
+        session_id=hostile, principal_id=hostile, call_id="c2", tool_name=hostile,
+        tool_definition_hash="h", arguments={}, effect="write", reason="r", rule_id="r"),
+        datetime.now(UTC) - timedelta(seconds=1))
+    anyio.run(store.create_approval, request)
+    anyio.run(store.create_approval, expired)
+    from urllib.parse import quote
+
+    for path in ("/", "/pending.html", f"/approvals/{request.id}", "/history",
+                 f"/sessions/{quote(hostile, safe='')}"):
+        response = client.get(path)
+        assert response.status_code == 200, path
+        assert "<img" not in response.text, path
+        assert "\u202e" not in response.text, path
+        assert "⟨U+202E RLO⟩</mark>" in response.text, path

@@ -11,6 +11,7 @@ markup. The CSP allows no inline script or style: all of it is in ``static/``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -20,7 +21,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from .._canonical import canonical_json
-from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..approvals import ApprovalAnswer, ApprovalRequest, make_visible
 from ..store import AuditRecord, SessionState
 from ._decisions import state_of
 from ._render import Intent, Notice, Piece, argument_views, plural, visible_pieces
@@ -69,7 +70,8 @@ def expiry(request: ApprovalRequest, now: datetime) -> str:
 
 def _clip(text: str, limit: int) -> str:
     """A one-line preview; the page behind it shows the text in full."""
-    line = " ".join(str(text).split())
+    # only spaces, newlines and tabs fold: every other hidden character stays, to be marked
+    line = re.sub(r"[ \n\t]+", " ", str(text)).strip()
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
@@ -80,6 +82,7 @@ _ENV.filters.update(
     visible=visible_html,
     visible_layout=lambda text: visible_html(text, layout_newlines=True),
     pieces=render_pieces,
+    visible_text=make_visible,  # where no markup may go: <title>
     clip=_clip,
     iso=lambda moment: moment.isoformat(timespec="seconds"),
     timestamp=lambda at: datetime.fromtimestamp(at, UTC).isoformat(),
