@@ -197,6 +197,11 @@ def test_the_decision_is_in_view_with_the_call_at_desktop_and_phone_widths(
             assert page.evaluate("window.scrollY") == 0
             if width == "desktop":  # seen with the call, without scrolling
                 assert in_view, box
+            else:  # one column: the call, then the decision, then the previews and record
+                call_box = page.locator("section.arguments").bounding_box()
+                more_box = page.locator("div.more").bounding_box()
+                assert call_box is not None and more_box is not None
+                assert call_box["y"] + call_box["height"] <= box["y"] < more_box["y"]
             shown = page.inner_text("main")
             assert "alice asked" in shown
             assert "Read https://news.example/q3 and mail the quarterly numbers to Bob" in shown
@@ -206,6 +211,23 @@ def test_the_decision_is_in_view_with_the_call_at_desktop_and_phone_widths(
             page.screenshot(path=str(out / f"request-{width}.png"),
                             full_page=width == "phone")
             context.close()
+        # however long the arguments, the decision stays beside them at the top
+        long_mail = mail_host(store, Mailroom([]), {"to": "bob@example.com", "subject": "s",
+                                                    "body": "line\n" * 400})
+        long_request = off_loop(lambda: long_mail.run_sync("Mail Bob", principal="alice"))
+        context = browser.new_context(viewport=DESKTOP)  # type: ignore[arg-type]
+        page = context.new_page()
+        _sign_in(page, base)
+        page.goto(f"{base}/approvals/{long_request.pending[0].id}")
+        box = page.locator("button.approve").bounding_box()
+        assert box is not None
+        assert box["y"] + box["height"] <= DESKTOP["height"]
+        page.evaluate("window.scrollTo(0, 2000)")
+        assert page.evaluate("window.scrollY") > 1000
+        box = page.locator("button.approve").bounding_box()  # sticky: still in view
+        assert box is not None
+        assert box["y"] >= 0 and box["y"] + box["height"] <= DESKTOP["height"]
+        context.close()
 
 
 def test_the_printed_link_signs_in_and_the_token_never_travels_in_an_address(
