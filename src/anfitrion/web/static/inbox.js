@@ -8,6 +8,21 @@
 //     they change. The rows are rendered and escaped by the server; no value is interpolated.
 (function () {
   const NAME_KEY = "anfitrion.reviewer";
+  // the reviewer's name (not a secret); a browser may refuse storage: then it is asked each time
+  const remembered = function () {
+    try {
+      return window.localStorage.getItem(NAME_KEY);
+    } catch (error) {
+      return null;
+    }
+  };
+  const remember = function (value) {
+    try {
+      window.localStorage.setItem(NAME_KEY, value);
+    } catch (error) {
+      // nothing to do: the name is asked again next time
+    }
+  };
   const login = document.getElementById("login");
   if (login) {
     const name = login.elements.namedItem("name");
@@ -29,7 +44,7 @@
       if (note) {
         note.hidden = false;
       }
-      const known = window.localStorage.getItem(NAME_KEY);
+      const known = remembered();
       if (given && known) {
         name.value = known;
         login.requestSubmit();
@@ -42,7 +57,7 @@
     window.addEventListener("hashchange", fromLink);
     login.addEventListener("submit", function () {
       if (name.value.trim()) {
-        window.localStorage.setItem(NAME_KEY, name.value.trim());
+        remember(name.value.trim());
       }
     });
     return;
