@@ -11,7 +11,16 @@ from hypothesis import strategies as st
 
 from anfitrion.approvals import ApprovalRequest, make_visible
 from anfitrion.web._pages import visible_html
-from anfitrion.web._render import Intent, Piece, intent_of, notices, plural, visible_pieces
+from anfitrion.web._render import (
+    Intent,
+    Piece,
+    finding_parts,
+    findings,
+    intent_of,
+    notices,
+    plural,
+    visible_pieces,
+)
 
 
 def _request(**extra: object) -> ApprovalRequest:
@@ -126,3 +135,14 @@ def test_the_intent_of_a_transcript_without_a_request_or_with_junk_is_empty() ->
     junk: list[Any] = [None, {"kind": "user", "parts": "nope"}, {"kind": "user"},
                        {"kind": "user", "parts": [1, {"kind": "text"}]}]
     assert intent_of(junk, "c1") == Intent()
+
+
+def test_a_finding_quotes_the_argument_it_is_about_and_marks_its_hidden_characters() -> None:
+    [parts] = finding_parts({"a": {"b\u200b": "x\u202ey"}})
+    assert parts[0] == ("a.b\u200b", True)
+    # the API's text shows the same finding with the hidden characters named
+    assert findings({"a": {"b\u200b": "x\u202ey"}}) == [
+        "a.b⟨U+200B ZWSP⟩ contains a bidi control character (U+202E RLO): text may display "
+        "reordered"]
+    [shown] = notices([], [parts], None)
+    assert shown.parts[0] == ("a.b\u200b", True)

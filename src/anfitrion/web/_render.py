@@ -27,7 +27,7 @@ from ..conversation import JsonValue
 from ..taint import TAINT_WARNING
 
 __all__ = ["ArgumentView", "Intent", "Notice", "Piece", "argument_views", "email_preview",
-           "file_diff", "findings", "intent_of", "notices", "plural", "punycode",
+           "file_diff", "finding_parts", "findings", "intent_of", "notices", "plural", "punycode",
            "visible_pieces"]
 
 MAX_DIFF_SOURCE_BYTES = 1_000_000
@@ -101,6 +101,10 @@ def visible_pieces(text: str, *, layout_newlines: bool = False) -> list[Piece]:
     return pieces
 
 
+Parts = tuple[tuple[str, bool], ...]
+"""A sentence as ``(text, quoted)`` pairs: quoted parts are names or values from the call."""
+
+
 @dataclass(frozen=True, slots=True)
 class Notice:
     """One warning as shown: prose written by the host and values quoted from the call.
@@ -112,14 +116,14 @@ class Notice:
     """
 
     kind: str
-    parts: tuple[tuple[str, bool], ...]
+    parts: Parts
 
     @property
     def text(self) -> str:
         return "".join(text for text, _ in self.parts)
 
 
-def _quoted_parts(text: str) -> tuple[tuple[str, bool], ...]:
+def _quoted_parts(text: str) -> Parts:
     """Split ``e-mail `x@y` appeared`` into prose and the backtick-quoted values.
 
     A value holding a backtick itself would make the pairs ambiguous: then (an odd count) the
@@ -131,7 +135,7 @@ def _quoted_parts(text: str) -> tuple[tuple[str, bool], ...]:
     return tuple((chunk, i % 2 == 1) for i, chunk in enumerate(chunks) if chunk)
 
 
-def notices(policy_warnings: Iterable[str], found: Iterable[str],
+def notices(policy_warnings: Iterable[str], found: Iterable[str | Parts],
             untrusted_sources: Iterable[object] | None) -> list[Notice]:
     """The warnings for one request, each said once.
 
@@ -143,26 +147,27 @@ def notices(policy_warnings: Iterable[str], found: Iterable[str],
     sources = [str(s) for s in untrusted_sources or ()]
     out: list[Notice] = []
     seen: set[str] = set()
-    rest: list[tuple[str, str]] = []
+    rest: list[tuple[str, Parts]] = []
     for warning in policy_warnings:
         if warning.startswith(TAINT_WARNING):
             if not untrusted_sources:  # the session is gone: the policy's words name them
                 sources += [s.strip() for s in warning[len(TAINT_WARNING):].split(",")]
             continue
-        rest.append(("policy", warning))
-    rest += [("finding", f) for f in found]
+        rest.append(("policy", _quoted_parts(warning)))
+    rest += [("finding", _quoted_parts(f) if isinstance(f, str) else f) for f in found]
     sources = [s for s in dict.fromkeys(sources) if s]
     if sources:
-        parts: list[tuple[str, bool]] = [("Untrusted content entered this session from ", False)]
+        taint: list[tuple[str, bool]] = [("Untrusted content entered this session from ", False)]
         for i, source in enumerate(sources):
-            parts += [(", ", False)] if i else []
-            parts.append((source, True))
-        out.append(Notice("taint", tuple(parts)))
-    for kind, warning in rest:
-        if warning in seen:
+            taint += [(", ", False)] if i else []
+            taint.append((source, True))
+        out.append(Notice("taint", tuple(taint)))
+    for kind, parts in rest:
+        text = "".join(t for t, _ in parts)
+        if text in seen:
             continue
-        seen.add(warning)
-        out.append(Notice(kind, _quoted_parts(warning)))
+        seen.add(text)
+        out.append(Notice(kind, parts))
     return out
 
 
@@ -282,37 +287,47 @@ def _strings(value: JsonValue, path: str) -> list[tuple[str, str]]:
     return []
 
 
+def finding_parts(arguments: Mapping[str, JsonValue]) -> list[Parts]:
+    """:func:`findings` with the argument each one is about kept apart (quoted), unescaped:
+    the page shows it as code, its own hidden characters marked."""
+    found: list[Parts] = []
+    for key in sorted(arguments):
+        for path, text in _strings(arguments[key], key):
+            bidi = sorted({c for c in text if c in _BIDI})
+            if bidi:
+                names = ", ".join(make_visible(c).strip("⟨⟩") for c in bidi)
+                found.append(((path, True), (f" contains a bidi control character ({names}): "
+                                             "text may display reordered", False)))
+            zero = sorted({c for c in text if c in _ZERO_WIDTH})
+            if zero:
+                names = ", ".join(make_visible(c).strip("⟨⟩") for c in zero)
+                found.append(((path, True), (f" contains an invisible character ({names})",
+                                             False)))
+            controls = sorted({c for c in text if unicodedata.category(c) == "Cc"
+                               and c not in "\n\t"})
+            if controls:
+                names = ", ".join(f"U+{ord(c):04X}" for c in controls)
+                found.append(((path, True), (f" contains a control character ({names})",
+                                             False)))
+            for match in _DOMAIN.finditer(text):
+                domain = match.group(1)
+                ascii_form = punycode(domain)
+                if ascii_form is not None:
+                    found.append(((path, True), (" names a non-ASCII domain ", False),
+                                  (domain, False), (f" = {ascii_form}", False)))
+    return found
+
+
 def findings(arguments: Mapping[str, JsonValue]) -> list[str]:
-    """What a reviewer must notice in the arguments, one sentence each.
+    """What a reviewer must notice in the arguments, one sentence each (hidden characters in
+    names and domains made visible).
 
     Example:
         >>> findings({"to": "bob\u202e@evil.com"})
         ['to contains a bidi control character (U+202E RLO): text may display reordered']
     """
-    found: list[str] = []
-    for key in sorted(arguments):
-        for path, text in _strings(arguments[key], make_visible(key)):
-            bidi = sorted({c for c in text if c in _BIDI})
-            if bidi:
-                names = ", ".join(make_visible(c).strip("⟨⟩") for c in bidi)
-                found.append(f"{path} contains a bidi control character ({names}): "
-                             "text may display reordered")
-            zero = sorted({c for c in text if c in _ZERO_WIDTH})
-            if zero:
-                names = ", ".join(make_visible(c).strip("⟨⟩") for c in zero)
-                found.append(f"{path} contains an invisible character ({names})")
-            controls = sorted({c for c in text if unicodedata.category(c) == "Cc"
-                               and c not in "\n\t"})
-            if controls:
-                names = ", ".join(f"U+{ord(c):04X}" for c in controls)
-                found.append(f"{path} contains a control character ({names})")
-            for match in _DOMAIN.finditer(text):
-                domain = match.group(1)
-                ascii_form = punycode(domain)
-                if ascii_form is not None:
-                    found.append(f"{path} names a non-ASCII domain {make_visible(domain)} "
-                                 f"= {ascii_form}")
-    return found
+    return ["".join(make_visible(text) for text, _ in parts)
+            for parts in finding_parts(arguments)]
 
 
 def _within(root: Path, relative: str) -> Path | None:

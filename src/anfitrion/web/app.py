@@ -39,7 +39,15 @@ from ._decisions import (
     parse_edited_arguments,
     propose_edit,
 )
-from ._render import Intent, Notice, email_preview, file_diff, findings, intent_of, notices
+from ._render import (
+    Intent,
+    Notice,
+    email_preview,
+    file_diff,
+    finding_parts,
+    intent_of,
+    notices,
+)
 from ._security import SESSION_COOKIE, GuardMiddleware, SessionBook, SignedIn, token_matches
 
 __all__ = ["DEFAULT_ALLOWED_HOSTS", "MIN_TOKEN_CHARS", "create_app"]
@@ -103,7 +111,7 @@ def create_app(store: Store, *, token: str,
         """The request's warnings, each said once, and what the principal asked for."""
         state = await store.load_session(request.session_id)
         untrusted = state.data.get("untrusted_sources") if state is not None else None
-        found = notices(request.warnings, findings(request.arguments), untrusted)
+        found = notices(request.warnings, finding_parts(request.arguments), untrusted)
         intent = intent_of(state.messages, request.call_id) if state is not None else Intent()
         return found, intent
 
