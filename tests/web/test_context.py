@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from html import unescape
+from importlib import resources
 from typing import Any
 
 from hypothesis import given
@@ -146,3 +147,15 @@ def test_a_finding_quotes_the_argument_it_is_about_and_marks_its_hidden_characte
         "reordered"]
     [shown] = notices([], [parts], None)
     assert shown.parts[0] == ("a.b\u200b", True)
+
+
+def test_no_template_marks_a_value_safe_or_carries_inline_code() -> None:
+    """The CSP forbids inline script and style; autoescaping is only as good as its gaps."""
+    folder = resources.files("anfitrion.web").joinpath("templates")
+    names = [t.name for t in folder.iterdir() if t.name.endswith(".html")]
+    assert "detail.html" in names
+    for name in names:
+        text = folder.joinpath(name).read_text(encoding="utf-8")
+        assert not re.search(r"\|\s*safe\b|autoescape\s+false|style=|<style|\bon[a-z]+=", text), \
+            name
+        assert not re.search(r"<script(?![^>]*\bsrc=)", text), name
