@@ -663,3 +663,12 @@ def test_every_page_escapes_hostile_names_and_shows_their_hidden_characters(
         assert "<img" not in response.text, path
         assert "\u202e" not in response.text, path
         assert "⟨U+202E RLO⟩</mark>" in response.text, path
+
+
+def test_only_a_sign_in_link_the_person_opened_may_submit_itself(client: TestClient) -> None:
+    """Sec-Fetch-Site "none": typed or opened from the terminal, not sent by another site."""
+    auto = 'data-auto-sign-in="yes"'
+    assert auto in client.get("/login", headers={"sec-fetch-site": "none"}).text
+    for site in ("cross-site", "same-site"):
+        assert auto not in client.get("/login", headers={"sec-fetch-site": site}).text
+    assert auto not in client.get("/login").text  # a browser that does not say

@@ -7,6 +7,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -249,5 +250,14 @@ def test_the_printed_link_signs_in_and_the_token_never_travels_in_an_address(
         page.goto(link)  # once the browser knows the name, the link alone signs in
         page.wait_for_url(f"{base}/", timeout=WAIT_MS)
         assert "signed in as carol" in page.inner_text("header")
+        # the same link on another site fills the form but does not submit it: wrong tokens
+        # sent that way would lock sign-in
+        page.context.clear_cookies()
+        page.goto("data:text/html," + quote(f'<a id="go" href="{link}">open the inbox</a>'))
+        page.click("#go")
+        page.wait_for_url(f"{base}/login", timeout=WAIT_MS)
+        assert page.get_attribute("#login", "data-auto-sign-in") is None
+        assert page.input_value("input[name=token]") == TOKEN
+        assert page.input_value("input[name=name]") == "carol"
     assert sent
     assert not [s for s in sent if TOKEN in s]

@@ -97,8 +97,9 @@ def _render(template: str, title: str, *, csrf: str | None = None, user: str | N
                                                section=section, **context)
 
 
-def login_page(problem: str = "") -> str:
-    return _render("login.html", "Sign in", problem=problem)
+def login_page(problem: str = "", *, auto_sign_in: bool = False) -> str:
+    """The sign-in form; with *auto_sign_in* its script may submit a token from the link."""
+    return _render("login.html", "Sign in", problem=problem, auto_sign_in=auto_sign_in)
 
 
 def message_page(title: str, message: str, *, csrf: str, user: str, back: str = "/") -> str:

@@ -123,7 +123,11 @@ def create_app(store: Store, *, token: str,
     # -- sign-in ---------------------------------------------------------------------------
 
     async def login_form(request: Request) -> Response:
-        return HTMLResponse(pages.login_page())
+        # The sign-in link may submit the form by itself only when the person opened it (from
+        # a terminal or the address bar: Sec-Fetch-Site "none"), never when another site sent
+        # the browser here: wrong tokens from such links would lock sign-in (the throttle).
+        opened_by_person = request.headers.get("sec-fetch-site") in ("none", "same-origin")
+        return HTMLResponse(pages.login_page(auto_sign_in=opened_by_person))
 
     async def login(request: Request) -> Response:
         if book.throttled():

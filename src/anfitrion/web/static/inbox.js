@@ -3,7 +3,8 @@
 //  1. The sign-in link `anfitrion serve` prints, /login#token=…: the token is in the fragment,
 //     so it never reaches the server, a proxy's log or a Referer. This script takes it out of
 //     the address bar (and the tab's history) before anything else, puts it in the sign-in
-//     form and, when this browser already knows the reviewer's name, submits the form.
+//     form and, when this browser already knows the reviewer's name and the person opened the
+//     link themselves (the server says so), submits the form.
 //  2. Live update of the pending list: fetch the rows every two seconds and swap them when
 //     they change. The rows are rendered and escaped by the server; no value is interpolated.
 (function () {
@@ -45,9 +46,14 @@
         note.hidden = false;
       }
       const known = remembered();
-      if (given && known) {
+      if (known) {
         name.value = known;
+      }
+      // the server allows it only when the person opened the link, not another site
+      if (given && known && login.dataset.autoSignIn === "yes") {
         login.requestSubmit();
+      } else if (known) {
+        login.querySelector("button[type=submit]").focus();
       } else {
         name.focus();
       }
