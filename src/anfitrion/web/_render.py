@@ -58,7 +58,7 @@ class Piece:
     hidden: str | None = None
 
 
-_LAYOUT_NAMES = {"\n": "line break", "\t": "tab", "\x1b": "ESCAPE (starts a terminal sequence)"}
+_MARKER_NAMES = {"\n": "line break", "\t": "tab", "\x1b": "ESCAPE (starts a terminal sequence)"}
 _CATEGORY_NAMES = {"Cc": "control character", "Cn": "unassigned code point",
                    "Co": "private-use character", "Cs": "lone surrogate"}
 
@@ -74,9 +74,9 @@ def visible_pieces(text: str, *, layout_newlines: bool = False) -> list[Piece]:
     layout and not marked.
 
     Example:
-        >>> visible_pieces("a\u202eb")
-        [Piece(text='a', hidden=None), Piece(text='⟨U+202E RLO⟩', hidden='RIGHT-TO-LEFT OVERRIDE'), Piece(text='b', hidden=None)]
-    """  # noqa: E501
+        >>> [(p.text, p.hidden) for p in visible_pieces("a\u202eb")]
+        [('a', None), ('⟨U+202E RLO⟩', 'RIGHT-TO-LEFT OVERRIDE'), ('b', None)]
+    """
     pieces: list[Piece] = []
     plain: list[str] = []
     for ch in text:
@@ -91,7 +91,7 @@ def visible_pieces(text: str, *, layout_newlines: bool = False) -> list[Piece]:
         if plain:
             pieces.append(Piece("".join(plain)))
             plain = []
-        name = (_LAYOUT_NAMES.get(ch) or unicodedata.name(ch, "")
+        name = (_MARKER_NAMES.get(ch) or unicodedata.name(ch, "")
                 or _CATEGORY_NAMES.get(unicodedata.category(ch), "hidden character"))
         pieces.append(Piece(shown.rstrip("\n"), name))
         if shown.endswith("\n"):  # ⏎ is followed by the line break it stands for
