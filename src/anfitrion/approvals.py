@@ -165,19 +165,24 @@ class ApprovalRequest:
     expires_at: datetime = field(default_factory=lambda: datetime.now(UTC) + DEFAULT_APPROVAL_TTL)
     edit_of: str | None = None
     """The request whose answer proposed these arguments as an edit (``None``: the model's)."""
+    tool_description: str | None = None
+    """The tool's description as the model saw it, for display only: not part of the digest
+    (the tool definition hash covers it). ``None``: not recorded (requests made before it was)."""
 
     @classmethod
     def for_call(cls, *, session_id: str, principal_id: str, call_id: str, tool_name: str,
                  tool_definition_hash: str, arguments: Mapping[str, JsonValue], effect: str,
                  reason: str, rule_id: str, warnings: tuple[str, ...] = (),
                  now: datetime | None = None, ttl: timedelta = DEFAULT_APPROVAL_TTL,
-                 edit_of: str | None = None) -> ApprovalRequest:
+                 edit_of: str | None = None,
+                 tool_description: str | None = None) -> ApprovalRequest:
         created = now or datetime.now(UTC)
         return cls(
             id=uuid.uuid4().hex, session_id=session_id, principal_id=principal_id,
             call_id=call_id, tool_name=tool_name, tool_definition_hash=tool_definition_hash,
             arguments=arguments, effect=effect, reason=reason, rule_id=rule_id,
             warnings=warnings, created_at=created, expires_at=created + ttl, edit_of=edit_of,
+            tool_description=tool_description,
             digest=approval_digest(session_id=session_id, principal_id=principal_id,
                                    call_id=call_id, tool_name=tool_name,
                                    tool_definition_hash=tool_definition_hash,
@@ -231,7 +236,8 @@ class ApprovalRequest:
                 "arguments": dict(self.arguments), "effect": self.effect, "reason": self.reason,
                 "rule_id": self.rule_id, "warnings": list(self.warnings),
                 "created_at": self.created_at.isoformat(),
-                "expires_at": self.expires_at.isoformat(), "edit_of": self.edit_of}
+                "expires_at": self.expires_at.isoformat(), "edit_of": self.edit_of,
+                "tool_description": self.tool_description}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ApprovalRequest:
@@ -242,7 +248,7 @@ class ApprovalRequest:
                    rule_id=d["rule_id"], warnings=tuple(d.get("warnings", ())),
                    created_at=datetime.fromisoformat(d["created_at"]),
                    expires_at=datetime.fromisoformat(d["expires_at"]),
-                   edit_of=d.get("edit_of"))
+                   edit_of=d.get("edit_of"), tool_description=d.get("tool_description"))
 
 
 @dataclass(frozen=True, slots=True)

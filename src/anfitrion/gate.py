@@ -347,7 +347,8 @@ class Gate:
             tool_name=bound.tool.name, tool_definition_hash=bound.tool.definition_hash,
             arguments=bound.arguments, effect=bound.tool.effect.value, reason=decision.reason,
             rule_id=decision.rule_id, warnings=decision.warnings, now=now,
-            ttl=self.policy.approvals.ttl, edit_of=edit_of)
+            ttl=self.policy.approvals.ttl, edit_of=edit_of,
+            tool_description=bound.tool.description)
 
         def denied(why: str, request: ApprovalRequest | None) -> tuple[CallOutcome, str, None]:
             # the model sees the operator's or approver's words only, never rule internals

@@ -15,6 +15,7 @@ releases, one named step at a time, so they still resume.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
@@ -39,7 +40,9 @@ from .store import SessionState
 from .taint import TaintIndex
 
 __all__ = ["RECENT_PROPOSALS_KEPT", "SESSION_MIGRATIONS", "SESSION_SCHEMA", "Session",
-           "migrate_session_data"]
+           "migrate_session_data", "principal_requests", "untrusted_sources_of"]
+
+log = logging.getLogger("anfitrion.session")
 
 SESSION_SCHEMA = 2
 """The version of the stored shape :meth:`Session.to_state` writes."""
@@ -315,8 +318,13 @@ class Session:
 
 
 def untrusted_sources_of(state: SessionState) -> tuple[str, ...]:
-    """The tools whose untrusted results a stored session read (for pages and listings)."""
-    return Session.from_state(state).untrusted_sources
+    """The tools whose untrusted results a stored session read (for pages and listings);
+    none for a session that cannot be read (the store says which row)."""
+    try:
+        return Session.from_state(state).untrusted_sources
+    except StoreError as exc:
+        log.warning("%s", exc)
+        return ()
 
 
 def principal_requests(messages: Iterable[Mapping[str, Any]]) -> list[str]:

@@ -7,6 +7,7 @@ import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -15,7 +16,7 @@ import pytest
 from anfitrion import RunStatus
 from anfitrion.store import MemoryStore
 
-from .browser_support import CHROMIUM, CHROMIUM_ARGS, Resumer, off_loop, serve
+from .browser_support import CHROMIUM, CHROMIUM_ARGS, Resumer, inbox_scenario, off_loop, serve
 from .inbox_support import RLO_RECIPIENT, TOKEN, Mailroom, mail_host
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
@@ -165,3 +166,98 @@ def test_approve_with_edits_in_the_browser_runs_the_edited_call(
     assert mailroom.sent == [{"to": "bob@example.com", "subject": "Quarterly numbers",
                               "body": "Attached."}]
     assert resumer.results[0].status is RunStatus.COMPLETED
+
+
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+def _shots(tmp_path: Path) -> Path:
+    """Where screenshots go: ``$ANFITRION_SCREENSHOTS`` (docs/images, to refresh the docs),
+    else a temporary folder."""
+    return Path(os.environ.get("ANFITRION_SCREENSHOTS") or tmp_path)
+
+
+def test_the_decision_is_in_view_with_the_call_at_desktop_and_phone_widths(
+        browser: playwright_sync.Browser, tmp_path: Path) -> None:
+    store, resumer = MemoryStore(), Resumer()
+    request, resumer.host = inbox_scenario(store, tmp_path / "files")
+    out = _shots(tmp_path)
+    with serve(store, resumer, files_root=tmp_path / "files") as base:
+        for width, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+            context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
+            page = context.new_page()
+            _sign_in(page, base)
+            page.wait_for_selector(f'tr[data-request="{request.id}"]')
+            page.screenshot(path=str(out / f"inbox-{width}.png"))
+            page.goto(f"{base}/approvals/{request.id}")
+            approve = page.locator("button.approve")
+            box = approve.bounding_box()
+            assert box is not None
+            in_view = box["y"] >= 0 and box["y"] + box["height"] <= viewport["height"]
+            assert page.evaluate("window.scrollY") == 0
+            if width == "desktop":  # seen with the call, without scrolling
+                assert in_view, box
+            else:  # one column: the call, then the decision, then the previews and record
+                call_box = page.locator("section.arguments").bounding_box()
+                more_box = page.locator("div.more").bounding_box()
+                assert call_box is not None and more_box is not None
+                assert call_box["y"] + call_box["height"] <= box["y"] < more_box["y"]
+            shown = page.inner_text("main")
+            assert "alice asked" in shown
+            assert "Read https://news.example/q3 and mail the quarterly numbers to Bob" in shown
+            assert "cannot be recalled" in shown  # the tool's description
+            marks = page.locator("section.arguments mark.hidden-char").all_inner_texts()
+            assert "⟨U+202E RLO⟩" in marks
+            page.screenshot(path=str(out / f"request-{width}.png"),
+                            full_page=width == "phone")
+            context.close()
+        # however long the arguments, the decision stays beside them at the top
+        long_mail = mail_host(store, Mailroom([]), {"to": "bob@example.com", "subject": "s",
+                                                    "body": "line\n" * 400})
+        long_request = off_loop(lambda: long_mail.run_sync("Mail Bob", principal="alice"))
+        context = browser.new_context(viewport=DESKTOP)  # type: ignore[arg-type]
+        page = context.new_page()
+        _sign_in(page, base)
+        page.goto(f"{base}/approvals/{long_request.pending[0].id}")
+        box = page.locator("button.approve").bounding_box()
+        assert box is not None
+        assert box["y"] + box["height"] <= DESKTOP["height"]
+        page.evaluate("window.scrollTo(0, 2000)")
+        assert page.evaluate("window.scrollY") > 1000
+        box = page.locator("button.approve").bounding_box()  # sticky: still in view
+        assert box is not None
+        assert box["y"] >= 0 and box["y"] + box["height"] <= DESKTOP["height"]
+        context.close()
+
+
+def test_the_printed_link_signs_in_and_the_token_never_travels_in_an_address(
+        page: playwright_sync.Page) -> None:
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(f"{r.url} {r.headers.get('referer', '')}"))
+    with serve(MemoryStore(), Resumer()) as base:
+        link = f"{base}/login#token={TOKEN}"
+        page.goto(link)
+        assert page.url == f"{base}/login"  # the token left the address bar at once
+        assert page.input_value("input[name=token]") == TOKEN
+        page.fill("input[name=name]", "carol")  # the first time, the browser asks who you are
+        page.press("input[name=name]", "Enter")
+        page.wait_for_url(f"{base}/", timeout=WAIT_MS)
+        assert "signed in as carol" in page.inner_text("header")
+        page.go_back()
+        assert page.url == f"{base}/login"  # nor is it in the tab's history
+        page.context.clear_cookies()
+        page.goto(link)  # once the browser knows the name, the link alone signs in
+        page.wait_for_url(f"{base}/", timeout=WAIT_MS)
+        assert "signed in as carol" in page.inner_text("header")
+        # the same link on another site fills the form but does not submit it: wrong tokens
+        # sent that way would lock sign-in
+        page.context.clear_cookies()
+        page.goto("data:text/html," + quote(f'<a id="go" href="{link}">open the inbox</a>'))
+        page.click("#go")
+        page.wait_for_url(f"{base}/login", timeout=WAIT_MS)
+        assert page.get_attribute("#login", "data-auto-sign-in") is None
+        assert page.input_value("input[name=token]") == TOKEN
+        assert page.input_value("input[name=name]") == "carol"
+    assert sent
+    assert not [s for s in sent if TOKEN in s]

@@ -81,3 +81,19 @@ def test_serve_behind_a_proxy_accepts_the_public_origin(served: dict[str, Any]) 
                                headers={"origin": "https://inbox.example"},
                                follow_redirects=False)
         assert response.status_code == 303
+
+
+def test_serve_prints_a_sign_in_link_with_the_token_in_the_fragment(
+        served: dict[str, Any]) -> None:
+    result = CliRunner().invoke(command, ["--store", "memory://", "--port", "9999"])
+    assert result.exit_code == 0, result.output
+    token = result.output.split("sign-in token: ")[1].split()[0]
+    link = result.output.split("sign in: ")[1].split()[0]
+    assert link == f"http://127.0.0.1:9999/login#token={token}"
+
+
+def test_serve_prints_no_link_for_a_configured_token(served: dict[str, Any]) -> None:
+    result = CliRunner().invoke(command, ["--store", "memory://", "--token", "c" * 32])
+    assert result.exit_code == 0, result.output
+    assert "sign in:" not in result.output
+    assert "c" * 32 not in result.output

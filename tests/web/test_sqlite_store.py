@@ -31,7 +31,11 @@ def test_a_decision_in_the_inbox_resumes_a_host_on_another_connection(tmp_path: 
     app = create_app(inbox_store, token=TOKEN, allowed_hosts=["testserver"])
     with TestClient(app, base_url=ORIGIN, follow_redirects=False) as client:
         csrf = sign_in(client)
-        assert "bob⟨U+202E RLO⟩" in client.get(f"/approvals/{request.id}").text
+        page = client.get(f"/approvals/{request.id}").text
+        assert "bob<mark class=\"hidden-char\"" in page
+        # the request and the tool's description, read from the SQLite store
+        assert "Mail Bob</blockquote>" in page
+        assert "Send an e-mail.</blockquote>" in page
         form = {"csrf": csrf, "digest": request.digest, "decision": "approve"}
         first = client.post(f"/approvals/{request.id}/decide", data=form,
                             headers={"origin": ORIGIN})

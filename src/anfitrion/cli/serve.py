@@ -91,6 +91,9 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host
     click.echo(f"anfitrion inbox on http://{shown_host}:{port}/  (store {shown_store(url)})")
     if configured is None:
+        # in the fragment, the token never reaches the server, a proxy's log or a Referer
+        origin = public_origin or f"http://{shown_host}:{port}"
+        click.echo(f"sign in: {origin}/login#token={the_token}")
         click.echo(f"sign-in token: {the_token}")
     uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning",
                 server_header=False, proxy_headers=False)

@@ -14,6 +14,10 @@ try:
     import starlette  # noqa: F401
 except ImportError as exc:  # pragma: no cover - the test extra installs it
     raise MissingDependencyError("web", "starlette") from exc
+try:
+    import jinja2  # noqa: F401
+except ImportError as exc:  # pragma: no cover - the test extra installs it
+    raise MissingDependencyError("web", "jinja2") from exc
 
 from .app import DEFAULT_ALLOWED_HOSTS, create_app
 

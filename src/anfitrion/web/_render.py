@@ -1,9 +1,12 @@
 """What a reviewer sees of one request, computed from the canonical arguments (no web framework).
 
-Every function here takes the request's canonical arguments and returns plain data: the text
-with invisible characters made visible, the findings a reviewer must notice (bidi overrides,
-zero-width characters, non-ASCII domains shown in punycode), a unified diff for a file write and
-the message as it will be sent for an e-mail draft. The HTML layer only escapes and lays it out.
+Every function here takes the request's canonical arguments (or the session's stored
+transcript) and returns plain data: the text with invisible characters made visible, as pieces
+that say which parts are the host's markers (:func:`visible_pieces`), the findings a reviewer must
+notice (bidi overrides, zero-width characters, non-ASCII domains shown in punycode), the warnings
+de-duplicated and split into prose and quoted values (:func:`notices`), what the principal asked
+for (:func:`intent_of`), a unified diff for a file write and the message as it will be sent for
+an e-mail draft. The HTML layer only escapes and lays it out.
 """
 
 from __future__ import annotations
@@ -13,16 +16,19 @@ import email.policy
 import json
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 from ..approvals import make_visible
 from ..conversation import JsonValue
+from ..taint import TAINT_WARNING
 
-__all__ = ["ArgumentView", "argument_views", "email_preview", "file_diff", "findings",
-           "punycode"]
+__all__ = ["ArgumentView", "Intent", "Notice", "Piece", "argument_views", "email_preview",
+           "file_diff", "finding_parts", "findings", "intent_of", "notices", "plural", "punycode",
+           "visible_pieces"]
 
 MAX_DIFF_SOURCE_BYTES = 1_000_000
 
@@ -33,14 +39,206 @@ _ZERO_WIDTH = {"\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"}
 _DOMAIN = re.compile(r"(?:@|://)([^\s/:?#@<>\"'\[\](),;]+)")
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 character``, ``2 characters`` (nouns with a plain ``s`` plural)."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A run of text as shown: plain text, or one marker the host put in for a hidden character.
+
+    Attributes:
+        text: what is displayed (for a marker: ``⟨U+202E RLO⟩``, ``⏎`` or ``⇥``).
+        hidden: ``None`` for plain text; for a marker, what the character is
+            (``RIGHT-TO-LEFT OVERRIDE``, ``line break``).
+    """
+
+    text: str
+    hidden: str | None = None
+
+
+_MARKER_NAMES = {"\n": "line break", "\t": "tab", "\x1b": "ESCAPE (starts a terminal sequence)"}
+_CATEGORY_NAMES = {"Cc": "control character", "Cn": "unassigned code point",
+                   "Co": "private-use character", "Cs": "lone surrogate"}
+
+
+def visible_pieces(text: str, *, layout_newlines: bool = False) -> list[Piece]:
+    """*text* as :func:`~anfitrion.approvals.make_visible` shows it, split into plain runs and
+    the host's markers.
+
+    Each character is made visible on its own, so a marker is known to be one from its origin,
+    never by re-reading the output: text that merely looks like a marker (a literal
+    ``⟨U+202E RLO⟩``) stays plain text. Joining the pieces' text gives exactly
+    ``make_visible(text)``. With *layout_newlines* (JSON rendered for display), newlines are
+    layout and not marked.
+
+    Example:
+        >>> [(p.text, p.hidden) for p in visible_pieces("a\u202eb")]
+        [('a', None), ('⟨U+202E RLO⟩', 'RIGHT-TO-LEFT OVERRIDE'), ('b', None)]
+    """
+    pieces: list[Piece] = []
+    plain: list[str] = []
+    for ch in text:
+        # every character make_visible changes is non-printable (Cc, Cf, Cn, …): a fast path
+        if ch.isprintable() or (ch == "\n" and layout_newlines):
+            plain.append(ch)
+            continue
+        shown = make_visible(ch)
+        if shown == ch:  # not printable, yet shown as itself (a non-breaking space)
+            plain.append(ch)
+            continue
+        if plain:
+            pieces.append(Piece("".join(plain)))
+            plain = []
+        name = (_MARKER_NAMES.get(ch) or unicodedata.name(ch, "")
+                or _CATEGORY_NAMES.get(unicodedata.category(ch), "hidden character"))
+        pieces.append(Piece(shown.rstrip("\n"), name))
+        if shown.endswith("\n"):  # ⏎ is followed by the line break it stands for
+            plain.append("\n")
+    if plain:
+        pieces.append(Piece("".join(plain)))
+    return pieces
+
+
+Parts = tuple[tuple[str, bool], ...]
+"""A sentence as ``(text, quoted)`` pairs: quoted parts are names or values from the call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One warning as shown: prose written by the host and values quoted from the call.
+
+    Attributes:
+        kind: ``taint`` (the session read untrusted content), ``policy`` (the policy's warning)
+            or ``finding`` (what the inbox found in the arguments).
+        parts: ``(text, quoted)`` pairs; quoted parts are values (shown as code).
+    """
+
+    kind: str
+    parts: Parts
+
+    @property
+    def text(self) -> str:
+        return "".join(text for text, _ in self.parts)
+
+
+def _quoted_parts(text: str) -> Parts:
+    """Split ``e-mail `x@y` appeared`` into prose and the backtick-quoted values.
+
+    A value holding a backtick itself would make the pairs ambiguous: then (an odd count) the
+    whole warning stays prose, with its backticks shown as they are.
+    """
+    chunks = text.split("`")
+    if len(chunks) < 3 or len(chunks) % 2 == 0:
+        return ((text, False),)
+    return tuple((chunk, i % 2 == 1) for i, chunk in enumerate(chunks) if chunk)
+
+
+def notices(policy_warnings: Iterable[str], found: Iterable[str | Parts],
+            untrusted_sources: Iterable[object] | None) -> list[Notice]:
+    """The warnings for one request, each said once.
+
+    The session's taint comes first and names the tools whose results were untrusted, once:
+    the policy's own taint warning (``this session read untrusted content from …``) says the
+    same and is folded into it. Then the policy's other warnings, then the inbox's findings;
+    a warning that repeats an earlier one is dropped.
+    """
+    sources = [str(s) for s in untrusted_sources or ()]
+    out: list[Notice] = []
+    seen: set[str] = set()
+    rest: list[tuple[str, Parts]] = []
+    for warning in policy_warnings:
+        if warning.startswith(TAINT_WARNING):
+            if not untrusted_sources:  # the session is gone: the policy's words name them
+                sources += [s.strip() for s in warning[len(TAINT_WARNING):].split(",")]
+            continue
+        rest.append(("policy", _quoted_parts(warning)))
+    rest += [("finding", _quoted_parts(f) if isinstance(f, str) else f) for f in found]
+    sources = [s for s in dict.fromkeys(sources) if s]
+    if sources:
+        taint: list[tuple[str, bool]] = [("Untrusted content entered this session from ", False)]
+        for i, source in enumerate(sources):
+            taint += [(", ", False)] if i else []
+            taint.append((source, True))
+        out.append(Notice("taint", tuple(taint)))
+    for kind, parts in rest:
+        text = "".join(t for t, _ in parts)
+        if text in seen:
+            continue
+        seen.add(text)
+        out.append(Notice(kind, parts))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """What the call is for, from the session's transcript.
+
+    Attributes:
+        request: the principal's last request (the text of the last user message with text)
+            before the call; ``None`` when the transcript has none.
+        model_text: what the model wrote in the reply that proposed the call.
+        earlier_calls: the tools the model called since that request, in order, each with
+            what came back: ``untrusted``, ``error`` or ``""``.
+    """
+
+    request: str | None = None
+    model_text: str | None = None
+    earlier_calls: tuple[tuple[str, str], ...] = ()
+
+
+def _parts(message: object) -> list[Mapping[str, Any]]:
+    parts = message.get("parts") if isinstance(message, Mapping) else None
+    return [p for p in parts if isinstance(p, Mapping)] if isinstance(parts, list) else []
+
+
+def _texts(message: object) -> list[str]:
+    return [str(p.get("text", "")) for p in _parts(message) if p.get("kind") == "text"]
+
+
+def intent_of(messages: Sequence[Mapping[str, Any]], call_id: str) -> Intent:
+    """The principal's request and the turn around the call *call_id* (stored messages,
+    as :func:`~anfitrion.conversation.message_to_dict` writes them). Never raises on
+    malformed data: what cannot be read is left out."""
+    kinds = [m.get("kind") if isinstance(m, Mapping) else None for m in messages]
+    proposed = next((i for i in range(len(messages) - 1, -1, -1) if kinds[i] == "reply" and any(
+        p.get("kind") == "tool_call" and p.get("id") == call_id
+        for p in _parts(messages[i]))), len(messages))
+    asked = next((i for i in range(proposed - 1, -1, -1)
+                  if kinds[i] == "user" and any(t.strip() for t in _texts(messages[i]))), None)
+    if asked is None:
+        return Intent()
+    model_text = "\n\n".join(t for t in _texts(messages[proposed]) if t.strip()) \
+        if proposed < len(messages) else ""
+    outcome: dict[str, str] = {}
+    calls: list[tuple[str, str]] = []
+    for message in messages[asked + 1:proposed]:
+        for part in _parts(message):
+            if part.get("kind") == "tool_call":
+                calls.append((str(part.get("id")), str(part.get("name", "?"))))
+            elif part.get("kind") == "tool_result":
+                outcome[str(part.get("call_id"))] = (
+                    "error" if part.get("is_error") else
+                    "untrusted" if part.get("provenance") == "untrusted" else "")
+    return Intent("\n\n".join(t for t in _texts(messages[asked]) if t.strip()),
+                  model_text or None,
+                  tuple((name, outcome.get(cid, "")) for cid, name in calls))
+
+
 @dataclass(frozen=True, slots=True)
 class ArgumentView:
-    """One argument as shown: its name and text made visible, and its length in characters."""
+    """One argument as shown: its name and text made visible, and its length in characters.
+
+    *pieces* is *text* split into plain runs and hidden-character markers (:class:`Piece`).
+    """
 
     name: str
     text: str
     length: int
     is_string: bool
+    pieces: tuple[Piece, ...] = ()
+    name_pieces: tuple[Piece, ...] = ()
 
 
 def _as_text(value: JsonValue) -> str:
@@ -55,10 +253,11 @@ def argument_views(arguments: Mapping[str, JsonValue]) -> list[ArgumentView]:
     for name in sorted(arguments):
         value = arguments[name]
         text = _as_text(value)
-        shown = make_visible(text)
-        if not isinstance(value, str):  # JSON escapes newlines in strings: these are layout
-            shown = shown.replace("⏎\n", "\n")
-        views.append(ArgumentView(make_visible(name), shown, len(text), isinstance(value, str)))
+        # JSON escapes newlines in strings: in a rendered non-string value they are layout
+        pieces = tuple(visible_pieces(text, layout_newlines=not isinstance(value, str)))
+        views.append(ArgumentView(make_visible(name), "".join(p.text for p in pieces),
+                                  len(text), isinstance(value, str), pieces,
+                                  tuple(visible_pieces(name))))
     return views
 
 
@@ -88,37 +287,47 @@ def _strings(value: JsonValue, path: str) -> list[tuple[str, str]]:
     return []
 
 
+def finding_parts(arguments: Mapping[str, JsonValue]) -> list[Parts]:
+    """:func:`findings` with the argument each one is about kept apart (quoted), unescaped:
+    the page shows it as code, its own hidden characters marked."""
+    found: list[Parts] = []
+    for key in sorted(arguments):
+        for path, text in _strings(arguments[key], key):
+            bidi = sorted({c for c in text if c in _BIDI})
+            if bidi:
+                names = ", ".join(make_visible(c).strip("⟨⟩") for c in bidi)
+                found.append(((path, True), (f" contains a bidi control character ({names}): "
+                                             "text may display reordered", False)))
+            zero = sorted({c for c in text if c in _ZERO_WIDTH})
+            if zero:
+                names = ", ".join(make_visible(c).strip("⟨⟩") for c in zero)
+                found.append(((path, True), (f" contains an invisible character ({names})",
+                                             False)))
+            controls = sorted({c for c in text if unicodedata.category(c) == "Cc"
+                               and c not in "\n\t"})
+            if controls:
+                names = ", ".join(f"U+{ord(c):04X}" for c in controls)
+                found.append(((path, True), (f" contains a control character ({names})",
+                                             False)))
+            for match in _DOMAIN.finditer(text):
+                domain = match.group(1)
+                ascii_form = punycode(domain)
+                if ascii_form is not None:
+                    found.append(((path, True), (" names a non-ASCII domain ", False),
+                                  (domain, False), (f" = {ascii_form}", False)))
+    return found
+
+
 def findings(arguments: Mapping[str, JsonValue]) -> list[str]:
-    """What a reviewer must notice in the arguments, one sentence each.
+    """What a reviewer must notice in the arguments, one sentence each (hidden characters in
+    names and domains made visible).
 
     Example:
         >>> findings({"to": "bob\u202e@evil.com"})
         ['to contains a bidi control character (U+202E RLO): text may display reordered']
     """
-    found: list[str] = []
-    for key in sorted(arguments):
-        for path, text in _strings(arguments[key], make_visible(key)):
-            bidi = sorted({c for c in text if c in _BIDI})
-            if bidi:
-                names = ", ".join(make_visible(c).strip("⟨⟩") for c in bidi)
-                found.append(f"{path} contains a bidi control character ({names}): "
-                             "text may display reordered")
-            zero = sorted({c for c in text if c in _ZERO_WIDTH})
-            if zero:
-                names = ", ".join(make_visible(c).strip("⟨⟩") for c in zero)
-                found.append(f"{path} contains an invisible character ({names})")
-            controls = sorted({c for c in text if unicodedata.category(c) == "Cc"
-                               and c not in "\n\t"})
-            if controls:
-                names = ", ".join(f"U+{ord(c):04X}" for c in controls)
-                found.append(f"{path} contains a control character ({names})")
-            for match in _DOMAIN.finditer(text):
-                domain = match.group(1)
-                ascii_form = punycode(domain)
-                if ascii_form is not None:
-                    found.append(f"{path} names a non-ASCII domain {make_visible(domain)} "
-                                 f"= {ascii_form}")
-    return found
+    return ["".join(make_visible(text) for text, _ in parts)
+            for parts in finding_parts(arguments)]
 
 
 def _within(root: Path, relative: str) -> Path | None:

@@ -12,6 +12,7 @@ in the same process through *on_answer*, or elsewhere with ``anfitrion resume``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from importlib import resources
@@ -26,7 +27,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from ..approvals import ApprovalAnswer, ApprovalRequest, make_visible
-from ..exceptions import UserError
+from ..exceptions import StoreError, UserError
+from ..session import untrusted_sources_of
 from ..store import Store
 from . import _pages as pages
 from ._api import api_routes, error
@@ -39,8 +41,18 @@ from ._decisions import (
     parse_edited_arguments,
     propose_edit,
 )
-from ._render import email_preview, file_diff, findings
+from ._render import (
+    Intent,
+    Notice,
+    email_preview,
+    file_diff,
+    finding_parts,
+    intent_of,
+    notices,
+)
 from ._security import SESSION_COOKIE, GuardMiddleware, SessionBook, SignedIn, token_matches
+
+log = logging.getLogger("anfitrion.web")
 
 __all__ = ["DEFAULT_ALLOWED_HOSTS", "MIN_TOKEN_CHARS", "create_app"]
 
@@ -99,24 +111,31 @@ def create_app(store: Store, *, token: str,
                 csrf=who.csrf, user=who.name), status_code=403)
         return who, fields
 
-    async def warnings_for(request: ApprovalRequest) -> list[str]:
-        found = list(request.warnings) + findings(request.arguments)
-        state = await store.load_session(request.session_id)
-        untrusted = state.data.get("untrusted_sources") if state is not None else None
-        if untrusted:
-            found.append("untrusted content entered this session from: "
-                         + ", ".join(map(str, untrusted)))
-        return found
+    async def context_for(request: ApprovalRequest) -> tuple[list[Notice], Intent]:
+        """The request's warnings, each said once, and what the principal asked for."""
+        try:
+            state = await store.load_session(request.session_id)
+            untrusted = untrusted_sources_of(state) if state is not None else None
+        except StoreError as exc:  # a corrupt session row: the request is still shown
+            log.warning("%s", exc)
+            state, untrusted = None, None
+        found = notices(request.warnings, finding_parts(request.arguments), untrusted)
+        intent = intent_of(state.messages, request.call_id) if state is not None else Intent()
+        return found, intent
 
     async def rows() -> list[pages.Row]:
         now = datetime.now(UTC)
         pending = [r for r in await store.list_approvals(pending_only=True) if not r.expired(now)]
-        return [pages.Row(r, await warnings_for(r)) for r in pending]
+        return [pages.Row(r, *await context_for(r)) for r in pending]
 
     # -- sign-in ---------------------------------------------------------------------------
 
     async def login_form(request: Request) -> Response:
-        return HTMLResponse(pages.login_page())
+        # The sign-in link may submit the form by itself only when the person opened it (from
+        # a terminal or the address bar: Sec-Fetch-Site "none"), never when another site sent
+        # the browser here: wrong tokens from such links would lock sign-in (the throttle).
+        opened_by_person = request.headers.get("sec-fetch-site") in ("none", "same-origin")
+        return HTMLResponse(pages.login_page(auto_sign_in=opened_by_person))
 
     async def login(request: Request) -> Response:
         if book.throttled():
@@ -129,7 +148,9 @@ def create_app(store: Store, *, token: str,
             return HTMLResponse(pages.login_page("Wrong token."), status_code=401)
         name = name.strip()[:80] if isinstance(name, str) and name.strip() else "web"
         who = book.open(name)
-        response = RedirectResponse("/", status_code=303)
+        # to a clean address, sending no Referer on the way
+        response = RedirectResponse("/", status_code=303,
+                                    headers={"referrer-policy": "no-referrer"})
         response.set_cookie(SESSION_COOKIE, who.session_id, httponly=True, samesite="strict",
                             secure=secure or request.url.scheme == "https", path="/",
                             max_age=int(session_lifetime))
@@ -168,9 +189,9 @@ def create_app(store: Store, *, token: str,
                                                    csrf=who.csrf, user=who.name),
                                 status_code=404)
         req, ans, used = found
-        view = pages.Detail(req, ans, used, await warnings_for(req),
-                            file_diff(req.arguments, root), email_preview(req.arguments),
-                            await edit_for(store, req.id))
+        found_notices, intent = await context_for(req)
+        view = pages.Detail(req, ans, used, found_notices, file_diff(req.arguments, root),
+                            email_preview(req.arguments), await edit_for(store, req.id), intent)
         return HTMLResponse(pages.detail_page(view, datetime.now(UTC), csrf=who.csrf,
                                               user=who.name))
 
