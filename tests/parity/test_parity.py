@@ -8,7 +8,6 @@ The stdio gateway is a process of its own, so it runs on the stores another proc
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -18,13 +17,12 @@ import pytest
 pytest.importorskip("mcp")
 
 from doors import PRINCIPAL, Door, Out, open_door
+from pg_schema import pg_schema_url
 
 from anfitrion import answers
 from anfitrion.audit import verify_chain
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
-
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 
 BASE = """
 [[rules]]
@@ -44,21 +42,6 @@ DOORS = [(door, store) for door in ("host", "embed", "gateway-http")
     ("gateway-stdio", "sqlite"), ("gateway-stdio", "postgres")]
 
 
-def _pg_url() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        admin = psycopg.connect(PG_ADMIN, autocommit=True, connect_timeout=5)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {exc}")
-    schema = f"anfitrion_parity_{uuid.uuid4().hex[:12]}"
-    admin.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield f"{PG_ADMIN}?options=-csearch_path%3D{schema}"
-    finally:
-        admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
-        admin.close()
-
-
 @pytest.fixture(params=[pytest.param(d, id=f"{d[0]}-{d[1]}",
                                      marks=[pytest.mark.postgres] if d[1] == "postgres" else [])
                         for d in DOORS])
@@ -69,8 +52,7 @@ def door_kind(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[
     elif store == "sqlite":
         yield door, f"sqlite:///{tmp_path / 'parity.db'}"
     else:
-        for url in _pg_url():
-            yield door, url
+        yield from ((door, url) for url in pg_schema_url())
 
 
 class Opened:

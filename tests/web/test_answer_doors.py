@@ -3,7 +3,6 @@ each leaves the same approval.answered audit record (the door named in it), once
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,10 +17,10 @@ from .inbox_support import ORIGIN, TOKEN, Mailroom, sign_in, suspended_run
 
 
 @pytest.fixture
-def shared(tmp_path: Path) -> Iterator[tuple[str, Store]]:
+def shared(tmp_path: Path) -> tuple[str, Store]:
     url = f"sqlite:///{tmp_path / 'inbox.db'}"
     store = open_store(url)
-    yield url, store
+    return url, store
 
 
 def test_inbox_api_and_cli_answers_leave_the_same_audit_record(

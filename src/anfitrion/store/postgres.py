@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -245,16 +246,16 @@ class PostgresStore:
                                  "WHERE session_id = %s ORDER BY idx", (session_id,))
         return message_rows(session_id, rows)
 
+    async def _with_messages(self, state: SessionState) -> SessionState:
+        messages = await self._messages(state.session_id)
+        return dataclasses.replace(state, messages=messages, saved_messages=len(messages))
+
     async def load_session(self, session_id: str) -> SessionState | None:
         rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
                                  "WHERE session_id = %s", (session_id,))
         if not rows:
             return None
-        state = _session(rows[0])
-        messages = await self._messages(session_id)
-        return SessionState(state.session_id, state.principal_id, state.status, state.data,
-                            state.version, state.updated_at, messages, len(messages),
-                            state.lease_owner, state.lease_expires)
+        return await self._with_messages(_session(rows[0]))
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
         if status is None:
@@ -311,11 +312,7 @@ class PostgresStore:
             (now_iso(), owner, until, session_id, owner, replace, now))
         if not rows:
             return None
-        state = _session(rows[0])
-        messages = await self._messages(session_id)
-        return SessionState(state.session_id, state.principal_id, state.status, state.data,
-                            state.version, state.updated_at, messages, len(messages),
-                            state.lease_owner, state.lease_expires)
+        return await self._with_messages(_session(rows[0]))
 
     async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
         count = await self._rowcount("UPDATE anfitrion_sessions SET lease_expires = %s "
