@@ -29,8 +29,9 @@ from .store._base import AuditRecord, Store
 if TYPE_CHECKING:
     from .tools import Tool
 
-__all__ = ["AuditRecorder", "ChainReport", "chain_hash", "export_jsonl", "record_to_dict",
-           "records_from_jsonl", "redact", "verify_chain"]
+__all__ = ["AuditRecorder", "ChainReport", "chain_hash", "export_jsonl", "iban_valid",
+           "luhn_valid", "record_to_dict", "records_from_jsonl", "redact", "redact_lines",
+           "verify_chain"]
 
 PREVIEW_CHARS = 200
 SCAN_MARGIN = 8192
@@ -195,6 +196,20 @@ def _redact(text: str, limit: int) -> str:
     if len(text) <= limit and full <= limit + SCAN_MARGIN:
         return text
     return text[:limit] + f"… [{full} chars]"
+
+
+def redact_lines(text: str, line_limit: int = 1000, max_lines: int = 200) -> str:
+    """:func:`redact` for multi-line text (a traceback): newlines are kept, every line is
+    redacted and cut to *line_limit*, a private-key block spanning lines is masked whole, and
+    at most *max_lines* lines are kept (the last ones: a traceback ends with what happened).
+    """
+    lines = text.rstrip("\n").split("\n")
+    if len(lines) > max_lines:
+        lines = [f"… [{len(lines) - max_lines} lines]", *lines[-max_lines:]]
+    joined = "\n".join(lines)
+    if "-----BEGIN" in joined:
+        joined = _SECRET_PATTERNS[0][0].sub(_SECRET_PATTERNS[0][1], joined)
+    return "\n".join(redact(line, line_limit) for line in joined.split("\n"))
 
 
 def _redact_arguments(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> dict[str, Any]:
@@ -464,3 +479,10 @@ class AuditRecorder:
         batch, self._buffer = self._buffer, []
         if batch:
             await self._store.append_audit_many(batch)
+
+
+# Logs get the audit log's redaction: every ``anfitrion.*`` record, whatever the handler
+# (installed here, at the end, because the redaction it uses is defined above).
+from ._logging import install as _install_log_redaction  # noqa: E402
+
+_install_log_redaction()
