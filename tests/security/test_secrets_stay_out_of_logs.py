@@ -94,8 +94,9 @@ def planted_host(secrets: dict[str, str]) -> Host:
                     call("judged", {"note": text}, id="c")]
         return "done"
 
-    return Host(model=ScriptedModel(respond), tools=tools,
-                policy=Policy.default().with_rules(broken_rule), listeners=[choking_listener])
+    # no secrets rule: the calls must run for their logs to be tested
+    return Host(model=ScriptedModel(respond), tools=tools, policy=Policy([broken_rule]),
+                listeners=[choking_listener])
 
 
 def leaks(output: str) -> list[str]:
