@@ -41,6 +41,7 @@ from urllib.parse import unquote, urlsplit
 
 from .conversation import Message, Provenance, Reply, ToolResult, UserMessage
 from .policy import Decision, PolicyContext, Rule, Verdict
+from .policy.secrets import encoded_forms
 from .tools import BoundCall, Effect
 
 __all__ = [
@@ -66,6 +67,8 @@ EGRESS_WARNING = "possible exfiltration: "
 MIN_VALUE_CHARS = 8
 """Shorter free-text values are not matched on their own (too common to mean anything)."""
 MAX_FLAGS_PER_ARGUMENT = 3
+MAX_DECODED_PER_URL = 24
+"""At most this many base64/base32/hex candidates of one URL argument are decoded."""
 HOST_WRITTEN_ERRORS: frozenset[str | None] = frozenset({
     "denied", "invalid_arguments", "retry_limit", "unknown_tool", "budget_exhausted",
     "outcome_unknown"})
@@ -84,6 +87,7 @@ _ANY_DIGIT = re.compile(r"\d")
 _PATH = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+")
 _DATE_OR_TIME = re.compile(r"[\d\s:/.,+-]*|\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2})?\S*")
 _TRAILING = ".,;:!?)]}'\""
+_DECODED_SEPARATORS = re.compile(r"[/?&=#;,{}\[\]\"|<>\n]+|: ")
 _FILE_EXTENSIONS = re.compile(r"\.(?:txt|md|pdf|docx?|xlsx?|csv|json|ya?ml|py|js|html?|png|jpe?g)$")
 
 
@@ -352,27 +356,65 @@ class TaintIndex:
                 origin = self.untrusted_origin(norm)
                 if origin is not None:
                     found.append(f"value `{_short(value)}` appeared only in {origin.describe()}")
-        raw = value.strip().casefold()
-        if _is_url(raw):
+        raw = value.strip()
+        if _is_url(raw.casefold()):
             carried = self._carried_text(raw)
             if carried:
-                found.append(f"{EGRESS_WARNING}the URL carries `{_short(carried)}` "
+                how, text = carried
+                found.append(f"{EGRESS_WARNING}the URL carries {how}`{_short(text)}` "
                              "from the conversation")
         return found
 
-    def _carried_text(self, url: str) -> str | None:
-        """Text of the conversation found in the path or query of *url* (raw, not decoded)."""
-        if self.in_conversation(url):
+    def _carried_text(self, url: str) -> tuple[str, str] | None:
+        """``(how, text)``: text of the conversation found in the path or query of *url* as
+        written (``how`` empty), reversed, or base64-, base32- or hex-encoded in a token of
+        its host, path, query or fragment (``how`` says which)."""
+        folded = url.casefold()
+        if self.in_conversation(folded):
             return None  # the whole URL was given as is: nothing was added to it
         try:
-            parts = urlsplit(url if "://" in url else "http://" + url)
+            parts = urlsplit(folded if "://" in folded else "http://" + folded)
+            spelled = urlsplit(url if "://" in url else "http://" + url)
         except ValueError:
             return None
-        for piece in re.split(r"[/?&=#;,]", f"{parts.path}?{parts.query}"):
-            text = normalise(piece)
-            if len(text) >= MIN_VALUE_CHARS and self.in_conversation(text):
-                return text
+        pieces = [normalise(p) for p in re.split(r"[/?&=#;,]", f"{parts.path}?{parts.query}")]
+        pieces = [p for p in pieces if len(p) >= MIN_VALUE_CHARS]
+        for how, transform in (("", _same), ("reversed ", _reversed)):
+            for piece in pieces:
+                text = self._conversation_part(transform(piece))
+                if text is not None:
+                    return how, text
+        # encodings are case-sensitive: decode the URL as written, not case-folded
+        written = " ".join(unquote(p) for p in (spelled.netloc, spelled.path, spelled.query,
+                                                  spelled.fragment) if p)
+        for encoding, decoded in encoded_forms(written, max_tokens=MAX_DECODED_PER_URL):
+            text = self._conversation_part(decoded)
+            if text is not None:
+                return f"{encoding}-encoded ", text
         return None
+
+    def _conversation_part(self, decoded: str) -> str | None:
+        """Text of the conversation in *decoded*: all of it, a piece between separators
+        (``{"iban": "DE89…"}``), or a structured value (e-mail, IBAN, phone number)."""
+        norm = normalise(decoded)
+        if len(norm) >= MIN_VALUE_CHARS and self.in_conversation(norm):
+            return norm
+        for piece in _DECODED_SEPARATORS.split(norm):
+            piece = piece.strip()
+            if len(piece) >= MIN_VALUE_CHARS and self.in_conversation(piece):
+                return piece
+        for _, key, shown in _entities(norm):
+            if key in self._untrusted_keys or self._known_key(key):
+                return shown
+        return None
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _reversed(text: str) -> str:
+    return text[::-1]
 
 
 def _short(text: str, limit: int = 80) -> str:

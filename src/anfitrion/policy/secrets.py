@@ -6,7 +6,7 @@ read included, which the default policy lets run. :class:`SecretArguments` scans
 of the outgoing arguments (keys too, nested lists and objects entered) for credential shapes,
 in the value as written and in the forms it may be hidden in: percent-encoding (twice),
 form encoding (``+``), HTML entities, and base64 (standard and URL-safe, with or without
-padding) or hex tokens inside it (:func:`encoded_forms`). A match asks a person, naming the
+padding), base32 or hex tokens inside it (:func:`encoded_forms`). A match asks a person, naming the
 argument and the kind; the operator may make it deny. The rule never allows anything: like the
 taint rule it escalates an allow to an ask and leaves a deny a deny.
 
@@ -46,6 +46,7 @@ MIN_TOKEN_CHARS = 12
 
 _TOKEN = re.compile(r"[A-Za-z0-9+/_-]{12,}={0,2}")
 _HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
+_BASE32 = re.compile(r"[A-Z2-7]+|[a-z2-7]+")
 
 
 def _random_looking(token: str) -> bool:
@@ -130,46 +131,56 @@ def _decoded_text(data: bytes) -> str | None:
     return text
 
 
-def _decode_token(token: str) -> tuple[str, str] | None:
+def _decode_token(token: str) -> list[tuple[str, str]]:
+    """Every reading of *token* (hex, base32, base64) that gives printable text."""
+    found: list[tuple[str, str]] = []
     if _HEX.fullmatch(token):
         text = _decoded_text(bytes.fromhex(token))
         if text is not None:
-            return "hex", text
+            found.append(("hex", text))
     bare = token.rstrip("=")
-    if len(bare) % 4 == 1:
-        return None
+    if len(bare) >= 16 and _BASE32.fullmatch(bare):  # DNS labels: case-insensitive
+        try:
+            text = _decoded_text(base64.b32decode(bare.upper() + "=" * (-len(bare) % 8)))
+        except (binascii.Error, ValueError):
+            text = None
+        if text is not None:
+            found.append(("base32", text))
     urlsafe = "-" in bare or "_" in bare
-    if urlsafe and ("+" in bare or "/" in bare):
-        return None
+    if len(bare) % 4 == 1 or (urlsafe and ("+" in bare or "/" in bare)):
+        return found
     try:
         data = base64.b64decode(bare + "=" * (-len(bare) % 4),
                                 altchars=b"-_" if urlsafe else None, validate=True)
     except (binascii.Error, ValueError):
-        return None
+        return found
     text = _decoded_text(data)
-    return None if text is None else ("base64", text)
+    if text is not None:
+        found.append(("base64", text))
+    return found
 
 
 def encoded_forms(text: str, *, max_tokens: int = MAX_TOKENS) -> Iterator[tuple[str, str]]:
-    """``(encoding, decoded text)`` for the base64 (standard or URL-safe, padded or not) and
-    hex tokens of *text* that decode to printable UTF-8 of eight or more characters.
+    """``(encoding, decoded text)`` for the base64 (standard or URL-safe, padded or not),
+    base32 and hex tokens of *text* that decode to printable UTF-8 of eight or more characters.
 
-    Bounded: at most *max_tokens* tokens, each of at most :data:`MAX_TOKEN_CHARS`; a token
-    holding ``/`` is also tried segment by segment (a path).
+    Bounded: at most *max_tokens* candidates, each of at most :data:`MAX_TOKEN_CHARS`; a token
+    holding ``/`` (a path) is also tried from after each slash and segment by segment.
     """
     tried = 0
     for match in _TOKEN.finditer(text[:SCAN_CHARS]):
         token = match.group()[:MAX_TOKEN_CHARS]
         candidates = [token]
-        if "/" in token:
-            candidates += [s for s in token.split("/") if len(s) >= MIN_TOKEN_CHARS]
+        if "/" in token:  # a path: the token after each slash, and each segment
+            cuts = [i for i, ch in enumerate(token) if ch == "/"]
+            candidates += [token[i + 1:] for i in cuts]
+            candidates += token.split("/")
+            candidates = [c for c in dict.fromkeys(candidates) if len(c) >= MIN_TOKEN_CHARS]
         for candidate in candidates:
             if tried >= max_tokens:
                 return
             tried += 1
-            decoded = _decode_token(candidate)
-            if decoded is not None:
-                yield decoded
+            yield from _decode_token(candidate)
 
 
 def _forms(value: str) -> Iterator[tuple[str, str]]:
