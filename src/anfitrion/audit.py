@@ -29,9 +29,9 @@ from .store._base import AuditRecord, Store
 if TYPE_CHECKING:
     from .tools import Tool
 
-__all__ = ["AuditRecorder", "ChainReport", "chain_hash", "export_jsonl", "iban_valid",
-           "luhn_valid", "record_to_dict", "records_from_jsonl", "redact", "redact_lines",
-           "verify_chain"]
+__all__ = ["AuditRecorder", "ChainReport", "RedactingFilter", "chain_hash", "export_jsonl",
+           "iban_valid", "luhn_valid", "record_to_dict", "records_from_jsonl", "redact",
+           "redact_lines", "verify_chain"]
 
 PREVIEW_CHARS = 200
 SCAN_MARGIN = 8192
@@ -483,6 +483,7 @@ class AuditRecorder:
 
 # Logs get the audit log's redaction: every ``anfitrion.*`` record, whatever the handler
 # (installed here, at the end, because the redaction it uses is defined above).
+from ._logging import RedactingFilter  # noqa: E402
 from ._logging import install as _install_log_redaction  # noqa: E402
 
 _install_log_redaction()

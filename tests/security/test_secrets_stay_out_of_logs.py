@@ -201,3 +201,21 @@ def test_redaction_is_installed_once_and_chains_a_factory_set_before(
         logging.setLogRecordFactory(previous)
     assert seen == ["anfitrion.gate"]  # the application's factory ran, once
     assert SECRETS["email"] not in caplog.text
+
+
+def test_a_redacting_filter_on_a_handler_redacts_every_logger_it_hears() -> None:
+    import io
+
+    from anfitrion.audit import RedactingFilter
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(RedactingFilter())
+    app = logging.getLogger("myapp.redacted")
+    app.addHandler(handler)
+    app.setLevel(logging.INFO)
+    try:
+        app.info("token %s for %s", SECRETS["github"], SECRETS["email"])
+    finally:
+        app.removeHandler(handler)
+    assert stream.getvalue() == "token [secret] for [email]\n"
