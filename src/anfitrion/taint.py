@@ -69,6 +69,11 @@ MIN_VALUE_CHARS = 8
 MAX_FLAGS_PER_ARGUMENT = 3
 MAX_DECODED_PER_URL = 24
 """At most this many base64/base32/hex candidates of one URL argument are decoded."""
+MAX_URL_CHARS = 8192
+"""A longer URL argument is possible exfiltration on its length alone (not scanned)."""
+MAX_URL_PIECES = 128
+"""A URL with more distinct pieces of eight or more characters is not scanned either."""
+"""At most this many base64/base32/hex candidates of one URL argument are decoded."""
 HOST_WRITTEN_ERRORS: frozenset[str | None] = frozenset({
     "denied", "invalid_arguments", "retry_limit", "unknown_tool", "budget_exhausted",
     "outcome_unknown"})
@@ -360,15 +365,16 @@ class TaintIndex:
         if _is_url(raw.casefold()):
             carried = self._carried_text(raw)
             if carried:
-                how, text = carried
-                found.append(f"{EGRESS_WARNING}the URL carries {how}`{_short(text)}` "
-                             "from the conversation")
+                found.append(EGRESS_WARNING + carried)
         return found
 
-    def _carried_text(self, url: str) -> tuple[str, str] | None:
-        """``(how, text)``: text of the conversation found in the path or query of *url* as
-        written (``how`` empty), reversed, or base64-, base32- or hex-encoded in a token of
-        its host, path, query or fragment (``how`` says which)."""
+    def _carried_text(self, url: str) -> str | None:
+        """What of the conversation *url* carries, in a phrase: text found in its path or
+        query as written, reversed, or base64-, base32- or hex-encoded in a token of its host,
+        path, query or fragment. A URL too long or in too many pieces to check in bounded
+        work is reported as such (fail closed)."""
+        if len(url) > MAX_URL_CHARS:
+            return f"the URL is {len(url)} characters long, too long to check"
         folded = url.casefold()
         if self.in_conversation(folded):
             return None  # the whole URL was given as is: nothing was added to it
@@ -377,32 +383,38 @@ class TaintIndex:
             spelled = urlsplit(url if "://" in url else "http://" + url)
         except ValueError:
             return None
-        pieces = [normalise(p) for p in re.split(r"[/?&=#;,]", f"{parts.path}?{parts.query}")]
-        pieces = [p for p in pieces if len(p) >= MIN_VALUE_CHARS]
+        pieces = [p for p in dict.fromkeys(normalise(piece) for piece in re.split(
+            r"[/?&=#;,]", f"{parts.path}?{parts.query}")) if len(p) >= MIN_VALUE_CHARS]
+        if len(pieces) > MAX_URL_PIECES:
+            return f"the URL has {len(pieces)} distinct parts, too many to check"
         for how, transform in (("", _same), ("reversed ", _reversed)):
             for piece in pieces:
                 text = self._conversation_part(transform(piece))
                 if text is not None:
-                    return how, text
+                    return f"the URL carries {how}`{_short(text)}` from the conversation"
         # encodings are case-sensitive: decode the URL as written, not case-folded
         written = " ".join(unquote(p) for p in (spelled.netloc, spelled.path, spelled.query,
                                                   spelled.fragment) if p)
         for encoding, decoded in encoded_forms(written, max_tokens=MAX_DECODED_PER_URL):
-            text = self._conversation_part(decoded)
+            text = self._conversation_part(normalise(decoded))
             if text is not None:
-                return f"{encoding}-encoded ", text
+                return f"the URL carries {encoding}-encoded `{_short(text)}` from the conversation"
         return None
 
-    def _conversation_part(self, decoded: str) -> str | None:
-        """Text of the conversation in *decoded*: all of it, a piece between separators
-        (``{"iban": "DE89…"}``), or a structured value (e-mail, IBAN, phone number)."""
-        norm = normalise(decoded)
-        if len(norm) >= MIN_VALUE_CHARS and self.in_conversation(norm):
+    def _conversation_part(self, norm: str) -> str | None:
+        """Text of the conversation in normalised *norm*: all of it, a piece between
+        separators (a decoded ``{"iban": "DE89…"}``), or a structured value (e-mail, IBAN,
+        phone number)."""
+        if len(norm) < MIN_VALUE_CHARS:
+            return None
+        if self.in_conversation(norm):
             return norm
-        for piece in _DECODED_SEPARATORS.split(norm):
-            piece = piece.strip()
-            if len(piece) >= MIN_VALUE_CHARS and self.in_conversation(piece):
-                return piece
+        split = _DECODED_SEPARATORS.split(norm)
+        if len(split) > 1:
+            for piece in split:
+                piece = piece.strip()
+                if len(piece) >= MIN_VALUE_CHARS and self.in_conversation(piece):
+                    return piece
         for _, key, shown in _entities(norm):
             if key in self._untrusted_keys or self._known_key(key):
                 return shown

@@ -152,9 +152,22 @@ def test_decoding_a_hostile_url_is_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(secrets, "_decode_token", counting)
     index = TaintIndex()
     index.add_result(_result("get_profile", str(PROFILE)), turn=1)
-    url = "https://docs.corp.example/" + "/".join(["QUFBQUFBQUFBQUFB"] * 5000)
+    url = "https://docs.corp.example/" + "/".join(["QUFBQUFBQUFBQUFB"] * 400)
     assert index.flag({"url": url}) == {}
     assert len(tried) <= taint.MAX_DECODED_PER_URL
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("https://docs.corp.example/?d=" + "a" * 9000, "too long to check"),
+    ("https://docs.corp.example/?" + "&".join(f"k{i}=value{i:05d}" for i in range(200)),
+     "too many to check"),
+])
+def test_a_url_too_big_to_check_in_bounded_work_is_flagged_not_waved_through(
+        url: str, said: str) -> None:
+    index = TaintIndex()
+    index.add_result(_result("get_profile", str(PROFILE)), turn=1)
+    flags = index.flag({"url": url})
+    assert flags["url"].startswith(EGRESS_WARNING) and said in flags["url"]
 
 
 def _result(name: str, content: str) -> ToolResult:

@@ -59,37 +59,45 @@ def _random_looking(token: str) -> bool:
     return False
 
 
-# (kind, pattern, check of the match's last group or None). Each pattern is linear-time:
-# anchored on a literal, bounded or possessive repetition.
-_KINDS: tuple[tuple[str, re.Pattern[str], bool], ...] = (
-    ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----"),
-     False),
-    ("an Anthropic API key", re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{20,}"), False),
-    ("an API secret key", re.compile(
+# (kind, anchors, pattern, check the match's last group looks random). A pattern runs only
+# when one of its anchors is in the text (lower-cased for the case-insensitive ones); each is
+# linear-time: anchored on a literal, bounded or possessive repetition.
+_KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str], bool], ...] = (
+    ("a private key", ("-----BEGIN",),
+     re.compile(r"-----BEGIN (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----"), False),
+    ("an Anthropic API key", ("sk-ant-",),
+     re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{20,}"), False),
+    ("an API secret key", ("sk-", "sk_", "rk-", "rk_"), re.compile(
         r"(?<![A-Za-z0-9_-])(?:sk|rk)[-_](?!ant-)(?:live_|test_|proj-|svcacct-|admin-)?"
         r"([A-Za-z0-9_-]{20,})"), True),
-    ("a GitHub token", re.compile(
+    ("a GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), re.compile(
         r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"), False),
-    ("a GitLab token", re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{20,}"), False),
-    ("a Slack token", re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"), False),
-    ("a Hugging Face token", re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"), False),
-    ("an AWS access key id", re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z2-7]{16}(?![A-Z0-9])"),
+    ("a GitLab token", ("glpat-",), re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{20,}"),
      False),
-    ("a Google API key", re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), False),
-    ("a JSON Web Token", re.compile(
+    ("a Slack token", ("xox",), re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"),
+     False),
+    ("a Hugging Face token", ("hf_",), re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"),
+     False),
+    ("an AWS access key id", ("AKIA", "ASIA"),
+     re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z2-7]{16}(?![A-Z0-9])"), False),
+    ("a Google API key", ("AIza",), re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), False),
+    ("a JSON Web Token", ("eyJ",), re.compile(
         r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
      False),
-    ("a bearer token", re.compile(r"(?i)\bbearer\s++([A-Za-z0-9._~+/-]{16,}=*)"), True),
-    ("a password in a URL", re.compile(
+    ("a bearer token", ("bearer",), re.compile(r"(?i)\bbearer\s++([A-Za-z0-9._~+/-]{16,}=*)"),
+     True),
+    ("a password in a URL", ("://",), re.compile(
         r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*+://[^/\s:@]++:[^@\s/]++@"), False),
-    ("a password or key", re.compile(
+    ("a password or key", ("pass", "secret", "key", "token"), re.compile(
         r"(?i)(?:password|passwd|passphrase|passcode|secret|api[_-]?key|apikey|access[_-]?key"
         r"|secret[_-]?key|private[_-]?key|(?:access|refresh|auth|session|id)[_-]?token)"
         r"[\"']?[^\S\r\n]*+[:=][^\S\r\n]*+[\"']?[^\s\"'&,;}]{4,}"), False),
 )
-_TRIGGER = re.compile(r"(?i)-----BEGIN|\b(?:sk|rk)[-_]|gh[pousr]_|github_pat_|glpat-|xox|hf_"
-                      r"|AKIA|ASIA|AIza|eyJ|bearer|://|pass|secret|key|token|pin\b|contrase"
-                      r"|clave|senha|kennwort|wachtwoord|has[łl]o|parola")
+_PROSE_ANCHORS = ("pass", "pin", "pwd", "contrase", "clave", "senha", "kennwort", "wachtwoord",
+                  "hasło", "haslo", "parola")
+# whether a kind's anchors are looked for in the lower-cased text (enum flag tests are slow)
+_FOLDED = tuple(bool(pattern.flags & re.IGNORECASE) for _, _, pattern, _ in _KINDS)
+_prose: list[re.Pattern[str]] = []
 
 
 def _hint(text: str) -> str:
@@ -97,27 +105,38 @@ def _hint(text: str) -> str:
 
 
 def _prose_password() -> re.Pattern[str]:
-    from ..audit import _PROSE_SECRET  # the audit log's own pattern; audit imports the store
+    if not _prose:  # the audit log's own pattern; audit imports the store, so not at the top
+        from ..audit import _PROSE_SECRET
 
-    return _PROSE_SECRET
+        _prose.append(_PROSE_SECRET)
+    return _prose[0]
+
+
+def _holds(text: str, anchors: tuple[str, ...]) -> bool:
+    for anchor in anchors:  # noqa: SIM110 - a loop, not any(): runs a dozen times per string
+        if anchor in text:
+            return True
+    return False
 
 
 def find_credentials(text: str) -> list[tuple[str, str]]:
     """``(kind, hint)`` for each credential shape in *text* as written (no decoding); the
     hint is the first six characters, never the secret."""
     text = text[:SCAN_CHARS]
-    if not _TRIGGER.search(text):
-        return []
+    lower = text.lower()
     found: list[tuple[str, str]] = []
-    for kind, pattern, check in _KINDS:
+    for (kind, anchors, pattern, check), folded in zip(_KINDS, _FOLDED, strict=True):
+        if not _holds(lower if folded else text, anchors):
+            continue
         for match in pattern.finditer(text):
             if check and not _random_looking(match.group(match.lastindex or 0)):
                 continue
             found.append((kind, _hint(match.group())))
             break
-    prose = _prose_password().search(text)
-    if prose is not None and not any(k == "a password or key" for k, _ in found):
-        found.append(("a password", _hint(prose.group())))
+    if _holds(lower, _PROSE_ANCHORS) and not any(k == "a password or key" for k, _ in found):
+        prose = _prose_password().search(text)
+        if prose is not None:
+            found.append(("a password", _hint(prose.group())))
     return found
 
 
