@@ -10,7 +10,10 @@ a call, so that a model obeying an injected instruction cannot act unseen:
   trusted tool wrote it. Case, URL-encoding (``%40``, ``+``), HTML entities, Unicode
   compatibility forms, JSON escapes and runs of whitespace are normalised away first.
 * **egress** — a URL argument whose host is not on the operator's allow-list, or whose path or
-  query carries text from the conversation, is possible exfiltration.
+  query carries text from the conversation, is possible exfiltration. The text is looked for
+  as written, reversed, and inside the URL's base64, base32 and hex tokens, decoded (a
+  compromised model hiding a profile in ``?d=RW1tYSBK…``); a URL too big to check in bounded
+  work is flagged for its size.
 
 :func:`taint_rule` turns both into decisions: every side-effecting call in a tainted session
 asks a person (even when another rule allowed it), and any call with a flagged argument or an
@@ -73,7 +76,6 @@ MAX_URL_CHARS = 8192
 """A longer URL argument is possible exfiltration on its length alone (not scanned)."""
 MAX_URL_PIECES = 128
 """A URL with more distinct pieces of eight or more characters is not scanned either."""
-"""At most this many base64/base32/hex candidates of one URL argument are decoded."""
 HOST_WRITTEN_ERRORS: frozenset[str | None] = frozenset({
     "denied", "invalid_arguments", "retry_limit", "unknown_tool", "budget_exhausted",
     "outcome_unknown"})
