@@ -232,3 +232,13 @@ def test_an_allow_from_a_rule_with_its_own_reason_keeps_its_words_and_gains_the_
     decision = Policy([operator, SecretArguments()]).decide(_bound(LEAK), CONTEXT)
     assert decision.reason == "the operator asks about searches"
     assert any("AWS access key id" in w for w in decision.warnings)
+
+
+def test_arguments_too_many_to_scan_ask_rather_than_pass() -> None:
+    from anfitrion.policy import secrets
+
+    many = {"rows": [f"harmless row {i}" for i in range(secrets.MAX_STRINGS + 1)]}
+    decision = SecretArguments()(_bound(many), CONTEXT)
+    assert decision is not None and decision.verdict is Verdict.ASK
+    assert "too many to scan" in decision.warnings[0]
+    assert SecretArguments()(_bound({"rows": many["rows"][:100]}), CONTEXT) is None

@@ -36,8 +36,11 @@ from ._core import Decision, PolicyContext, Verdict
 __all__ = ["SECRETS_RULE_ID", "SecretArguments", "encoded_forms", "find_credentials"]
 
 SECRETS_RULE_ID = "secrets"
-SCAN_CHARS = 65_536
-"""Only this much of one argument string is scanned (linear-time patterns, bounded work)."""
+SCAN_CHARS = 262_144
+"""Only this much of one string is scanned: the gate caps a call's raw arguments at 256 KiB, so
+an argument is always scanned whole (linear-time patterns, run only where their anchor is)."""
+MAX_STRINGS = 2048
+"""At most this many argument strings (of eight or more characters) are scanned per call."""
 MAX_TOKENS = 16
 """At most this many base64/hex tokens of one string are decoded."""
 MAX_TOKEN_CHARS = 8192
@@ -188,18 +191,31 @@ def encoded_forms(text: str, *, max_tokens: int = MAX_TOKENS) -> Iterator[tuple[
     """
     tried = 0
     for match in _TOKEN.finditer(text[:SCAN_CHARS]):
-        token = match.group()[:MAX_TOKEN_CHARS]
-        candidates = [token]
-        if "/" in token:  # a path: the token after each slash, and each segment
-            cuts = [i for i, ch in enumerate(token) if ch == "/"]
-            candidates += [token[i + 1:] for i in cuts]
-            candidates += token.split("/")
-            candidates = [c for c in dict.fromkeys(candidates) if len(c) >= MIN_TOKEN_CHARS]
-        for candidate in candidates:
+        for candidate in _candidates(match.group()[:MAX_TOKEN_CHARS]):
             if tried >= max_tokens:
                 return
             tried += 1
             yield from _decode_token(candidate)
+
+
+def _candidates(token: str) -> Iterator[str]:
+    """The token; for a path, the rest after each slash and then each segment — made one at
+    a time, so a budget spent early costs nothing more."""
+    yield token
+    if "/" not in token:
+        return
+    seen = {token}
+    start = token.find("/")
+    while start != -1:
+        rest = token[start + 1:]
+        if len(rest) >= MIN_TOKEN_CHARS and rest not in seen:
+            seen.add(rest)
+            yield rest
+        start = token.find("/", start + 1)
+    for segment in token.split("/"):
+        if len(segment) >= MIN_TOKEN_CHARS and segment not in seen:
+            seen.add(segment)
+            yield segment
 
 
 def _forms(value: str) -> Iterator[tuple[str, str]]:
@@ -239,11 +255,19 @@ def _strings(value: Any, path: str, skip: frozenset[str]) -> Iterator[tuple[str,
 
 
 def credential_warnings(arguments: Mapping[str, Any], sensitive: Iterable[str] = ()) -> list[str]:
-    """One warning per argument string carrying a credential shape (in any form)."""
+    """One warning per argument string carrying a credential shape (in any form); arguments
+    holding more than :data:`MAX_STRINGS` strings worth scanning get one warning saying so
+    (fail closed: bounded work, never a pass)."""
     warnings: list[str] = []
+    scanned = 0
     for path, value in _strings(arguments, "", frozenset(sensitive)):
         if len(value) < 8:
             continue
+        scanned += 1
+        if scanned > MAX_STRINGS:
+            warnings.append(f"the arguments hold more than {MAX_STRINGS} strings, too many to "
+                            "scan for credentials")
+            break
         for how, form in _forms(value):
             found = find_credentials(form)
             if found:
