@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from anfitrion import Effect, Host, Toolbox
 from anfitrion.audit import redact
@@ -234,3 +236,25 @@ def test_the_approvers_note_is_redacted_in_the_audit_record(tmp_path: Path) -> N
     for secret in ("4111 1111", "DE89", "hunter2", "AbCdEfGh"):
         assert secret not in exported
     assert "[card]" in exported and "[iban]" in exported
+
+
+def _with_check_digit(body: str) -> str:
+    from anfitrion.audit import luhn_valid
+
+    return next(body + d for d in "0123456789" if luhn_valid(body + d))
+
+
+@given(first=st.sampled_from("23456"), rest=st.text("0123456789", min_size=11, max_size=17),
+       cuts=st.lists(st.tuples(st.integers(1, 18), st.sampled_from(" -")), max_size=4),
+       before=st.sampled_from(["", "card ", "pay with: ", "(", "#"]),
+       after=st.sampled_from(["", " exp 12/27", ".", ", thanks", ")"]))
+def test_any_luhn_valid_card_number_in_any_grouping_is_masked(
+        first: str, rest: str, cuts: list[tuple[int, str]], before: str, after: str) -> None:
+    number = _with_check_digit(first + rest)
+    grouped = number
+    for at, sep in sorted(set(cuts), reverse=True):
+        if at < len(grouped) and grouped[at - 1].isdigit() and grouped[at].isdigit():
+            grouped = grouped[:at] + sep + grouped[at:]
+    masked = redact(before + grouped + after)
+    assert "[card]" in masked
+    assert number[-6:] not in masked.replace(" ", "").replace("-", "")
