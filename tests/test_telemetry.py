@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from anfitrion import CallbackApprover, Effect, Host, RunStatus, ScriptedModel, Toolbox
+from anfitrion import CallbackApprover, Effect, Host, Policy, RunStatus, ScriptedModel, Toolbox
 from anfitrion._demo import SCENES, demo_model, demo_toolbox
 from anfitrion.telemetry import instrument, trace_headers
 from anfitrion.testing import call
@@ -153,7 +153,7 @@ def test_a_planted_secret_never_appears_in_any_attribute(otel: Any) -> None:
 
     model = ScriptedModel([call("echo", {"text": f"key {SECRET} mail bob@example.com"}),
                            f"the key is {SECRET}"])
-    host = Host(model=model, tools=tools)
+    host = Host(model=model, tools=tools, policy=Policy([]))  # the call runs: its result too
     instrument(host, capture_content=True, **providers)
     run = host.run_sync(f"remember {SECRET}", principal="alice@example.com")
     assert run.status is RunStatus.COMPLETED
@@ -175,8 +175,6 @@ PRIVATE_TEXT = (f"card {PRIVATE['card']}, iban {PRIVATE['iban']}, my password is
 
 
 def test_cards_ibans_and_prose_passwords_are_redacted_in_captured_content(otel: Any) -> None:
-    from anfitrion import Policy
-
     exporter, _, providers = otel
     tools = Toolbox()
 

@@ -10,11 +10,12 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anfitrion import Effect, Host, Toolbox
+from anfitrion import Effect, Host, Policy, Toolbox
 from anfitrion.audit import redact
 from anfitrion.cli.main import cli
 from anfitrion.conversation import ToolResult, UserMessage
 from anfitrion.models._base import ModelRequest
+from anfitrion.taint import taint_rule
 from anfitrion.testing import ScriptedModel, call
 
 PLANTED = {
@@ -30,6 +31,9 @@ PLANTED = {
     "phone": "+351 912 345 678",
     "sensitive_arg": "OpenSesame-4711",
     "private_key": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+    "card": "4111 1111 1111 1111",
+    "iban": "DE89 3704 0044 0532 0130 00",
+    "prose_password": "hunter3hunter3",
 }
 
 
@@ -77,7 +81,8 @@ def _planted_host(store: str) -> Host:
     def lookup_contact(name: str, passphrase: str, note: str = "") -> str:
         """Look a contact up."""
         return (f"{name}: {PLANTED['email']}, phone {PLANTED['phone']}, token "
-                f"{PLANTED['github']}, aws {PLANTED['aws']}")
+                f"{PLANTED['github']}, aws {PLANTED['aws']}, card {PLANTED['card']}, "
+                f"iban {PLANTED['iban']}, her password is {PLANTED['prose_password']}")
 
     def respond(request: ModelRequest) -> object:
         last = request.messages[-1]
@@ -93,7 +98,9 @@ def _planted_host(store: str) -> Host:
             call(f"exfiltrate_{PLANTED['email']}", {"to": PLANTED["email"]}, id="c2"),
         ]
 
-    return Host(model=ScriptedModel(respond), tools=tools, store=store)
+    # no secrets rule: the call must run, so that its result reaches the audit log too
+    return Host(model=ScriptedModel(respond), tools=tools, store=store,
+                policy=Policy([taint_rule()]))
 
 
 def test_planted_secrets_never_reach_the_audit_log_nor_its_output(tmp_path: Path) -> None:
@@ -118,6 +125,10 @@ def test_planted_secrets_never_reach_the_audit_log_nor_its_output(tmp_path: Path
             assert secret not in text, f"{name} leaked into {where}"
     assert "[sensitive]" in stored
     assert "[email]" in stored
+    assert "[card]" in stored and "[iban]" in stored
+    compact = stored.replace(" ", "")
+    for name in ("card", "iban", "phone"):
+        assert PLANTED[name].replace(" ", "") not in compact, name
 
 
 def test_the_audit_keeps_digests_so_a_value_can_be_checked_without_storing_it(
