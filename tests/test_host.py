@@ -219,7 +219,9 @@ def test_a_tool_exception_is_a_short_error_result_and_logged(
     [result] = results_of(run.transcript)
     assert result.content == "leaky failed with an internal error (RuntimeError)."
     assert "hunter2" not in result.content
-    assert "hunter2" in caplog.text  # the operator's log has the full error
+    # the operator's log names the error, redacted like the audit log (issue 17)
+    assert "RuntimeError: password=[secret]" in caplog.text
+    assert "hunter2" not in caplog.text
 
 
 def test_a_tool_error_message_is_shown_to_the_model() -> None:

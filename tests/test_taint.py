@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import urllib.parse
 from typing import Any
 
 import anyio
@@ -586,3 +588,31 @@ def test_the_taint_rule_never_turns_a_denied_write_into_an_ask() -> None:
     decision = allowed.decide(BoundCall("c", tool, {}), tainted)
     assert decision.verdict is Verdict.ASK  # an allowed write in a tainted session asks
     assert decision.rule_id == "taint"
+
+
+# -- egress of encoded conversation text -------------------------------------------------------
+
+_ENCODERS = {
+    "base64": lambda b: base64.b64encode(b).decode(),
+    "base64 unpadded": lambda b: base64.b64encode(b).decode().rstrip("="),
+    "urlsafe base64": lambda b: base64.urlsafe_b64encode(b).decode().rstrip("="),
+    "hex": lambda b: b.hex(),
+    "HEX": lambda b: b.hex().upper(),
+}
+
+
+@given(words=st.lists(st.sampled_from(["alpha", "bravo", "charlie", "delta", "echo", "foxtrot",
+                                       "golf", "hotel", "india", "juliet", "kilo", "lima"]),
+                      min_size=3, max_size=8),
+       encoding=st.sampled_from(sorted(_ENCODERS)),
+       where=st.sampled_from(["?d={}", "/{}", "?a=1&d={}&b=2", "#{}"]))
+def test_conversation_text_in_any_common_encoding_in_a_url_is_flagged(
+        words: list[str], encoding: str, where: str) -> None:
+    private = " ".join(words) + " 4711"
+    index = TaintIndex()
+    index.add_principal_text("use https://docs.corp.example when needed")
+    index.add_result(ToolResult("c1", "get_notes", f"notes: {private}."), turn=1)
+    token = urllib.parse.quote(_ENCODERS[encoding](private.encode()), safe="")
+    flags = index.flag({"url": "https://docs.corp.example/log" + where.format(token)})
+    assert flags["url"].startswith(EGRESS_WARNING)
+    assert "-encoded `" in flags["url"]

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from anfitrion import CallbackApprover, Effect, Host, RunStatus, ScriptedModel, Toolbox
+from anfitrion import CallbackApprover, Effect, Host, Policy, RunStatus, ScriptedModel, Toolbox
 from anfitrion._demo import SCENES, demo_model, demo_toolbox
 from anfitrion.telemetry import instrument, trace_headers
 from anfitrion.testing import call
@@ -153,7 +153,7 @@ def test_a_planted_secret_never_appears_in_any_attribute(otel: Any) -> None:
 
     model = ScriptedModel([call("echo", {"text": f"key {SECRET} mail bob@example.com"}),
                            f"the key is {SECRET}"])
-    host = Host(model=model, tools=tools)
+    host = Host(model=model, tools=tools, policy=Policy([]))  # the call runs: its result too
     instrument(host, capture_content=True, **providers)
     run = host.run_sync(f"remember {SECRET}", principal="alice@example.com")
     assert run.status is RunStatus.COMPLETED
@@ -164,6 +164,38 @@ def test_a_planted_secret_never_appears_in_any_attribute(otel: Any) -> None:
     assert "bob@example.com" not in dumped
     assert "alice@example.com" not in dumped
     assert "gen_ai.tool.call.arguments" in dumped  # content was captured, redacted
+
+
+PRIVATE = {"card": "4111 1111 1111 1111", "iban": "DE89 3704 0044 0532 0130 00",
+           "prose password": "hunter2hunter2", "aws": "AKIAIOSFODNN7EXAMPLE",
+           "private key": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC", "phone": "+351 912 345 678"}
+PRIVATE_TEXT = (f"card {PRIVATE['card']}, iban {PRIVATE['iban']}, my password is "
+                f"{PRIVATE['prose password']}, aws {PRIVATE['aws']}, phone {PRIVATE['phone']}, "
+                f"-----BEGIN PRIVATE KEY-----\n{PRIVATE['private key']}\n-----END PRIVATE KEY-----")
+
+
+def test_cards_ibans_and_prose_passwords_are_redacted_in_captured_content(otel: Any) -> None:
+    exporter, _, providers = otel
+    tools = Toolbox()
+
+    @tools.tool(effect=Effect.READ)
+    def echo(text: str) -> str:
+        """Echo."""
+        return f"you said {text}"
+
+    model = ScriptedModel([call("echo", {"text": PRIVATE_TEXT}), f"noted: {PRIVATE_TEXT}"])
+    host = Host(model=model, tools=tools, policy=Policy([]))  # the call runs: its result too
+    instrument(host, capture_content=True, **providers)
+    run = host.run_sync("hi")
+    assert run.status is RunStatus.COMPLETED
+    attributes: dict[str, str] = {}
+    for span in exporter.get_finished_spans():
+        attributes.update({k: str(v) for k, v in (span.attributes or {}).items()})
+    dumped = json.dumps(attributes).replace(" ", "")
+    for name, value in PRIVATE.items():
+        assert value.replace(" ", "") not in dumped, name
+    for key in ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "anfitrion.reply.text"):
+        assert "[card]" in attributes[key] and "[iban]" in attributes[key], key
 
 
 def test_content_is_off_by_default(otel: Any) -> None:

@@ -2,8 +2,10 @@
 
 :class:`AuditRecorder` listens to host events and appends one record per event to the store.
 Records hold *digests and redacted previews* of arguments and results, never the raw values:
-secrets (API keys, bearer tokens, private keys, passwords in URLs), e-mail addresses and phone
-numbers are masked, arguments a tool declares sensitive are dropped, control characters escaped.
+secrets (API keys, bearer tokens, private keys, passwords in URLs and in prose), card numbers
+(Luhn-checked), IBANs (mod-97-checked), e-mail addresses and phone numbers are masked, arguments
+a tool declares sensitive are dropped, control characters escaped. ``docs/security.md`` has the
+table of what is and is not masked.
 
 Each record stores ``hash = SHA-256(canonical JSON of {seq, type, session_id, at, data,
 prev_hash})``; :func:`verify_chain` re-derives the chain and names the first broken link.
@@ -27,8 +29,9 @@ from .store._base import AuditRecord, Store
 if TYPE_CHECKING:
     from .tools import Tool
 
-__all__ = ["AuditRecorder", "ChainReport", "chain_hash", "export_jsonl", "record_to_dict",
-           "records_from_jsonl", "redact", "verify_chain"]
+__all__ = ["AuditRecorder", "ChainReport", "RedactingFilter", "chain_hash", "export_jsonl",
+           "iban_valid", "luhn_valid", "record_to_dict", "records_from_jsonl", "redact",
+           "redact_lines", "verify_chain"]
 
 PREVIEW_CHARS = 200
 SCAN_MARGIN = 8192
@@ -36,8 +39,18 @@ ARGUMENT_PREVIEW_CHARS = 120
 MAX_PREVIEW_ARGUMENTS = 20
 GENESIS = "0" * 64
 
-_SECRET_NAME = (r"[\w-]*(?:password|passwd|pwd|secret|api[_-]?key|access[_-]?key|token|auth"
-                r"|credential|private[_-]?key|session[_-]?key|cookie)[\w-]*")
+_SECRET_NAME = (r"[\w-]*(?:password|passwd|passcode|passphrase|pwd|secret|api[_-]?key"
+                r"|access[_-]?key|token|auth|credential|private[_-]?key|session[_-]?key|cookie)[\w-]*")
+# "my password is hunter2", "the passcode: 1234", "mi contraseña es …", "mein Passwort lautet …":
+# the word after a password word and a verb or colon. Every repetition is possessive or
+# bounded, so a hostile run of "is is is …" costs one pass.
+_PROSE_SECRET = re.compile(
+    r"(?i)(\b(?:password|passwd|passcode|passphrase|pass word|pin(?: code| number)?|pwd"
+    r"|contraseña|contrasena|clave|senha|palavra-passe|mot de passe|passwort|kennwort"
+    r"|wachtwoord|hasło|haslo|parola d'ordine)\b"
+    r"(?: (?:for|of|to|für|de|do|da|del|della|du|van|voor|pour|para)(?: [\w.@-]{1,40}){1,2})?"
+    r"[^\S\r\n]*+(?:(?:(?:is|was|es|era|é|est|était|ist|lautet|war|è)\b|:|=)[^\S\r\n]*+){1,3}"
+    r"[\"'«“‘]?)[^\s\"'»”’,;]{2,}")
 _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)",
                 re.S), "[private key]"),
@@ -51,6 +64,7 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 [secret]"),
     (re.compile(r"(?i)(\b" + _SECRET_NAME + r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]{3,}"),
      r"\1[secret]"),
+    (_PROSE_SECRET, r"\1[secret]"),
     # Each run of candidate characters is scanned once (lookbehind + possessive): linear time
     # on hostile input such as "a.a.a.…", where a plain pattern backtracks quadratically.
     (re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*+://[^/\s:@]*+:)[^@\s/]++@"),
@@ -62,12 +76,78 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 _SECRET_ARGUMENT = re.compile(r"(?i)^" + _SECRET_NAME + "$")
 _PHONE = re.compile(r"(?<![\w.+-])\+?\(?\d[\d ().-]{6,}\d(?![\w-]|\.\d)")
 _NOT_PHONE = re.compile(r"\d{4}-\d{2}-\d{2}|\d+\.\d+$")
+_DIGIT_RUN = re.compile(r"\d+(?:[ -]\d+)*")
+_DIGIT_GROUP = re.compile(r"\d+")
+_IBAN = re.compile(r"(?i)(?<![a-z0-9])[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,4})?"
+                   r"(?![a-z0-9])")
+CARD_FIRST_DIGITS = "23456"
+"""Card numbers start with 2–6 (Mastercard, Amex/Diners/JCB, Visa, Mastercard/Maestro,
+Discover/UnionPay); a 13-digit millisecond timestamp starts with 1 and is not masked."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0080-\u009f\u200b-\u200f\u2028\u2029\u202a-\u202e"
                       r"\u2060\u2066-\u2069\ufeff]")
 
 
+def luhn_valid(digits: str) -> bool:
+    """The Luhn checksum every payment card number carries."""
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        n = ord(ch) - 48
+        if i % 2:
+            n = n * 2 - 9 if n > 4 else n * 2
+        total += n
+    return total % 10 == 0
+
+
+def iban_valid(text: str) -> bool:
+    """ISO 13616 check: 15–34 characters whose mod-97 remainder, rearranged, is 1."""
+    compact = text.replace(" ", "").upper()
+    if not 15 <= len(compact) <= 34:
+        return False
+    rearranged = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
+
+
+def _mask_iban(match: re.Match[str]) -> str:
+    return "[iban]" if iban_valid(match.group()) else match.group()
+
+
+def _mask_cards(text: str) -> str | None:
+    """*text* with every Luhn-valid card number (13–19 digits in groups split by single
+    spaces or dashes) masked, or ``None`` when it holds none. Work is bounded: a card is
+    written in at most five groups (4-4-4-4-3), so at most eight are joined from each group."""
+    pieces: list[str] = []
+    last = 0
+    for run in _DIGIT_RUN.finditer(text):
+        groups = [(m.start() + run.start(), m.end() + run.start(), m.group())
+                  for m in _DIGIT_GROUP.finditer(run.group())]
+        i = 0
+        while i < len(groups):
+            best, digits = -1, ""
+            if groups[i][2][0] not in CARD_FIRST_DIGITS:
+                i += 1
+                continue
+            for j in range(i, min(len(groups), i + 8)):
+                digits += groups[j][2]
+                if len(digits) > 19:
+                    break
+                if len(digits) >= 13 and digits[0] in CARD_FIRST_DIGITS and luhn_valid(digits):
+                    best = j
+            if best < 0:
+                i += 1
+                continue
+            pieces += [text[last:groups[i][0]], "[card]"]
+            last = groups[best][1]
+            i = best + 1
+    if not pieces:
+        return None
+    return "".join(pieces) + text[last:]
+
+
 def _mask_phone(match: re.Match[str]) -> str:
     text = match.group()
+    carded = _mask_cards(text)
+    if carded is not None:
+        return carded
     digits = sum(ch.isdigit() for ch in text)
     if 9 <= digits <= 15 and not _NOT_PHONE.match(text):
         return "[phone]"
@@ -78,7 +158,8 @@ def _mask_phone(match: re.Match[str]) -> str:
 # thirteen patterns with a single scan.
 _TRIGGER = re.compile(r"(?i)-----BEGIN|\b(?:sk|pk|rk|gh[pousr]|github_pat|xox[abpr]|glpat|hf)"
                       r"[-_]|AKIA|ASIA|AIza|eyJ|bearer|basic|token|pass|pwd|secret|key|auth"
-                      r"|credential|cookie|://|@")
+                      r"|credential|cookie|://|@|\bpin\b|contrase|clave|senha|kennwort"
+                      r"|wachtwoord|has[łl]o|parola")
 _DIGITS = re.compile(r"\d[\d ().-]{6,}\d")
 
 
@@ -109,11 +190,26 @@ def _redact(text: str, limit: int) -> str:
         for pattern, replacement in _SECRET_PATTERNS:
             text = pattern.sub(replacement, text)
     if _DIGITS.search(text):
+        text = _IBAN.sub(_mask_iban, text)
         text = _PHONE.sub(_mask_phone, text)
     text = _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     if len(text) <= limit and full <= limit + SCAN_MARGIN:
         return text
     return text[:limit] + f"… [{full} chars]"
+
+
+def redact_lines(text: str, line_limit: int = 1000, max_lines: int = 200) -> str:
+    """:func:`redact` for multi-line text (a traceback): newlines are kept, every line is
+    redacted and cut to *line_limit*, a private-key block spanning lines is masked whole, and
+    at most *max_lines* lines are kept (the last ones: a traceback ends with what happened).
+    """
+    lines = text.rstrip("\n").split("\n")
+    if len(lines) > max_lines:
+        lines = [f"… [{len(lines) - max_lines} lines]", *lines[-max_lines:]]
+    joined = "\n".join(lines)
+    if "-----BEGIN" in joined:
+        joined = _SECRET_PATTERNS[0][0].sub(_SECRET_PATTERNS[0][1], joined)
+    return "\n".join(redact(line, line_limit) for line in joined.split("\n"))
 
 
 def _redact_arguments(arguments: Mapping[str, Any], sensitive: Iterable[str]) -> dict[str, Any]:
@@ -383,3 +479,11 @@ class AuditRecorder:
         batch, self._buffer = self._buffer, []
         if batch:
             await self._store.append_audit_many(batch)
+
+
+# Logs get the audit log's redaction: every ``anfitrion.*`` record, whatever the handler
+# (installed here, at the end, because the redaction it uses is defined above).
+from ._logging import RedactingFilter  # noqa: E402
+from ._logging import install as _install_log_redaction  # noqa: E402
+
+_install_log_redaction()

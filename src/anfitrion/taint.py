@@ -10,7 +10,10 @@ a call, so that a model obeying an injected instruction cannot act unseen:
   trusted tool wrote it. Case, URL-encoding (``%40``, ``+``), HTML entities, Unicode
   compatibility forms, JSON escapes and runs of whitespace are normalised away first.
 * **egress** — a URL argument whose host is not on the operator's allow-list, or whose path or
-  query carries text from the conversation, is possible exfiltration.
+  query carries text from the conversation, is possible exfiltration. The text is looked for
+  as written, reversed, and inside the URL's base64, base32 and hex tokens, decoded (a
+  compromised model hiding a profile in ``?d=RW1tYSBK…``); a URL too big to check in bounded
+  work is flagged for its size.
 
 :func:`taint_rule` turns both into decisions: every side-effecting call in a tainted session
 asks a person (even when another rule allowed it), and any call with a flagged argument or an
@@ -41,6 +44,7 @@ from urllib.parse import unquote, urlsplit
 
 from .conversation import Message, Provenance, Reply, ToolResult, UserMessage
 from .policy import Decision, PolicyContext, Rule, Verdict
+from .policy.secrets import encoded_forms
 from .tools import BoundCall, Effect
 
 __all__ = [
@@ -66,6 +70,12 @@ EGRESS_WARNING = "possible exfiltration: "
 MIN_VALUE_CHARS = 8
 """Shorter free-text values are not matched on their own (too common to mean anything)."""
 MAX_FLAGS_PER_ARGUMENT = 3
+MAX_DECODED_PER_URL = 24
+"""At most this many base64/base32/hex candidates of one URL argument are decoded."""
+MAX_URL_CHARS = 8192
+"""A longer URL argument is possible exfiltration on its length alone (not scanned)."""
+MAX_URL_PIECES = 128
+"""A URL with more distinct pieces of eight or more characters is not scanned either."""
 HOST_WRITTEN_ERRORS: frozenset[str | None] = frozenset({
     "denied", "invalid_arguments", "retry_limit", "unknown_tool", "budget_exhausted",
     "outcome_unknown"})
@@ -84,6 +94,7 @@ _ANY_DIGIT = re.compile(r"\d")
 _PATH = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+")
 _DATE_OR_TIME = re.compile(r"[\d\s:/.,+-]*|\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2})?\S*")
 _TRAILING = ".,;:!?)]}'\""
+_DECODED_SEPARATORS = re.compile(r"[/?&=#;,{}\[\]\"|<>\n]+|: ")
 _FILE_EXTENSIONS = re.compile(r"\.(?:txt|md|pdf|docx?|xlsx?|csv|json|ya?ml|py|js|html?|png|jpe?g)$")
 
 
@@ -360,27 +371,72 @@ class TaintIndex:
                 origin = self.untrusted_origin(norm)
                 if origin is not None:
                     found.append(f"value `{_short(value)}` appeared only in {origin.describe()}")
-        raw = value.strip().casefold()
-        if _is_url(raw):
+        raw = value.strip()
+        if _is_url(raw.casefold()):
             carried = self._carried_text(raw)
             if carried:
-                found.append(f"{EGRESS_WARNING}the URL carries `{_short(carried)}` "
-                             "from the conversation")
+                found.append(EGRESS_WARNING + carried)
         return found
 
     def _carried_text(self, url: str) -> str | None:
-        """Text of the conversation found in the path or query of *url* (raw, not decoded)."""
-        if self.in_conversation(url):
+        """What of the conversation *url* carries, in a phrase: text found in its path or
+        query as written, reversed, or base64-, base32- or hex-encoded in a token of its host,
+        path, query or fragment. A URL too long or in too many pieces to check in bounded
+        work is reported as such (fail closed)."""
+        if len(url) > MAX_URL_CHARS:
+            return f"the URL is {len(url)} characters long, too long to check"
+        folded = url.casefold()
+        if self.in_conversation(folded):
             return None  # the whole URL was given as is: nothing was added to it
         try:
-            parts = urlsplit(url if "://" in url else "http://" + url)
+            parts = urlsplit(folded if "://" in folded else "http://" + folded)
+            spelled = urlsplit(url if "://" in url else "http://" + url)
         except ValueError:
             return None
-        for piece in re.split(r"[/?&=#;,]", f"{parts.path}?{parts.query}"):
-            text = normalise(piece)
-            if len(text) >= MIN_VALUE_CHARS and self.in_conversation(text):
-                return text
+        pieces = [p for p in dict.fromkeys(normalise(piece) for piece in re.split(
+            r"[/?&=#;,]", f"{parts.path}?{parts.query}")) if len(p) >= MIN_VALUE_CHARS]
+        if len(pieces) > MAX_URL_PIECES:
+            return f"the URL has {len(pieces)} distinct parts, too many to check"
+        for how, transform in (("", _same), ("reversed ", _reversed)):
+            for piece in pieces:
+                text = self._conversation_part(transform(piece))
+                if text is not None:
+                    return f"the URL carries {how}`{_short(text)}` from the conversation"
+        # encodings are case-sensitive: decode the URL as written, not case-folded
+        written = " ".join(unquote(p) for p in (spelled.netloc, spelled.path, spelled.query,
+                                                  spelled.fragment) if p)
+        for encoding, decoded in encoded_forms(written, max_tokens=MAX_DECODED_PER_URL):
+            text = self._conversation_part(normalise(decoded))
+            if text is not None:
+                return f"the URL carries {encoding}-encoded `{_short(text)}` from the conversation"
         return None
+
+    def _conversation_part(self, norm: str) -> str | None:
+        """Text of the conversation in normalised *norm*: all of it, a piece between
+        separators (a decoded ``{"iban": "DE89…"}``), or a structured value (e-mail, IBAN,
+        phone number)."""
+        if len(norm) < MIN_VALUE_CHARS:
+            return None
+        if self.in_conversation(norm):
+            return norm
+        split = _DECODED_SEPARATORS.split(norm)
+        if len(split) > 1:
+            for piece in split:
+                piece = piece.strip()
+                if len(piece) >= MIN_VALUE_CHARS and self.in_conversation(piece):
+                    return piece
+        for _, key, shown in _entities(norm):
+            if key in self._untrusted_keys or self._known_key(key):
+                return shown
+        return None
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _reversed(text: str) -> str:
+    return text[::-1]
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
-from anfitrion import Effect, Host, Toolbox
+from anfitrion import Effect, Host, Policy, Toolbox
 from anfitrion.audit import redact
 from anfitrion.cli.main import cli
 from anfitrion.conversation import ToolResult, UserMessage
 from anfitrion.models._base import ModelRequest
+from anfitrion.taint import taint_rule
 from anfitrion.testing import ScriptedModel, call
 
 PLANTED = {
@@ -28,6 +31,9 @@ PLANTED = {
     "phone": "+351 912 345 678",
     "sensitive_arg": "OpenSesame-4711",
     "private_key": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC",
+    "card": "4111 1111 1111 1111",
+    "iban": "DE89 3704 0044 0532 0130 00",
+    "prose_password": "hunter3hunter3",
 }
 
 
@@ -75,7 +81,8 @@ def _planted_host(store: str) -> Host:
     def lookup_contact(name: str, passphrase: str, note: str = "") -> str:
         """Look a contact up."""
         return (f"{name}: {PLANTED['email']}, phone {PLANTED['phone']}, token "
-                f"{PLANTED['github']}, aws {PLANTED['aws']}")
+                f"{PLANTED['github']}, aws {PLANTED['aws']}, card {PLANTED['card']}, "
+                f"iban {PLANTED['iban']}, her password is {PLANTED['prose_password']}")
 
     def respond(request: ModelRequest) -> object:
         last = request.messages[-1]
@@ -91,7 +98,9 @@ def _planted_host(store: str) -> Host:
             call(f"exfiltrate_{PLANTED['email']}", {"to": PLANTED["email"]}, id="c2"),
         ]
 
-    return Host(model=ScriptedModel(respond), tools=tools, store=store)
+    # no secrets rule: the call must run, so that its result reaches the audit log too
+    return Host(model=ScriptedModel(respond), tools=tools, store=store,
+                policy=Policy([taint_rule()]))
 
 
 def test_planted_secrets_never_reach_the_audit_log_nor_its_output(tmp_path: Path) -> None:
@@ -116,6 +125,10 @@ def test_planted_secrets_never_reach_the_audit_log_nor_its_output(tmp_path: Path
             assert secret not in text, f"{name} leaked into {where}"
     assert "[sensitive]" in stored
     assert "[email]" in stored
+    assert "[card]" in stored and "[iban]" in stored
+    compact = stored.replace(" ", "")
+    for name in ("card", "iban", "phone"):
+        assert PLANTED[name].replace(" ", "") not in compact, name
 
 
 def test_the_audit_keeps_digests_so_a_value_can_be_checked_without_storing_it(
@@ -130,3 +143,129 @@ def test_the_audit_keeps_digests_so_a_value_can_be_checked_without_storing_it(
                 if isinstance(p, ToolResult) and p.call_id == "c1"]
     # the SHA-256 of the result's UTF-8 text: anyone holding the value can check it
     assert hashlib.sha256(result.content.encode()).hexdigest() in stored
+
+
+# -- card numbers, IBANs, passwords in prose ---------------------------------------------------
+
+@pytest.mark.parametrize("card", [
+    "4111 1111 1111 1111", "4111-1111-1111-1111", "4111111111111111",  # Visa
+    "5555 5555 5555 4444", "2223 0031 2200 3222",  # Mastercard
+    "3782 822463 10005", "378282246310005",  # American Express (15 digits)
+    "6011 1111 1111 1117",  # Discover
+    "4222222222222",  # Visa, 13 digits
+    "6250 9410 0652 8599 321",  # UnionPay, 19 digits
+])
+def test_a_luhn_valid_card_number_is_masked_in_any_grouping(card: str) -> None:
+    masked = redact(f"pay with {card}, expiry 12/27")
+    assert masked == "pay with [card], expiry 12/27"
+
+
+def test_a_card_next_to_other_numbers_is_still_found() -> None:
+    assert redact("4111 1111 1111 1111 12 27 cvc 123") == "[card] 12 27 cvc 123"
+
+
+@pytest.mark.parametrize("number", [
+    "4111 1111 1111 1112",  # one digit off: not a card
+    "4111-1111-1111-1121",
+    "1234 5678 9012 3456 78",  # fails Luhn, and no card starts with 1
+    "1733061252000 1733061252000",  # millisecond timestamps
+])
+def test_a_number_that_fails_the_card_checks_is_not_masked_as_a_card(number: str) -> None:
+    assert "[card]" not in redact(number)
+    assert number.split()[0][:4] in redact(number)
+
+
+@pytest.mark.parametrize("iban", ["DE89 3704 0044 0532 0130 00", "DE89370400440532013000",
+                                  "GB82 WEST 1234 5698 7654 32", "fr1420041010050500013m02606"])
+def test_a_valid_iban_is_masked(iban: str) -> None:
+    assert redact(f"transfer to {iban} today") == "transfer to [iban] today"
+
+
+def test_an_iban_shaped_text_that_fails_the_checksum_is_not_an_iban() -> None:
+    assert "[iban]" not in redact("ref DE89 3704 0044 0532 0130 01")
+
+
+@pytest.mark.parametrize(("text", "kept"), [
+    ("my password is hunter2", "my password is [secret]"),
+    ("My Password Is: hunter2", "My Password Is: [secret]"),
+    ("the passcode: 1234", "the passcode: [secret]"),
+    ("the password for gmail is 'hunter2'", "the password for gmail is '[secret]"),
+    ("PIN is 4821", "PIN is [secret]"),
+    ("mi contraseña es hunter2", "mi contraseña es [secret]"),
+    ("la clave es hunter2", "la clave es [secret]"),
+    ("a minha senha é hunter2", "a minha senha é [secret]"),
+    ("mon mot de passe est hunter2", "mon mot de passe est [secret]"),
+    ("mein Passwort lautet hunter2", "mein Passwort lautet [secret]"),
+    ("la password è hunter2", "la password è [secret]"),
+    ("mijn wachtwoord is hunter2", "mijn wachtwoord is [secret]"),
+])
+def test_a_password_written_in_prose_is_masked(text: str, kept: str) -> None:
+    masked = redact(text)
+    assert masked.startswith(kept)
+    assert "hunter2" not in masked and "4821" not in masked and "1234" not in masked
+
+
+@pytest.mark.parametrize("text", ["the password isolation layer", "reset your password here",
+                                  "spinning 1234 times", "passwordless login"])
+def test_prose_about_passwords_without_one_is_left_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize("hostile", [
+    "password " + "is " * 20_000, "1 " * 50_000, "4111-" * 20_000, "DE00" + " 0000" * 20_000,
+    "pin for " + "a " * 20_000, "4" * 100_000,
+])
+def test_hostile_digit_and_password_runs_are_scanned_only_in_a_bounded_prefix(
+        hostile: str) -> None:
+    masked = redact(hostile, 120)
+    assert masked.endswith(f"… [{len(hostile)} chars]")
+
+
+def test_the_approvers_note_is_redacted_in_the_audit_record(tmp_path: Path) -> None:
+    from anfitrion import CallbackApprover
+    from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
+
+    tools = Toolbox()
+
+    @tools.tool(effect=Effect.WRITE)
+    def pay(amount: int) -> str:
+        """Pay."""
+        return "paid"
+
+    note = ("ok, card 4111 1111 1111 1111, IBAN DE89 3704 0044 0532 0130 00, "
+            "my password is hunter2, key sk-proj-AbCdEfGhIjKlMnOpQrStUvWx")
+
+    def person(request: ApprovalRequest) -> ApprovalAnswer:
+        return ApprovalAnswer.to(request, True, "ana", note)
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    host = Host(model=ScriptedModel([call("pay", {"amount": 5}), "done"]), tools=tools,
+                store=url, approver=CallbackApprover(person))
+    assert host.run_sync("pay").output == "done"
+    exported = CliRunner().invoke(cli, ["audit", "export", "--store", url]).output
+    assert '"approval_answer"' in exported
+    for secret in ("4111 1111", "DE89", "hunter2", "AbCdEfGh"):
+        assert secret not in exported
+    assert "[card]" in exported and "[iban]" in exported
+
+
+def _with_check_digit(body: str) -> str:
+    from anfitrion.audit import luhn_valid
+
+    return next(body + d for d in "0123456789" if luhn_valid(body + d))
+
+
+@given(first=st.sampled_from("23456"), rest=st.text("0123456789", min_size=11, max_size=17),
+       cuts=st.lists(st.tuples(st.integers(1, 18), st.sampled_from(" -")), max_size=4),
+       before=st.sampled_from(["", "card ", "pay with: ", "(", "#"]),
+       after=st.sampled_from(["", " exp 12/27", ".", ", thanks", ")"]))
+def test_any_luhn_valid_card_number_in_any_grouping_is_masked(
+        first: str, rest: str, cuts: list[tuple[int, str]], before: str, after: str) -> None:
+    number = _with_check_digit(first + rest)
+    grouped = number
+    for at, sep in sorted(set(cuts), reverse=True):
+        if at < len(grouped) and grouped[at - 1].isdigit() and grouped[at].isdigit():
+            grouped = grouped[:at] + sep + grouped[at:]
+    masked = redact(before + grouped + after)
+    assert "[card]" in masked
+    assert number[-6:] not in masked.replace(" ", "").replace("-", "")

@@ -111,7 +111,7 @@ def test_validate_lists_the_rules() -> None:
     assert "rule mail-per-hour" in result.output
     data = json.loads(CliRunner().invoke(cli, ["policy", "validate", EXAMPLE, "--json"]).output)
     assert data["rules"] == ["drafts-only", "mail-to-example-com", "mail-per-hour",
-                             "repeat_guard", "taint"]
+                             "repeat_guard", "taint", "secrets"]
     assert data["defaults"] == {"read": "allow", "write": "deny"}
 
 

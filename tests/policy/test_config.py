@@ -35,9 +35,10 @@ def _error(text: str) -> ConfigError:
 def test_the_example_file_loads_with_every_part() -> None:
     policy = load_policy(EXAMPLE)
     assert policy.defaults == {Effect.READ: Verdict.ALLOW, Effect.WRITE: Verdict.DENY}
-    kinds = [type(r) for r in policy.rules[:-1]]
+    kinds = [type(r) for r in policy.rules[:-2]]
     assert kinds == [ArgumentRule, ArgumentRule, RateLimit, RepeatGuard]
-    assert rule_id_of(policy.rules[-1]) == "taint"  # taint containment is on by default
+    # taint containment and the secrets rule are on by default
+    assert [rule_id_of(r) for r in policy.rules[-2:]] == ["taint", "secrets"]
     assert policy.principal("alice").scopes == frozenset({"mail:send"})
     assert policy.principal("nobody").scopes == frozenset()
     assert policy.approvals.ttl == timedelta(minutes=15)
@@ -47,15 +48,16 @@ def test_the_example_file_loads_with_every_part() -> None:
 
 def test_an_empty_file_is_the_default_policy() -> None:
     policy = parse_policy("")
-    assert [rule_id_of(r) for r in policy.rules] == ["taint"]
-    assert [rule_id_of(r) for r in Policy.default().rules] == ["taint"]
+    assert [rule_id_of(r) for r in policy.rules] == ["taint", "secrets"]
+    assert [rule_id_of(r) for r in Policy.default().rules] == ["taint", "secrets"]
     assert policy.defaults[Effect.WRITE] is Verdict.ASK
 
 
 def test_taint_containment_is_configured_in_its_own_table() -> None:
-    assert parse_policy("[taint]\nenabled = false\n").rules == ()
+    assert [rule_id_of(r) for r in parse_policy("[taint]\nenabled = false\n").rules] == [
+        "secrets"]
     policy = parse_policy('[taint]\nallowed_hosts = ["example.com"]\ndeny_flagged = true\n')
-    assert [rule_id_of(r) for r in policy.rules] == ["taint"]
+    assert [rule_id_of(r) for r in policy.rules] == ["taint", "secrets"]
     err = _error("[taint]\nenabled = 1\n")
     assert err.key == "taint.enabled"
     assert _error("[taint]\nbogus = true\n").key == "taint.bogus"
@@ -63,7 +65,7 @@ def test_taint_containment_is_configured_in_its_own_table() -> None:
 
 def test_how_reads_are_treated_after_taint_is_configured_and_checked() -> None:
     policy = parse_policy('[taint]\nreads = "all"\nfree_reads = ["clock.*"]\n')
-    assert [rule_id_of(r) for r in policy.rules] == ["taint"]
+    assert [rule_id_of(r) for r in policy.rules] == ["taint", "secrets"]
     tainted = PolicyContext(Principal("emma"), "s", untrusted_sources=("web.fetch",))
 
     def read(name: str) -> BoundCall:
@@ -205,7 +207,7 @@ def test_an_unreadable_or_non_utf8_file_is_a_config_error(tmp_path: Path) -> Non
 def test_rules_keep_their_ids_and_default_to_their_position() -> None:
     policy = parse_policy('[[rules]]\nid = "reads"\neffect = "read"\nverdict = "allow"\n'
                           '[[rules]]\ntools = ["a", "b*"]\nverdict = "deny"\nroles = ["x"]\n')
-    first, second, _ = policy.rules
+    first, second, _, _ = policy.rules
     assert isinstance(first, ToolRule)
     assert first.rule_id == "reads"
     assert isinstance(second, ToolRule)

@@ -2,7 +2,8 @@
 
 The combining rule (any deny wins, then any ask, then allow; else the default per effect) is
 written once, in :mod:`anfitrion.policy._core`. Built-in rules live in :mod:`.rules` (tool
-globs, effects, argument constraints, repeated calls) and :mod:`.ratelimit`; constraints in
+globs, effects, argument constraints, repeated calls), :mod:`.ratelimit` and :mod:`.secrets`
+(credentials leaving in arguments); constraints in
 :mod:`.constraints`; loading from ``anfitrion.toml`` in :mod:`.config`.
 """
 
@@ -35,6 +36,7 @@ from .constraints import (
 )
 from .ratelimit import ALL_TOOLS, RateLimit, parse_duration
 from .rules import ArgumentRule, EffectRule, RepeatGuard, ToolRule, arguments_digest
+from .secrets import SecretArguments
 
 __all__ = [
     "ALL_TOOLS",
@@ -59,6 +61,7 @@ __all__ = [
     "RateLimit",
     "RepeatGuard",
     "Rule",
+    "SecretArguments",
     "ToolRule",
     "UrlAllowed",
     "Verdict",

@@ -264,10 +264,12 @@ class Policy:
     def default(cls) -> Policy:
         """Reads are allowed, writes ask a person, and taint containment is on: in a session
         that read untrusted content every write asks, and arguments that came only from such
-        content are flagged (:func:`anfitrion.taint.taint_rule`)."""
+        content are flagged (:func:`anfitrion.taint.taint_rule`). A call whose arguments carry
+        a credential asks too (:class:`anfitrion.policy.SecretArguments`)."""
         from ..taint import taint_rule  # taint builds on this module
+        from .secrets import SecretArguments
 
-        return cls([taint_rule()])
+        return cls([taint_rule(), SecretArguments()])
 
     def _copy(self, **changes: Any) -> Policy:
         options: dict[str, Any] = {"defaults": self.defaults, "budgets": self.budgets,

@@ -51,7 +51,7 @@ DEFAULT_POLICY_FILE = "anfitrion.toml"
 T = TypeVar("T")
 
 _TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
-        "repeat_guard", "taint", "store"}
+        "repeat_guard", "taint", "store", "secrets"}
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
          "arguments"}
 _RATE = {"id", "tool", "tools", "max_calls", "per", "combined", "reason"}
@@ -391,8 +391,24 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
     if taint.pop("enabled", True):
         rules.append(r.built("taint", lambda: taint_rule(**taint)))
 
+    rules += _secrets(r, data)
     return Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
                   principals=principals, source=path)
+
+
+def _secrets(r: _Reader, data: Mapping[str, Any]) -> list[Rule]:
+    """``[secrets]``: credentials in outgoing arguments ask (the default), deny, or are let
+    through (``verdict = "off"``); ``exempt_tools`` are not scanned."""
+    from .secrets import SecretArguments
+
+    table = r.table(data.get("secrets", {}), "secrets", {"verdict", "exempt_tools"})
+    verdict = r.typed(table, "verdict", "secrets", str, "a string") or "ask"
+    if verdict not in ("ask", "deny", "off"):
+        r.fail("must be one of 'ask', 'deny', 'off'", "secrets.verdict")
+    if verdict == "off":
+        return []
+    exempt = r.strings(table, "exempt_tools", "secrets") or []
+    return [r.built("secrets", lambda: SecretArguments(verdict, exempt_tools=exempt))]
 
 
 def load_policy(path: str | os.PathLike[str]) -> Policy:

@@ -1,0 +1,319 @@
+"""Credentials leaving in arguments: a person looks before a key, token or password goes out.
+
+A compromised model can pass a credential it saw (an ``sk-…`` key in a trusted config file, a
+private key block, a database URL with its password) out in the arguments of any call — a
+read included, which the default policy lets run. :class:`SecretArguments` scans every string
+of the outgoing arguments (keys too, nested lists and objects entered) for credential shapes,
+in the value as written and in the forms it may be hidden in: percent-encoding (twice),
+form encoding (``+``), HTML entities, and base64 (standard and URL-safe, with or without
+padding), base32 or hex tokens inside it (:func:`encoded_forms`). A match asks a person, naming the
+argument and the kind; the operator may make it deny. The rule never allows anything: like the
+taint rule it escalates an allow to an ask and leaves a deny a deny.
+
+Arguments a tool declares ``sensitive`` are where a secret is *meant* to go (a ``password``
+parameter of a login tool) and are not scanned; tools the operator names in *exempt_tools*
+(a vault) neither.
+
+Example:
+    >>> find_credentials("use sk-proj-4fG7hJ2kL9mN3pQ8rS1tV6wX")
+    [('an API secret key', 'sk-pro…')]
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import fnmatch
+import html
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+from urllib.parse import unquote, unquote_plus
+
+from ..tools import BoundCall
+from ._core import Decision, PolicyContext, Verdict
+
+__all__ = ["SECRETS_RULE_ID", "SecretArguments", "encoded_forms", "find_credentials"]
+
+SECRETS_RULE_ID = "secrets"
+SCAN_CHARS = 262_144
+"""Only this much of one string is scanned: the gate caps a call's raw arguments at 256 KiB, so
+an argument is always scanned whole (linear-time patterns, run only where their anchor is)."""
+MAX_STRINGS = 2048
+"""At most this many argument strings (of eight or more characters) are scanned per call."""
+MAX_TOKENS = 16
+"""At most this many base64/hex tokens of one string are decoded."""
+MAX_TOKEN_CHARS = 8192
+MIN_TOKEN_CHARS = 12
+"""A base64 token shorter than this decodes to fewer than eight bytes: not worth a look."""
+
+_TOKEN = re.compile(r"[A-Za-z0-9+/_-]{12,}={0,2}")
+_HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
+_BASE32 = re.compile(r"[A-Z2-7]+|[a-z2-7]+")
+
+
+def _random_looking(token: str) -> bool:
+    """A segment of 16+ letters and digits with a digit, or with both cases: a key, not a
+    slug like ``sk-my-annual-report``."""
+    for segment in re.split(r"[-_.~+/]", token):
+        if len(segment) >= 16 and (any(c.isdigit() for c in segment)
+                                   or (segment.lower() != segment != segment.upper())):
+            return True
+    return False
+
+
+# (kind, anchors, pattern, check the match's last group looks random). A pattern runs only
+# when one of its anchors is in the text (lower-cased for the case-insensitive ones); each is
+# linear-time: anchored on a literal, bounded or possessive repetition.
+_KINDS: tuple[tuple[str, tuple[str, ...], re.Pattern[str], bool], ...] = (
+    ("a private key", ("-----BEGIN",),
+     re.compile(r"-----BEGIN (?:[A-Z0-9]+ ){0,4}PRIVATE KEY(?: BLOCK)?-----"), False),
+    ("an Anthropic API key", ("sk-ant-",),
+     re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_-]{20,}"), False),
+    ("an API secret key", ("sk-", "sk_", "rk-", "rk_"), re.compile(
+        r"(?<![A-Za-z0-9_-])(?:sk|rk)[-_](?!ant-)(?:live_|test_|proj-|svcacct-|admin-)?"
+        r"([A-Za-z0-9_-]{20,})"), True),
+    ("a GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), re.compile(
+        r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"), False),
+    ("a GitLab token", ("glpat-",), re.compile(r"(?<![A-Za-z0-9])glpat-[A-Za-z0-9_-]{20,}"),
+     False),
+    ("a Slack token", ("xox",), re.compile(r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}"),
+     False),
+    ("a Hugging Face token", ("hf_",), re.compile(r"(?<![A-Za-z0-9])hf_[A-Za-z0-9]{30,}"),
+     False),
+    ("an AWS access key id", ("AKIA", "ASIA"),
+     re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z2-7]{16}(?![A-Z0-9])"), False),
+    ("a Google API key", ("AIza",), re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}"), False),
+    ("a JSON Web Token", ("eyJ",), re.compile(
+        r"(?<![A-Za-z0-9])eyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+     False),
+    ("a bearer token", ("bearer",), re.compile(r"(?i)\bbearer\s++([A-Za-z0-9._~+/-]{16,}=*)"),
+     True),
+    ("a password in a URL", ("://",), re.compile(
+        r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*+://[^/\s:@]++:[^@\s/]++@"), False),
+    ("a password or key", ("pass", "secret", "key", "token"), re.compile(
+        r"(?i)(?:password|passwd|passphrase|passcode|secret|api[_-]?key|apikey|access[_-]?key"
+        r"|secret[_-]?key|private[_-]?key|(?:access|refresh|auth|session|id)[_-]?token)"
+        r"[\"']?[^\S\r\n]*+[:=][^\S\r\n]*+[\"']?[^\s\"'&,;}]{4,}"), False),
+)
+_PROSE_ANCHORS = ("pass", "pin", "pwd", "contrase", "clave", "senha", "kennwort", "wachtwoord",
+                  "hasło", "haslo", "parola")
+# whether a kind's anchors are looked for in the lower-cased text (enum flag tests are slow)
+_FOLDED = tuple(bool(pattern.flags & re.IGNORECASE) for _, _, pattern, _ in _KINDS)
+_prose: list[re.Pattern[str]] = []
+
+
+def _hint(text: str) -> str:
+    return text[:6] + "…"
+
+
+def _prose_password() -> re.Pattern[str]:
+    if not _prose:  # the audit log's own pattern; audit imports the store, so not at the top
+        from ..audit import _PROSE_SECRET
+
+        _prose.append(_PROSE_SECRET)
+    return _prose[0]
+
+
+def _holds(text: str, anchors: tuple[str, ...]) -> bool:
+    for anchor in anchors:  # noqa: SIM110 - a loop, not any(): runs a dozen times per string
+        if anchor in text:
+            return True
+    return False
+
+
+def find_credentials(text: str) -> list[tuple[str, str]]:
+    """``(kind, hint)`` for each credential shape in *text* as written (no decoding); the
+    hint is the first six characters, never the secret."""
+    text = text[:SCAN_CHARS]
+    lower = text.lower()
+    found: list[tuple[str, str]] = []
+    for (kind, anchors, pattern, check), folded in zip(_KINDS, _FOLDED, strict=True):
+        if not _holds(lower if folded else text, anchors):
+            continue
+        for match in pattern.finditer(text):
+            if check and not _random_looking(match.group(match.lastindex or 0)):
+                continue
+            found.append((kind, _hint(match.group())))
+            break
+    if _holds(lower, _PROSE_ANCHORS) and not any(k == "a password or key" for k, _ in found):
+        prose = _prose_password().search(text)
+        if prose is not None:
+            found.append(("a password", _hint(prose.group())))
+    return found
+
+
+def _decoded_text(data: bytes) -> str | None:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if len(text) < 8 or not all(c.isprintable() or c in "\t\n\r" for c in text):
+        return None
+    return text
+
+
+def _decode_token(token: str) -> list[tuple[str, str]]:
+    """Every reading of *token* (hex, base32, base64) that gives printable text."""
+    found: list[tuple[str, str]] = []
+    if _HEX.fullmatch(token):
+        text = _decoded_text(bytes.fromhex(token))
+        if text is not None:
+            found.append(("hex", text))
+    bare = token.rstrip("=")
+    if len(bare) >= 16 and _BASE32.fullmatch(bare):  # DNS labels: case-insensitive
+        try:
+            text = _decoded_text(base64.b32decode(bare.upper() + "=" * (-len(bare) % 8)))
+        except (binascii.Error, ValueError):
+            text = None
+        if text is not None:
+            found.append(("base32", text))
+    urlsafe = "-" in bare or "_" in bare
+    if len(bare) % 4 == 1 or (urlsafe and ("+" in bare or "/" in bare)):
+        return found
+    try:
+        data = base64.b64decode(bare + "=" * (-len(bare) % 4),
+                                altchars=b"-_" if urlsafe else None, validate=True)
+    except (binascii.Error, ValueError):
+        return found
+    text = _decoded_text(data)
+    if text is not None:
+        found.append(("base64", text))
+    return found
+
+
+def encoded_forms(text: str, *, max_tokens: int = MAX_TOKENS) -> Iterator[tuple[str, str]]:
+    """``(encoding, decoded text)`` for the base64 (standard or URL-safe, padded or not),
+    base32 and hex tokens of *text* that decode to printable UTF-8 of eight or more characters.
+
+    Bounded: at most *max_tokens* candidates, each of at most :data:`MAX_TOKEN_CHARS`; a token
+    holding ``/`` (a path) is also tried from after each slash and segment by segment.
+    """
+    tried = 0
+    for match in _TOKEN.finditer(text[:SCAN_CHARS]):
+        for candidate in _candidates(match.group()[:MAX_TOKEN_CHARS]):
+            if tried >= max_tokens:
+                return
+            tried += 1
+            yield from _decode_token(candidate)
+
+
+def _candidates(token: str) -> Iterator[str]:
+    """The token; for a path, the rest after each slash and then each segment — made one at
+    a time, so a budget spent early costs nothing more."""
+    yield token
+    if "/" not in token:
+        return
+    seen = {token}
+    start = token.find("/")
+    while start != -1:
+        rest = token[start + 1:]
+        if len(rest) >= MIN_TOKEN_CHARS and rest not in seen:
+            seen.add(rest)
+            yield rest
+        start = token.find("/", start + 1)
+    for segment in token.split("/"):
+        if len(segment) >= MIN_TOKEN_CHARS and segment not in seen:
+            seen.add(segment)
+            yield segment
+
+
+def _forms(value: str) -> Iterator[tuple[str, str]]:
+    """The value as written, percent-, form- and entity-decoded, and its decoded tokens."""
+    seen = {value}
+    yield "", value
+    current = value
+    for _ in range(2):
+        if "%" not in current:
+            break
+        current = unquote(current)
+        if current not in seen:
+            seen.add(current)
+            yield "URL-encoded", current
+    for how, form in (("form-encoded", unquote_plus(current) if "+" in current else current),
+                      ("HTML-encoded", html.unescape(current) if "&" in current else current)):
+        if form not in seen:
+            seen.add(form)
+            yield how, form
+    for encoding, decoded in encoded_forms(current):
+        yield f"{encoding}-encoded", decoded
+
+
+def _strings(value: Any, path: str, skip: frozenset[str]) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path or "(value)", value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if not path and key in skip:
+                continue
+            where = f"{path}.{key}" if path else str(key)
+            yield f"{where} (its name)", str(key)
+            yield from _strings(item, where, skip)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _strings(item, f"{path}[{i}]", skip)
+
+
+def credential_warnings(arguments: Mapping[str, Any], sensitive: Iterable[str] = ()) -> list[str]:
+    """One warning per argument string carrying a credential shape (in any form); arguments
+    holding more than :data:`MAX_STRINGS` strings worth scanning get one warning saying so
+    (fail closed: bounded work, never a pass)."""
+    warnings: list[str] = []
+    scanned = 0
+    for path, value in _strings(arguments, "", frozenset(sensitive)):
+        if len(value) < 8:
+            continue
+        scanned += 1
+        if scanned > MAX_STRINGS:
+            warnings.append(f"the arguments hold more than {MAX_STRINGS} strings, too many to "
+                            "scan for credentials")
+            break
+        for how, form in _forms(value):
+            found = find_credentials(form)
+            if found:
+                kind, hint = found[0]
+                encoded = f" ({how})" if how else ""
+                warnings.append(f"argument {path}: looks like {kind}{encoded}: `{hint}`")
+                break
+    return warnings
+
+
+class SecretArguments:
+    """Asks (or denies) when an outgoing argument looks like a credential.
+
+    Args:
+        verdict: ``ask`` (the default) or ``deny``.
+        exempt_tools: tool-name globs whose arguments are not scanned (a secrets vault).
+        rule_id: for the audit log and explanations.
+
+    Raises:
+        ValueError: *verdict* is not ``ask`` or ``deny``.
+    """
+
+    escalates_only = True  # it asks or denies, never allows (Policy.decide, Policy.may_allow)
+
+    def __init__(self, verdict: Verdict | str = Verdict.ASK, *,
+                 exempt_tools: Iterable[str] = (), rule_id: str = SECRETS_RULE_ID) -> None:
+        self.verdict = Verdict(verdict)
+        if self.verdict is Verdict.ALLOW:
+            raise ValueError("the secrets rule asks or denies; 'allow' is not a verdict for it")
+        self.exempt_tools = tuple(exempt_tools)
+        if not all(isinstance(t, str) and t for t in self.exempt_tools):
+            raise ValueError("exempt_tools takes tool-name globs (non-empty strings)")
+        self.rule_id = rule_id
+        # what `anfitrion policy validate` shows of this rule
+        self.settings = {"verdict": self.verdict.value, "exempt_tools": list(self.exempt_tools)}
+
+    def __call__(self, call: BoundCall, context: PolicyContext) -> Decision | None:
+        if any(fnmatch.fnmatchcase(call.name, glob) for glob in self.exempt_tools):
+            return None
+        warnings = credential_warnings(call.arguments, call.tool.sensitive)
+        if not warnings:
+            return None
+        if self.verdict is Verdict.DENY:
+            return Decision(Verdict.DENY, "an argument looks like a credential (a key, token, "
+                            "password or private key), and this policy does not let one leave",
+                            self.rule_id, tuple(warnings))
+        return Decision.ask("an argument looks like a credential (a key, token, password or "
+                            "private key); a person must check where it goes", self.rule_id,
+                            warnings)
