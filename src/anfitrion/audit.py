@@ -266,8 +266,11 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                             "rule_id": decision.rule_id,
                             "warnings": [redact(w) for w in decision.warnings]}
     if event.request is not None:
-        data["approval_request"] = {"id": event.request.id, "digest": event.request.digest,
-                                    "expires_at": event.request.expires_at.isoformat()}
+        data["approval_request"] = {
+            "id": event.request.id, "digest": event.request.digest,
+            "expires_at": event.request.expires_at.isoformat(),
+            # which definition of the tool the person was asked about (the digest binds it)
+            "tool_definition_hash": event.request.tool_definition_hash}
     if event.answer is not None:
         data["approval_answer"] = {"approved": event.answer.approved,
                                    "approver": redact(event.answer.approver, 80),

@@ -56,6 +56,8 @@ class GateLimits:
     max_argument_depth: int = DEFAULT_MAX_DEPTH
     max_invalid_per_tool: int = 3
     max_invalid_per_session: int = 10
+    max_calls_per_reply: int = 32
+    """Calls of one model reply that are gated; the rest are refused (``too_many_calls``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import anyio
 
 from .approvals import ApprovalRequest, Approver
-from .conversation import Reply, Text, Transcript, Usage
+from .conversation import Reply, Text, ToolResult, Transcript, Usage
 from .events import EventType, Listener
 from .exceptions import ConflictError, ModelError, UserError
 from .gate import CallOutcome, Gate, GateLimits
@@ -40,6 +40,9 @@ from .tools import Effect, Tool, ToolSource
 __all__ = ["CallRecord", "Host", "RunResult", "RunStatus", "StopSignal"]
 
 log = logging.getLogger("anfitrion.host")
+
+DEFAULT_MAX_TOOL_CALLS = 500
+"""Executed tool calls a host session may make unless told otherwise."""
 T = TypeVar("T")
 
 
@@ -136,7 +139,9 @@ class Host:
             ``postgresql://…``).
         instructions: the system prompt.
         max_turns: model requests per run before ``turn_limit``.
-        max_tool_calls: tool calls per session before ``budget_exhausted`` (None: no cap).
+        max_tool_calls: executed tool calls per session before ``budget_exhausted``
+            (default 500; None: no cap). One reply's calls are capped too
+            (``GateLimits.max_calls_per_reply``, 32).
         listeners: callables receiving every :class:`HostEvent`.
         limits: bounds on arguments and invalid-call retries.
         audit: record redacted, hash-chained audit events in the store.
@@ -150,7 +155,7 @@ class Host:
     def __init__(self, model: Model | str, tools: ToolSource | Iterable[Tool] | None = None, *,
                  policy: Policy | None = None, approver: Approver | None = None,
                  store: Store | str | None = None, instructions: str | None = None,
-                 max_turns: int = 10, max_tool_calls: int | None = None,
+                 max_turns: int = 10, max_tool_calls: int | None = DEFAULT_MAX_TOOL_CALLS,
                  listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
                  audit: bool = True, app: str | None = None,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS,
@@ -318,11 +323,18 @@ class Host:
         session = gated.session
         exhausted = False
         calls = reply.tool_calls
-        for tool_call in calls:
+        cap = self.runtime.gate.limits.max_calls_per_reply
+        for index, tool_call in enumerate(calls):
             if session.settled(tool_call.id) is not None:
                 continue
             if stop.stopped:
                 return RunStatus.STOPPED
+            if index >= cap:  # a reply fanning out to hundreds of calls: the rest never run
+                session.record_result(ToolResult(
+                    tool_call.id, tool_call.name, f"not run: at most {cap} tool calls of one "
+                    f"reply are run, and this reply had {len(calls)}; propose fewer at a time",
+                    is_error=True, error_kind="too_many_calls"), executed=False)
+                continue
             outcome = await gated.process(tool_call, offered)
             if outcome.stage != "budget":
                 records.append(CallRecord.of(outcome))

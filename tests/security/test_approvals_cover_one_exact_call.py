@@ -180,3 +180,24 @@ async def test_resuming_after_the_tool_definition_changed_refuses_the_approved_c
     resumed = await changed.resume(run.session_id)
     assert resumed.transcript.tool_results[-1].error_kind == "denied"
     assert ran == []
+
+
+def test_the_audit_trail_of_an_approved_write_names_the_definition_approved() -> None:
+    """An auditor can tell which definition of the tool the person said yes to."""
+    import anyio
+
+    from anfitrion import CallbackApprover
+
+    ran: list[dict[str, Any]] = []
+    tool = _pay(ran)
+    store = MemoryStore()
+    host = Host(model=ScriptedModel([call("pay", {"to": "ana", "amount": 5}), "paid"]),
+                tools=Toolbox([tool]), store=store,
+                approver=CallbackApprover(lambda request: True))
+    host.run_sync("pay ana")
+    records = anyio.run(store.audit_records)
+    asked = [r for r in records if r.type in ("approval.requested", "approval.answered")]
+    assert len(asked) == 2
+    for record in asked:
+        assert record.data["approval_request"]["tool_definition_hash"] == tool.definition_hash
+    assert ran == [{"to": "ana", "amount": 5}]

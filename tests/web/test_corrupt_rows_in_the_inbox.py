@@ -61,3 +61,23 @@ def _answer(store: Store, answer: ApprovalAnswer) -> bool:
     async def go() -> bool:
         return await store.answer_approval(answer)
     return anyio.run(go)
+
+
+def test_a_corrupt_session_row_leaves_its_requests_and_its_session_page_readable(
+        tmp_path: Path, mailroom: Mailroom) -> None:
+    db = tmp_path / "anfitrion.db"
+    store = open_store(f"sqlite:///{db}")
+    host = mail_host(store, mailroom, {"to": "x@example.com", "subject": "s",  # type: ignore[arg-type]
+                                       "body": "b"})
+    request = host.run_sync("Mail it", principal="alice").pending[0]
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE anfitrion_sessions SET data = 'nope' WHERE session_id = ?",
+                     (request.session_id,))
+    app = create_app(store, token=TOKEN, allowed_hosts=["testserver"])
+    with TestClient(app, base_url=ORIGIN, follow_redirects=False,
+                    raise_server_exceptions=False) as client:
+        sign_in(client)
+        for path in ("/", f"/approvals/{request.id}", f"/sessions/{request.session_id}"):
+            page = client.get(path)
+            assert page.status_code == 200, path
+            assert request.id[:8] in page.text or request.session_id[:8] in page.text

@@ -28,10 +28,10 @@ from ..approvals import DeferredApprover
 from ..events import Listener
 from ..exceptions import AnfitrionError, SessionNotFound
 from ..host import Host, RunResult
-from ..policy import Policy, find_policy
+from ..policy import Policy
 from ..runtime import reap_dead_leases
 from ..store import SessionState, Store, open_store
-from ._common import resolve_url, shown, store_option
+from ._common import load_policy_option, resolve_url, shown, shown_store, store_option
 
 _MODELS = ("scripted:demo",)
 
@@ -130,7 +130,7 @@ def command(session_id: str | None, store_url: str | None, app: str | None,
             raise click.BadParameter(f"unknown model {model!r}; known: {', '.join(_MODELS)}",
                                      param_hint="--model")
         app = app or DEMO_APP
-    policy = find_policy(policy_path)
+    policy = load_policy_option(policy_path)
     listeners: list[Listener] = [] if as_json else [DemoPrinter()]
 
     async def one(store: Store, sid: str, forced: bool, hosts: dict[str, Host],
@@ -181,7 +181,7 @@ def command(session_id: str | None, store_url: str | None, app: str | None,
         click.echo(json.dumps(outcomes if ready else outcomes[0], ensure_ascii=False))
         return
     if ready and not runs:
-        click.echo("no session is ready to resume")
+        click.echo(f"no session is ready to resume in {shown_store(resolve_url(store_url))}")
     for run in runs:
         if ready:
             click.echo(f"session {run.session_id}:")

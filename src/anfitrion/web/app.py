@@ -279,7 +279,11 @@ def create_app(store: Store, *, token: str,
         if who is None:
             return to_login()
         session_id = request.path_params["session_id"]
-        state = await store.load_session(session_id)
+        try:
+            state = await store.load_session(session_id)
+        except StoreError as exc:  # a corrupt session row: show its requests and records
+            log.warning("%s", exc)
+            state = None
         approvals: list[tuple[ApprovalRequest, ApprovalAnswer | None]] = []
         for r in await store.list_approvals(pending_only=False, session_id=session_id):
             found = await store.get_approval(r.id)
