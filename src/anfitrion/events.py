@@ -37,6 +37,8 @@ class EventType(StrEnum):
     CALL_DECIDED = "call.decided"
     APPROVAL_REQUESTED = "approval.requested"
     APPROVAL_ANSWERED = "approval.answered"
+    APPROVAL_RESUMED = "approval.resumed"
+    """A stored answer (given earlier, through any door) reached its call."""
     EXECUTION_CLAIMED = "execution.claimed"
     EXECUTION_SETTLED = "execution.settled"
     RESULT_RETURNED = "result.returned"

@@ -373,6 +373,9 @@ class Gate:
                 if request.expired(now):
                     return denied("the approval request expired", request)
                 return CallOutcome(call, "approve", None, decision, request), "", None
+            # the answer was recorded (and audited) where it was given: say it reached the call
+            await self._event(EventType.APPROVAL_RESUMED, session, call, request=request,
+                              answer=answer)
         else:
             flood = await self._flood_guard(session, now)
             if flood is not None:

@@ -61,7 +61,8 @@ def test_approvals_list_shows_the_other_requests_and_a_line_naming_the_corrupt_o
         assert f"corrupt row in anfitrion_approvals (id={broken!r}): invalid JSON" \
             in done.stderr
         if extra == ("--json",):
-            assert [r["id"] for r in json.loads(done.stdout)] == [good]
+            listed = json.loads(done.stdout)["approvals"]
+            assert [r["request"]["id"] for r in listed] == [good]
 
 
 def test_resume_and_show_of_a_corrupt_row_fail_cleanly_naming_it(

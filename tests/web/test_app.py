@@ -444,9 +444,13 @@ def test_taint_of_the_session_is_shown_as_a_warning(
         pending: tuple[Host, ApprovalRequest]) -> None:
     client, _ = browser_client
     _, request = pending
+    from anfitrion.conversation import Provenance, ToolResult, UserMessage, message_to_dict
+
     state = anyio.run(store.load_session, request.session_id)
     assert state is not None
-    state.data = {**state.data, "untrusted_sources": ["fetch_url"]}
+    # untrusted content in the session's transcript: the session says where it came from
+    page = ToolResult("f1", "fetch_url", "Hello from the web", provenance=Provenance.UNTRUSTED)
+    state.messages = [*state.messages, message_to_dict(UserMessage((page,)))]
     anyio.run(store.save_session, state)
     warning = "Untrusted content entered this session from <code>fetch_url</code>"
     assert client.get("/pending.html").text.count(warning) == 1

@@ -42,7 +42,8 @@ class DemoPrinter:
         elif event.type is EventType.CALL_DECIDED and event.decision is not None:
             d = event.decision
             out(f"  host decided: {d.verdict.value} — {d.reason} [{d.rule_id}]")
-        elif event.type is EventType.APPROVAL_ANSWERED and event.answer is not None:
+        elif event.type in (EventType.APPROVAL_ANSWERED, EventType.APPROVAL_RESUMED) and \
+                event.answer is not None:
             a = event.answer
             word = "approved" if a.approved else "denied"
             out(f"  person {word} ({a.approver}{': ' + a.note if a.note else ''})")
