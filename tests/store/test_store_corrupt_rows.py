@@ -153,3 +153,19 @@ async def test_a_key_with_control_characters_is_shown_escaped(
     [row] = skipped_rows(await store.list_sessions())
     assert "\x1b" not in str(row) and "\u202e" not in str(row)
     assert "\\x1b" in str(row)
+
+
+async def test_a_corrupt_session_does_not_block_resume_ready_for_the_others(
+        store: Store, corrupt: Corrupt) -> None:
+    from anfitrion import answers
+
+    sessions = await suspended(store, 3)
+    for _, request_id in sessions:
+        assert (await answers.answer(store, request_id, None, approved=True, approver="bob",
+                                     via="test")).answer is not None
+    corrupt("UPDATE anfitrion_sessions SET data = 'nope' WHERE session_id = ?",
+            (sessions[0][0],))
+    taken = []
+    while (state := await store.claim_resumable("worker:1:a")) is not None:
+        taken.append(state.session_id)
+    assert sorted(taken) == sorted(s for s, _ in sessions[1:])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,6 +65,8 @@ except ImportError as exc:  # pragma: no cover - exercised on a bare install
     raise MissingDependencyError("postgres", exc.name or "psycopg") from exc
 
 __all__ = ["PostgresStore"]
+
+log = logging.getLogger("anfitrion.store")
 
 _MIGRATION_LOCK = 0x616E6669  # "anfi": one migrator at a time across processes
 _SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
@@ -286,8 +289,9 @@ class PostgresStore:
                     "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
                     "anfitrion_approvals a WHERE a.session_id = s.session_id AND "
                     "a.answer IS NULL)) OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
-                    "ORDER BY s.updated_at LIMIT 1 FOR UPDATE SKIP LOCKED", (at,))
-                row = await cur.fetchone()
+                    "ORDER BY s.updated_at LIMIT %s FOR UPDATE SKIP LOCKED",
+                    (at, CLAIM_CANDIDATES))
+                row = _first_readable(await cur.fetchall())
                 if row is None:
                     return None
                 now = now_iso()
@@ -630,6 +634,21 @@ _CLAIM = _claim_sql(False)
 says. The state it leaves is the claimer's answer; the token is this claimer's only if this
 statement wrote it."""
 _CLAIM_RETRY = _claim_sql(True)
+
+
+CLAIM_CANDIDATES = 32
+"""Sessions a claim looks at: the oldest that can be read is taken, corrupt ones passed over."""
+
+
+def _first_readable(rows: Sequence[Sequence[Any]]) -> Sequence[Any] | None:
+    for row in rows:
+        try:
+            _session(row)
+        except StoreError as exc:  # a corrupt session never blocks the ones behind it
+            log.warning("%s; it is not resumed", exc)
+            continue
+        return row
+    return None
 
 
 def _session(row: Sequence[Any]) -> SessionState:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import queue
 import sqlite3
@@ -62,6 +63,8 @@ from ._rows import (
 )
 
 __all__ = ["SQLiteStore"]
+
+log = logging.getLogger("anfitrion.store")
 
 T = TypeVar("T")
 Conn = sqlite3.Connection
@@ -225,13 +228,14 @@ class SQLiteStore:
                               lease_seconds: float = 60.0) -> SessionState | None:
         def claim(c: Conn) -> SessionState | None:
             at = time.time()
-            row = c.execute(
+            rows = c.execute(
                 f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
                 "(s.lease_owner IS NULL OR s.lease_expires < ?) AND ("
                 "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM anfitrion_approvals a "
                 "WHERE a.session_id = s.session_id AND a.answer IS NULL)) "
                 "OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
-                "ORDER BY s.updated_at LIMIT 1", (at,)).fetchone()
+                "ORDER BY s.updated_at LIMIT ?", (at, CLAIM_CANDIDATES)).fetchall()
+            row = _first_readable(c, rows)
             if row is None:
                 return None
             now = now_iso()
@@ -812,6 +816,21 @@ def _with_messages(c: Conn, state: SessionState) -> SessionState:
 
 _SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
                     "lease_expires")
+
+
+CLAIM_CANDIDATES = 32
+"""Sessions a claim looks at: the oldest that can be read is taken, corrupt ones passed over."""
+
+
+def _first_readable(c: Conn, rows: Sequence[Sequence[Any]]) -> Sequence[Any] | None:
+    for row in rows:
+        try:
+            _with_messages(c, _session(row))
+        except StoreError as exc:  # a corrupt session never blocks the ones behind it
+            log.warning("%s; it is not resumed", exc)
+            continue
+        return row
+    return None
 
 
 def _session(row: Sequence[Any]) -> SessionState:
