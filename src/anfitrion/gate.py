@@ -248,8 +248,10 @@ class Gate:
             return await self._finish(session, CallOutcome(call, "decide", result, decision))
 
         # 4. approve — unless the ledger shows this exact call approved before a crash
-        if decision.verdict is Verdict.ASK and not (ledger and await self._approved_before(
-                session, call, ledger_digest)):
+        # a call a person was asked about stays theirs to decide, even when the policy would
+        # now allow it (a rule that changed, or one that flips on resume): their no holds
+        asked = decision.verdict is Verdict.ASK or pending is not None
+        if asked and not (ledger and await self._approved_before(session, call, ledger_digest)):
             outcome, _, edit = await self._approve(call, bound, decision, session, pending,
                                                    edit_of, edits, approved_by)
             if edit is not None:

@@ -201,3 +201,34 @@ def test_the_audit_trail_of_an_approved_write_names_the_definition_approved() ->
     for record in asked:
         assert record.data["approval_request"]["tool_definition_hash"] == tool.definition_hash
     assert ran == [{"to": "ana", "amount": 5}]
+
+
+@pytest.mark.parametrize("approved", [False, None])
+def test_a_persons_no_or_silence_holds_when_the_policy_flips_to_allow_on_resume(
+        approved: bool | None) -> None:
+    """The policy asked; a person said no (or has not answered); on resume the policy would
+    allow the call (a rule that changed, or flips). The person's decision still holds."""
+    from anfitrion import answers
+    from anfitrion.policy import Decision
+
+    ran: list[dict[str, Any]] = []
+    tool = _pay(ran)
+    store = MemoryStore()
+    model = ScriptedModel([call("pay", {"to": "ana", "amount": 5}, id="p1"), "done"])
+    first = Host(model=model, tools=Toolbox([tool]), store=store, approver=DeferredApprover())
+    run = first.run_sync("pay ana", principal="alice")
+    [request] = run.pending
+    if approved is not None:
+        import anyio
+
+        anyio.run(lambda: answers.answer(store, request.id, None, approved=approved,
+                                         approver="bob", via="cli"))
+    allow_all = Policy([lambda c, ctx: Decision.allow("flipped", "now allowed")])
+    again = Host(model=ScriptedModel(["done"]), tools=Toolbox([tool]), store=store,
+                 policy=allow_all, approver=DeferredApprover())
+    resumed = again.resume_sync(run.session_id)
+    assert ran == []
+    if approved is None:
+        assert resumed.status == "suspended"
+    else:
+        assert "denied" in str(resumed.transcript[-2])
