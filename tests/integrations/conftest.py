@@ -3,7 +3,7 @@ and the tools of the examples (a trusted weather read, mail writes that count th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -48,7 +48,7 @@ def ran() -> Ran:
 
 
 @pytest.fixture
-def lc_tools(ran: Ran) -> Iterator[list[BaseTool]]:
+def lc_tools(ran: Ran) -> list[BaseTool]:
     @tool
     def get_weather(location: str) -> dict[str, Any]:
         """Get the current weather for a given location."""
@@ -79,7 +79,7 @@ def lc_tools(ran: Ran) -> Iterator[list[BaseTool]]:
         ran.calls.append(("mail_server__send_mail", {"to": to}))
         return f"sent to {to}"
 
-    yield [get_weather, send_mail, fetch_page, post_note, prefixed_send_mail]
+    return [get_weather, send_mail, fetch_page, post_note, prefixed_send_mail]
 
 
 THREAD = {"configurable": {"thread_id": "t1"}}

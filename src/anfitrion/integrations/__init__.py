@@ -1,1 +1,1 @@
-"""Agent frameworks behind anfitrion's gate: each module imports its framework, nothing here does."""
+"""Agent frameworks behind anfitrion's gate; each module imports its framework, this one none."""

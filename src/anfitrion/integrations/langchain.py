@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+
 from ..exceptions import MissingDependencyError
 from ..principal import Principal
 from ..runtime import Runtime

@@ -15,8 +15,8 @@ an answer for other arguments is refused. One LangGraph thread is one anfitrion 
 (``langgraph-<thread_id>``): taint and argument provenance carry across the graph's turns.
 
 Example:
-    >>> gate = ToolGate(Runtime(gated_tools([get_weather], reads={"get_weather"})))  # doctest: +SKIP
-    >>> node = gate.tool_node([get_weather])                                          # doctest: +SKIP
+    >>> runtime = Runtime(gated_tools(tools, reads={"get_weather"}))  # doctest: +SKIP
+    >>> builder.add_node("tools", ToolGate(runtime).tool_node(tools))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ class _Escape(BaseException):
 
 
 class _ThreadLock:
-    __slots__ = ("lock", "__weakref__")
+    __slots__ = ("__weakref__", "lock")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -511,7 +511,7 @@ def _message(submission: Submission, request: ToolCallRequest, ran: Result | Non
     if ran is not None and submission.status is SubmissionStatus.EXECUTED:
         if isinstance(ran, ToolMessage):
             return ran.model_copy(update={"content": result.content, "status": status})
-        original = _tool_message(ran, tool_call["id"])
+        original = _tool_message(ran, str(tool_call["id"]))
         if isinstance(ran, Command) and original is not None and isinstance(ran.update, Mapping):
             shaped = original.model_copy(update={"content": result.content, "status": status})
             messages = [shaped if m is original else m for m in ran.update["messages"]]
