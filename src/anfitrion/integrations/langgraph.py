@@ -24,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
+import time
 import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +40,7 @@ from ..exceptions import MissingDependencyError, UserError
 from ..gate import ToolError
 from ..principal import Principal
 from ..runtime import GatedSession, Runtime, Submission, SubmissionStatus
+from ..session import Session
 from ..tools import Effect, OfferContext, Tool
 
 try:
@@ -57,6 +60,10 @@ APPROVAL = "anfitrion.approval"
 """The ``type`` of the value an approval ``interrupt()`` carries."""
 
 VIA = "langgraph"
+
+SESSIONS_KEPT = 256
+"""Sessions a gate keeps in memory between calls (taken again without reloading them when
+nobody else changed them since)."""
 
 # the tool names the graph offers to the call being gated (what resolve may find)
 _AGENT_TOOLS: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
@@ -217,6 +224,7 @@ class ToolGate:
         self._thread_locks: weakref.WeakValueDictionary[str, _ThreadLock] = \
             weakref.WeakValueDictionary()
         self._guard = threading.Lock()
+        self._kept: OrderedDict[str, Session] = OrderedDict()
 
     def tool_node(self, tools: Sequence[BaseTool], **options: Any) -> ToolNode:
         """A ``ToolNode`` whose every call goes through the gate."""
@@ -303,7 +311,7 @@ class ToolGate:
             _note_principal_text(gated, request.state)
             replayed = _replay(gated, call, request.state)
             if replayed is not None:
-                await gated.close()
+                await self._close(gated)
                 return replayed
             waited_on = gated.pending.get(call.id)
             store = self.runtime.store
@@ -331,11 +339,42 @@ class ToolGate:
         except BaseException:
             await self._release(gated)
             raise
-        await gated.close()
+        await self._close(gated)
         return submission
+
+    async def _close(self, gated: GatedSession) -> None:
+        await gated.close()
+        with self._guard:
+            self._kept[gated.id] = gated.session
+            self._kept.move_to_end(gated.id)
+            while len(self._kept) > SESSIONS_KEPT:
+                self._kept.popitem(last=False)
+
+    async def _take_kept(self, session_id: str, principal: Principal) -> GatedSession | None:
+        """The session this gate saved last, leased again without reloading it — if the
+        store's copy is still the one it saved (the version says so)."""
+        with self._guard:
+            kept = self._kept.pop(session_id, None)
+        if kept is None or kept.principal.id != principal.id:
+            return None
+        runtime = self.runtime
+        now = time.time()
+        taken = await runtime.store.acquire_lease(session_id, runtime.owner,
+                                                  now + runtime.lease_seconds, now=now)
+        if taken is None:
+            return None  # held elsewhere: the full path says by whom
+        if taken.version == kept.version + 1:
+            kept.saved(taken)
+            kept.status, kept.lease_owner, kept.lease_expires = \
+                taken.status, taken.lease_owner, taken.lease_expires
+            return GatedSession(runtime, kept)
+        return GatedSession(runtime, Session.from_state(taken))
 
     async def _open(self, session_id: str, principal: Principal) -> GatedSession:
         runtime = self.runtime
+        kept = await self._take_kept(session_id, principal)
+        if kept is not None:
+            return kept
         state = await runtime.store.load_session(session_id)
         if state is None:
             return await runtime.open(principal, session_id)
@@ -349,6 +388,8 @@ class ToolGate:
 
     async def _release(self, gated: GatedSession) -> None:
         """Let the lease lapse without saving what the failed call changed in memory."""
+        with self._guard:
+            self._kept.pop(gated.id, None)
         if gated.session.version:
             await self.runtime.store.renew_lease(gated.id, self.runtime.owner, 0.0)
         await self.runtime.flush()
