@@ -21,16 +21,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _harness import RESULT, Stamps, mean_per_call_us  # noqa: E402
-from langchain.agents import create_agent  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage  # noqa: E402
-from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
+from _harness import RESULT, Stamps, mean_per_call_us
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
 
-from anfitrion import Runtime  # noqa: E402
-from anfitrion.integrations.langchain import AnfitrionMiddleware, gated_tools  # noqa: E402
+from anfitrion import Runtime
+from anfitrion.integrations.langchain import AnfitrionMiddleware, gated_tools
 
 
 class FakeToolModel(GenericFakeChatModel):
