@@ -134,3 +134,30 @@ async def test_a_graph_without_a_thread_is_refused(lc_tools: list[BaseTool], ran
     with pytest.raises(UserError, match="thread_id"):
         await graph.ainvoke({"messages": [calls(("get_weather", {"location": "x"}, "c1"))]})
     assert ran.calls == []
+
+
+class Crash(BaseException):
+    """The process dying while a write runs (after its effect, before its outcome is kept)."""
+
+
+def test_a_write_whose_run_died_is_not_run_again_when_the_graph_resumes(ran: Ran) -> None:
+    from langchain_core.tools import tool
+
+    @tool
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        ran.calls.append(("pay", {"amount": amount}))
+        if len(ran.calls) == 1:
+            raise Crash
+        return "paid"
+
+    policy = Policy([lambda call, context: Decision.allow("payments are fine", "pay")])
+    graph, runtime = _graph([pay], calls(("pay", {"amount": 5}, "p1")), policy=policy)
+    with pytest.raises(Crash):
+        graph.invoke({"messages": [("user", "pay")]}, THREAD)
+    result = graph.invoke(None, THREAD)  # continue the thread from its checkpoint
+    message = _tool_messages(result)["p1"]
+    assert message.status == "error" and "outcome unknown" in message.content
+    assert len(ran.of("pay")) == 1
+    entry = anyio_run(runtime.store.execution_state("langgraph-t1", "p1"))
+    assert entry is not None and entry.state.value == "unknown"
