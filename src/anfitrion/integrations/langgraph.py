@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import json
 import threading
 import time
 import weakref
@@ -309,6 +310,7 @@ class ToolGate:
         gated = await self._open(call.session_id, self.principal_of(request))
         try:
             _note_principal_text(gated, request.state)
+            await _note_outside_results(gated, request.state)
             replayed = _replay(gated, call, request.state)
             if replayed is not None:
                 await self._close(gated)
@@ -471,8 +473,6 @@ def _raw_arguments(request: ToolCallRequest) -> str | dict[str, Any]:
                 continue
             text = (raw.get("function") or {}).get("arguments")
             if isinstance(text, str):
-                import json
-
                 try:
                     same = json.loads(text or "{}") == args
                 except ValueError:
@@ -499,6 +499,24 @@ def _note_principal_text(gated: GatedSession, state: Any) -> None:
                 seen[message.content] -= 1
             else:
                 gated.add_user_text(message.content)
+
+
+async def _note_outside_results(gated: GatedSession, state: Any) -> None:
+    """Tool results in the graph state that no gated call produced (another node, another
+    middleware) enter the session as untrusted content, so taint sees them."""
+    session = gated.session
+    outside = [m for m in _messages(state) if isinstance(m, ToolMessage)
+               and not session.used_call_id(m.tool_call_id)]
+    if not outside:
+        return
+    known = {p.call_id for m in session.transcript if isinstance(m, UserMessage)
+             for p in m.parts if isinstance(p, ToolResult)}
+    for message in outside:
+        if message.tool_call_id not in known:
+            content = message.content if isinstance(message.content, str) else \
+                json.dumps(message.content, ensure_ascii=False, default=str)
+            await gated.report_result(message.name or "outside", content,
+                                      call_id=message.tool_call_id)
 
 
 def _replay(gated: GatedSession, call: _Call, state: Any) -> Submission | None:
