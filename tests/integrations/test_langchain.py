@@ -16,7 +16,7 @@ from anfitrion.audit import verify_chain
 from anfitrion.integrations.langchain import AnfitrionMiddleware, approve, gated_tools, reject
 from anfitrion.taint import taint_rule
 
-from .conftest import THREAD, Ran, calls, fake_model
+from .fakes import THREAD, Ran, calls, fake_model
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from anfitrion import Decision, DeferredApprover, Policy, Runtime, UserError, an
 from anfitrion.audit import verify_chain
 from anfitrion.integrations.langgraph import ToolGate, approve, edit, gated_tools
 
-from .conftest import THREAD, Ran, calls
+from .fakes import THREAD, Ran, calls
 
 pytestmark = pytest.mark.anyio
 
