@@ -270,3 +270,34 @@ async def test_untrusted_content_escalates_a_write_the_policy_allowed(
     value = result["__interrupt__"][0].value
     assert value["tool"] == "post_note" and value["arguments"] == {"text": "after"}
     assert "fetch_page" in value["reason"] or "untrusted" in value["reason"]
+
+
+async def test_the_provider_argument_text_is_parsed_strictly(lc_tools: list[BaseTool],
+                                                             ran: Ran) -> None:
+    """LangChain's parse kept the last of two duplicate keys; the gate parses the text the
+    provider sent and refuses it."""
+    from langchain_core.messages import AIMessage
+
+    text = '{"location": "Porto", "location": "Lisboa, PT"}'
+    proposed = AIMessage("", tool_calls=[{"name": "get_weather", "id": "c1",
+                                          "args": {"location": "Lisboa, PT"}}],
+                         additional_kwargs={"tool_calls": [{
+                             "id": "c1", "type": "function",
+                             "function": {"name": "get_weather", "arguments": text}}]})
+    agent, _ = _agent(lc_tools, proposed)
+    result = await agent.ainvoke({"messages": [("user", "Weather?")]}, THREAD)
+    message = _tool_messages(result)[0]
+    assert message.status == "error" and "duplicate" in message.content.lower()
+    assert ran.calls == []
+
+
+def test_a_sync_agent_on_sqlite_approves_across_runs(lc_tools: list[BaseTool], ran: Ran,
+                                                     tmp_path: Any) -> None:
+    agent, _ = _agent(lc_tools, calls(("get_weather", {"location": "Lisboa, PT"}, "c1")),
+                      calls(("send_mail", {"to": "ana@example.org", "body": "15"}, "c2")),
+                      store=f"sqlite:///{tmp_path}/agent.db")
+    result = agent.invoke({"messages": [("user", "Weather, then mail Ana")]}, THREAD)
+    value = result["__interrupt__"][0].value
+    result = agent.invoke(Command(resume=approve(value, approver="bob")), THREAD)
+    assert _tool_messages(result)[-1].content == "sent to ana@example.org"
+    assert len(ran.of("get_weather")) == 1 and len(ran.of("send_mail")) == 1
