@@ -55,7 +55,8 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("langgraph", "langgraph") from exc
 
-__all__ = ["APPROVAL", "LangChainTools", "ToolGate", "approve", "edit", "gated_tools", "reject"]
+__all__ = ["APPROVAL", "LangChainTools", "ToolGate", "approval_value", "approve", "edit",
+           "gated_tools", "reject"]
 
 APPROVAL = "anfitrion.approval"
 """The ``type`` of the value an approval ``interrupt()`` carries."""
