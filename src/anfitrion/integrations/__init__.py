@@ -1,0 +1,1 @@
+"""Agent frameworks behind anfitrion's gate; each module imports its framework, this one none."""
