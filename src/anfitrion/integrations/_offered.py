@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 from .. import answers
@@ -21,7 +22,8 @@ from ..gate import ToolError
 from ..runtime import GatedSession
 from ..tools import Effect, OfferContext, Tool, Toolbox
 
-__all__ = ["AgentTools", "Effects", "approve_in_framework", "presented_digest"]
+__all__ = ["AgentTools", "Effects", "approve_in_framework", "pending_request", "presented_digest",
+           "would_ask"]
 
 Effects = Mapping[str, Effect | str]
 
@@ -140,3 +142,31 @@ async def approve_in_framework(session: GatedSession, tool: Tool | None, call_id
         assert outcome.refusal is not None
         return f"the approval was not recorded: {outcome.refusal.value}"
     return None
+
+
+async def would_ask(session: GatedSession, tool: Tool | None, call_id: str,
+                    arguments: Mapping[str, Any]) -> bool:
+    """Whether the gate's policy would ask a person for this call now — for frameworks that
+    decide about an interruption before the call is executed. The gate decides again when the
+    call is submitted; this only chooses whether the framework interrupts its run first."""
+    from ..policy import Verdict
+    from ..tools import ArgumentError, BoundCall
+
+    if session.pending.get(call_id) is not None:
+        return True
+    if tool is None:
+        return False
+    try:
+        tool.validate(dict(arguments))
+    except ArgumentError:
+        return False
+    runtime, state = session.runtime, session.session
+    now = runtime.policy.now()
+    rate_counts: dict[str, int] = {}
+    for key in runtime.policy.rate_keys(tool.name):
+        rate_counts[key.id] = await runtime.store.count_calls(
+            state.principal.id, key.tool, (now - timedelta(seconds=key.seconds)).timestamp())
+    flags = state.flag(dict(arguments))
+    decision = runtime.policy.decide(BoundCall(call_id, tool, dict(arguments)),
+                                     state.policy_context(now, rate_counts, flags))
+    return decision.verdict is Verdict.ASK
