@@ -160,3 +160,78 @@ async def test_an_untrusted_result_escalates_what_follows(session: GatedSession)
     assert isinstance(follow, PermissionResultDeny) and follow.interrupt  # waits for a person
     assert session.session.untrusted_sources == ("WebFetch",)
     assert await chain_ok(session)
+
+
+# -- the real Claude Code CLI (bundled with the SDK) against a local Messages server ----------
+
+def _brain(calls: list[tuple[str, dict[str, Any]]]) -> Any:
+    from tests.models.fake_providers import anthropic_events
+
+    def brain(path: str, body: dict[str, Any]) -> Any:
+        offered = {t.get("name") for t in body.get("tools", [])}
+        answered = sum(1 for m in body["messages"] if isinstance(m["content"], list)
+                       and any(b.get("type") == "tool_result" for b in m["content"]))
+        base = {"id": f"msg_{len(body['messages'])}", "type": "message", "role": "assistant",
+                "model": body["model"], "stop_sequence": None,
+                "usage": {"input_tokens": 10, "output_tokens": 5}}
+        if offered and answered < len(calls):  # MCP tools may load lazily (tool search)
+            name, args = calls[answered]
+            answer = {**base, "stop_reason": "tool_use", "content": [
+                {"type": "tool_use", "id": f"toolu_{answered}", "name": name, "input": args}]}
+        else:
+            answer = {**base, "stop_reason": "end_turn",
+                      "content": [{"type": "text", "text": "It is 15 °C in Lisboa."}]}
+        # the CLI asks for /v1/messages?beta=true: give the stream events ourselves
+        return list(anthropic_events(answer)) if body.get("stream") else answer
+    return brain
+
+
+@pytest.mark.timeout(120)
+async def test_claude_code_itself_asks_the_gate_before_every_tool(
+        session: GatedSession, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anyio
+    from claude_agent_sdk import ProcessError, ResultMessage, create_sdk_mcp_server, query
+    from tests.models.fake_providers import serve
+
+    sent: list[str] = []
+    errors: list[str] = []
+
+    @tool("send_mail", "Send an e-mail.", MAIL_SCHEMA)
+    async def send_mail(args: dict[str, Any]) -> dict[str, Any]:
+        sent.append(args["to"])
+        return {"content": [{"type": "text", "text": "sent"}]}
+
+    g = ClaudeGate(session, tools=[get_weather, send_mail], server="w",
+                   effects={WEATHER: "read", "mcp__w__send_mail": "write"}, trusted=[WEATHER])
+    calls = [(WEATHER, {"location": "Lisboa, PT"}),
+             ("mcp__w__send_mail", {"to": "ana@example.org", "body": "15 °C"})]
+    with serve(_brain(calls)) as provider:
+        for key, value in {"ANTHROPIC_BASE_URL": provider.url, "ANTHROPIC_API_KEY": "sk-test",
+                           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                           "DISABLE_TELEMETRY": "1", "HOME": str(tmp_path)}.items():
+            monkeypatch.setenv(key, value)
+        options = ClaudeAgentOptions(
+            mcp_servers={"w": create_sdk_mcp_server("w", tools=[get_weather, send_mail])},
+            model="claude-test", cwd=str(tmp_path), stderr=errors.append, **g.options())
+
+        async def prompt() -> Any:
+            yield {"type": "user", "message": {"role": "user", "content": "Weather, then mail"}}
+
+        results: list[ResultMessage] = []
+
+        async def run() -> None:
+            async for message in query(prompt=prompt(), options=options):
+                if isinstance(message, ResultMessage):
+                    results.append(message)
+
+        # the gate's deny interrupts the run: Claude Code reports it and exits with 1
+        with anyio.fail_after(100), pytest.raises(ProcessError):
+            await run()
+    assert sent == []  # the write waits for a person: Claude Code never ran it
+    (request,) = await session.pending_requests()
+    assert request.tool_name == "mcp__w__send_mail"
+    assert [r.subtype for r in results] == ["error_during_execution"]
+    kinds = [(r.type, r.data.get("tool")) for r in await session.runtime.store.audit_records()]
+    assert ("result.returned", WEATHER) in kinds  # the read: allowed, then run by Claude Code
+    assert ("approval.requested", "mcp__w__send_mail") in kinds
+    assert await chain_ok(session)
