@@ -14,6 +14,7 @@ from datetime import timedelta
 from typing import Any
 
 from .. import answers
+from .._canonical import canonical_json
 from .._json import JsonError, parse_json_strict
 from ..approvals import ApprovalRequest, approval_digest
 from ..conversation import Provenance
@@ -47,6 +48,7 @@ class AgentTools:
         self.effects = {k: Effect(v) for k, v in (effects or {}).items()}
         self.trusted = frozenset(trusted)
         self._tools: dict[str, Tool] = {}
+        self._keys: dict[str, tuple[str, str, Effect, bool]] = {}
 
     @classmethod
     def of(cls, session: GatedSession) -> AgentTools:
@@ -68,7 +70,11 @@ class AgentTools:
         """Offer the framework tool *name* (replacing its earlier definition if it changed)."""
         chosen = Effect(effect) if effect is not None else self.effects.get(name, Effect.WRITE)
         is_trusted = trusted if trusted is not None else name in self.trusted
+        key = (description, canonical_json(dict(schema)), chosen, is_trusted)
         current = self._tools.get(name)
+        if current is not None and self._keys.get(name) == key:
+            return current  # unchanged: building a Tool compiles its schema, once is enough
+        self._keys[name] = key
         tool = Tool.from_schema(name, dict(schema), _runs_elsewhere, description=description,
                                 effect=chosen, provenance=Provenance.TRUSTED if is_trusted
                                 else Provenance.UNTRUSTED)
