@@ -53,6 +53,18 @@ ANY_OBJECT: Mapping[str, Any] = {"type": "object", "additionalProperties": True}
 Ask = Callable[[ApprovalRequest], Awaitable[bool]]
 
 
+def _wire_schema(sdk_tool: SdkMcpTool[Any]) -> Mapping[str, Any]:
+    """The JSON Schema the SDK sends Claude Code for *sdk_tool* (``{"x": str}`` shorthand,
+    TypedDicts and JSON Schema alike), so the gate checks what the model was shown."""
+    try:  # the SDK's own conversion; private, so fall back to what is certain
+        from claude_agent_sdk import _build_input_schema
+    except ImportError:  # pragma: no cover - another SDK release
+        given = sdk_tool.input_schema
+        return given if isinstance(given, dict) and "properties" in given else ANY_OBJECT
+    schema: Mapping[str, Any] = _build_input_schema(sdk_tool)
+    return schema
+
+
 class ClaudeGate:
     """An anfitrion session's gate for a Claude Agent SDK session.
 
@@ -82,7 +94,7 @@ class ClaudeGate:
         self.offered = AgentTools.of(session)
         trusted_names = frozenset(trusted)
         for t in tools:
-            schema = t.input_schema if isinstance(t.input_schema, dict) else ANY_OBJECT
+            schema = _wire_schema(t)
             name = f"mcp__{server}__{t.name}" if server else t.name
             self._declare(name, t.description, schema, effects, trusted_names)
         for name, given in schemas.items():
