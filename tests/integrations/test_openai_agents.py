@@ -192,3 +192,20 @@ async def test_an_untrusted_result_escalates_what_follows(world: World,
     assert [i.raw_item.call_id for i in result.interruptions] == ["c2"]
     assert session.session.untrusted_sources == ("fetch_page",)
     assert await chain_ok(session)
+
+
+async def test_parallel_calls_on_a_sqlite_store(tmp_path: Any) -> None:
+    runtime = Runtime(approver=DeferredApprover(), store=f"sqlite:///{tmp_path / 'a.db'}")
+    session = await runtime.open("alice")
+    world = World(session)
+    agent = world.agent([
+        function_call("get_weather", {"location": "Lisboa, PT"}, call_id="c1"),
+        function_call("get_weather", {"location": "Porto, PT"}, call_id="c2"),
+        function_call("send_mail", {"to": "ana@example.org", "body": "hi"}, call_id="c3")],
+        [assistant_message("done")])
+    result = await Runner.run(agent, "Weather twice; mail Ana", run_config=NO_TRACING)
+    assert [i.raw_item.call_id for i in result.interruptions] == ["c3"]
+    records = await session.runtime.store.audit_records()
+    assert sum(1 for r in records if r.type == "result.returned") == 2
+    await session.close()
+    assert await chain_ok(session)

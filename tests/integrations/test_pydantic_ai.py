@@ -210,3 +210,28 @@ async def test_an_untrusted_result_escalates_what_follows(world: World,
     assert [c.tool_call_id for c in result.output.approvals] == ["c2"]
     assert session.session.untrusted_sources == ("fetch_page",)
     assert await chain_ok(session)
+
+
+async def test_parallel_calls_of_one_response_each_pass_the_gate(
+        world: World, session: GatedSession) -> None:
+    model = scripted([("get_weather", {"location": "Lisboa, PT"}, "c1"),
+                      ("get_weather", {"location": "Porto, PT"}, "c2"),
+                      ("fetch_page", {"url": "https://news.example/today"}, "c3")])
+    await agent(world, session, model).run("Weather in Lisboa and Porto, and the news")
+    records = await session.runtime.store.audit_records()
+    assert sum(1 for r in records if r.type == "result.returned") == 3
+    assert await chain_ok(session)
+
+
+async def test_parallel_calls_on_a_sqlite_store(world: World, tmp_path: Any) -> None:
+    runtime = Runtime(approver=DeferredApprover(), store=f"sqlite:///{tmp_path / 'a.db'}")
+    session = await runtime.open("alice")
+    model = scripted([("get_weather", {"location": "Lisboa, PT"}, "c1"),
+                      ("get_weather", {"location": "Porto, PT"}, "c2"),
+                      ("send_mail", {"to": "ana@example.org", "body": "hi"}, "c3")])
+    result = await agent(world, session, model).run("Weather in Lisboa and Porto; mail Ana")
+    assert isinstance(result.output, DeferredToolRequests)
+    records = await session.runtime.store.audit_records()
+    assert sum(1 for r in records if r.type == "result.returned") == 2
+    await session.close()
+    assert await chain_ok(session)

@@ -9,9 +9,11 @@ given to :meth:`GatedSession.submit` as ``execute=`` each time.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
+
+import anyio
 
 from .. import answers
 from .._canonical import canonical_json
@@ -20,11 +22,11 @@ from ..approvals import ApprovalRequest, approval_digest
 from ..conversation import Provenance
 from ..exceptions import UserError
 from ..gate import ToolError
-from ..runtime import GatedSession
+from ..runtime import GatedSession, Submission
 from ..tools import Effect, OfferContext, Tool, Toolbox
 
 __all__ = ["AgentTools", "Effects", "approve_in_framework", "pending_request", "presented_digest",
-           "would_ask"]
+           "submit", "would_ask"]
 
 Effects = Mapping[str, Effect | str]
 
@@ -176,3 +178,21 @@ async def would_ask(session: GatedSession, tool: Tool | None, call_id: str,
     decision = runtime.policy.decide(BoundCall(call_id, tool, dict(arguments)),
                                      state.policy_context(now, rate_counts, flags))
     return decision.verdict is Verdict.ASK
+
+
+_locks: weakref.WeakKeyDictionary[GatedSession, anyio.Lock] = weakref.WeakKeyDictionary()
+
+
+async def submit(session: GatedSession, name: str, arguments: str | Mapping[str, Any] | None,
+                 call_id: str | None, *, execute: Callable[..., Any]) -> Submission:
+    """:meth:`GatedSession.submit`, one call of a session at a time.
+
+    Frameworks run a reply's calls concurrently; a session records and saves each call's outcome
+    (compare-and-set on its version), so two submits interleaving would conflict. Calls of one
+    session pass the gate — and run — one after the other; calls of different sessions do not
+    wait for each other."""
+    lock = _locks.get(session)
+    if lock is None:
+        lock = _locks[session] = anyio.Lock()
+    async with lock:
+        return await session.submit(name, arguments, call_id, execute=execute)

@@ -30,7 +30,7 @@ from ..approvals import ApprovalRequest
 from ..exceptions import MissingDependencyError
 from ..runtime import GatedSession, SubmissionStatus
 from ..tools import Effect
-from ._offered import AgentTools
+from ._offered import AgentTools, submit
 
 try:
     from claude_agent_sdk import HookMatcher, SdkMcpTool
@@ -120,7 +120,7 @@ class ClaudeGate:
             checked.update(arguments)
             return "allowed; Claude Code runs the tool"
 
-        submission = await self.session.submit(tool_name, tool_input, call_id,
+        submission = await submit(self.session, tool_name, tool_input, call_id,
                                                execute=hand_over)
         if submission.status is SubmissionStatus.WAITING and self.ask is not None:
             request = submission.request
@@ -128,7 +128,7 @@ class ClaudeGate:
             approved = await self.ask(request)
             await answers.answer(self.session.runtime.store, request.id, request.digest,
                                  approved=approved, approver=self.approver, via=VIA)
-            submission = await self.session.submit(tool_name, tool_input, call_id,
+            submission = await submit(self.session, tool_name, tool_input, call_id,
                                                    execute=hand_over)
         if submission.status is SubmissionStatus.EXECUTED:
             return PermissionResultAllow(updated_input=checked)

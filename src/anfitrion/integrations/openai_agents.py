@@ -31,7 +31,7 @@ from ..exceptions import MissingDependencyError, UserError
 from ..gate import ToolError
 from ..runtime import GatedSession, SubmissionStatus
 from ..tools import Effect
-from ._offered import AgentTools, approve_in_framework, pending_request, would_ask
+from ._offered import AgentTools, approve_in_framework, pending_request, submit, would_ask
 
 try:
     from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
@@ -98,7 +98,7 @@ class AgentsGate:
                 return False
             if session.pending.get(call_id) is not None:
                 return True
-            submission = await session.submit(name, params, call_id, execute=_never)
+            submission = await submit(session, name, params, call_id, execute=_never)
             if submission.status is SubmissionStatus.WAITING:
                 return True
             self._refused[call_id] = submission.text  # e.g. too many requests waiting
@@ -118,7 +118,7 @@ class AgentsGate:
             async def run(checked: dict[str, Any]) -> Any:
                 return await original.on_invoke_tool(ctx, json.dumps(checked))
 
-            submission = await session.submit(name, arguments, call_id, execute=run)
+            submission = await submit(session, name, arguments, call_id, execute=run)
             if submission.status is SubmissionStatus.WAITING and refusal is not None:
                 return refusal
             return submission.text

@@ -29,7 +29,7 @@ from .. import answers
 from ..exceptions import MissingDependencyError
 from ..runtime import GatedSession, Submission, SubmissionStatus
 from ..tools import Effect
-from ._offered import AgentTools, approve_in_framework
+from ._offered import AgentTools, approve_in_framework, submit
 
 try:
     from pydantic_ai import RunContext
@@ -124,7 +124,7 @@ class GatedToolset(WrapperToolset[Any]):
                     await checked
             return await self.wrapped.call_tool(name, validated, ctx, original)
 
-        submission = await self.session.submit(name, raw, call_id or None, execute=run)
+        submission = await submit(self.session, name, raw, call_id or None, execute=run)
         return _answer(submission, refusal)
 
     async def answer(self, requests: DeferredToolRequests,
