@@ -209,3 +209,20 @@ async def test_parallel_calls_on_a_sqlite_store(tmp_path: Any) -> None:
     assert sum(1 for r in records if r.type == "result.returned") == 2
     await session.close()
     assert await chain_ok(session)
+
+
+async def test_a_tool_that_asks_for_approval_itself_still_does(session: GatedSession) -> None:
+    @function_tool(needs_approval=True)
+    def get_time() -> str:
+        """The time."""
+        return "12:00"
+
+    gate = AgentsGate(session, effects={"get_time": "read"}, trusted=["get_time"])
+    agent = Agent(name="a", tools=gate.tools([get_time]), model=ScriptedModel(
+        [[function_call("get_time", {}, call_id="c1")], [assistant_message("noon")]]))
+    first = await Runner.run(agent, "Time?", run_config=NO_TRACING)
+    assert [i.tool_name for i in first.interruptions] == ["get_time"]
+    state = first.to_state()
+    state.approve(first.interruptions[0])
+    second = await Runner.run(agent, state, run_config=NO_TRACING)
+    assert second.final_output == "noon" and last_tool_output(second) == "12:00"

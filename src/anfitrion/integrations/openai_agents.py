@@ -95,7 +95,9 @@ class AgentsGate:
         async def needs_approval(ctx: RunContextWrapper[Any], params: dict[str, Any],
                                  call_id: str) -> bool:
             if not await would_ask(session, self.offered.get(name), call_id, params):
-                return False
+                # the tool's own setting still counts: the gate never makes a call less guarded
+                own = original.needs_approval
+                return bool(await own(ctx, params, call_id)) if callable(own) else own
             if session.pending.get(call_id) is not None:
                 return True
             submission = await submit(session, name, params, call_id, execute=_never)
