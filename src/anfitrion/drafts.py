@@ -34,7 +34,7 @@ import anyio.to_thread
 from ._canonical import digest
 from .conversation import JsonValue, Provenance, ToolResult
 from .exceptions import ToolDefinitionError
-from .gate import ToolError
+from .gate import ToolNotExecuted
 from .store import ClaimState, Store
 from .tools import Effect, Tool, ToolContext
 
@@ -117,23 +117,24 @@ class Drafts:
         """Run *action* on the draft, once, if *content* is exactly the draft's content.
 
         Raises:
-            ToolError: no such draft (or another principal's), the content differs from the
+            ToolNotExecuted: no such draft (or another principal's), the content differs from the
                 draft, or the draft was already committed (or its commit's outcome is unknown).
         """
         draft = await self.get(draft_id)
         if draft is None or draft.kind != self.kind \
                 or draft.principal_id != context.principal.id:
-            raise ToolError(f"no pending {self.kind} draft with id {draft_id!r}")
+            raise ToolNotExecuted(f"no pending {self.kind} draft with id {draft_id!r}")
         if draft_digest(self.kind, content) != draft.digest:
-            raise ToolError(f"the arguments differ from draft {draft_id!r}: repeat the draft's "
-                            "content exactly, or propose a new draft")
+            raise ToolNotExecuted(f"the arguments differ from draft {draft_id!r}: repeat the "
+                                  "draft's content exactly, or propose a new draft")
         claim = await self.store.claim_execution(f"draft:{self.namespace}:{draft.id}",
                                                  "commit", draft.digest)
         if claim.state is ClaimState.UNKNOWN:
-            raise ToolError(f"draft {draft_id!r} was being committed when the host stopped; its "
-                            "outcome is unknown and it is not run again. Ask the operator.")
+            raise ToolNotExecuted(f"draft {draft_id!r} was being committed when the host "
+                                  "stopped; its outcome is unknown and it is not run again. "
+                                  "Ask the operator.")
         if claim.state is not ClaimState.CLAIMED or claim.token is None:
-            raise ToolError(f"draft {draft_id!r} was already committed; propose a new one")
+            raise ToolNotExecuted(f"draft {draft_id!r} was already committed; propose a new one")
         try:
             value = await action(draft)
         except Exception as exc:  # re-raised: a failed commit is settled, never retried
@@ -219,5 +220,8 @@ def draft_tools(store: Store, *, kind: str, input_schema: Mapping[str, Any],
         validator=validate_commit, metadata={"draft": "commit"},
         description=commit_description or f"Carry out a {kind} drafted with {propose_name}: "
         "give its draft_id and exactly the same arguments. Needs a person's approval.",
-        **{"provenance": Provenance.TRUSTED, **commit_options})
+        # sending a draft is one effect, keyed by the draft: a draft is carried out once, by
+        # whichever call of whichever session gets there first
+        **{"provenance": Provenance.TRUSTED, "effect_key": "draft:{draft_id}",
+           "effect_scope": "principal", **commit_options})
     return propose_tool, commit_tool
