@@ -272,3 +272,58 @@ def test_a_key_template_must_name_declared_arguments_only() -> None:
             _refund([], effect_key=bad)
     with pytest.raises(ToolDefinitionError):
         _refund([], effect_scope="planet")
+
+
+async def test_a_store_failure_while_reserving_the_key_runs_nothing(tmp_path: Any) -> None:
+    import sqlite3
+
+    from anfitrion.exceptions import StoreError
+    from anfitrion.store import open_store
+
+    path = tmp_path / "store.db"
+    store = open_store(f"sqlite:///{path}")
+    await store.list_effects()  # created and migrated
+    with sqlite3.connect(path) as db:  # the database refuses the reservation, for real
+        db.execute("CREATE TRIGGER refuse BEFORE INSERT ON anfitrion_effects "
+                   "BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+    ran: list[dict[str, Any]] = []
+    gate = Gate(policy=_allow(), approver=DenyAllApprover(), store=store, emit=_silent)
+    try:
+        with pytest.raises(StoreError, match="disk says no"):
+            await _propose(gate, _refund(ran), "c1", '{"payment_id": "p1"}')
+        assert ran == []
+        entry = await store.execution_state("s1", "c1")
+        assert entry is not None and entry.state is LedgerState.DECIDED  # claim rolled back
+    finally:
+        await store.close()
+
+
+async def test_a_ledger_from_before_effect_keys_is_migrated_and_keeps_its_entries(
+        tmp_path: Any) -> None:
+    import sqlite3
+
+    from anfitrion.store import open_store
+    from anfitrion.store._migrations import MIGRATIONS, MIGRATIONS_TABLE
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:  # a store as 0005 left it, with a settled call
+        db.execute(MIGRATIONS_TABLE)
+        for migration in MIGRATIONS[:5]:
+            for statement in migration.statements:
+                db.execute(statement)
+            db.execute("INSERT INTO anfitrion_migrations VALUES (?, '2026-01-01')",
+                       (migration.name,))
+        db.execute("INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, "
+                   "updated_at) VALUES ('s1', 'old', 'unknown', 'd', '2026-01-01T00:00:00')")
+    store = open_store(f"sqlite:///{path}")
+    try:
+        assert await store.list_effects() == []
+        old = await store.execution_state("s1", "old")
+        assert old is not None and old.state is LedgerState.UNKNOWN
+        key = effect_key(tool="t", arguments={}, principal_id="p", session_id="s1")
+        assert (await store.claim_execution("s1", "new", "d", effect=key)).state is \
+            ClaimState.CLAIMED
+        assert [m for m, at in await store.migration_status()  # type: ignore[attr-defined]
+                if at is None] == []
+    finally:
+        await store.close()
