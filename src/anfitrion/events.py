@@ -39,6 +39,7 @@ class EventType(StrEnum):
     APPROVAL_ANSWERED = "approval.answered"
     EXECUTION_CLAIMED = "execution.claimed"
     EXECUTION_SETTLED = "execution.settled"
+    EFFECT_RESOLVED = "effect.resolved"
     RESULT_RETURNED = "result.returned"
 
 
