@@ -112,6 +112,19 @@ class Drafts:
                        and (status is None or d.status == status)),
                       key=lambda d: d.created_at)
 
+    async def problem(self, draft_id: str, content: Mapping[str, JsonValue],
+                      principal_id: str) -> str | None:
+        """Why committing *content* as draft *draft_id* would be refused, or ``None``."""
+        draft = await self.get(draft_id)
+        if draft is None or draft.kind != self.kind or draft.principal_id != principal_id:
+            return f"no pending {self.kind} draft with id {draft_id!r}"
+        if draft_digest(self.kind, content) != draft.digest:
+            return (f"the arguments differ from draft {draft_id!r}: repeat the draft's content "
+                    "exactly, or propose a new draft")
+        if draft.status != "pending":
+            return f"draft {draft_id!r} was already {draft.status}; propose a new one"
+        return None
+
     async def commit(self, draft_id: str, content: Mapping[str, JsonValue], context: ToolContext,
                      action: Callable[[Draft], Awaitable[T]]) -> T:
         """Run *action* on the draft, once, if *content* is exactly the draft's content.
@@ -215,9 +228,14 @@ def draft_tools(store: Store, *, kind: str, input_schema: Mapping[str, Any],
         validator=validator, metadata={"draft": "propose"},
         description=propose_description or f"Propose a {kind}: records a draft, does nothing "
         f"else. Returns a draft_id for {commit_name}.")
+    async def precheck(arguments: dict[str, Any], context: ToolContext) -> str | None:
+        # refused before a person is asked, not after their yes (checked again at commit)
+        return await drafts.problem(arguments["draft_id"], content_of(arguments),
+                                    context.principal.id)
+
     commit_tool = Tool.from_schema(
         commit_name, commit_schema, commit, effect=Effect.WRITE,
-        validator=validate_commit, metadata={"draft": "commit"},
+        validator=validate_commit, metadata={"draft": "commit"}, precheck=precheck,
         description=commit_description or f"Carry out a {kind} drafted with {propose_name}: "
         "give its draft_id and exactly the same arguments. Needs a person's approval.",
         # sending a draft is one effect, keyed by the draft: a draft is carried out once, by

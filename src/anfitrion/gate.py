@@ -35,6 +35,7 @@ from .events import EventType, HostEvent
 from .exceptions import ConflictError
 from .policy import Decision, Policy, Verdict, arguments_digest
 from .store import ClaimState, EffectEntry, LedgerState, Store
+from .store._base import PRE_CLAIM
 from .tools import ArgumentError, BoundCall, Effect, Handler, Tool, ToolContext
 
 if TYPE_CHECKING:
@@ -287,6 +288,19 @@ class Gate:
                 return await self._finish(session, CallOutcome(call, "execute", result,
                                                                decision))
 
+        # checks needing I/O, before a person is asked (not for a call that already ran: its
+        # ledger entry answers, as the claim will)
+        if tool.precheck is not None and not (ledger and await self._ran_before(session, call)):
+            problem = await tool.precheck(
+                arguments, ToolContext(session.principal, session.id, call.id, tool.name,
+                                       session.turn))
+            if problem is not None:
+                await self._event(EventType.CALL_REJECTED, session, call, detail=problem)
+                result = _error(call, "refused", f"refused before anyone was asked: "
+                                f"{problem}"[:2000], tool)
+                return await self._finish(session, CallOutcome(call, "decide", result,
+                                                               decision))
+
         # 4. approve — unless the ledger shows this exact call approved before a crash
         approved: ApprovalRequest | None = None
         if decision.verdict is Verdict.ASK and not (ledger and await self._approved_before(
@@ -503,6 +517,10 @@ class Gate:
                           status="resolved_done" if happened else "resolved_failed",
                           detail=f"reconciled by {tool.name}'s hook")
         return entry
+
+    async def _ran_before(self, session: Session, call: ToolCall) -> bool:
+        entry = await self.store.execution_state(session.id, call.id)
+        return entry is not None and entry.state not in PRE_CLAIM
 
     async def _approved_before(self, session: Session, call: ToolCall, digest: str) -> bool:
         """Whether an approval for exactly this call was used already (the ledger moved to

@@ -654,6 +654,9 @@ class Tool:
         reconcile: ``async (arguments, context) -> bool | None``: asks the outside system
             whether an effect whose outcome is unknown happened (True), did not (False), or
             cannot tell (None); the host settles the entry with the answer.
+        precheck: ``async (arguments, context) -> str | None``: a check that needs I/O (a
+            store), run after the policy and before any person is asked; a returned reason
+            refuses the call (``refused``) and nobody is asked.
         scopes: principal scopes required to see and call this tool.
         sensitive: argument names never written to the audit log.
     """
@@ -671,6 +674,7 @@ class Tool:
     effect_key: str | None = None
     effect_scope: str = "session"
     reconcile: Callable[..., Any] | None = None
+    precheck: Callable[..., Awaitable[str | None]] | None = None
     scopes: frozenset[str] = frozenset()
     sensitive: frozenset[str] = frozenset()
     metadata: Mapping[str, Any] = field(default_factory=dict)
