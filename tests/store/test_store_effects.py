@@ -327,3 +327,27 @@ async def test_a_ledger_from_before_effect_keys_is_migrated_and_keeps_its_entrie
                 if at is None] == []
     finally:
         await store.close()
+
+
+async def test_audit_records_carry_the_effect_key_and_the_duplicate_and_unknown_states(
+        store: Store) -> None:
+    from anfitrion.audit import AuditRecorder, verify_chain
+
+    recorder = AuditRecorder(store)
+    ran: list[dict[str, Any]] = []
+    gate = Gate(policy=_allow(), approver=DenyAllApprover(), store=store, emit=recorder)
+    await _propose(gate, _refund(ran), "c1", '{"payment_id": "p1"}')
+    await _propose(gate, _refund(ran), "c2", '{"payment_id": "p1"}')
+    await _propose(gate, _refund(ran, fail=RuntimeError()), "c3", '{"payment_id": "p2"}')
+    await recorder.flush()
+    records = await store.audit_records("s1")
+    key = effect_key(tool="refund", arguments={"payment_id": "p1"}, principal_id="alice",
+                     session_id="s1").key
+    states = [(r.data.get("call_id"), r.type, r.data.get("status")) for r in records
+              if r.data.get("effect_key") == key]
+    assert ("c1", "execution.claimed", "claimed") in states
+    assert ("c1", "execution.settled", "done") in states
+    assert ("c2", "execution.claimed", "duplicate") in states
+    assert any(r.type == "execution.settled" and r.data.get("status") == "unknown"
+               for r in records)
+    assert verify_chain(records).ok
