@@ -549,6 +549,12 @@ class Gate:
                 return _duplicate(call, tool, claim.effect)
             if claim.state in (ClaimState.DONE, ClaimState.FAILED) and claim.result is not None:
                 return claim.result
+            if claim.state is ClaimState.UNKNOWN and effect is not None and \
+                    tool.reconcile is not None:  # resumed after a crash: ask what happened
+                settled = await self._reconcile(effect, tool, arguments, session, call)
+                if settled is not None and settled.result is not None and \
+                        (settled.session_id, settled.call_id) == (session.id, call.id):
+                    return dataclasses.replace(settled.result, call_id=call.id)
             if claim.state is not ClaimState.CLAIMED or claim.token is None:
                 return _error(call, "outcome_unknown", "outcome unknown — the action may have "
                               "happened; it was not run again. A person must resolve it "

@@ -351,3 +351,23 @@ async def test_audit_records_carry_the_effect_key_and_the_duplicate_and_unknown_
     assert any(r.type == "execution.settled" and r.data.get("status") == "unknown"
                for r in records)
     assert verify_chain(records).ok
+
+
+async def test_a_call_resumed_after_a_crash_asks_the_reconcile_hook_what_happened(
+        store: Store) -> None:
+    ran: list[dict[str, Any]] = []
+
+    async def reconcile(arguments: dict[str, Any], context: Any) -> bool:
+        return False  # the outside system never saw it
+
+    tool = _refund(ran, reconcile=reconcile)
+    key = effect_key(tool="refund", arguments={"payment_id": "p1"}, principal_id="alice",
+                     session_id="s1")
+    await store.claim_execution("s1", "c1", "d", effect=key)  # the process died here
+    gate = Gate(policy=_allow(), approver=DenyAllApprover(), store=store, emit=_silent)
+    resumed = await _propose(gate, tool, "c1", '{"payment_id": "p1"}')
+    assert "resolved by reconcile:refund: it did not happen" in resumed.content
+    assert ran == []
+    # it did not happen: proposed again, it runs once
+    assert (await _propose(gate, tool, "c2", '{"payment_id": "p1"}')).content == "refunded p1"
+    assert len(ran) == 1
