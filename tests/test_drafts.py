@@ -211,7 +211,8 @@ async def test_draft_tools_propose_freely_and_commit_after_approval_exactly_once
     assert [r.name for r in results] == ["draft_refund", "commit_refund", "commit_refund"]
     assert results[1].content == "refunded 40 on A-17"
     assert "already committed" in results[2].content
-    assert [r.tool_name for r in asked] == ["commit_refund", "commit_refund"]
+    # the second commit of the same draft is refused before anyone is asked
+    assert [r.tool_name for r in asked] == ["commit_refund"]
     assert {k: v for k, v in asked[0].arguments.items() if k != "draft_id"} == args
     assert done == [(args, "alice")]
 
@@ -232,3 +233,35 @@ def test_draft_tools_validate_both_steps_and_reserve_draft_id() -> None:
     bad = {"type": "object", "properties": {"draft_id": {"type": "string"}}}
     with pytest.raises(ToolDefinitionError, match="reserved"):
         draft_tools(MemoryStore(), kind="x", input_schema=bad, action=lambda d, c: None)
+
+
+@pytest.mark.anyio
+async def test_a_commit_whose_arguments_differ_from_the_draft_is_refused_before_asking() -> None:
+    from anfitrion import CallbackApprover, Host, Toolbox
+    from anfitrion.approvals import ApprovalRequest
+    from anfitrion.models.scripted import ScriptedModel, call
+
+    store = MemoryStore()
+    done: list[Any] = []
+    asked: list[ApprovalRequest] = []
+    tools = Toolbox(refund_tools(store, done))
+
+    def step(request: Any) -> Any:
+        results = request.messages[-1].parts if request.messages else ()
+        last = results[-1] if results else None
+        if last is None or not hasattr(last, "call_id"):
+            return call("draft_refund", {"order": "A-17", "amount": 40})
+        if last.name == "draft_refund":
+            import json
+
+            draft_id = json.loads(last.content)["draft_id"]
+            return call("commit_refund", {"draft_id": draft_id, "order": "A-17",
+                                          "amount": 41})
+        return "ok"
+
+    host = Host(model=ScriptedModel(step), tools=tools, store=store,
+                approver=CallbackApprover(lambda r: asked.append(r) or True))
+    run = await host.run("refund A-17", principal="alice")
+    refused = run.transcript.tool_results[-1]
+    assert refused.error_kind == "refused" and "differ from draft" in refused.content
+    assert asked == [] and done == []

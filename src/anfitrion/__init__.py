@@ -40,7 +40,7 @@ from .exceptions import (
     ToolDefinitionError,
     UserError,
 )
-from .gate import GateLimits, ToolError
+from .gate import GateLimits, ToolError, ToolNotExecuted
 from .host import Host, RunResult, RunStatus, StopSignal
 from .models import Model, ModelRequest, ScriptedModel
 from .policy import Decision, Policy, PolicyContext, Verdict, load_policy
@@ -94,6 +94,7 @@ __all__ = [
     "ToolContext",
     "ToolDefinitionError",
     "ToolError",
+    "ToolNotExecuted",
     "ToolResult",
     "Toolbox",
     "Transcript",

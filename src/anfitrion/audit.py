@@ -294,6 +294,8 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                                    "output_tokens": reply.usage.output_tokens}}
     if event.status is not None:
         data["status"] = event.status
+    if event.effect_key is not None:
+        data["effect_key"] = event.effect_key
     if event.detail is not None:
         data["detail"] = redact(event.detail)
     return data

@@ -34,7 +34,7 @@ import anyio.to_thread
 from ._canonical import digest
 from .conversation import JsonValue, Provenance, ToolResult
 from .exceptions import ToolDefinitionError
-from .gate import ToolError
+from .gate import ToolNotExecuted
 from .store import ClaimState, Store
 from .tools import Effect, Tool, ToolContext
 
@@ -112,28 +112,42 @@ class Drafts:
                        and (status is None or d.status == status)),
                       key=lambda d: d.created_at)
 
+    async def problem(self, draft_id: str, content: Mapping[str, JsonValue],
+                      principal_id: str) -> str | None:
+        """Why committing *content* as draft *draft_id* would be refused, or ``None``."""
+        draft = await self.get(draft_id)
+        if draft is None or draft.kind != self.kind or draft.principal_id != principal_id:
+            return f"no pending {self.kind} draft with id {draft_id!r}"
+        if draft_digest(self.kind, content) != draft.digest:
+            return (f"the arguments differ from draft {draft_id!r}: repeat the draft's content "
+                    "exactly, or propose a new draft")
+        if draft.status != "pending":
+            return f"draft {draft_id!r} was already {draft.status}; propose a new one"
+        return None
+
     async def commit(self, draft_id: str, content: Mapping[str, JsonValue], context: ToolContext,
                      action: Callable[[Draft], Awaitable[T]]) -> T:
         """Run *action* on the draft, once, if *content* is exactly the draft's content.
 
         Raises:
-            ToolError: no such draft (or another principal's), the content differs from the
+            ToolNotExecuted: no such draft (or another principal's), the content differs from the
                 draft, or the draft was already committed (or its commit's outcome is unknown).
         """
         draft = await self.get(draft_id)
         if draft is None or draft.kind != self.kind \
                 or draft.principal_id != context.principal.id:
-            raise ToolError(f"no pending {self.kind} draft with id {draft_id!r}")
+            raise ToolNotExecuted(f"no pending {self.kind} draft with id {draft_id!r}")
         if draft_digest(self.kind, content) != draft.digest:
-            raise ToolError(f"the arguments differ from draft {draft_id!r}: repeat the draft's "
-                            "content exactly, or propose a new draft")
+            raise ToolNotExecuted(f"the arguments differ from draft {draft_id!r}: repeat the "
+                                  "draft's content exactly, or propose a new draft")
         claim = await self.store.claim_execution(f"draft:{self.namespace}:{draft.id}",
                                                  "commit", draft.digest)
         if claim.state is ClaimState.UNKNOWN:
-            raise ToolError(f"draft {draft_id!r} was being committed when the host stopped; its "
-                            "outcome is unknown and it is not run again. Ask the operator.")
+            raise ToolNotExecuted(f"draft {draft_id!r} was being committed when the host "
+                                  "stopped; its outcome is unknown and it is not run again. "
+                                  "Ask the operator.")
         if claim.state is not ClaimState.CLAIMED or claim.token is None:
-            raise ToolError(f"draft {draft_id!r} was already committed; propose a new one")
+            raise ToolNotExecuted(f"draft {draft_id!r} was already committed; propose a new one")
         try:
             value = await action(draft)
         except Exception as exc:  # re-raised: a failed commit is settled, never retried
@@ -214,10 +228,18 @@ def draft_tools(store: Store, *, kind: str, input_schema: Mapping[str, Any],
         validator=validator, metadata={"draft": "propose"},
         description=propose_description or f"Propose a {kind}: records a draft, does nothing "
         f"else. Returns a draft_id for {commit_name}.")
+    async def precheck(arguments: dict[str, Any], context: ToolContext) -> str | None:
+        # refused before a person is asked, not after their yes (checked again at commit)
+        return await drafts.problem(arguments["draft_id"], content_of(arguments),
+                                    context.principal.id)
+
     commit_tool = Tool.from_schema(
         commit_name, commit_schema, commit, effect=Effect.WRITE,
-        validator=validate_commit, metadata={"draft": "commit"},
+        validator=validate_commit, metadata={"draft": "commit"}, precheck=precheck,
         description=commit_description or f"Carry out a {kind} drafted with {propose_name}: "
         "give its draft_id and exactly the same arguments. Needs a person's approval.",
-        **{"provenance": Provenance.TRUSTED, **commit_options})
+        # sending a draft is one effect, keyed by the draft: a draft is carried out once, by
+        # whichever call of whichever session gets there first
+        **{"provenance": Provenance.TRUSTED, "effect_key": "draft:{draft_id}",
+           "effect_scope": "principal", **commit_options})
     return propose_tool, commit_tool

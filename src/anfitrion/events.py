@@ -41,6 +41,7 @@ class EventType(StrEnum):
     """A stored answer (given earlier, through any door) reached its call."""
     EXECUTION_CLAIMED = "execution.claimed"
     EXECUTION_SETTLED = "execution.settled"
+    EFFECT_RESOLVED = "effect.resolved"
     RESULT_RETURNED = "result.returned"
 
 
@@ -70,6 +71,8 @@ class HostEvent:
     at: float = field(default_factory=time.time)
     arguments_sha256: str | None = None
     """The digest of the canonical JSON of ``arguments``, when the emitter computed it."""
+    effect_key: str | None = None
+    """The effect key (a SHA-256) of a write call's claim or settlement."""
 
 
 Listener: TypeAlias = Callable[[HostEvent], "Awaitable[None] | None"]

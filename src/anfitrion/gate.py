@@ -30,22 +30,42 @@ from ._canonical import canonical_json
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonError, parse_json_strict
 from .approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_digest
 from .conversation import Provenance, ToolCall, ToolResult
+from .effects import EffectKey, effect_key
 from .events import EventType, HostEvent
 from .exceptions import ConflictError
 from .policy import Decision, Policy, Verdict, arguments_digest
-from .store import ClaimState, LedgerState, Store
+from .store import ClaimState, EffectEntry, LedgerState, Store
+from .store._base import PRE_CLAIM
 from .tools import ArgumentError, BoundCall, Effect, Handler, Tool, ToolContext
 
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["CallOutcome", "Gate", "GateLimits", "ToolError", "shape_result"]
+__all__ = ["CallOutcome", "Gate", "GateLimits", "ToolError", "ToolNotExecuted", "shape_result"]
 
 log = logging.getLogger("anfitrion.gate")
 
 
 class ToolError(Exception):
-    """Raise from a tool to tell the model what went wrong; the message is shown as is."""
+    """Raise from a tool to tell the model what went wrong; the message is shown as is.
+
+    For a WRITE tool, an exception means the outcome is unknown — it may have acted before it
+    failed — unless it says otherwise: ``ToolError(..., executed=False)`` (or
+    :class:`ToolNotExecuted`) says nothing happened, so the call fails and the same effect may
+    be proposed again. Anything else leaves the effect ``unknown`` until a person (or the
+    tool's ``reconcile`` hook) says what happened.
+    """
+
+    def __init__(self, message: str = "", *, executed: bool | None = None) -> None:
+        super().__init__(message)
+        self.executed = executed
+
+
+class ToolNotExecuted(ToolError):
+    """A write tool's refusal before it acted: nothing happened (the call simply failed)."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message, executed=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +239,7 @@ class Gate:
             session_id=session.id, principal_id=session.principal.id, call_id=call.id,
             tool_name=tool.name, tool_definition_hash=tool.definition_hash,
             arguments=parsed) if ledger else ""
+        effect = _effect_of(tool, parsed, session) if ledger else None
         if ledger:
             await self.store.advance_execution(session.id, call.id, LedgerState.PROPOSED,
                                                ledger_digest)
@@ -247,13 +268,47 @@ class Gate:
             result = _error(call, "denied", f"denied by policy: {decision.reason}", tool)
             return await self._finish(session, CallOutcome(call, "decide", result, decision))
 
+        # the same effect run by another call: never run silently, and a person asked to
+        # run it again is told that it already ran (looked up before asking)
+        repeat: tuple[tuple[str, str], str] | None = None
+        if effect is not None:
+            held = await self._held_elsewhere(effect, tool, arguments, session, call)
+            if held is not None and held.state is LedgerState.DONE and \
+                    decision.verdict is Verdict.ASK:
+                warning = _repeat_warning(held)
+                decision = dataclasses.replace(decision,
+                                               warnings=(*decision.warnings, warning))
+                repeat = (held.session_id, held.call_id), warning
+            elif held is not None:
+                result = _duplicate(call, tool, held)
+                await self._event(EventType.EXECUTION_CLAIMED, session, call,
+                                  status="duplicate", effect_key=effect.key,
+                                  detail=f"effect held by call {held.call_id} "
+                                         f"({held.state.value if held.state else 'unclaimed'})")
+                return await self._finish(session, CallOutcome(call, "execute", result,
+                                                               decision))
+
+        # checks needing I/O, before a person is asked (not for a call that already ran: its
+        # ledger entry answers, as the claim will)
+        if tool.precheck is not None and not (ledger and await self._ran_before(session, call)):
+            problem = await tool.precheck(
+                arguments, ToolContext(session.principal, session.id, call.id, tool.name,
+                                       session.turn))
+            if problem is not None:
+                await self._event(EventType.CALL_REJECTED, session, call, detail=problem)
+                result = _error(call, "refused", f"refused before anyone was asked: "
+                                f"{problem}"[:2000], tool)
+                return await self._finish(session, CallOutcome(call, "decide", result,
+                                                               decision))
+
         # 4. approve — unless the ledger shows this exact call approved before a crash
         # a call a person was asked about stays theirs to decide, even when the policy would
         # now allow it (a rule that changed, or one that flips on resume): their no holds
         asked = decision.verdict is Verdict.ASK or pending is not None
+        approved: ApprovalRequest | None = None
         if asked and not (ledger and await self._approved_before(session, call, ledger_digest)):
-            outcome, _, edit = await self._approve(call, bound, decision, session, pending,
-                                                   edit_of, edits, approved_by)
+            outcome, approved, edit = await self._approve(call, bound, decision, session,
+                                                          pending, edit_of, edits, approved_by)
             if edit is not None:
                 # an approver's edit is a new proposal: validate, decide and approve again
                 edited_call, parent, editor = edit
@@ -262,9 +317,12 @@ class Gate:
             if outcome is not None:
                 return await self._finish(session, outcome)
 
+        # a repeat runs only if the person who approved it was told of the run it repeats
+        repeat_of = repeat[0] if repeat is not None and approved is not None and \
+            repeat[1] in approved.warnings else None
         # 5. execute, 6. shape
         result = await self._execute(call, tool, arguments, session, ledger_digest,
-                                     handler or tool.handler)
+                                     handler or tool.handler, effect, repeat_of)
         if edit_of is not None:  # the model proposed other arguments: tell it what ran
             result = dataclasses.replace(result, content="[a person edited the arguments to "
                                          f"{canonical_json(parsed)}]\n{result.content}")
@@ -343,8 +401,9 @@ class Gate:
     async def _approve(
         self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
         pending: str | None, edit_of: str | None, edits: int, approved_by: str | None,
-    ) -> tuple[CallOutcome | None, str, tuple[ToolCall, str, str | None] | None]:
-        """Returns (outcome if the call stops here, digest to execute under, edit if any)."""
+    ) -> tuple[CallOutcome | None, ApprovalRequest | None,
+               tuple[ToolCall, str, str | None] | None]:
+        """Returns (outcome if the call stops here, the request approved, edit if any)."""
         now = self.policy.now()
         fresh = ApprovalRequest.for_call(
             session_id=session.id, principal_id=session.principal.id, call_id=call.id,
@@ -354,10 +413,11 @@ class Gate:
             ttl=self.policy.approvals.ttl, edit_of=edit_of,
             tool_description=bound.tool.description)
 
-        def denied(why: str, request: ApprovalRequest | None) -> tuple[CallOutcome, str, None]:
+        def denied(why: str, request: ApprovalRequest | None
+                   ) -> tuple[CallOutcome, None, None]:
             # the model sees the operator's or approver's words only, never rule internals
             result = _error(call, "denied", f"denied by policy: {why}", bound.tool)
-            return CallOutcome(call, "approve", result, decision, request), "", None
+            return CallOutcome(call, "approve", result, decision, request), None, None
 
         answer: ApprovalAnswer | None
         if pending is None and edit_of is None:
@@ -374,7 +434,7 @@ class Gate:
             if answer is None:
                 if request.expired(now):
                     return denied("the approval request expired", request)
-                return CallOutcome(call, "approve", None, decision, request), "", None
+                return CallOutcome(call, "approve", None, decision, request), None, None
             # the answer was recorded (and audited) where it was given: say it reached the call
             await self._event(EventType.APPROVAL_RESUMED, session, call, request=request,
                               answer=answer)
@@ -396,7 +456,7 @@ class Gate:
             else:
                 answer = await self.approver.decide(request)
             if answer is None:
-                return CallOutcome(call, "approve", None, decision, request), "", None
+                return CallOutcome(call, "approve", None, decision, request), None, None
             if not await self.store.answer_approval(answer):
                 return denied("the answer did not match the request", request)
             # recorded once, when given (here, by the approver in process); an answer given
@@ -415,12 +475,57 @@ class Gate:
                 return denied("the arguments were edited too many times", request)
             edited = ToolCall.from_object(call.id, call.name, dict(answer.edited_arguments),
                                           call.provider_details)
-            return None, "", (edited, request.id, answer.approver if answer.approved else None)
+            return None, None, (edited, request.id,
+                                answer.approver if answer.approved else None)
         if not answer.approved:
             return denied(answer.note or "a person declined this call", request)
         if await self.store.consume_approval(request.id, request.digest) is None:
             return denied("this approval was already used", request)
-        return None, request.digest, None
+        return None, request, None
+
+    async def _held_elsewhere(self, effect: EffectKey, tool: Tool, arguments: dict[str, Any],
+                              session: Session, call: ToolCall) -> EffectEntry | None:
+        """The effect if another call holds it and it may not simply run (free, or failed:
+        ``None``); an unknown one is first reconciled by the tool's hook, if it has one."""
+        held = await self.store.effect_state(effect.key)
+        if held is None or (held.session_id, held.call_id) == (session.id, call.id) or \
+                held.state is LedgerState.FAILED or \
+                (tool.idempotent and held.state is LedgerState.UNKNOWN):
+            return None
+        if held.state is LedgerState.UNKNOWN and tool.reconcile is not None:
+            held = await self._reconcile(effect, tool, arguments, session, call) or held
+            if held.state is LedgerState.FAILED:
+                return None
+        return held
+
+    async def _reconcile(self, effect: EffectKey, tool: Tool, arguments: dict[str, Any],
+                         session: Session, call: ToolCall) -> EffectEntry | None:
+        """Ask the tool's reconcile hook what happened; settle the effect with its answer."""
+        assert tool.reconcile is not None
+        context = ToolContext(session.principal, session.id, call.id, tool.name, session.turn)
+        try:
+            happened = tool.reconcile(arguments, context)
+            if isinstance(happened, Awaitable):
+                happened = await happened
+        except Exception:
+            log.exception("reconcile hook of %s raised (effect %s)", tool.name, effect.key)
+            return None
+        if happened is None:
+            return None
+        try:
+            entry = await self.store.resolve_effect(
+                effect.key, done=bool(happened), by=f"reconcile:{tool.name}",
+                note="the tool's reconcile hook asked the outside system")
+        except ConflictError:  # settled meanwhile
+            return await self.store.effect_state(effect.key)
+        await self._event(EventType.EXECUTION_SETTLED, session, call, effect_key=effect.key,
+                          status="resolved_done" if happened else "resolved_failed",
+                          detail=f"reconciled by {tool.name}'s hook")
+        return entry
+
+    async def _ran_before(self, session: Session, call: ToolCall) -> bool:
+        entry = await self.store.execution_state(session.id, call.id)
+        return entry is not None and entry.state not in PRE_CLAIM
 
     async def _approved_before(self, session: Session, call: ToolCall, digest: str) -> bool:
         """Whether an approval for exactly this call was used already (the ledger moved to
@@ -430,19 +535,35 @@ class Gate:
             LedgerState.PROPOSED, LedgerState.DECIDED)
 
     async def _execute(self, call: ToolCall, tool: Tool, arguments: dict[str, Any],
-                       session: Session, digest: str, handler: Handler) -> ToolResult:
+                       session: Session, digest: str, handler: Handler,
+                       effect: EffectKey | None = None,
+                       repeat_of: tuple[str, str] | None = None) -> ToolResult:
         ledger = tool.effect is Effect.WRITE
         token = ""
         if ledger:
             claim = await self.store.claim_execution(session.id, call.id, digest,
-                                                     retry_unknown=tool.idempotent)
-            await self._event(EventType.EXECUTION_CLAIMED, session, call,
-                              status=claim.state.value)
+                                                     retry_unknown=tool.idempotent,
+                                                     effect=effect, repeat_of=repeat_of)
+            status = claim.state.value
+            if repeat_of is not None and claim.state is ClaimState.CLAIMED:
+                status = "claimed_repeat"  # a person approved running this effect again
+            await self._event(EventType.EXECUTION_CLAIMED, session, call, status=status,
+                              effect_key=effect.key if effect else None,
+                              detail=f"repeat of call {repeat_of[1]}" if repeat_of else None)
+            if claim.state is ClaimState.DUPLICATE and claim.effect is not None:
+                return _duplicate(call, tool, claim.effect)
             if claim.state in (ClaimState.DONE, ClaimState.FAILED) and claim.result is not None:
                 return claim.result
+            if claim.state is ClaimState.UNKNOWN and effect is not None and \
+                    tool.reconcile is not None:  # resumed after a crash: ask what happened
+                settled = await self._reconcile(effect, tool, arguments, session, call)
+                if settled is not None and settled.result is not None and \
+                        (settled.session_id, settled.call_id) == (session.id, call.id):
+                    return dataclasses.replace(settled.result, call_id=call.id)
             if claim.state is not ClaimState.CLAIMED or claim.token is None:
                 return _error(call, "outcome_unknown", "outcome unknown — the action may have "
-                              "happened; it was not run again. Ask the operator to check.", tool)
+                              "happened; it was not run again. A person must resolve it "
+                              "(anfitrion effects).", tool)
             token = claim.token
         # (policy) count the call for rate limits, under each key a limit on this tool reads
         rate_keys = self.policy.rate_keys(tool.name)
@@ -451,6 +572,8 @@ class Gate:
             for counted in dict.fromkeys(k.tool for k in rate_keys):
                 await self.store.record_call(session.principal.id, counted, at)
         context = ToolContext(session.principal, session.id, call.id, tool.name, session.turn)
+        unknown = (" The outcome is unknown: it may have happened. It will not run again "
+                   "until a person resolves it.")
         try:
             if tool.timeout is not None:
                 with anyio.fail_after(tool.timeout):
@@ -459,23 +582,70 @@ class Gate:
                 value = await handler(arguments, context)
             result = shape_result(call.id, tool, value)
         except TimeoutError:
-            hint = " The action may have happened." if ledger else ""
-            result = _error(call, "timeout", f"{tool.name} timed out after {tool.timeout:g} "
-                            f"seconds.{hint}", tool)
+            after = f" after {tool.timeout:g} seconds" if tool.timeout is not None else ""
+            result = _error(call, "outcome_unknown" if ledger else "timeout",
+                            f"{tool.name} timed out{after}.{unknown if ledger else ''}", tool)
         except ToolError as exc:
-            result = _error(call, "tool_error", f"{tool.name} failed: {exc}"[:2000], tool)
+            if ledger and exc.executed is not False:
+                result = _error(call, "outcome_unknown",
+                                f"{tool.name} failed: {exc}"[:2000] + unknown, tool)
+            else:
+                result = _error(call, "tool_error", f"{tool.name} failed: {exc}"[:2000], tool)
         except Exception as exc:
             log.exception("tool %s raised (session %s, call %s)", tool.name, session.id,
                           call.id)
-            result = _error(call, "tool_error",
-                            f"{tool.name} failed with an internal error ({type(exc).__name__}).",
-                            tool)
+            result = _error(call, "outcome_unknown" if ledger else "tool_error",
+                            f"{tool.name} failed with an internal error ({type(exc).__name__})."
+                            f"{unknown if ledger else ''}", tool)
         if ledger:
             if not await self.store.settle_execution(session.id, call.id, result, token):
                 # another run took this call over (this run's lease lapsed): the entry stays
                 # as that run left it — unknown — and this run must write nothing more
                 raise ConflictError(f"session {session.id!r}: the claim on call {call.id!r} "
                                     "was taken over by another run; its outcome stays unknown")
+            status = "failed" if result.is_error else "done"
+            if result.error_kind == "outcome_unknown":
+                status = "unknown"
             await self._event(EventType.EXECUTION_SETTLED, session, call, result=result,
-                              status="failed" if result.is_error else "done")
+                              status=status, effect_key=effect.key if effect else None)
         return result
+
+
+def _effect_of(tool: Tool, arguments: Mapping[str, Any], session: Session) -> EffectKey:
+    return effect_key(tool=tool.name, arguments=arguments, principal_id=session.principal.id,
+                      session_id=session.id, template=tool.effect_key, scope=tool.effect_scope)
+
+
+def _when(entry: EffectEntry) -> str:
+    at = entry.updated_at
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC") if at is not None else "an unknown time"
+
+
+def _excerpt(result: ToolResult | None) -> str:
+    if result is None:
+        return "no result recorded"
+    text = result.content.replace("\n", " ")
+    return text if len(text) <= 160 else text[:160] + "…"
+
+
+def _repeat_warning(held: EffectEntry) -> str:
+    """What a person asked to approve a repeat is told (it also grants the repeat)."""
+    return (f"this exact effect ({held.display}) already ran at {_when(held)} (call "
+            f"{held.call_id}; result: {_excerpt(held.result)}); approve running it again?")
+
+
+def _duplicate(call: ToolCall, tool: Tool, held: EffectEntry) -> ToolResult:
+    """What the model is told when the effect of *call* belongs to another call."""
+    if held.state is LedgerState.DONE and held.result is not None:
+        who = f" (resolved by {held.resolved_by})" if held.resolved_by else ""
+        text = (f"[not run again: this exact effect ({held.display}) already happened at "
+                f"{_when(held)}{who}; its result then follows]\n{held.result.content}")
+        return ToolResult(call.id, call.name, _storable(text), provenance=held.result.provenance)
+    if held.state is LedgerState.CLAIMED:
+        return _error(call, "effect_running", f"not run: this exact effect ({held.display}) is "
+                      "being run by another call right now, or that run died (then its outcome "
+                      "is unknown). Do not retry; a person must resolve it if it does not "
+                      "finish.", tool)
+    return _error(call, "outcome_unknown", f"not run: this exact effect ({held.display}) was "
+                  f"attempted at {_when(held)} and its outcome is unknown — it may have "
+                  "happened. A person must resolve it before it can run again.", tool)

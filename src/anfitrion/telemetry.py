@@ -207,8 +207,11 @@ class HostTelemetry:
                               "anfitrion.approval.wait_s": max(wait, 0.0)})
             spans.started[event.call_id or ""] = time.time()
         elif t in (EventType.EXECUTION_CLAIMED, EventType.EXECUTION_SETTLED):
+            # the state says duplicate / unknown / claimed_repeat / resolved_… for effects
             self._tool_event(spans, event, f"anfitrion.{t.value}",
-                             {"anfitrion.ledger.state": event.status or ""})
+                             {"anfitrion.ledger.state": event.status or ""}
+                             | ({"anfitrion.effect.key": event.effect_key}
+                                if event.effect_key else {}))
         elif t is EventType.RESULT_RETURNED and event.result is not None:
             self._end_tool(spans, event)
         elif t is EventType.RUN_ENDED:

@@ -37,6 +37,7 @@ from jsonschema.validators import Draft202012Validator
 from ._canonical import canonical_json, digest
 from ._json import JsonError, check_json_value
 from .conversation import JsonValue, Provenance
+from .effects import EffectScope, check_effect_template
 from .exceptions import ToolDefinitionError
 from .policy.constraints import Matches
 from .principal import Principal
@@ -647,6 +648,15 @@ class Tool:
         max_result_chars: result size cap (default 16 KiB).
         timeout: seconds before the call is abandoned with an error result.
         idempotent: safe to re-run after a crash left its outcome unknown.
+        effect_key: template over the arguments naming the side effect (``"refund:{id}"``);
+            default: the tool's name and all its arguments (see :mod:`anfitrion.effects`).
+        effect_scope: where an effect key holds: ``session`` (default), ``principal``, ``global``.
+        reconcile: ``async (arguments, context) -> bool | None``: asks the outside system
+            whether an effect whose outcome is unknown happened (True), did not (False), or
+            cannot tell (None); the host settles the entry with the answer.
+        precheck: ``async (arguments, context) -> str | None``: a check that needs I/O (a
+            store), run after the policy and before any person is asked; a returned reason
+            refuses the call (``refused``) and nobody is asked.
         scopes: principal scopes required to see and call this tool.
         sensitive: argument names never written to the audit log.
     """
@@ -661,6 +671,10 @@ class Tool:
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     timeout: float | None = None
     idempotent: bool = False
+    effect_key: str | None = None
+    effect_scope: str = "session"
+    reconcile: Callable[..., Any] | None = None
+    precheck: Callable[..., Awaitable[str | None]] | None = None
     scopes: frozenset[str] = frozenset()
     sensitive: frozenset[str] = frozenset()
     metadata: Mapping[str, Any] = field(default_factory=dict)
@@ -684,6 +698,15 @@ class Tool:
             raise ToolDefinitionError(f"tool {self.name!r}: max_result_chars must be positive")
         if self.timeout is not None and self.timeout <= 0:
             raise ToolDefinitionError(f"tool {self.name!r}: timeout must be positive")
+        try:
+            EffectScope(self.effect_scope)
+        except ValueError:
+            raise ToolDefinitionError(f"tool {self.name!r}: effect_scope must be one of "
+                                      f"{[s.value for s in EffectScope]}") from None
+        if self.effect_key is not None:
+            properties = schema.get("properties")
+            check_effect_template(self.name, self.effect_key,
+                                  properties if isinstance(properties, Mapping) else {})
         object.__setattr__(self, "_schema_validator", ArgumentValidator(schema))
         object.__setattr__(self, "_fast_check", _compile_fast(schema))
         object.__setattr__(self, "definition_hash", digest(self.definition_dict()))
@@ -699,7 +722,9 @@ class Tool:
         return {"name": self.name, "description": self.description,
                 "input_schema": self.input_schema, "effect": self.effect.value,
                 "provenance": self.provenance.value, "idempotent": self.idempotent,
-                "scopes": sorted(self.scopes)}
+                "scopes": sorted(self.scopes)} | (
+                    {"effect_key": self.effect_key, "effect_scope": self.effect_scope}
+                    if self.effect_key is not None or self.effect_scope != "session" else {})
 
     def validate(self, arguments: Any) -> dict[str, Any]:
         """Check parsed arguments against the schema and the business rules.

@@ -4,6 +4,14 @@
     python crash_worker.py STORE_URL EFFECTS_FILE run-approving - STOP_AT
     python crash_worker.py STORE_URL EFFECTS_FILE resume SESSION STOP_AT
     python crash_worker.py STORE_URL EFFECTS_FILE ready - STOP_AT
+    python crash_worker.py STORE_URL EFFECTS_FILE again SESSION
+    python crash_worker.py STORE_URL EFFECTS_FILE race CALL_ID
+
+``again`` is the model proposing the same send in another session of the same principal (a
+new call id): the effect key (``send:{to}``, scope principal) is the same, and a person
+declines any request warning that it already ran. ``race`` reserves
+the send's effect key for CALL_ID once its standard input says ``go`` and sends if it got it,
+printing ``RACE <claim state>``: two of them started together race for one key.
 
 ``run`` suspends on the approval; ``run-approving`` has a person approve at once, so the
 whole ledger is walked in the first run; ``ready`` resumes what ``resume --ready`` would.
@@ -27,6 +35,7 @@ import anyio
 from anfitrion import Effect, Host, Toolbox
 from anfitrion.approvals import Approver, CallbackApprover, DeferredApprover
 from anfitrion.conversation import ToolResult, UserMessage
+from anfitrion.effects import effect_key
 from anfitrion.exceptions import ConflictError
 from anfitrion.models._base import ModelRequest
 from anfitrion.runtime import reap_dead_leases
@@ -85,13 +94,11 @@ class StoppingStore:
 def toolbox() -> Toolbox:
     tools = Toolbox()
 
-    @tools.tool(effect=Effect.WRITE, provenance="trusted")
+    @tools.tool(effect=Effect.WRITE, provenance="trusted", effect_key="send:{to}",
+                effect_scope="principal")
     def send(to: str) -> str:
         """Send a message (the side effect: a line in the effects file)."""
-        with open(EFFECTS, "a", encoding="utf-8") as f:
-            f.write(f"sent to {to}\n")
-            f.flush()
-            os.fsync(f.fileno())
+        record_send(to)
         stop_here("executed")
         return f"sent to {to}"
 
@@ -105,15 +112,48 @@ def respond(request: ModelRequest) -> Any:
     return call("send", {"to": "ana"}, id="w1")
 
 
+def record_send(to: str) -> None:
+    with open(EFFECTS, "a", encoding="utf-8") as f:
+        f.write(f"sent to {to}\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+async def race(call_id: str) -> None:
+    store = open_store(STORE_URL)
+    try:
+        key = effect_key(tool="send", arguments={"to": "ana"}, principal_id="alice",
+                         session_id=f"race-{call_id}", template="send:{to}", scope="principal")
+        await store.list_effects()  # connected (and migrated) before the start line
+        print("READY", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            raise SystemExit("no start line")
+        claim = await store.claim_execution(f"race-{call_id}", call_id, "d", effect=key)
+        if claim.state is ClaimState.CLAIMED and claim.token is not None:
+            record_send("ana")
+            await store.settle_execution(f"race-{call_id}", call_id,
+                                         ToolResult(call_id, "send", "sent to ana"), claim.token)
+        print(f"RACE {claim.state.value}", flush=True)
+    finally:
+        await store.close()
+
+
 async def main() -> None:
+    if MODE == "race":
+        await race(sys.argv[4])
+        return
     store = StoppingStore(open_store(STORE_URL))
     approver: Approver = DeferredApprover()
     if MODE == "run-approving":
         approver = CallbackApprover(lambda request: True, name="bob")
+    elif MODE == "again":  # a person who approves a send, but not one told it already ran
+        approver = CallbackApprover(lambda request: not request.warnings, name="bob")
     host = Host(model=ScriptedModel(respond), tools=toolbox(), store=store,  # type: ignore[arg-type]
                 approver=approver)
     try:
-        if MODE.startswith("run"):
+        if MODE == "again":
+            run = await host.run("send it again", principal="alice", session_id=sys.argv[4])
+        elif MODE.startswith("run"):
             print(f"SESSION {SESSION_ID}", flush=True)
             run = await host.run("send it", principal="alice", session_id=SESSION_ID)
         elif MODE == "ready":

@@ -218,3 +218,75 @@ def test_concurrent_forced_resumes_let_exactly_one_run_write(
     assert effects.read_text().count("sent to") == 1
     state, unknown, intact = anyio.run(ledger_state, url, session_id)
     assert state is LedgerState.DONE and not unknown and intact
+
+
+async def resolve_the_send(url: str, *, done: bool) -> None:
+    store = open_store(url)
+    try:
+        [effect] = await store.list_effects(unsettled_only=True)
+        assert effect.display == 'send:"ana"'
+        assert await store.resolve_effect(effect.key, done=done, by="ops", note="checked")
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize(("kill_at", "refused"), [("claimed", True), ("executed", True),
+                                                  ("settled", False)])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
+def test_a_send_killed_mid_execution_and_proposed_again_is_refused_until_resolved(
+        tmp_path: Path, kill_at: str, refused: bool, backend: str,
+        request: pytest.FixtureRequest) -> None:
+    """The model proposes the same send in a new session (new call id) after the host died:
+    an unsettled one is refused until a person resolves it; a settled one answers with its
+    stored result. Either way it never runs twice."""
+    url = (f"sqlite:///{tmp_path / 'host.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
+    effects = tmp_path / "effects.log"
+    doomed = worker(url, effects, "run-approving", "-", kill_at)
+    assert doomed.stdout is not None
+    doomed.stdout.readline()
+    assert doomed.stdout.readline().strip() == f"AT {kill_at}"
+    doomed.send_signal(signal.SIGKILL)
+    doomed.communicate(timeout=60)
+    ran = effects.read_text().count("sent to") if effects.exists() else 0
+
+    again = finish(worker(url, effects, "again", "second-session"))
+    assert again["status"] == "completed"
+    if refused:
+        assert "a person must resolve it" in again["output"]
+        anyio.run(lambda: resolve_the_send(url, done=True))
+        after = finish(worker(url, effects, "again", "third-session"))
+        assert "a person declined" in after["output"]  # told it happened, they said no
+    else:
+        assert "a person declined" in again["output"]
+    assert (effects.read_text().count("sent to") if effects.exists() else 0) == ran
+    # the first session, resumed, does not run it either
+    resumed = finish(worker(url, effects, "ready", "-", "none"))
+    assert resumed.get("status") in ("completed", "nothing ready")
+    assert (effects.read_text().count("sent to") if effects.exists() else 0) == ran
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
+def test_two_processes_racing_to_reserve_one_effect_key_run_it_once(
+        tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    url = (f"sqlite:///{tmp_path / 'host.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
+    effects = tmp_path / "effects.log"
+    for round in range(3):
+        racers = [worker(url, effects, "race", f"r{round}-{i}") for i in range(2)]
+        for racer in racers:
+            assert racer.stdout is not None and racer.stdout.readline().strip() == "READY"
+        for racer in racers:
+            assert racer.stdin is not None
+            racer.stdin.write("go\n")
+            racer.stdin.flush()
+        states = []
+        for racer in racers:
+            out, _ = racer.communicate(timeout=60)
+            assert racer.returncode == 0, out
+            states.append(out.strip().split()[-1])
+        expected = ["claimed", "duplicate"] if round == 0 else ["duplicate", "duplicate"]
+        assert sorted(states) == expected
+        assert effects.read_text().count("sent to") == 1

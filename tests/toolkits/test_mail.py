@@ -87,7 +87,7 @@ async def test_a_denied_send_delivers_nothing(setup: Any, gate_run: Any) -> None
 
 
 @pytest.mark.anyio
-async def test_a_send_that_differs_from_the_draft_is_refused_even_when_approved(
+async def test_a_send_that_differs_from_the_draft_is_refused_before_anyone_is_asked(
         setup: Any, gate_run: Any) -> None:
     tools, store, maildir = setup
     draft_id = draft_of((await gate_run(tools, [("draft_email", EMAIL)], store=store))
@@ -95,8 +95,9 @@ async def test_a_send_that_differs_from_the_draft_is_refused_even_when_approved(
     changed = {**EMAIL, "to": ["team@example.com", "spy@example.com"]}
     run = await gate_run(tools, [("send_email", {"draft_id": draft_id, **changed})],
                          store=store)
-    assert run.result.error_kind == "tool_error"
+    assert run.result.error_kind == "refused"
     assert "differ from draft" in run.result.content
+    assert run.asked == []
     assert messages(maildir) == []
 
 

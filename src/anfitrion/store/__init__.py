@@ -13,6 +13,7 @@ from ._base import (
     AuditRecord,
     Claim,
     ClaimState,
+    EffectEntry,
     LedgerEntry,
     LedgerState,
     SessionState,
@@ -20,8 +21,8 @@ from ._base import (
 )
 from .memory import MemoryStore
 
-__all__ = ["AuditRecord", "Claim", "ClaimState", "LedgerEntry", "LedgerState", "MemoryStore",
-           "SessionState", "Store", "open_store"]
+__all__ = ["AuditRecord", "Claim", "ClaimState", "EffectEntry", "LedgerEntry", "LedgerState",
+           "MemoryStore", "SessionState", "Store", "open_store"]
 
 
 def open_store(url: str | Store | None) -> Store:

@@ -10,9 +10,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
+from ..effects import EffectKey
 
-__all__ = ["AuditRecord", "Claim", "ClaimState", "LedgerEntry", "LedgerState", "SessionState",
-           "Store"]
+__all__ = ["AuditRecord", "Claim", "ClaimState", "EffectEntry", "LedgerEntry", "LedgerState",
+           "SessionState", "Store"]
 
 
 @dataclass
@@ -53,6 +54,34 @@ class ClaimState(StrEnum):
     """Already ran and failed; ``result`` holds the error result."""
     UNKNOWN = "unknown"
     """Claimed earlier and never settled: the side effect may or may not have happened."""
+    DUPLICATE = "duplicate"
+    """Not claimed: the call's effect key belongs to another call (``effect`` says which and
+    how it stands: done — ``result`` holds what it returned —, unknown, or running)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EffectEntry:
+    """One reserved effect key and where the call holding it stands.
+
+    ``state`` is the holding call's ledger state (``claimed``: running, or its run died;
+    ``done``; ``failed``: it did not happen, the key is free again; ``unknown``).
+    """
+
+    key: str
+    display: str
+    scope: str
+    tool: str
+    session_id: str
+    call_id: str
+    state: LedgerState | None
+    result: ToolResult | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    """When the holding call last moved (for done: when it happened)."""
+    resolved_by: str | None = None
+    resolution_note: str | None = None
+    repeats: int = 0
+    """How many times a person approved running it again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +92,7 @@ class Claim:
     state: ClaimState
     result: ToolResult | None = None
     token: str | None = None
+    effect: EffectEntry | None = None
 
 
 class LedgerState(StrEnum):
@@ -173,11 +203,36 @@ class Store(Protocol):
 
     # execution ledger
     async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
-                              retry_unknown: bool = False) -> Claim:
+                              retry_unknown: bool = False, effect: EffectKey | None = None,
+                              repeat_of: tuple[str, str] | None = None) -> Claim:
         """Atomically claim a call for execution (compare-and-set).
 
         With *retry_unknown* (idempotent tools), an entry whose outcome is unknown — or a
         claim never settled — is claimed again by this caller, who runs it once more.
+
+        With *effect*, the effect key is reserved for this call in the same transaction: a
+        key held by another call answers ``duplicate`` and claims nothing — unless that call
+        failed (the effect did not happen: the key moves to this call), or it is done and
+        *repeat_of* names it (a person approved running it again).
+        """
+        ...
+
+    async def effect_state(self, key: str) -> EffectEntry | None:
+        """The effect reserved under *key* (an :class:`~anfitrion.effects.EffectKey` key)."""
+        ...
+
+    async def list_effects(self, *, unsettled_only: bool = False) -> Sequence[EffectEntry]:
+        """Reserved effects, newest first; *unsettled_only*: those claimed or unknown."""
+        ...
+
+    async def resolve_effect(self, key: str, *, done: bool, by: str,
+                             note: str = "") -> EffectEntry | None:
+        """Settle an effect whose outcome is unknown (or whose run died) as a person (or a
+        reconcile hook) found it: its call's ledger entry moves to ``done`` or ``failed``
+        with a result saying who resolved it and why. ``None`` if there is no such key.
+
+        Raises:
+            ConflictError: the effect is not unsettled (done, failed, or never claimed).
         """
         ...
 

@@ -101,6 +101,24 @@ MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE anfitrion_sessions ADD COLUMN lease_expires DOUBLE PRECISION",
         "ALTER TABLE anfitrion_ledger ADD COLUMN claim_token TEXT",
     )),
+    # Effect keys: one row per side effect, naming the ledger entry (call) that holds it; the
+    # effect's state is that entry's. Existing ledgers need nothing: their calls reserved no
+    # key, and a key is reserved at the next claim.
+    Migration("0006_effects", (
+        """CREATE TABLE anfitrion_effects (
+            key TEXT PRIMARY KEY,
+            display TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            call_id TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            resolved_by TEXT,
+            resolution_note TEXT,
+            repeats BIGINT NOT NULL DEFAULT 0)""",
+        "CREATE INDEX anfitrion_effects_call ON anfitrion_effects (session_id, call_id)",
+    )),
 )
 
 

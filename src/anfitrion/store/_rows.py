@@ -10,6 +10,7 @@ unusable; loading that one row by its key still raises.
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import uuid
@@ -23,13 +24,48 @@ from .._canonical import canonical_json
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
 from ..exceptions import StoreError
-from ._base import PRE_CLAIM, AuditRecord, ClaimState, LedgerEntry, LedgerState, SessionState
+from ._base import (
+    PRE_CLAIM,
+    AuditRecord,
+    ClaimState,
+    EffectEntry,
+    LedgerEntry,
+    LedgerState,
+    SessionState,
+)
 
-__all__ = ["CorruptRow", "CorruptRowError", "Rows", "advances_from", "approval_row",
-           "approval_rows", "audit_row", "claim_state_sql", "claim_transition", "dump_json",
-           "dump_result", "entry_row", "lease_free", "load_json", "load_result", "may_advance",
-           "message_rows", "new_claim_token", "now_iso", "record_value", "row_of", "session_row",
-           "session_rows", "settled_state", "skipped_rows"]
+__all__ = [
+    "EFFECT_COLUMNS",
+    "CorruptRow",
+    "CorruptRowError",
+    "EffectMove",
+    "Rows",
+    "advances_from",
+    "approval_row",
+    "approval_rows",
+    "audit_row",
+    "claim_state_sql",
+    "claim_transition",
+    "dump_json",
+    "dump_result",
+    "effect_move",
+    "effect_row",
+    "entry_row",
+    "lease_free",
+    "load_json",
+    "load_result",
+    "may_advance",
+    "message_rows",
+    "new_claim_token",
+    "now_iso",
+    "record_value",
+    "resolution_result",
+    "row_of",
+    "session_row",
+    "session_rows",
+    "settled_state",
+    "skipped_rows",
+]
 
 log = logging.getLogger("anfitrion.store")
 
@@ -56,6 +92,58 @@ def claim_transition(current: LedgerState | None, *,
     if current is LedgerState.UNKNOWN:
         return None, ClaimState.UNKNOWN
     return None, ClaimState(current.value)
+
+
+class EffectMove(enum.Enum):
+    OWN = "own"
+    """The key is this call's already (or new): claim the call as usual."""
+    TAKE = "take"
+    """The holding call failed (the effect did not happen): the key moves to this call."""
+    REPEAT = "repeat"
+    """The holding call is done and a person approved running it again."""
+    DUPLICATE = "duplicate"
+    """Another call holds it (done, running or unknown): claim nothing."""
+
+
+def effect_move(holder: tuple[str, str] | None, me: tuple[str, str],
+                holder_state: LedgerState | None, repeat_of: tuple[str, str] | None, *,
+                retry_unknown: bool = False) -> EffectMove:
+    """What a claim of call *me* does with an effect key held by *holder* (None: free).
+
+    *retry_unknown* (an idempotent tool): an effect whose outcome is unknown may be run again.
+    """
+    if holder is None or holder == me:
+        return EffectMove.OWN
+    if holder_state is LedgerState.FAILED or (retry_unknown and
+                                              holder_state is LedgerState.UNKNOWN):
+        return EffectMove.TAKE
+    if holder_state is LedgerState.DONE and repeat_of == holder:
+        return EffectMove.REPEAT
+    return EffectMove.DUPLICATE
+
+
+EFFECT_COLUMNS = ("e.key, e.display, e.scope, e.tool, e.session_id, e.call_id, e.created_at, "
+                  "e.updated_at, e.resolved_by, e.resolution_note, e.repeats, l.state, l.result, "
+                  "l.updated_at")
+"""The columns :func:`effect_row` reads: ``anfitrion_effects e LEFT JOIN anfitrion_ledger l``."""
+
+
+def effect_row(row: Sequence[Any]) -> EffectEntry:
+    key = f"key={row[0]!r}"
+    with row_of("anfitrion_effects", key):
+        return EffectEntry(row[0], row[1], row[2], row[3], row[4], row[5],
+                           LedgerState(row[11]) if row[11] is not None else None,
+                           load_result(row[12], key), _when(row[6]),
+                           _when(row[13]) if row[13] is not None else _when(row[7]),
+                           row[8], row[9], int(row[10]))
+
+
+def resolution_result(call_id: str, tool: str, *, done: bool, by: str, note: str) -> ToolResult:
+    """The result an effect resolved by a person (or a reconcile hook) is settled with."""
+    what = "it happened" if done else "it did not happen"
+    text = f"resolved by {by}: {what}" + (f" ({note})" if note else "")
+    return ToolResult(call_id, tool, text[:2000], is_error=not done,
+                      error_kind=None if done else "resolved_not_done")
 
 
 def new_claim_token() -> str:
@@ -98,6 +186,10 @@ def claim_state_sql(column: str, *, retry_unknown: bool = False) -> str:
 
 
 def settled_state(result: ToolResult) -> LedgerState:
+    """``outcome_unknown`` (a write tool raised after it may have acted, or timed out) settles
+    as ``unknown``: a person or a reconcile hook must say what happened."""
+    if result.is_error and result.error_kind == "outcome_unknown":
+        return LedgerState.UNKNOWN
     return LedgerState.FAILED if result.is_error else LedgerState.DONE
 
 

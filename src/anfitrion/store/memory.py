@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -9,9 +10,27 @@ from typing import Any
 
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
+from ..effects import EffectKey
 from ..exceptions import ConflictError
-from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
-from ._rows import claim_transition, lease_free, may_advance, new_claim_token, settled_state
+from ._base import (
+    AuditRecord,
+    Claim,
+    ClaimState,
+    EffectEntry,
+    LedgerEntry,
+    LedgerState,
+    SessionState,
+)
+from ._rows import (
+    EffectMove,
+    claim_transition,
+    effect_move,
+    lease_free,
+    may_advance,
+    new_claim_token,
+    resolution_result,
+    settled_state,
+)
 
 __all__ = ["MemoryStore"]
 
@@ -28,6 +47,8 @@ class MemoryStore:
         self._used: set[str] = set()
         self._ledger: dict[tuple[str, str], LedgerEntry] = {}
         self._claim_tokens: dict[tuple[str, str], str] = {}
+        self._effects: dict[str, EffectEntry] = {}
+        """Key → the reserved effect (its state/result fields unused: read from the ledger)."""
         self._audit: list[AuditRecord] = []
         self._calls: list[tuple[str, str, float]] = []
         self._records: dict[str, dict[str, dict[str, Any]]] = {}
@@ -164,9 +185,31 @@ class MemoryStore:
             return self._ledger.get((session_id, call_id))
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
-                              retry_unknown: bool = False) -> Claim:
+                              retry_unknown: bool = False, effect: EffectKey | None = None,
+                              repeat_of: tuple[str, str] | None = None) -> Claim:
         key = (session_id, call_id)
         with self._lock:
+            if effect is not None:
+                held = self._effects.get(effect.key)
+                holder = (held.session_id, held.call_id) if held else None
+                holder_entry = self._ledger.get(holder) if holder else None
+                move = effect_move(holder, key, holder_entry.state if holder_entry else None,
+                                   repeat_of, retry_unknown=retry_unknown)
+                if move is EffectMove.DUPLICATE:
+                    assert held is not None
+                    return Claim(ClaimState.DUPLICATE,
+                                 holder_entry.result if holder_entry else None,
+                                 effect=self._effect_entry(held))
+                now = datetime.now(UTC)
+                if held is None:
+                    self._effects[effect.key] = EffectEntry(
+                        effect.key, effect.display, effect.scope.value, effect.tool,
+                        session_id, call_id, None, created_at=now, updated_at=now)
+                elif move is not EffectMove.OWN:
+                    self._effects[effect.key] = dataclasses.replace(
+                        held, session_id=session_id, call_id=call_id, updated_at=now,
+                        resolved_by=None, resolution_note=None,
+                        repeats=held.repeats + (move is EffectMove.REPEAT))
             entry = self._ledger.get(key)
             new, answer = claim_transition(entry.state if entry else None,
                                            retry_unknown=retry_unknown)
@@ -178,6 +221,45 @@ class MemoryStore:
                 if new is LedgerState.CLAIMED:
                     token = self._claim_tokens[key] = new_claim_token()
             return Claim(answer, entry.result if entry else None, token)
+
+    def _effect_entry(self, held: EffectEntry) -> EffectEntry:
+        entry = self._ledger.get((held.session_id, held.call_id))
+        return dataclasses.replace(
+            held, state=entry.state if entry else None, result=entry.result if entry else None,
+            updated_at=entry.updated_at if entry else held.updated_at)
+
+    async def effect_state(self, key: str) -> EffectEntry | None:
+        with self._lock:
+            held = self._effects.get(key)
+            return self._effect_entry(held) if held is not None else None
+
+    async def list_effects(self, *, unsettled_only: bool = False) -> Sequence[EffectEntry]:
+        with self._lock:
+            entries = [self._effect_entry(e) for e in self._effects.values()]
+        if unsettled_only:
+            entries = [e for e in entries
+                       if e.state in (LedgerState.CLAIMED, LedgerState.UNKNOWN)]
+        return sorted(entries, key=lambda e: e.created_at or datetime.min.replace(tzinfo=UTC),
+                      reverse=True)
+
+    async def resolve_effect(self, key: str, *, done: bool, by: str,
+                             note: str = "") -> EffectEntry | None:
+        with self._lock:
+            held = self._effects.get(key)
+            if held is None:
+                return None
+            call = (held.session_id, held.call_id)
+            entry = self._ledger.get(call)
+            if entry is None or entry.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
+                raise ConflictError(f"effect {key[:12]}… is not unsettled "
+                                    f"({entry.state.value if entry else 'never claimed'})")
+            result = resolution_result(held.call_id, held.tool, done=done, by=by, note=note)
+            self._ledger[call] = LedgerEntry(held.session_id, held.call_id, settled_state(result),
+                                             entry.digest, result, datetime.now(UTC))
+            self._claim_tokens.pop(call, None)
+            self._effects[key] = dataclasses.replace(held, resolved_by=by,
+                                                     resolution_note=note)
+            return self._effect_entry(self._effects[key])
 
     async def settle_execution(self, session_id: str, call_id: str, result: ToolResult,
                                token: str) -> bool:

@@ -35,10 +35,21 @@ import anyio
 
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
+from ..effects import EffectKey
 from ..exceptions import ConflictError, MissingDependencyError, StoreError, map_exceptions
-from ._base import AuditRecord, Claim, ClaimState, LedgerEntry, LedgerState, SessionState
+from ._base import (
+    AuditRecord,
+    Claim,
+    ClaimState,
+    EffectEntry,
+    LedgerEntry,
+    LedgerState,
+    SessionState,
+)
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
+    EFFECT_COLUMNS,
+    EffectMove,
     advances_from,
     approval_row,
     approval_rows,
@@ -46,6 +57,8 @@ from ._rows import (
     claim_state_sql,
     dump_json,
     dump_result,
+    effect_move,
+    effect_row,
     entry_row,
     load_json,
     load_result,
@@ -53,6 +66,7 @@ from ._rows import (
     new_claim_token,
     now_iso,
     record_value,
+    resolution_result,
     session_row,
     session_rows,
     settled_state,
@@ -393,16 +407,65 @@ class PostgresStore:
         return _entry(rows[0]) if rows else None
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
-                              retry_unknown: bool = False) -> Claim:
+                              retry_unknown: bool = False, effect: EffectKey | None = None,
+                              repeat_of: tuple[str, str] | None = None) -> Claim:
         # one statement: the row lock taken by the upsert makes concurrent claims take turns
         token = new_claim_token()
-        rows = await self._fetch(_CLAIM_RETRY if retry_unknown else _CLAIM,
-                                 (session_id, call_id, LedgerState.CLAIMED.value, digest,
-                                  now_iso(), token))
+        args = (session_id, call_id, LedgerState.CLAIMED.value, digest, now_iso(), token)
+        sql = _CLAIM_RETRY if retry_unknown else _CLAIM
+        if effect is None:
+            rows = await self._fetch(sql, args)
+        else:
+            pool = await self._ready()
+            with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+                async with pool.connection() as conn, conn.transaction():
+                    duplicate = await _reserve_effect(conn, effect, (session_id, call_id),
+                                                      repeat_of, retry_unknown)
+                    if duplicate is not None:
+                        return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
+                    cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+                    rows = list(await cur.fetchall())
         state, result, stored_token = rows[0]
         # the token is fresh: the entry holds it only if this statement claimed it
         claimed = ClaimState(state) is ClaimState.CLAIMED and stored_token == token
         return Claim(ClaimState(state), load_result(result), token if claimed else None)
+
+    async def effect_state(self, key: str) -> EffectEntry | None:
+        rows = await self._fetch(_EFFECTS + " WHERE e.key = %s", (key,))
+        return effect_row(rows[0]) if rows else None
+
+    async def list_effects(self, *, unsettled_only: bool = False) -> Sequence[EffectEntry]:
+        where = " WHERE l.state IN ('claimed', 'unknown')" if unsettled_only else ""
+        rows = await self._fetch(_EFFECTS + where + " ORDER BY e.created_at DESC, e.key")
+        return [effect_row(r) for r in rows]
+
+    async def resolve_effect(self, key: str, *, done: bool, by: str,
+                             note: str = "") -> EffectEntry | None:
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn, conn.transaction():
+                found = await _locked_effect(conn, key)
+                if found is None:
+                    return None
+                if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
+                    state = found.state.value if found.state else "never claimed"
+                    raise ConflictError(f"effect {key[:12]}… is not unsettled ({state})")
+                result = resolution_result(found.call_id, found.tool, done=done, by=by,
+                                           note=note)
+                cur = await conn.execute(
+                    "UPDATE anfitrion_ledger SET state = %s, result = %s, updated_at = %s, "
+                    "claim_token = NULL WHERE session_id = %s AND call_id = %s AND state = %s",
+                    (settled_state(result).value, dump_result(result), now_iso(),
+                     found.session_id, found.call_id, found.state.value))
+                if cur.rowcount != 1:
+                    raise ConflictError(f"effect {key[:12]}… changed while it was resolved")
+                await conn.execute(
+                    "UPDATE anfitrion_effects SET resolved_by = %s, resolution_note = %s, "
+                    "updated_at = %s WHERE key = %s", (by, note, now_iso(), key))
+                cur = await conn.execute(_EFFECTS + " WHERE e.key = %s", (key,))
+                row = await cur.fetchone()
+        assert row is not None
+        return effect_row(row)
 
     async def settle_execution(self, session_id: str, call_id: str, result: ToolResult,
                                token: str) -> bool:
@@ -616,6 +679,46 @@ async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerStat
         "SET state = excluded.state, digest = excluded.digest, updated_at = excluded.updated_at "
         "WHERE anfitrion_ledger.state = ANY(%b::text[])",
         (session_id, call_id, state.value, digest, now_iso(), advances_from(state)))
+
+
+_EFFECTS = (f"SELECT {EFFECT_COLUMNS} FROM anfitrion_effects e LEFT JOIN anfitrion_ledger l "
+            "ON l.session_id = e.session_id AND l.call_id = e.call_id")
+
+
+async def _locked_effect(conn: _Conn, key: str) -> EffectEntry | None:
+    """The effect under *key*, its row locked until the transaction ends."""
+    cur = await conn.execute(_EFFECTS + " WHERE e.key = %s FOR UPDATE OF e", (key,))
+    row = await cur.fetchone()
+    return effect_row(row) if row else None
+
+
+async def _reserve_effect(conn: _Conn, effect: EffectKey, me: tuple[str, str],
+                          repeat_of: tuple[str, str] | None,
+                          retry_unknown: bool) -> EffectEntry | None:
+    """Reserve *effect* for call *me*; the entry holding it if it is another call's.
+
+    The insert waits on a concurrent reserver's uncommitted row, and the row lock then
+    serialises every claimer of the key: exactly one holds it."""
+    now = now_iso()
+    cur = await conn.execute(
+        "INSERT INTO anfitrion_effects (key, display, scope, tool, session_id, call_id, "
+        "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (key) DO NOTHING",
+        (effect.key, effect.display, effect.scope.value, effect.tool, me[0], me[1], now, now))
+    if cur.rowcount == 1:
+        return None
+    held = await _locked_effect(conn, effect.key)
+    assert held is not None  # effects are never deleted
+    move = effect_move((held.session_id, held.call_id), me, held.state, repeat_of,
+                       retry_unknown=retry_unknown)
+    if move is EffectMove.DUPLICATE:
+        return held
+    if move is not EffectMove.OWN:
+        await conn.execute(
+            "UPDATE anfitrion_effects SET session_id = %s, call_id = %s, updated_at = %s, "
+            "resolved_by = NULL, resolution_note = NULL, repeats = repeats + %s WHERE key = %s",
+            (me[0], me[1], now, int(move is EffectMove.REPEAT), effect.key))
+    return None
 
 
 def _claim_sql(retry_unknown: bool) -> str:

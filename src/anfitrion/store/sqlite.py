@@ -39,16 +39,29 @@ import anyio
 
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult
+from ..effects import EffectKey
 from ..exceptions import AnfitrionError, ConflictError, StoreError, UserError
-from ._base import AuditRecord, Claim, LedgerEntry, LedgerState, SessionState
+from ._base import (
+    AuditRecord,
+    Claim,
+    ClaimState,
+    EffectEntry,
+    LedgerEntry,
+    LedgerState,
+    SessionState,
+)
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
+    EFFECT_COLUMNS,
+    EffectMove,
     approval_row,
     approval_rows,
     audit_row,
     claim_transition,
     dump_json,
     dump_result,
+    effect_move,
+    effect_row,
     entry_row,
     load_json,
     load_result,
@@ -57,6 +70,7 @@ from ._rows import (
     new_claim_token,
     now_iso,
     record_value,
+    resolution_result,
     session_row,
     session_rows,
     settled_state,
@@ -336,8 +350,14 @@ class SQLiteStore:
         return _entry(rows[0]) if rows else None
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
-                              retry_unknown: bool = False) -> Claim:
+                              retry_unknown: bool = False, effect: EffectKey | None = None,
+                              repeat_of: tuple[str, str] | None = None) -> Claim:
         def claim(c: Conn) -> Claim:
+            if effect is not None:
+                duplicate = _reserve_effect(c, effect, (session_id, call_id), repeat_of,
+                                            retry_unknown)
+                if duplicate is not None:
+                    return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
             row = c.execute("SELECT state, result FROM anfitrion_ledger "
                             "WHERE session_id = ? AND call_id = ?",
                             (session_id, call_id)).fetchone()
@@ -358,6 +378,34 @@ class SQLiteStore:
                     raise ConflictError(f"ledger entry {call_id!r} changed during its claim")
             return Claim(answer, load_result(row[1]) if row else None, token)
         return await self._write(claim)
+
+    async def effect_state(self, key: str) -> EffectEntry | None:
+        return await self._run(lambda c: _effect(c, key))
+
+    async def list_effects(self, *, unsettled_only: bool = False) -> Sequence[EffectEntry]:
+        where = " WHERE l.state IN ('claimed', 'unknown')" if unsettled_only else ""
+        rows = await self._run(lambda c: c.execute(
+            _EFFECTS + where + " ORDER BY e.created_at DESC, e.key").fetchall())
+        return [effect_row(r) for r in rows]
+
+    async def resolve_effect(self, key: str, *, done: bool, by: str,
+                             note: str = "") -> EffectEntry | None:
+        def resolve(c: Conn) -> EffectEntry | None:
+            found = _effect(c, key)
+            if found is None:
+                return None
+            if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
+                raise ConflictError(f"effect {key[:12]}… is not unsettled "
+                                    f"({found.state.value if found.state else 'never claimed'})")
+            result = resolution_result(found.call_id, found.tool, done=done, by=by, note=note)
+            c.execute("UPDATE anfitrion_ledger SET state = ?, result = ?, updated_at = ?, "
+                      "claim_token = NULL WHERE session_id = ? AND call_id = ? AND state = ?",
+                      (settled_state(result).value, dump_result(result), now_iso(),
+                       found.session_id, found.call_id, found.state.value))
+            c.execute("UPDATE anfitrion_effects SET resolved_by = ?, resolution_note = ?, "
+                      "updated_at = ? WHERE key = ?", (by, note, now_iso(), key))
+            return _effect(c, key)
+        return await self._write(resolve)
 
     async def settle_execution(self, session_id: str, call_id: str, result: ToolResult,
                                token: str) -> bool:
@@ -803,6 +851,39 @@ def _advance(c: Conn, session_id: str, call_id: str, state: LedgerState, digest:
               "SET state = excluded.state, digest = excluded.digest, "
               "updated_at = excluded.updated_at",
               (session_id, call_id, state.value, digest, now_iso()))
+
+
+_EFFECTS = (f"SELECT {EFFECT_COLUMNS} FROM anfitrion_effects e LEFT JOIN anfitrion_ledger l "
+            "ON l.session_id = e.session_id AND l.call_id = e.call_id")
+
+
+def _effect(c: Conn, key: str) -> EffectEntry | None:
+    row = c.execute(_EFFECTS + " WHERE e.key = ?", (key,)).fetchone()
+    return effect_row(row) if row else None
+
+
+def _reserve_effect(c: Conn, effect: EffectKey, me: tuple[str, str],
+                    repeat_of: tuple[str, str] | None, retry_unknown: bool) -> EffectEntry | None:
+    """Reserve *effect* for call *me* (under the write lock); the entry holding it if it is
+    another call's (a duplicate), else ``None``."""
+    held = _effect(c, effect.key)
+    holder = (held.session_id, held.call_id) if held else None
+    move = effect_move(holder, me, held.state if held else None, repeat_of,
+                       retry_unknown=retry_unknown)
+    now = now_iso()
+    if move is EffectMove.DUPLICATE:
+        return held
+    if held is None:
+        c.execute("INSERT INTO anfitrion_effects (key, display, scope, tool, session_id, "
+                  "call_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  (effect.key, effect.display, effect.scope.value, effect.tool, me[0], me[1],
+                   now, now))
+    elif move is not EffectMove.OWN:
+        c.execute("UPDATE anfitrion_effects SET session_id = ?, call_id = ?, updated_at = ?, "
+                  "resolved_by = NULL, resolution_note = NULL, repeats = repeats + ? "
+                  "WHERE key = ?", (me[0], me[1], now, int(move is EffectMove.REPEAT),
+                                    effect.key))
+    return None
 
 
 def _with_messages(c: Conn, state: SessionState) -> SessionState:

@@ -223,9 +223,18 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
         message_id = await drafts.commit(draft_id, content, context, deliver)
         return {"sent": draft_id, "to": list(to), "message_id": message_id}
 
+    async def send_precheck(arguments: dict[str, Any], context: ToolContext) -> str | None:
+        content = {"to": list(arguments["to"]), "subject": arguments["subject"],
+                   "body": arguments["body"]}
+        return await drafts.problem(arguments["draft_id"], content, context.principal.id)
+
     return Toolbox([
         Tool.from_function(draft_email, effect=Effect.READ, provenance=Provenance.TRUSTED,
                            validator=validate, metadata={"draft": "propose"}),
+        # one effect per draft (sent once), and a send that is not its draft is refused
+        # before a person is asked
         Tool.from_function(send_email, effect=Effect.WRITE, provenance=Provenance.TRUSTED,
-                           validator=validate, metadata={"draft": "commit"}),
+                           validator=validate, metadata={"draft": "commit"},
+                           effect_key="draft:{draft_id}", effect_scope="principal",
+                           precheck=send_precheck),
     ])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 from starlette.background import BackgroundTask
@@ -13,8 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from .. import resolutions
 from .._json import JsonError, parse_json_strict
 from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..exceptions import ConflictError
 from ..store import Store
 from ._decisions import OnAnswer, Refusal, answer, notify, state_of
 from ._render import findings
@@ -25,6 +27,18 @@ __all__ = ["api_routes", "error", "openapi_document"]
 PREFIX = "/api/v1"
 _STATUS = {Refusal.NOT_FOUND: 404, Refusal.STALE: 409, Refusal.ANSWERED: 409,
            Refusal.EXPIRED: 409, Refusal.INVALID: 422}
+
+
+class ResolutionBody(pydantic.BaseModel):
+    """What a client sends to resolve an effect whose outcome is unknown."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+    outcome: Literal["done", "failed"] = pydantic.Field(
+        description="done: it happened; failed: it did not (it may then run again).")
+    note: str = pydantic.Field(default="", max_length=1000)
+    by: str = pydantic.Field(default="", max_length=80,
+                             description="Who resolves; recorded as api:<by>.")
 
 
 class DecisionBody(pydantic.BaseModel):
@@ -132,12 +146,55 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Rou
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document())
 
+    async def list_effects(request: Request) -> Response:
+        if not _authorised(request, token):
+            return _unauthorised()
+        status = request.query_params.get("status", "unsettled")
+        if status not in ("unsettled", "all"):
+            return error(400, "status must be unsettled or all", "invalid_query")
+        found = await store.list_effects(unsettled_only=status == "unsettled")
+        return JSONResponse({"effects": [resolutions.effect_json(e) for e in found]})
+
+    async def show_effect(request: Request) -> Response:
+        if not _authorised(request, token):
+            return _unauthorised()
+        found = await store.effect_state(request.path_params["key"])
+        if found is None:
+            return error(404, "no such effect", "not_found")
+        return JSONResponse(resolutions.effect_json(found))
+
+    async def resolve_effect(request: Request) -> Response:
+        if not _authorised(request, token):
+            return _unauthorised()
+        try:
+            raw = (await request.body()).decode("utf-8")
+            body = ResolutionBody.model_validate(parse_json_strict(raw or "null"))
+        except (UnicodeDecodeError, JsonError) as exc:
+            return error(400, f"the body is not valid JSON: {exc}", "invalid_json")
+        except pydantic.ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
+                                 for e in exc.errors(include_url=False))
+            return error(422, problems, "invalid_body")
+        by = f"api:{body.by}" if body.by else "api"
+        try:
+            entry = await resolutions.resolve(store, request.path_params["key"],
+                                              done=body.outcome == "done", by=by,
+                                              note=body.note, via="api")
+        except ConflictError as exc:
+            return error(409, str(exc), "not_unsettled")
+        if entry is None:
+            return error(404, "no such effect", "not_found")
+        return JSONResponse(resolutions.effect_json(entry))
+
     return [
         Route(f"{PREFIX}/openapi.json", openapi, methods=["GET"]),
         Route(f"{PREFIX}/approvals", list_approvals, methods=["GET"]),
         Route(f"{PREFIX}/approvals/{{request_id}}", show_approval, methods=["GET"]),
         Route(f"{PREFIX}/approvals/{{request_id}}/approve", approve, methods=["POST"]),
         Route(f"{PREFIX}/approvals/{{request_id}}/deny", deny, methods=["POST"]),
+        Route(f"{PREFIX}/effects", list_effects, methods=["GET"]),
+        Route(f"{PREFIX}/effects/{{key}}", show_effect, methods=["GET"]),
+        Route(f"{PREFIX}/effects/{{key}}/resolve", resolve_effect, methods=["POST"]),
     ]
 
 
