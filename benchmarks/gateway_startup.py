@@ -93,7 +93,8 @@ async def approve_everything(config: Path, store_url: str) -> None:
 
 class _Lines:
     def __init__(self, process: Process) -> None:
-        assert process.stdout is not None and process.stdin is not None
+        assert process.stdout is not None
+        assert process.stdin is not None
         self.process = process
         self._buffer = b""
         self._next_id = 0

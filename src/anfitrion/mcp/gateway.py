@@ -279,6 +279,7 @@ class Gateway:
 
         @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator,misc]
         async def _list() -> list[mt.Tool]:
+            self.servers.mark_stale()  # a client that asks for the list gets a fresh one
             tools = await self.list_tools()
             listed[server.request_context.session] = frozenset(t.name for t in tools)
             return tools
@@ -390,6 +391,12 @@ class _GatewayServer(Server[Any, Any]):
             _CLIENT.reset(token)
             with anyio.CancelScope(shield=True):
                 await client.end()
+
+    async def _get_cached_tool_definition(self, tool_name: str) -> mt.Tool | None:
+        # The SDK looks the called tool up for its own input check (off: the gate checks
+        # against the pinned schema); on a miss it would list every upstream server again
+        # and log a warning for a call the gate refuses anyway.
+        return None
 
     def create_initialization_options(
             self, notification_options: NotificationOptions | None = None,
