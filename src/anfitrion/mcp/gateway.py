@@ -357,6 +357,9 @@ class Gateway:
             await event.wait()
             server.should_exit = True
 
+        sdk_log = logging.getLogger("mcp.server.streamable_http")
+        race = _SessionCloseRace()
+        sdk_log.addFilter(race)
         try:
             async with manager.run(), anyio.create_task_group() as tg:
                 if stop is not None:
@@ -366,7 +369,18 @@ class Gateway:
                 await server.serve(sockets=[sock])
                 tg.cancel_scope.cancel()
         finally:
+            sdk_log.removeFilter(race)
             sock.close()
+
+
+class _SessionCloseRace(logging.Filter):
+    """Drops the SDK's traceback for a stream closed under its writer: when a client ends its
+    session (``DELETE``), the SDK closes the session's streams while its SSE writers still
+    read them, and logs the ``ClosedResourceError`` as an error. Every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError))
 
 
 class _GatewayServer(Server[Any, Any]):
