@@ -61,6 +61,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
         store = open_store(url)
         try:
             async with McpServers(config, store, errlog=sys.stderr) as servers:
+                await servers.start()  # all at once, while the client connects
                 gateway = Gateway(servers, store=store, policy=policy,
                                   principal=Principal(settings.principal, scopes=settings.scopes),
                                   approval_wait=approval_wait or settings.approval_wait)

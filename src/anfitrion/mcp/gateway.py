@@ -279,6 +279,7 @@ class Gateway:
 
         @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator,misc]
         async def _list() -> list[mt.Tool]:
+            self.servers.mark_stale()  # a client that asks for the list gets a fresh one
             tools = await self.list_tools()
             listed[server.request_context.session] = frozenset(t.name for t in tools)
             return tools
@@ -356,6 +357,9 @@ class Gateway:
             await event.wait()
             server.should_exit = True
 
+        sdk_log = logging.getLogger("mcp.server.streamable_http")
+        race = _SessionCloseRace()
+        sdk_log.addFilter(race)
         try:
             async with manager.run(), anyio.create_task_group() as tg:
                 if stop is not None:
@@ -365,7 +369,18 @@ class Gateway:
                 await server.serve(sockets=[sock])
                 tg.cancel_scope.cancel()
         finally:
+            sdk_log.removeFilter(race)
             sock.close()
+
+
+class _SessionCloseRace(logging.Filter):
+    """Drops the SDK's traceback for a stream closed under its writer: when a client ends its
+    session (``DELETE``), the SDK closes the session's streams while its SSE writers still
+    read them, and logs the ``ClosedResourceError`` as an error. Every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError))
 
 
 class _GatewayServer(Server[Any, Any]):
@@ -390,6 +405,12 @@ class _GatewayServer(Server[Any, Any]):
             _CLIENT.reset(token)
             with anyio.CancelScope(shield=True):
                 await client.end()
+
+    async def _get_cached_tool_definition(self, tool_name: str) -> mt.Tool | None:
+        # The SDK looks the called tool up for its own input check (off: the gate checks
+        # against the pinned schema); on a miss it would list every upstream server again
+        # and log a warning for a call the gate refuses anyway.
+        return None
 
     def create_initialization_options(
             self, notification_options: NotificationOptions | None = None,

@@ -173,6 +173,11 @@ class _Connection:
     instructions: str | None = None
     server_name: str = ""
     stale: bool = True
+    """No listing yet, or the server sent ``notifications/tools/list_changed`` since."""
+    called: bool = False
+    """A call was sent since the last listing (it may have changed what the server lists)."""
+    listed_for: tuple[str, int] | None = None
+    """The (session, turn) whose offer made the last listing; ``None`` for any other."""
     dead: bool = False
     error: str = ""
     stop: anyio.Event = field(default_factory=anyio.Event)
@@ -447,6 +452,8 @@ class McpToolset:
         self.last_error: str | None = None
         self.statuses: list[ToolStatus] = []
         self._offered: dict[str, McpTool] = {}
+        self._upstream: list[mt.Tool] = []
+        """What the server listed last."""
         self._built: dict[tuple[str, str], McpTool | str] = {}
         """Tools built from a definition (by name and digest), or why one cannot be offered."""
         self._connection: _Connection | None = None
@@ -539,6 +546,23 @@ class McpToolset:
             self._connection = conn
             return conn
 
+    def start(self) -> None:
+        """Start the server in the background now, if it is not running (inside ``async
+        with``). A failure is kept for the next use, which tries again and reports it."""
+        if self._tg is None or self._connection is not None:
+            return
+
+        async def start() -> None:
+            with suppress(McpServerError):
+                await self._ensure()
+
+        self._tg.start_soon(start)
+
+    def mark_stale(self) -> None:
+        """Have the next listing ask the server again."""
+        if self._connection is not None:
+            self._connection.stale = True
+
     def _broken(self, conn: _Connection, reason: str) -> McpServerError:
         conn.close(reason)
         self.last_error = reason
@@ -577,16 +601,27 @@ class McpToolset:
         Raises:
             McpServerError: the server cannot be reached.
         """
+        return await self._refresh(None)
+
+    async def _refresh(self, listed_for: tuple[str, int] | None) -> list[ToolStatus]:
         conn = await self._ensure()
-        conn.stale = False
+        conn.stale = conn.called = False
+        conn.listed_for = listed_for
         try:
             upstream = await self._list_upstream(conn)
         except McpServerError:
             if not conn.dead:
                 raise
             conn = await self._ensure()  # it died while idle: start it again, once
-            conn.stale = False
+            conn.stale = conn.called = False
+            conn.listed_for = listed_for
             upstream = await self._list_upstream(conn)
+        self._upstream = upstream
+        return await self._evaluate(conn, upstream)
+
+    async def _evaluate(self, conn: _Connection, upstream: list[mt.Tool]) -> list[ToolStatus]:
+        """Record what the server lists and decide, from the pins as stored now (a person
+        may have approved something since), what is offered."""
         server_pin = await self.pins.observe_server(self.id, conn.instructions, self.identity)
         counts = Counter(t.name for t in upstream)
         statuses: list[ToolStatus] = []
@@ -645,10 +680,27 @@ class McpToolset:
         instructions = pin.approved_definition.get("instructions")
         return instructions if isinstance(instructions, str) else None
 
+    def _current(self, conn: _Connection | None) -> bool:
+        """Whether the last listing still describes the server: no ``list_changed``, no
+        call sent since, the same connection."""
+        return conn is not None and not conn.dead and not conn.stale and not conn.called
+
     async def list_tools(self, context: OfferContext) -> list[Tool]:
-        """The approved, unchanged tools; none when the server is unreachable (logged)."""
+        """The approved, unchanged tools; none when the server is unreachable (logged).
+
+        The server is listed again unless its last listing is current (:meth:`_current`).
+        With ``relist_before_call`` (the default) a current listing is reused across turns,
+        since every call re-reads the list right before it is sent; without it, the server is
+        listed once per turn (session and turn of *context*).
+        """
+        turn = (context.session_id, context.turn)
+        conn = self._connection
         try:
-            await self.refresh()
+            if conn is not None and self._current(conn) and (
+                    self.config.relist_before_call or conn.listed_for == turn):
+                await self._evaluate(conn, self._upstream)  # no round trip to the server
+            else:
+                await self._refresh(turn)
         except McpServerError as exc:
             log.warning("%s; its tools are not offered", exc)
             self._offered = {}
@@ -682,14 +734,24 @@ class McpToolset:
     def _handler(self, name: str, upstream: str, pinned_digest: str,
                  output: Any) -> Any:
         async def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
-            return await self._call(name, upstream, pinned_digest, output, arguments)
+            return await self._call(name, upstream, pinned_digest, output, arguments,
+                                    (context.session_id, context.turn))
         return handler
 
+    def _needs_listing(self, conn: _Connection, turn: tuple[str, int]) -> bool:
+        """Before a call: a listing changed on the server's word, or (``relist_before_call``)
+        any listing but the one this very turn's offer made, with no call sent since."""
+        if conn.stale:
+            return True
+        return self.config.relist_before_call and not (
+            self._current(conn) and conn.listed_for == turn)
+
     async def _call(self, name: str, upstream: str, pinned_digest: str,
-                    output: Any, arguments: dict[str, Any]) -> Any:
+                    output: Any, arguments: dict[str, Any],
+                    turn: tuple[str, int] = ("", -1)) -> Any:
         try:
             conn = await self._ensure()
-            if self.config.relist_before_call or conn.stale:
+            if self._needs_listing(conn, turn):
                 await self.refresh()
                 conn = await self._ensure()
         except McpServerError as exc:
@@ -702,6 +764,7 @@ class McpToolset:
         session = conn.session
         assert session is not None
         request_id = getattr(session, "_request_id", None)
+        conn.called = True  # what it lists may change with the call: the next offer re-lists
         try:
             with anyio.fail_after(self.config.timeout):
                 # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
@@ -812,18 +875,54 @@ class McpServers:
         if stack is not None:
             await stack.aclose()
 
-    async def list_tools(self, context: OfferContext) -> list[Tool]:
-        tools: list[Tool] = []
+    async def start(self) -> None:
+        """Start every server now, all at once, in the background (their first listing then
+        finds them running). A server that cannot start says why at that listing."""
         for toolset in self.toolsets.values():
-            tools.extend(await toolset.list_tools(context))
-        return tools
+            toolset.start()
+
+    async def list_tools(self, context: OfferContext) -> list[Tool]:
+        """Every server's offered tools, in config order; the servers are asked at once."""
+        found = await _each(partial(McpToolset.list_tools, context=context),
+                            self.toolsets.values())
+        return [tool for tools in found for tool in tools]
 
     async def refresh(self) -> Mapping[str, list[ToolStatus] | McpServerError]:
-        """List every server now; a server that cannot be reached maps to its error."""
-        found: dict[str, list[ToolStatus] | McpServerError] = {}
-        for server_id, toolset in self.toolsets.items():
+        """List every server now (at once); a server that cannot be reached maps to its
+        error."""
+        async def one(toolset: McpToolset) -> list[ToolStatus] | McpServerError:
             try:
-                found[server_id] = await toolset.refresh()
+                return await toolset.refresh()
             except McpServerError as exc:
-                found[server_id] = exc
-        return found
+                return exc
+        found = await _each(one, self.toolsets.values())
+        return dict(zip(self.toolsets, found, strict=True))
+
+    def mark_stale(self) -> None:
+        """Have the next listing ask every running server again (a client asked for it)."""
+        for toolset in self.toolsets.values():
+            toolset.mark_stale()
+
+
+async def _each(fn: Callable[[McpToolset], Awaitable[_T]],
+                toolsets: Iterable[McpToolset]) -> list[_T]:
+    """*fn* of every toolset, run concurrently; results in order. An exception is raised as
+    it is (the first one), not wrapped in an exception group."""
+    items = list(toolsets)
+    if len(items) == 1:
+        return [await fn(items[0])]
+    results: list[Any] = [None] * len(items)
+    failures: list[Exception] = []
+
+    async def run(i: int, toolset: McpToolset) -> None:
+        try:
+            results[i] = await fn(toolset)
+        except Exception as exc:  # noqa: BLE001 - re-raised as it is, below
+            failures.append(exc)
+
+    async with anyio.create_task_group() as tg:
+        for i, toolset in enumerate(items):
+            tg.start_soon(run, i, toolset)
+    if failures:
+        raise failures[0]
+    return results
