@@ -220,3 +220,18 @@ async def test_every_stage_and_every_answer_is_in_an_intact_audit_chain(doors: O
     assert len(answered) == 1  # recorded once, when given — not again when used
     assert {r.session_id for r in mail} == {answered[0].session_id}
     assert PRINCIPAL in str(answered[0].data) or answered[0].data
+
+
+async def test_an_expired_request_cannot_be_answered_and_its_call_does_not_run(
+        doors: Opened) -> None:
+    policy = BASE + "\n[approvals]\nttl = 0.000001\n"  # a microsecond: expired once stored
+    with anyio.fail_after(90):
+        async with doors.door(policy) as door:
+            asked = await door.call("p.send_mail", {"to": "ana@example.org", "body": "hi"})
+            assert asked.status == "waiting" and asked.request_id is not None
+            late = await answers.answer(door.store, asked.request_id, None, approved=True,
+                                        approver="bob", via="test")
+            retried = await door.retry()
+    assert late.refusal is answers.Refusal.EXPIRED
+    assert retried.status == "error" and "expired" in retried.text
+    assert doors.effects() == []
