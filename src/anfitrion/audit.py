@@ -17,6 +17,7 @@ import functools
 import hashlib
 import json
 import re
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _encode_ascii
@@ -463,6 +464,9 @@ class AuditRecorder:
             name: frozenset(names) for name, names in (sensitive_by_tool or {}).items()}
         self._skip = frozenset(skip)
         self._buffer: list[tuple[str, str, float, dict[str, Any]]] = []
+        # one recorder may serve event loops in several threads (a framework's sync runs): a
+        # record appended while another thread takes the buffer must not fall between them
+        self._lock = threading.Lock()
 
     def learn(self, tools: Iterable[Tool]) -> None:
         """Note the sensitive argument names of *tools* (the host calls this each turn)."""
@@ -472,16 +476,18 @@ class AuditRecorder:
 
     async def __call__(self, event: HostEvent) -> None:
         kind = event.type
-        buffer = self._buffer
         if kind not in self._skip:
-            buffer.append((kind.value, event.session_id, event.at, event_record_data(
-                event, self._sensitive.get(event.tool or "", ()))))
-        if buffer and (kind in FLUSH_ON or len(buffer) >= MAX_BUFFERED):
+            record = (kind.value, event.session_id, event.at, event_record_data(
+                event, self._sensitive.get(event.tool or "", ())))
+            with self._lock:
+                self._buffer.append(record)
+        if self._buffer and (kind in FLUSH_ON or len(self._buffer) >= MAX_BUFFERED):
             await self.flush()
 
     async def flush(self) -> None:
         """Write the buffered records (one transaction)."""
-        batch, self._buffer = self._buffer, []
+        with self._lock:
+            batch, self._buffer = self._buffer, []
         if batch:
             await self._store.append_audit_many(batch)
 

@@ -199,3 +199,35 @@ def test_the_chain_hash_of_a_record_is_stable_across_versions(
     """Hashes computed by earlier versions (records already stored) must still verify."""
     assert chain_hash(*record) == expected
     assert chain_hash(*record[:4], {}, record[5], data_text=canonical_json(record[4])) == expected
+
+
+def test_a_recorder_shared_by_event_loops_in_threads_loses_no_record() -> None:
+    """A framework's sync runs may drive one runtime from several threads at once."""
+    import threading
+
+    import anyio
+
+    from anfitrion.audit import AuditRecorder
+    from anfitrion.events import EventType, HostEvent
+    from anfitrion.store import MemoryStore
+
+    store = MemoryStore()
+    recorder = AuditRecorder(store)
+    per_thread, threads = 400, 4
+
+    def work(n: int) -> None:
+        async def emit() -> None:
+            for i in range(per_thread):
+                kind = EventType.RUN_ENDED if i % 7 == 0 else EventType.CALL_PROPOSED
+                await recorder(HostEvent(kind, f"s{n}", i))
+            await recorder.flush()
+        anyio.run(emit)
+
+    started = [threading.Thread(target=work, args=(n,)) for n in range(threads)]
+    for thread in started:
+        thread.start()
+    for thread in started:
+        thread.join(timeout=60)
+    records = anyio.run(store.audit_records)
+    assert len(records) == per_thread * threads
+    assert verify_chain(records).ok
