@@ -91,10 +91,17 @@ def test_api_unknown_paths_and_methods_answer_json(client: TestClient) -> None:
     assert response.json()["error"] == "method_not_allowed"
 
 
-def test_openapi_document_describes_list_show_approve_and_deny(client: TestClient) -> None:
+def test_openapi_document_describes_every_operation_of_the_api(client: TestClient) -> None:
     document = client.get("/api/v1/openapi.json").json()
     assert document["openapi"].startswith("3.1")
     operations = {op["operationId"] for path in document["paths"].values()
                   for op in path.values()}
-    assert operations == {"listApprovals", "showApproval", "approveApproval", "denyApproval"}
+    assert operations == {"listApprovals", "showApproval", "approveApproval", "denyApproval",
+                          "listEffects", "showEffect", "resolveEffect"}
+    from anfitrion.web._api import api_routes
+
+    documented = set(document["paths"])
+    served = {route.path for route in api_routes(MemoryStore(), "t" * 20, None)
+              if not route.path.endswith("openapi.json")}
+    assert documented == served
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"

@@ -237,7 +237,7 @@ def openapi_document() -> dict[str, Any]:
         "type": "object", "required": ["request", "state", "answer", "used"],
         "properties": {"request": _ref("ApprovalRequest"),
                        "state": {"enum": ["pending", "approved", "denied", "expired",
-                                                  "edited"]},
+                                                  "edited", "withdrawn"]},
                        "answer": {"oneOf": [_ref("ApprovalAnswer"), {"type": "null"}]},
                        "used": {"type": "boolean"}}}
     detail = {"allOf": [_ref("ApprovalSummary"), {
@@ -245,6 +245,21 @@ def openapi_document() -> dict[str, Any]:
         "properties": {"findings": {"type": "array", "items": _STR}, "description": _STR}}]}
     body_schema = DecisionBody.model_json_schema()
     request_id = {"name": "request_id", "in": "path", "required": True, "schema": _STR}
+    effect_key = {"name": "key", "in": "path", "required": True, "schema": _STR}
+    nullable = [_STR, {"type": "null"}]
+    effect_schema = {
+        "type": "object",
+        "required": ["key", "display", "scope", "tool", "session_id", "call_id", "state",
+                     "since", "result", "resolved_by", "note", "repeats"],
+        "properties": {
+            "key": _STR, "display": _STR, "scope": _STR, "tool": _STR,
+            "session_id": {"oneOf": nullable}, "call_id": {"oneOf": nullable},
+            "state": {"enum": ["unclaimed", "proposed", "decided", "approved", "running",
+                               "unknown", "done", "failed", "resolved_done",
+                               "resolved_failed"]},
+            "since": {"oneOf": [_TIME, {"type": "null"}]}, "result": {"oneOf": nullable},
+            "resolved_by": {"oneOf": nullable}, "note": {"oneOf": nullable},
+            "repeats": {"type": "integer"}}}
 
     def decision(verb: str) -> dict[str, Any]:
         return {
@@ -289,12 +304,38 @@ def openapi_document() -> dict[str, Any]:
                               **_ERRORS}}},
             f"{PREFIX}/approvals/{{request_id}}/approve": {"post": decision("approve")},
             f"{PREFIX}/approvals/{{request_id}}/deny": {"post": decision("deny")},
+            f"{PREFIX}/effects": {"get": {
+                "summary": "List side effects by key (unsettled: running or outcome unknown)",
+                "operationId": "listEffects",
+                "parameters": [{"name": "status", "in": "query", "required": False,
+                                "schema": {"enum": ["unsettled", "all"],
+                                           "default": "unsettled"}}],
+                "responses": {"200": _json({"type": "object", "required": ["effects"],
+                                            "properties": {"effects": {
+                                                "type": "array", "items": _ref("Effect")}}},
+                                           "The effects"),
+                              "400": _ERRORS["400"], "401": _ERRORS["401"]}}},
+            f"{PREFIX}/effects/{{key}}": {"get": {
+                "summary": "Show one effect", "operationId": "showEffect",
+                "parameters": [effect_key],
+                "responses": {"200": _json(_ref("Effect"), "The effect"), **_ERRORS}}},
+            f"{PREFIX}/effects/{{key}}/resolve": {"post": {
+                "summary": "Say what happened to an effect whose outcome is unknown (audited)",
+                "operationId": "resolveEffect", "parameters": [effect_key],
+                "requestBody": {"required": True, "content": {
+                    "application/json": {"schema": _ref("ResolutionBody")}}},
+                "responses": {
+                    "200": _json(_ref("Effect"), "The resolution was recorded"),
+                    "409": _json(_ref("Error"), "The effect is not unsettled"),
+                    "422": _json(_ref("Error"), "The body does not match ResolutionBody"),
+                    **_ERRORS}}},
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
             "schemas": {"ApprovalRequest": request_schema, "ApprovalAnswer": answer_schema,
                         "ApprovalSummary": summary, "ApprovalDetail": detail,
-                        "DecisionBody": body_schema,
+                        "DecisionBody": body_schema, "Effect": effect_schema,
+                        "ResolutionBody": ResolutionBody.model_json_schema(),
                         "Error": {"type": "object", "required": ["error", "message"],
                                   "properties": {"error": _STR, "message": _STR}}}},
         "security": [{"bearer": []}],
