@@ -16,7 +16,7 @@ releases, one named step at a time, so they still resume.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -40,7 +40,7 @@ from .store import SessionState
 from .taint import TaintIndex
 
 __all__ = ["RECENT_PROPOSALS_KEPT", "SESSION_MIGRATIONS", "SESSION_SCHEMA", "Session",
-           "migrate_session_data", "principal_requests", "untrusted_sources_of"]
+           "migrate_session_data", "untrusted_sources_of"]
 
 log = logging.getLogger("anfitrion.session")
 
@@ -326,12 +326,3 @@ def untrusted_sources_of(state: SessionState) -> tuple[str, ...]:
         log.warning("%s", exc)
         return ()
 
-
-def principal_requests(messages: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The principal's own messages of a stored transcript, oldest first."""
-    out: list[str] = []
-    for message in messages:
-        if message.get("kind") == "user":
-            out.extend(str(p.get("text", "")) for p in message.get("parts", ())
-                       if isinstance(p, Mapping) and p.get("kind") == "text")
-    return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pydantic
 from starlette.background import BackgroundTask
@@ -51,6 +51,22 @@ class DecisionBody(pydantic.BaseModel):
     note: str = pydantic.Field(default="", max_length=2000)
     approver: str = pydantic.Field(default="", max_length=80,
                                    description="Who decides; recorded as api:<approver>.")
+
+
+Body = TypeVar("Body", bound=pydantic.BaseModel)
+
+
+async def _body(request: Request, model: type[Body]) -> Body | Response:
+    """The request's JSON body as *model*, parsed strictly; or the error response to send."""
+    try:
+        raw = (await request.body()).decode("utf-8")
+        return model.model_validate(parse_json_strict(raw or "null"))
+    except (UnicodeDecodeError, JsonError) as exc:
+        return error(400, f"the body is not valid JSON: {exc}", "invalid_json")
+    except pydantic.ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
+                             for e in exc.errors(include_url=False))
+        return error(422, problems, "invalid_body")
 
 
 def error(status: int, message: str, code: str) -> JSONResponse:
@@ -116,15 +132,9 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Rou
     async def decide(request: Request, approved: bool) -> Response:
         if not _authorised(request, token):
             return _unauthorised()
-        try:
-            raw = (await request.body()).decode("utf-8")
-            body = DecisionBody.model_validate(parse_json_strict(raw or "null"))
-        except (UnicodeDecodeError, JsonError) as exc:
-            return error(400, f"the body is not valid JSON: {exc}", "invalid_json")
-        except pydantic.ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
-                                 for e in exc.errors(include_url=False))
-            return error(422, problems, "invalid_body")
+        body = await _body(request, DecisionBody)
+        if isinstance(body, Response):
+            return body
         approver = f"api:{body.approver}" if body.approver else "api"
         outcome = await answer(store, request.path_params["request_id"], body.digest,
                                approved=approved, approver=approver, note=body.note, via="api")
@@ -132,9 +142,8 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Rou
             refusal = outcome.refusal or Refusal.INVALID
             message = f"{refusal.value}: {outcome.detail}" if outcome.detail else refusal.value
             return error(_STATUS[refusal], message, refusal.name.lower())
-        found = await store.get_approval(outcome.answer.request_id)
-        task = (BackgroundTask(notify, on_answer, found[0], outcome.answer)
-                if on_answer is not None and found is not None else None)
+        task = (BackgroundTask(notify, on_answer, outcome.request, outcome.answer)
+                if on_answer is not None and outcome.request is not None else None)
         return JSONResponse({"answer": outcome.answer.to_dict()}, background=task)
 
     async def approve(request: Request) -> Response:
@@ -166,15 +175,9 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Rou
     async def resolve_effect(request: Request) -> Response:
         if not _authorised(request, token):
             return _unauthorised()
-        try:
-            raw = (await request.body()).decode("utf-8")
-            body = ResolutionBody.model_validate(parse_json_strict(raw or "null"))
-        except (UnicodeDecodeError, JsonError) as exc:
-            return error(400, f"the body is not valid JSON: {exc}", "invalid_json")
-        except pydantic.ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}"
-                                 for e in exc.errors(include_url=False))
-            return error(422, problems, "invalid_body")
+        body = await _body(request, ResolutionBody)
+        if isinstance(body, Response):
+            return body
         by = f"api:{body.by}" if body.by else "api"
         try:
             entry = await resolutions.resolve(store, request.path_params["key"],
