@@ -105,14 +105,15 @@ class Outcome:
 _STAMP = re.compile(r"-\d{4}-\d\d-\d\dT[\d-]+Z$")
 
 
-def read_outcomes(results: Path, mode: str) -> dict[str, Outcome]:
-    """Every ``MODE-SCENARIO-TIMESTAMP/checks.json`` under *results*, by scenario."""
+def read_outcomes(results: Path, prefix: str = "") -> dict[str, Outcome]:
+    """Every ``PREFIXSCENARIO-TIMESTAMP/checks.json`` under *results*, by scenario (the
+    suite names a server scenario's folder ``server-…``, a client scenario's by its name)."""
     found: dict[str, Outcome] = {}
     for checks in sorted(results.rglob("checks.json")):
         relative = checks.parent.relative_to(results).as_posix()
-        if not relative.startswith(f"{mode}-"):
+        if not relative.startswith(prefix):
             continue
-        scenario = _STAMP.sub("", relative[len(mode) + 1:])
+        scenario = _STAMP.sub("", relative[len(prefix):])
         found[scenario] = Outcome(scenario, tuple(json.loads(checks.read_text())))
     return found
 

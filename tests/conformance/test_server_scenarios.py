@@ -98,7 +98,7 @@ def run_direct(suite: Suite, results: Path) -> dict[str, Outcome]:
             await suite.run("server", "--url", f"http://127.0.0.1:{port}/mcp",
                             "-o", str(results), cwd=results)
     anyio.run(main)
-    return read_outcomes(results, "server")
+    return read_outcomes(results, "server-")
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def run_through_gateway(suite: Suite, results: Path) -> GatewayRun:
                                 "-o", str(results), cwd=results)
                 await proxy.client.aclose()  # ends the SSE streams still open
     anyio.run(main)
-    return GatewayRun(read_outcomes(results, "server"), called[0])
+    return GatewayRun(read_outcomes(results, "server-"), called[0])
 
 
 @pytest.fixture(scope="module")
