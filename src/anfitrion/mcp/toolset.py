@@ -14,7 +14,8 @@ What the host gets from a server, and what it refuses to take on trust:
 - **names** — ``<server id>.<tool>``, the id assigned by the operator in the config; tool names
   the server reports that do not fit ``[A-Za-z0-9_.-]`` or are listed twice are not offered.
 - **definitions** — pinned (:mod:`anfitrion.mcp.pinning`): only approved, unchanged tools are
-  offered; a change seen on any listing or before a call blocks the tool. The pinned definition
+  offered; a change seen on any listing or before a call blocks the tool. A server is listed
+  at most once per turn, and again on ``notifications/tools/list_changed``. The pinned definition
   is part of :attr:`Tool.definition_hash`, so an approval given for a call is void once the
   definition changes.
 - **annotations** — used only for servers marked ``trusted``: ``readOnlyHint`` → READ,
@@ -24,8 +25,9 @@ What the host gets from a server, and what it refuses to take on trust:
   schema could make validation run long is ``invalid``, approved or not.
 - **identity** — what the server launches or contacts is pinned with its instructions; a server
   approved while it launched something else is not started (unless ``launch_changed``).
-- **results** — untrusted data: text is passed on; images, audio and binary resources are
-  summarised, never shown; resource links are described and never fetched; ``structuredContent``
+- **results** — untrusted data: text is passed on; images, audio and binary resources — also
+  when sent as base64 text (:mod:`anfitrion.mcp._media`) — are summarised by type, size and
+  SHA-256, never shown; resource links are described and never fetched; ``structuredContent``
   must match the pinned ``outputSchema``; hidden characters (tag characters, zero-width, bidi,
   controls) are made visible and the result begins with :data:`HIDDEN_NOTICE`.
 - **failures** — a per-call timeout cancels the request (``notifications/cancelled``) and
