@@ -14,7 +14,8 @@ import pytest
 pytest.importorskip("mcp")
 from conformance_suite import CLIENT, CLIENT_SCENARIOS, Outcome, Suite, read_outcomes
 
-pytestmark = [pytest.mark.mcp_servers]
+# a module's first test also waits for the suite's run (tens of seconds, more under load)
+pytestmark = [pytest.mark.mcp_servers, pytest.mark.timeout(300)]
 
 CLIENT_GAPS: dict[str, str] = {
     "elicitation-sep1034-client-defaults": "the client toolset declares no elicitation "

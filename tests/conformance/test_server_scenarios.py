@@ -39,7 +39,8 @@ from anfitrion.mcp.pinning import PinBook
 from anfitrion.mcp.toolset import McpServers
 from anfitrion.store import open_store
 
-pytestmark = [pytest.mark.mcp_servers]
+# a module's first test also waits for the suite's run (tens of seconds, more under load)
+pytestmark = [pytest.mark.mcp_servers, pytest.mark.timeout(300)]
 
 ANFITRION = str(Path(sys.executable).parent / "anfitrion")
 SERVER_ID = "conformance"

@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 from mcp_helpers import through_gate
 
+from anfitrion.mcp import _media
 from anfitrion.mcp.config import ServerConfig
 from anfitrion.mcp.toolset import McpToolset
 from anfitrion.store import MemoryStore
@@ -89,3 +92,24 @@ async def test_base64_text_that_is_not_media_stays_text(
     """Short tokens, and long base64 of no known media type, are the server's text."""
     result = await call(tool, store, offer)
     assert result.content == encoded
+
+
+@given(st.text(max_size=2000))
+def test_any_text_is_either_left_as_it_is_or_summarised(text: str) -> None:
+    found = _media.base64_summary(text)
+    assert found is None or (found.startswith("[") and found.endswith(": not shown]"))
+
+
+@given(st.binary(min_size=400, max_size=3000), st.sampled_from([
+    (b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"),
+    (b"%PDF-", "application/pdf")]), st.booleans())
+def test_media_as_base64_is_told_by_its_real_size_and_hash(
+        body: bytes, signature: tuple[bytes, str], wrapped: bool) -> None:
+    magic, mime = signature
+    data = magic + body
+    encoded = base64.b64encode(data).decode()
+    if wrapped:  # line-wrapped base64, as MIME encoders write it
+        encoded = "\n".join(encoded[i:i + 76] for i in range(0, len(encoded), 76))
+    found = _media.base64_summary(encoded)
+    assert found is not None
+    assert f"{mime}, {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()[:16]}" in found
