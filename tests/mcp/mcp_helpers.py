@@ -15,8 +15,9 @@ async def _ignore(event: Any) -> None:
 
 async def through_gate(tools: Any, name: str, arguments: dict[str, Any], store: Any, *,
                        approver: Any = None, pending: str | None = None,
-                       call_id: str = "call-1") -> Any:
-    """One call through the real gate (approving every ask unless told otherwise)."""
+                       call_id: str = "call-1", turn: int = 1) -> Any:
+    """One call through the real gate (approving every ask unless told otherwise), in *turn*
+    of ``session-1``."""
     from anfitrion.approvals import CallbackApprover
     from anfitrion.conversation import ToolCall
     from anfitrion.gate import Gate
@@ -25,7 +26,7 @@ async def through_gate(tools: Any, name: str, arguments: dict[str, Any], store: 
 
     gate = Gate(policy=Policy.default(), approver=approver or CallbackApprover(lambda r: True),
                 store=store, emit=_ignore)
-    scope = gate_session("tester", "session-1", turn=1,
+    scope = gate_session("tester", "session-1", turn=turn,
                          waiting={call_id: pending} if pending else None)
     return await gate.process(ToolCall.from_object(call_id, name, arguments),
                               {t.name: t for t in tools}, scope)

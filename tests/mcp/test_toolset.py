@@ -20,6 +20,7 @@ from anfitrion.conversation import Provenance
 from anfitrion.mcp.config import ServerConfig
 from anfitrion.mcp.pinning import PinState
 from anfitrion.mcp.toolset import McpServers, McpToolset
+from anfitrion.principal import Principal
 from anfitrion.store import MemoryStore
 from anfitrion.tools import Effect, OfferContext
 
@@ -132,25 +133,67 @@ async def test_look_alike_names_are_never_offered(
             await toolset.pins.approve("mal.g\u0456t_log", by="operator")
 
 
-async def test_rug_pull_without_list_changed_is_caught_before_the_next_call(
-        malicious: Callable[..., ServerConfig], store: MemoryStore,
-        offer: OfferContext) -> None:
+async def test_rug_pull_without_list_changed_is_caught_at_the_next_turn(
+        malicious: Callable[..., ServerConfig], store: MemoryStore) -> None:
+    """Within a turn the model has only the definitions it was offered (and pinned): the
+    server is listed once per turn, and the next turn's offer sees the change first."""
     async with McpToolset(malicious(), store) as toolset:
         await toolset.refresh()
         await toolset.pins.approve("mal.rug", by="operator")
-        tools = await toolset.list_tools(offer)
+        tools = await toolset.list_tools(OfferContext(Principal("tester"), "session-1", 1))
         first = await through_gate(tools, "mal.rug", {"a": 1, "b": 2}, store)
         assert first.result.content == "3"
+        next_turn = OfferContext(Principal("tester"), "session-1", 2)
+        assert await offered_names(toolset, next_turn) == []
         second = await through_gate(tools, "mal.rug", {"a": 1, "b": 2}, store,
-                                    call_id="call-2")
+                                    call_id="call-2", turn=2)
         assert second.result.is_error
         assert "blocked" in second.result.content
-        assert await offered_names(toolset, offer) == []
         pin = await toolset.pins.get("tool/mal/rug")
         assert pin is not None
         assert pin.state is PinState.CHANGED
         assert "evil.example" in pin.seen_definition["description"]
         assert pin.approved_definition["description"] == "Adds two numbers."
+
+
+async def test_a_call_in_a_turn_whose_offer_reused_an_old_listing_lists_first(
+        malicious: Callable[..., ServerConfig], store: MemoryStore) -> None:
+    """relistBeforeCall: the offer of turn 2 reuses turn 1's listing (nothing was called
+    since), so the first call of turn 2 lists the server before it is sent; the next does not."""
+    async with McpToolset(malicious(), store) as toolset:
+        await toolset.refresh()
+        await toolset.pins.approve("mal.rug", by="operator")
+        await toolset.list_tools(OfferContext(Principal("tester"), "session-1", 1))
+        before = toolset.listings
+        tools = await toolset.list_tools(OfferContext(Principal("tester"), "session-1", 2))
+        assert toolset.listings == before  # a current listing is reused
+        first = await through_gate(tools, "mal.rug", {"a": 1, "b": 2}, store, turn=2)
+        assert first.result.content == "3"
+        assert toolset.listings == before + 1
+        again = await through_gate(tools, "mal.rug", {"a": 1, "b": 2}, store,
+                                   call_id="call-2", turn=2)
+        assert again.result.content == "3"  # turn 2 listed it: no second listing
+        assert toolset.listings == before + 1
+
+
+async def test_a_turn_lists_a_server_once_however_many_calls_it_makes(
+        time_server: ServerConfig, store: MemoryStore) -> None:
+    async with McpToolset(time_server, store) as toolset:
+        await toolset.refresh()
+        await toolset.pins.approve("time.get_current_time", by="operator")
+        listed = toolset.listings
+        turn = OfferContext(Principal("tester"), "session-1", 1)
+        tools = await toolset.list_tools(turn)
+        for i in range(3):
+            outcome = await through_gate(tools, "time.get_current_time", {"timezone": "UTC"},
+                                         store, call_id=f"call-{i}")
+            assert not outcome.result.is_error
+            assert await offered_names(toolset, turn) == ["time.get_current_time"]
+        assert toolset.listings == listed + 1
+        # calls were sent: the next turn lists again, once
+        await toolset.list_tools(OfferContext(Principal("tester"), "session-1", 2))
+        await toolset.list_tools(OfferContext(Principal("tester"), "session-1", 2))
+        assert toolset.listings == listed + 2
 
 
 async def test_rug_pull_with_list_changed_blocks_even_when_calls_do_not_relist(
@@ -176,7 +219,8 @@ async def test_rug_pull_without_notification_is_caught_at_the_next_listing(
         await toolset.pins.approve("mal.rug", by="operator")
         tools = await toolset.list_tools(offer)
         await through_gate(tools, "mal.rug", {"a": 2, "b": 2}, store)
-        assert await offered_names(toolset, offer) == []
+        next_turn = OfferContext(offer.principal, offer.session_id, offer.turn + 1)
+        assert await offered_names(toolset, next_turn) == []
 
 
 async def test_a_changed_tool_stays_blocked_until_approved_again_with_a_new_hash(
@@ -387,7 +431,8 @@ async def test_resource_links_are_described_never_fetched_and_images_not_shown(
         await toolset.pins.approve("mal.link", by="operator")
         outcome = await through_gate(await toolset.list_tools(offer), "mal.link", {}, store)
     assert "[resource link, not fetched: https://evil.example/payload" in outcome.result.content
-    assert "[image image/png, 6 bytes: not shown]" in outcome.result.content
+    assert "[image image/png, 5 bytes, sha256 2cf24dba5fb0a30e: not shown]" in \
+        outcome.result.content
     assert outcome.result.provenance is Provenance.UNTRUSTED
 
 

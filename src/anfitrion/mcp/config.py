@@ -22,8 +22,9 @@ never under the name the server reports. Keys anfitrion adds to a server entry:
   open-world and untrusted, whatever they claim.
 - ``timeout`` (seconds, default 60): per call; a server that does not answer is restarted.
 - ``maxResultChars`` (default 16384): result size cap.
-- ``relistBeforeCall`` (default ``true``): re-read the tool list before every call, so a
-  definition changed without ``notifications/tools/list_changed`` is caught at call time.
+- ``relistBeforeCall`` (default ``true``): before the first call of a turn whose offer reused
+  an earlier listing, re-read the tool list, so a definition changed without
+  ``notifications/tools/list_changed`` is caught at call time.
 - ``disabled`` (default ``false``): skip this server.
 
 A spawned server gets a minimal environment: ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``,

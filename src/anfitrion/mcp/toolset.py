@@ -14,7 +14,8 @@ What the host gets from a server, and what it refuses to take on trust:
 - **names** — ``<server id>.<tool>``, the id assigned by the operator in the config; tool names
   the server reports that do not fit ``[A-Za-z0-9_.-]`` or are listed twice are not offered.
 - **definitions** — pinned (:mod:`anfitrion.mcp.pinning`): only approved, unchanged tools are
-  offered; a change seen on any listing or before a call blocks the tool. The pinned definition
+  offered; a change seen on any listing or before a call blocks the tool. A server is listed
+  at most once per turn, and again on ``notifications/tools/list_changed``. The pinned definition
   is part of :attr:`Tool.definition_hash`, so an approval given for a call is void once the
   definition changes.
 - **annotations** — used only for servers marked ``trusted``: ``readOnlyHint`` → READ,
@@ -24,8 +25,9 @@ What the host gets from a server, and what it refuses to take on trust:
   schema could make validation run long is ``invalid``, approved or not.
 - **identity** — what the server launches or contacts is pinned with its instructions; a server
   approved while it launched something else is not started (unless ``launch_changed``).
-- **results** — untrusted data: text is passed on; images, audio and binary resources are
-  summarised, never shown; resource links are described and never fetched; ``structuredContent``
+- **results** — untrusted data: text is passed on; images, audio and binary resources — also
+  when sent as base64 text (:mod:`anfitrion.mcp._media`) — are summarised by type, size and
+  SHA-256, never shown; resource links are described and never fetched; ``structuredContent``
   must match the pinned ``outputSchema``; hidden characters (tag characters, zero-width, bidi,
   controls) are made visible and the result begins with :data:`HIDDEN_NOTICE`.
 - **failures** — a per-call timeout cancels the request (``notifications/cancelled``) and
@@ -37,8 +39,6 @@ What the host gets from a server, and what it refuses to take on trust:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import logging
 import os
@@ -75,6 +75,7 @@ from ..tools import (
     check_input_schema,
     schema_errors,
 )
+from . import _media
 from .config import McpConfig, ServerConfig
 from .pinning import (
     Pin,
@@ -340,23 +341,22 @@ def _real_file(stream: TextIO) -> TextIO:
 
 
 def _describe_content(block: Any) -> str:
+    """What the model is shown of one content block (see :mod:`anfitrion.mcp._media`)."""
     if isinstance(block, mt.TextContent):
-        return block.text
+        return _media.base64_summary(block.text) or block.text
     if isinstance(block, (mt.ImageContent, mt.AudioContent)):
         kind = "image" if isinstance(block, mt.ImageContent) else "audio"
-        return f"[{kind} {block.mimeType}, {len(block.data) * 3 // 4} bytes: not shown]"
+        return _media.describe(kind, block.mimeType, _media.decode(block.data))
     if isinstance(block, mt.ResourceLink):
         return (f"[resource link, not fetched: {block.uri} name={block.name!r}"
                 f"{' type=' + block.mimeType if block.mimeType else ''}]")
     if isinstance(block, mt.EmbeddedResource):
         resource = block.resource
         if isinstance(resource, mt.TextResourceContents):
-            return f"[resource {resource.uri}]\n{resource.text}"
-        try:
-            size = len(base64.b64decode(resource.blob, validate=False))
-        except (binascii.Error, ValueError):
-            size = len(resource.blob)
-        return f"[resource {resource.uri} {resource.mimeType or ''}: {size} bytes, not shown]"
+            text = _media.base64_summary(resource.text, resource.mimeType) or resource.text
+            return f"[resource {resource.uri}]\n{text}"
+        summary = _media.describe("resource", resource.mimeType, _media.decode(resource.blob))
+        return f"{summary[:-1]} ({resource.uri})]"
     return f"[{getattr(block, 'type', 'unknown')} content: not shown]"
 
 
@@ -449,6 +449,8 @@ class McpToolset:
         self.pins = PinBook(store)
         self.errlog = errlog
         self.restarts = 0
+        self.listings = 0
+        """How many times the server was listed (``tools/list``, all its pages)."""
         self.last_error: str | None = None
         self.statuses: list[ToolStatus] = []
         self._offered: dict[str, McpTool] = {}
@@ -573,6 +575,7 @@ class McpToolset:
 
     async def _list_upstream(self, conn: _Connection) -> list[mt.Tool]:
         assert conn.session is not None
+        self.listings += 1
         tools: list[mt.Tool] = []
         cursor: str | None = None
         try:
@@ -685,19 +688,28 @@ class McpToolset:
         call sent since, the same connection."""
         return conn is not None and not conn.dead and not conn.stale and not conn.called
 
+    def _listed_this_turn(self, conn: _Connection | None, turn: tuple[str, int]) -> bool:
+        """Whether this very turn listed the server on this connection, and it has not said
+        since that its list changed (calls sent since do not count: see :meth:`list_tools`)."""
+        return (conn is not None and not conn.dead and not conn.stale
+                and conn.listed_for == turn)
+
     async def list_tools(self, context: OfferContext) -> list[Tool]:
         """The approved, unchanged tools; none when the server is unreachable (logged).
 
-        The server is listed again unless its last listing is current (:meth:`_current`).
-        With ``relist_before_call`` (the default) a current listing is reused across turns,
-        since every call re-reads the list right before it is sent; without it, the server is
-        listed once per turn (session and turn of *context*).
+        A server is listed at most once per turn (session and turn of *context*), and again
+        when it sends ``notifications/tools/list_changed``. A listing from an earlier turn is
+        reused while it is current (:meth:`_current`: nothing was called since). A change a
+        call made without notice is so seen at the next turn's offer, before the model sees
+        any description again: within a turn the model has only the definitions it was
+        offered, and the pins checked.
         """
         turn = (context.session_id, context.turn)
         conn = self._connection
         try:
-            if conn is not None and self._current(conn) and (
-                    self.config.relist_before_call or conn.listed_for == turn):
+            if self._listed_this_turn(conn, turn) or (
+                    self.config.relist_before_call and self._current(conn)):
+                assert conn is not None
                 await self._evaluate(conn, self._upstream)  # no round trip to the server
             else:
                 await self._refresh(turn)
@@ -739,12 +751,11 @@ class McpToolset:
         return handler
 
     def _needs_listing(self, conn: _Connection, turn: tuple[str, int]) -> bool:
-        """Before a call: a listing changed on the server's word, or (``relist_before_call``)
-        any listing but the one this very turn's offer made, with no call sent since."""
+        """Before a call: the server said its list changed, or (``relist_before_call``) no
+        listing was made in this very turn (the offer reused an earlier one)."""
         if conn.stale:
             return True
-        return self.config.relist_before_call and not (
-            self._current(conn) and conn.listed_for == turn)
+        return self.config.relist_before_call and not self._listed_this_turn(conn, turn)
 
     async def _call(self, name: str, upstream: str, pinned_digest: str,
                     output: Any, arguments: dict[str, Any],
@@ -752,7 +763,7 @@ class McpToolset:
         try:
             conn = await self._ensure()
             if self._needs_listing(conn, turn):
-                await self.refresh()
+                await self._refresh(turn)
                 conn = await self._ensure()
         except McpServerError as exc:
             raise ToolError(f"{exc}. Nothing was run.") from exc
@@ -837,9 +848,9 @@ class McpToolset:
 
     def _structured(self, structured: Any) -> Any:
         found: list[str] = []
-        shown = _reveal_in_value(structured, found)
+        shown = _reveal_in_value(_media.summarise_in_value(structured), found)
         if not found:
-            return structured
+            return shown
         log.warning("MCP server %r: a structured result held %d hidden characters (made "
                     "visible)", self.id, len(found))
         # the notice must travel with the value: as text, the structure shown as JSON

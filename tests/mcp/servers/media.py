@@ -1,0 +1,86 @@
+"""A server returning media the ways real servers do, over stdio.
+
+Tools: ``read_media_file`` (like server-filesystem's: an image block, and the same image as
+base64 in ``structuredContent`` under its ``outputSchema``), ``png_as_text`` (base64 in a text
+block), ``data_uri`` (a ``data:`` URI in a text block), ``token`` (a short base64 token, which
+is text), ``noise`` (long base64 of no known type, which is text too), ``blob`` (an embedded
+binary resource) and ``audio``.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+from typing import Any
+
+import anyio
+import mcp.types as mt
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+
+def png(width: int = 64, height: int = 64) -> bytes:
+    """A real PNG of *width* × *height* red pixels (a few hundred bytes compressed)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    rows = b"".join(b"\x00" + bytes([255, 0, 0]) * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2,
+                                                             0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows, 0)) + chunk(b"IEND", b""))
+
+
+IMAGE = png()
+ENCODED = base64.b64encode(IMAGE).decode()
+WAV = b"RIFF" + struct.pack("<I", 36 + 4000) + b"WAVEfmt " + bytes(4016)
+MEDIA_SCHEMA = {"type": "object", "properties": {"content": {"type": "array", "items": {
+    "type": "object", "properties": {"type": {"type": "string"}, "data": {"type": "string"},
+                                     "mimeType": {"type": "string"}}}}},
+    "required": ["content"]}
+
+
+def main() -> None:
+    server: Server[Any, Any] = Server("media")
+    empty = {"type": "object", "properties": {}}
+
+    @server.list_tools()  # type: ignore[misc,no-untyped-call]
+    async def list_tools() -> list[mt.Tool]:
+        return [mt.Tool(name="read_media_file", description="Reads an image.", inputSchema=empty,
+                        outputSchema=MEDIA_SCHEMA),
+                *(mt.Tool(name=n, description=n, inputSchema=empty)
+                  for n in ("png_as_text", "data_uri", "token", "noise", "blob", "audio"))]
+
+    @server.call_tool()  # type: ignore[misc,no-untyped-call]
+    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+        def text(s: str) -> list[mt.ContentBlock]:
+            return [mt.TextContent(type="text", text=s)]
+        if name == "read_media_file":
+            image = {"type": "image", "data": ENCODED, "mimeType": "image/png"}
+            return mt.CallToolResult(content=[mt.ImageContent(**image)],  # type: ignore[arg-type]
+                                     structuredContent={"content": [image]})
+        if name == "png_as_text":
+            return text(ENCODED)
+        if name == "data_uri":
+            return text(f"data:image/png;base64,{ENCODED}")
+        if name == "token":
+            return text(base64.b64encode(b"session-token-1234").decode())
+        if name == "noise":
+            return text(base64.b64encode(bytes(range(256)) * 8).decode())
+        if name == "blob":
+            return [mt.EmbeddedResource(type="resource", resource=mt.BlobResourceContents(
+                uri="file:///photo.png", mimeType="image/png", blob=ENCODED))]  # type: ignore[arg-type]
+        if name == "audio":
+            return [mt.AudioContent(type="audio", data=base64.b64encode(WAV).decode(),
+                                    mimeType="audio/wav")]
+        raise ValueError(f"unknown tool {name}")
+
+    async def run() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    anyio.run(run)
+
+
+if __name__ == "__main__":
+    main()
