@@ -12,15 +12,13 @@ import json
 import math
 from typing import Any
 
+from .exceptions import JsonError
+
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_DEPTH", "JsonError", "check_json_value",
            "parse_json_strict"]
 
 DEFAULT_MAX_BYTES = 256 * 1024
 DEFAULT_MAX_DEPTH = 32
-
-
-class JsonError(ValueError):
-    """The text is not acceptable JSON; the message says why."""
 
 
 def _reject_constant(name: str) -> Any:
