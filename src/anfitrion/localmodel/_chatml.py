@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
-from ...exceptions import InputError
+from ..exceptions import InputError
 
 __all__ = [
     "CALL_CLOSE",
