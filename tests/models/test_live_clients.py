@@ -18,8 +18,8 @@ from anfitrion import Host, RunStatus
 from anfitrion._demo import demo_toolbox
 from anfitrion.conversation import Text, UserMessage
 from anfitrion.exceptions import ModelError
+from anfitrion.models import StreamingModel
 from anfitrion.models._base import Model, ModelRequest
-from anfitrion.models._streaming import StreamingModel
 
 from .fake_providers import (
     FINAL,

@@ -282,7 +282,7 @@ class StreamingModel:
     CLI) sees the text as it arrives.
 
     Example:
-        >>> from anfitrion.models.scripted import ScriptedModel
+        >>> from anfitrion.models import ScriptedModel, StreamingModel
         >>> model = StreamingModel(ScriptedModel(["hello"]), print)
     """
 
