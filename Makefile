@@ -53,7 +53,7 @@ conformance: install-test install-conformance
 	ANFITRION_REQUIRE_CONFORMANCE=1 $(PY) -m pytest tests/conformance -q
 
 demo-local: install-local
-	$(PY) -m anfitrion.models.local demo
+	$(PY) -m anfitrion.localmodel demo
 
 lint: install-test
 	$(VENV)/bin/ruff check src tests benchmarks

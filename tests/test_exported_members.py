@@ -44,3 +44,15 @@ def test_the_store_rule_of_the_commands_is_public() -> None:
     from anfitrion import default_store_url
 
     assert default_store_url().startswith("sqlite:///")
+
+
+def test_the_streaming_wrapper_is_public_where_the_docs_import_it() -> None:
+    """docs/providers.md imports StreamingModel from anfitrion.models, not a private module."""
+    from pathlib import Path
+
+    import anfitrion.models
+
+    assert "StreamingModel" in anfitrion.models.__all__
+    docs = (Path(__file__).parents[1] / "docs" / "providers.md").read_text(encoding="utf-8")
+    assert "from anfitrion.models import StreamingModel" in docs
+    assert "from anfitrion.models._" not in docs

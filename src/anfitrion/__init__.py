@@ -38,9 +38,11 @@ from .exceptions import (
     SessionNotFound,
     StoreError,
     ToolDefinitionError,
+    ToolError,
+    ToolNotExecuted,
     UserError,
 )
-from .gate import GateLimits, ToolError, ToolNotExecuted
+from .gate import GateLimits
 from .host import Host, RunResult, RunStatus, StopSignal
 from .models import Model, ModelRequest, ScriptedModel
 from .policy import Decision, Policy, PolicyContext, Verdict, load_policy

@@ -33,8 +33,7 @@ import anyio.to_thread
 
 from ._canonical import digest
 from .conversation import JsonValue, Provenance, ToolResult
-from .exceptions import ToolDefinitionError
-from .gate import ToolNotExecuted
+from .exceptions import ToolDefinitionError, ToolNotExecuted
 from .store import ClaimState, Store
 from .tools import Effect, Tool, ToolContext
 

@@ -1,43 +1,63 @@
 """The exception tree of anfitrion.
 
-Every exception anfitrion raises derives from :class:`AnfitrionError`::
+Every exception anfitrion raises derives from :class:`AnfitrionError`. The tree below is the
+tree as defined and raised (a test checks it against the package); a class defined outside
+this module names its module in brackets::
 
     AnfitrionError
     ├── UserError                  misconfiguration: fix the code or the config
     │   ├── ToolDefinitionError    a tool that cannot be registered as declared
-    │   ├── ConfigError            a config/policy file that is invalid (names file, line, key)
-    │   └── MissingDependencyError an optional extra is not installed (names the pip command)
+    │   ├── ConfigError            an invalid config or policy file (path, line, key)
+    │   └── MissingDependencyError an optional extra is not installed (extra, module)
     ├── RunError                   something failed while running
-    │   ├── ModelError             the model or its client failed
-    │   │   └── AdapterError       a provider payload we cannot represent (names the field path)
+    │   ├── ModelError             the model or its client failed (provider, status_code)
+    │   │   └── AdapterError       a provider payload we cannot represent (path)
     │   ├── StoreError             the store failed or holds inconsistent data
-    │   │   └── ConflictError      a concurrent writer got there first
-    │   └── SessionNotFound        no such session in the store
-    └── HostSignal                 control flow, not an error
-        └── RunStopped             the host was asked to stop
+    │   │   ├── ConflictError      a concurrent writer got there first
+    │   │   └── CorruptRowError    a row the store cannot load (row)  [store._rows]
+    │   ├── SessionNotFound        no such session in the store (session_id)
+    │   ├── McpServerError         an MCP server failed or broke the protocol (server)
+    │   └── ToolError              raised by a tool; the gate makes it an error result
+    │       └── ToolNotExecuted    a write tool refused before it acted (executed)
+    └── InputError                 untrusted input refused; also a ValueError
+        ├── JsonError              text that is not acceptable JSON
+        ├── ArgumentError          arguments that do not satisfy a tool (field)
+        │   └── SchemaBudgetExceeded  checking them would cost too much  [tools]
+        └── RequestError           a local-model HTTP request refused  [localmodel._chatml]
 
 Per-call failures that the model must see (unknown tool, invalid arguments, denial, a tool that
-raised) are *data* — an error :class:`~anfitrion.conversation.ToolResult` — never exceptions.
+raised) are *data* — an error :class:`~anfitrion.conversation.ToolResult` — never exceptions
+that leave the gate: :class:`ToolError` and :class:`ArgumentError` are how a tool and a
+validator say so, and the gate turns them into that result. Stopping a run is no exception
+either: :class:`~anfitrion.host.StopSignal` ends it with the status ``stopped``.
+
+Foreign exceptions are translated at a boundary by :func:`map_exceptions`: the most specific
+mapping wins, the cause is kept, and so are the structured fields.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any, TypeAlias
 
 __all__ = [
     "AdapterError",
     "AnfitrionError",
+    "ArgumentError",
     "ConfigError",
     "ConflictError",
-    "HostSignal",
+    "InputError",
+    "JsonError",
+    "McpServerError",
     "MissingDependencyError",
     "ModelError",
     "RunError",
-    "RunStopped",
     "SessionNotFound",
     "StoreError",
     "ToolDefinitionError",
+    "ToolError",
+    "ToolNotExecuted",
     "UserError",
     "map_exceptions",
 ]
@@ -46,6 +66,8 @@ __all__ = [
 class AnfitrionError(Exception):
     """Root of every exception anfitrion raises."""
 
+
+# -- user errors ----------------------------------------------------------------------------
 
 class UserError(AnfitrionError):
     """The library was used or configured wrongly."""
@@ -86,16 +108,25 @@ class MissingDependencyError(UserError):
         self.module = module
 
 
+# -- run errors -----------------------------------------------------------------------------
+
 class RunError(AnfitrionError):
     """Something failed while running a session."""
 
 
 class ModelError(RunError):
-    """The model, its client or its transport failed."""
+    """The model, its client or its transport failed.
 
-    def __init__(self, message: str, *, provider: str | None = None) -> None:
+    Attributes:
+        provider: the adapter's provider, when known.
+        status_code: the HTTP status the provider answered with, when there was one.
+    """
+
+    def __init__(self, message: str, *, provider: str | None = None,
+                 status_code: int | None = None) -> None:
         super().__init__(message)
         self.provider = provider
+        self.status_code = status_code
 
 
 class AdapterError(ModelError):
@@ -126,31 +157,102 @@ class SessionNotFound(RunError):
         self.session_id = session_id
 
 
-class HostSignal(AnfitrionError):
-    """Control flow between parts of the host; not an error."""
+class McpServerError(RunError):
+    """An MCP server could not be started, did not answer, or broke the protocol."""
+
+    def __init__(self, server: str, message: str) -> None:
+        super().__init__(f"MCP server {server!r}: {message}")
+        self.server = server
 
 
-class RunStopped(HostSignal):
-    """The host was asked to stop the run."""
+class ToolError(RunError):
+    """Raise from a tool to tell the model what went wrong; the message is shown as is.
+
+    For a WRITE tool, an exception means the outcome is unknown — it may have acted before it
+    failed — unless it says otherwise: ``ToolError(..., executed=False)`` (or
+    :class:`ToolNotExecuted`) says nothing happened, so the call fails and the same effect may
+    be proposed again. Anything else leaves the effect ``unknown`` until a person (or the
+    tool's ``reconcile`` hook) says what happened.
+    """
+
+    def __init__(self, message: str = "", *, executed: bool | None = None) -> None:
+        super().__init__(message)
+        self.executed = executed
+
+
+class ToolNotExecuted(ToolError):
+    """A write tool's refusal before it acted: nothing happened (the call simply failed)."""
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message, executed=False)
+
+
+# -- untrusted input refused ----------------------------------------------------------------
+
+class InputError(AnfitrionError, ValueError):
+    """Input from an untrusted peer (a model, an HTTP client, a file) was refused; the message
+    says why. Also a :class:`ValueError`, as it always was."""
+
+
+class JsonError(InputError):
+    """The text is not acceptable JSON; the message says why."""
+
+
+class ArgumentError(InputError):
+    """Arguments that do not satisfy a tool; the message names the field and the problem."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+# -- translating foreign exceptions ---------------------------------------------------------
+
+Translation: TypeAlias = "type[AnfitrionError] | Callable[[BaseException, str], AnfitrionError]"
+"""What a foreign exception becomes: one of ours (built from the message and the fields given to
+:func:`map_exceptions`), or a function of the foreign exception and the message that builds it
+with the fields it carries."""
+
+
+def _most_specific(exc: BaseException,
+                   mapping: Mapping[type[BaseException], Translation]) -> Translation | None:
+    """The translation of the mapped class nearest to *exc*'s own class in its MRO: what an
+    ``except`` chain ordered from specific to general would pick, whatever the mapping's order."""
+    for cls in type(exc).__mro__:
+        if cls in mapping:
+            return mapping[cls]
+    for foreign, ours in mapping.items():  # a virtual subclass (an ABC's register)
+        if isinstance(exc, foreign):
+            return ours
+    return None
 
 
 @contextmanager
-def map_exceptions(
-    mapping: dict[type[BaseException], type[AnfitrionError]], message: str = ""
-) -> Iterator[None]:
-    """Translate foreign exceptions into ours at a boundary, keeping the cause.
+def map_exceptions(mapping: Mapping[type[BaseException], Translation], message: str = "",
+                   **fields: Any) -> Iterator[None]:
+    """Translate foreign exceptions into ours at a boundary, keeping the cause and the fields.
+
+    The most specific mapping wins (``{OSError: StoreError, FileNotFoundError: ConfigError}``
+    maps a missing file to ``ConfigError``, in either order); ours pass through untouched.
+    A class is built as ``ours(f"{message}: {exc}", **fields)``; a function gets the foreign
+    exception itself, so it can keep what the foreign one carries (a status, a code).
 
     Example:
         >>> with map_exceptions({OSError: StoreError}, "cannot open store"):
         ...     pass
+        >>> with map_exceptions({KeyError: ModelError}, "lookup", provider="x"):
+        ...     {}["k"]
+        Traceback (most recent call last):
+        ...
+        anfitrion.exceptions.ModelError: lookup: 'k'
     """
     try:
         yield
     except AnfitrionError:
         raise
     except tuple(mapping) as exc:
-        for foreign, ours in mapping.items():
-            if isinstance(exc, foreign):
-                text = f"{message}: {exc}" if message else str(exc)
-                raise ours(text) from exc
-        raise  # pragma: no cover - unreachable: the except clause matched one key
+        ours = _most_specific(exc, mapping)
+        if ours is None:  # pragma: no cover - unreachable: the except clause matched one key
+            raise
+        text = f"{message}: {exc}" if message else str(exc)
+        raise (ours(text, **fields) if isinstance(ours, type) else ours(exc, text)) from exc

@@ -32,7 +32,7 @@ from .approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_diges
 from .conversation import Provenance, ToolCall, ToolResult
 from .effects import EffectKey, effect_key
 from .events import EventType, HostEvent
-from .exceptions import ConflictError
+from .exceptions import ConflictError, ToolError, ToolNotExecuted
 from .policy import Decision, Policy, Verdict, arguments_digest
 from .store import ClaimState, EffectEntry, LedgerState, Store
 from .store._base import PRE_CLAIM
@@ -44,28 +44,6 @@ if TYPE_CHECKING:
 __all__ = ["CallOutcome", "Gate", "GateLimits", "ToolError", "ToolNotExecuted", "shape_result"]
 
 log = logging.getLogger("anfitrion.gate")
-
-
-class ToolError(Exception):
-    """Raise from a tool to tell the model what went wrong; the message is shown as is.
-
-    For a WRITE tool, an exception means the outcome is unknown — it may have acted before it
-    failed — unless it says otherwise: ``ToolError(..., executed=False)`` (or
-    :class:`ToolNotExecuted`) says nothing happened, so the call fails and the same effect may
-    be proposed again. Anything else leaves the effect ``unknown`` until a person (or the
-    tool's ``reconcile`` hook) says what happened.
-    """
-
-    def __init__(self, message: str = "", *, executed: bool | None = None) -> None:
-        super().__init__(message)
-        self.executed = executed
-
-
-class ToolNotExecuted(ToolError):
-    """A write tool's refusal before it acted: nothing happened (the call simply failed)."""
-
-    def __init__(self, message: str = "") -> None:
-        super().__init__(message, executed=False)
 
 
 @dataclass(frozen=True, slots=True)

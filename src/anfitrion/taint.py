@@ -39,9 +39,11 @@ import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from ._json import json_strings
 from .conversation import Message, Provenance, Reply, ToolResult, UserMessage
 from .policy import Decision, PolicyContext, Rule, Verdict
 from .policy.secrets import encoded_forms
@@ -190,15 +192,7 @@ def _looks_like_date(text: str) -> bool:
                 or re.fullmatch(r"\s*\d{1,2}[./-]\d{1,2}[./-]\d{2,4}\s*", text))
 
 
-def _strings(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield path or "(value)", value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            yield from _strings(item, f"{path}[{i}]")
+_strings = partial(json_strings, root="(value)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from ._canonical import canonical_json, digest
 from ._json import JsonError, check_json_value
 from .conversation import JsonValue, Provenance
 from .effects import EffectScope, check_effect_template
-from .exceptions import ToolDefinitionError
+from .exceptions import ArgumentError, ToolDefinitionError
 from .policy.constraints import Matches
 from .principal import Principal
 
@@ -76,14 +76,6 @@ class Effect(StrEnum):
 
     READ = "read"
     WRITE = "write"
-
-
-class ArgumentError(ValueError):
-    """Arguments that do not satisfy a tool; the message names the field and the problem."""
-
-    def __init__(self, message: str, *, field: str = "") -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True, slots=True)

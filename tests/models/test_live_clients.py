@@ -18,8 +18,8 @@ from anfitrion import Host, RunStatus
 from anfitrion._demo import demo_toolbox
 from anfitrion.conversation import Text, UserMessage
 from anfitrion.exceptions import ModelError
+from anfitrion.models import StreamingModel
 from anfitrion.models._base import Model, ModelRequest
-from anfitrion.models._streaming import StreamingModel
 
 from .fake_providers import (
     FINAL,
@@ -205,9 +205,12 @@ async def test_an_http_error_from_the_provider_fails_the_run_as_a_model_error(
 
     with serve(brain) as server:
         model = make(server.url)
-        with pytest.raises(ModelError):
+        with pytest.raises(ModelError) as caught:
             await model.respond(ModelRequest([UserMessage((Text("hi"),))]))
         run = await run_lisboa(model)
+    assert caught.value.status_code == 500  # the SDK error's fields survive the translation
+    assert caught.value.provider
+    assert caught.value.__cause__ is not None
     assert run.status is RunStatus.FAILED
     assert "overloaded" in (run.error or "")
 

@@ -62,7 +62,7 @@ def test_a_missing_sdk_names_the_extra_to_install(spec: str, extra: str, module:
 
 
 def test_local_without_its_module_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "anfitrion.models.local", None)
+    monkeypatch.setitem(sys.modules, "anfitrion.localmodel", None)
     with pytest.raises(MissingDependencyError, match=r"anfitrion\[local\]"):
         resolve_model("local:qwen")
 

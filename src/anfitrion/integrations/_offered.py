@@ -20,8 +20,7 @@ from .._canonical import canonical_json
 from .._json import JsonError, parse_json_strict
 from ..approvals import ApprovalRequest, approval_digest
 from ..conversation import Provenance
-from ..exceptions import UserError
-from ..gate import ToolError
+from ..exceptions import ToolError, UserError
 from ..runtime import GatedSession, Submission
 from ..tools import Effect, OfferContext, Tool, Toolbox
 

@@ -37,8 +37,7 @@ import anyio
 from .. import answers
 from .._json import JsonError, parse_json_strict
 from ..conversation import Reply, Text, ToolResult, UserMessage
-from ..exceptions import MissingDependencyError, UserError
-from ..gate import ToolError
+from ..exceptions import MissingDependencyError, ToolError, UserError
 from ..principal import Principal
 from ..runtime import GatedSession, Runtime, Submission, SubmissionStatus
 from ..session import Session

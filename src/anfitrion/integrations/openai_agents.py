@@ -27,8 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..approvals import DeferredApprover
-from ..exceptions import MissingDependencyError, UserError
-from ..gate import ToolError
+from ..exceptions import MissingDependencyError, ToolError, UserError
 from ..runtime import GatedSession, SubmissionStatus
 from ..tools import Effect
 from ._offered import AgentTools, approve_in_framework, pending_request, submit, would_ask

@@ -29,13 +29,15 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import partial
 from typing import Any
 
 from .._canonical import digest
+from .._json import json_strings
 from ..exceptions import UserError
 from ..store import Store
 from .config import ServerConfig
@@ -361,17 +363,7 @@ def _hidden_characters(text: str) -> list[str]:
     return found
 
 
-def _strings(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            sub = f"{path}.{key}" if path else str(key)
-            yield f"{sub} (key)", str(key)
-            yield from _strings(item, sub)
-    elif isinstance(value, Sequence):
-        for index, item in enumerate(value):
-            yield from _strings(item, f"{path}[{index}]")
+_strings = partial(json_strings, keys=" (key)")
 
 
 def suspicious_text(definition: Mapping[str, Any],

@@ -60,8 +60,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from .. import __version__
 from ..approvals import make_visible
 from ..conversation import Provenance
-from ..exceptions import MissingDependencyError, RunError, ToolDefinitionError
-from ..gate import ToolError
+from ..exceptions import McpServerError, MissingDependencyError, ToolDefinitionError, ToolError
 from ..store import Store
 from ..telemetry import trace_meta
 from ..tools import (
@@ -118,14 +117,6 @@ TERMINATE_GRACE = 2.0
 """Seconds a stdio server has to exit after its input is closed, then after SIGTERM."""
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
-
-
-class McpServerError(RunError):
-    """An MCP server could not be started, did not answer, or broke the protocol."""
-
-    def __init__(self, server: str, message: str) -> None:
-        super().__init__(f"MCP server {server!r}: {message}")
-        self.server = server
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,7 +19,7 @@ from ..conversation import Reply, Text, ToolCall, ToolResult, UserMessage
 from ._base import ModelRequest
 from ._profiles import Profile
 
-__all__ = ["WireModel", "restore_names", "wire_safe"]
+__all__ = ["restore_names", "wire_safe"]
 
 
 def _stand_in(name: str, pattern: re.Pattern[str], taken: set[str]) -> str:
@@ -68,31 +68,3 @@ def restore_names(reply: Reply, back: Mapping[str, str]) -> Reply:
                   if isinstance(p, ToolCall) and p.name in back else p for p in reply.parts)
     return dataclasses.replace(reply, parts=parts)
 
-
-class WireModel:
-    """What the SDK-backed models share: the profile their requests are built with, and tool
-    names the provider refuses sent under stand-ins and mapped back, once for every format.
-
-    A subclass sets ``_profile`` and sends one request in :meth:`_respond`.
-    """
-
-    _profile: Profile
-
-    @property
-    def profile(self) -> Profile:
-        """The capability flags this model's requests are built with."""
-        return self._profile
-
-    async def respond(self, request: ModelRequest) -> Reply:
-        """One reply; streams text to ``request.on_text`` when it is set.
-
-        Raises:
-            ModelError: the API or the connection failed.
-            AdapterError: the response cannot be represented, did not complete, or its stream
-                ended early.
-        """
-        safe, names = wire_safe(request, self._profile)
-        return restore_names(await self._respond(safe), names)
-
-    async def _respond(self, request: ModelRequest) -> Reply:
-        raise NotImplementedError

@@ -28,24 +28,40 @@ from ._wire import Reader
 __all__ = ["AnthropicStream", "ChatStream", "ResponsesStream", "StreamingModel"]
 
 
-class AnthropicStream:
+class _Events:
+    """The numbered events of one stream, each read as an object, its path in errors."""
+
+    _noun = "events"
+
+    def __init__(self, provider: str) -> None:
+        self._r = Reader(provider)
+        self._n = 0
+
+    def _next(self, event: object) -> tuple[Mapping[str, Any], str]:
+        path = f"{self._noun}[{self._n}]"
+        self._n += 1
+        return self._r.obj(event, path), path
+
+    def _typed(self, event: object) -> tuple[Mapping[str, Any], str, str]:
+        """The next event, its path and its ``type``."""
+        e, path = self._next(event)
+        return e, path, self._r.string(e, "type", path)
+
+
+class AnthropicStream(_Events):
     """Anthropic Messages events (``message_start``, ``content_block_*``, ``message_delta``,
     ``message_stop``) into a Message body."""
 
     def __init__(self) -> None:
-        self._r = Reader("anthropic")
+        super().__init__("anthropic")
         self._message: dict[str, Any] | None = None
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, str] = {}
         self._done = False
-        self._n = 0
 
     def feed(self, event: object) -> str:
         r = self._r
-        path = f"events[{self._n}]"
-        self._n += 1
-        e = r.obj(event, path)
-        kind = r.string(e, "type", path)
+        e, path, kind = self._typed(event)
         if kind == "message_start":
             message = dict(r.obj(e.get("message"), f"{path}.message"))
             message["content"] = []
@@ -137,7 +153,7 @@ class AnthropicStream:
         return message
 
 
-class ResponsesStream:
+class ResponsesStream(_Events):
     """OpenAI Responses events into the final Response body.
 
     Text comes from ``response.output_text.delta`` (and ``response.refusal.delta``); the body
@@ -145,16 +161,12 @@ class ResponsesStream:
     """
 
     def __init__(self) -> None:
-        self._r = Reader("openai_responses")
+        super().__init__("openai_responses")
         self._final: Mapping[str, Any] | None = None
-        self._n = 0
 
     def feed(self, event: object) -> str:
         r = self._r
-        path = f"events[{self._n}]"
-        self._n += 1
-        e = r.obj(event, path)
-        kind = r.string(e, "type", path)
+        e, path, kind = self._typed(event)
         if kind in ("response.output_text.delta", "response.refusal.delta"):
             return r.string(e, "delta", path)
         if kind in ("response.completed", "response.incomplete"):
@@ -175,11 +187,13 @@ class ResponsesStream:
         return self._final
 
 
-class ChatStream:
+class ChatStream(_Events):
     """Chat Completions chunks into a ``chat.completion`` body (see the module docstring)."""
 
+    _noun = "chunks"
+
     def __init__(self) -> None:
-        self._r = Reader("openai_chat")
+        super().__init__("openai_chat")
         self._head: dict[str, Any] = {}
         self._text: list[str] = []
         self._refusal: list[str] = []
@@ -188,13 +202,10 @@ class ChatStream:
         self._by_index: dict[int, dict[str, Any]] = {}
         self._finish: object = None
         self._usage: object = None
-        self._n = 0
 
     def feed(self, chunk: object) -> str:
         r = self._r
-        path = f"chunks[{self._n}]"
-        self._n += 1
-        c = r.obj(chunk, path)
+        c, path = self._next(chunk)
         for key in ("id", "model", "created", "system_fingerprint"):
             if c.get(key) is not None:
                 self._head.setdefault(key, c[key])
@@ -282,7 +293,7 @@ class StreamingModel:
     CLI) sees the text as it arrives.
 
     Example:
-        >>> from anfitrion.models.scripted import ScriptedModel
+        >>> from anfitrion.models import ScriptedModel, StreamingModel
         >>> model = StreamingModel(ScriptedModel(["hello"]), print)
     """
 

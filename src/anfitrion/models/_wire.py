@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..conversation import Message, Reply, ToolCall, ToolResult, UserMessage
-from ..exceptions import AdapterError, ModelError
+from ..exceptions import AdapterError, ModelError, map_exceptions
 
 __all__ = ["Reader", "as_dict", "details_of", "interleave", "ordered_results", "sdk_errors"]
 
@@ -25,11 +25,16 @@ def as_dict(value: Any) -> Any:
 
 @contextmanager
 def sdk_errors(error_type: type[BaseException], provider: str) -> Iterator[None]:
-    """Translate the SDK's own errors (HTTP status, connection, timeout) into ModelError."""
-    try:
+    """Translate the SDK's own errors (HTTP status, connection, timeout) into ModelError,
+    keeping the HTTP status the provider answered with (``status_code``, when there was one)."""
+
+    def model_error(exc: BaseException, message: str) -> ModelError:
+        status = getattr(exc, "status_code", None)  # the SDKs' APIStatusError carries it
+        code = status if isinstance(status, int) and not isinstance(status, bool) else None
+        return ModelError(message, provider=provider, status_code=code)
+
+    with map_exceptions({error_type: model_error}, provider):
         yield
-    except error_type as exc:
-        raise ModelError(f"{provider}: {exc}", provider=provider) from exc
 
 
 class Reader:

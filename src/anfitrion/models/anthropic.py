@@ -15,17 +15,16 @@ Example:
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any, Literal, NotRequired, TypedDict
 
 from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
-from ..exceptions import AdapterError, MissingDependencyError, UserError
+from ..exceptions import AdapterError
 from ._base import ModelRequest
-from ._names import WireModel
 from ._profiles import ANTHROPIC, Profile
+from ._sdk import WireModel, sdk_client, sdk_error_type
 from ._streaming import AnthropicStream
-from ._wire import Reader, as_dict, details_of, interleave, ordered_results, sdk_errors
+from ._wire import Reader, details_of, interleave, ordered_results
 
 __all__ = ["AnthropicModel", "AnthropicRequest", "from_wire", "to_wire"]
 
@@ -232,53 +231,30 @@ class AnthropicModel(WireModel):
         >>> Host(model=model, tools=tools).run_sync("Weather in Lisboa?")  # doctest: +SKIP
     """
 
+    name_prefix = "anthropic"
+    gen_ai_provider = "anthropic"
+    wire_format = PROVIDER
+
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
                  client: Any = None, max_tokens: int = 1024, timeout: float | None = None,
                  max_retries: int | None = None, profile: Profile = ANTHROPIC) -> None:
-        try:
-            import anthropic
-        except ImportError:
-            raise MissingDependencyError("anthropic", "anthropic") from None
-        self._error_type: type[BaseException] = anthropic.APIError
-        if client is None:
-            key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-            if not key:
-                raise UserError("no Anthropic API key: set ANTHROPIC_API_KEY")
-            options: dict[str, Any] = {"api_key": key}
-            if base_url is not None:
-                options["base_url"] = base_url
-            if timeout is not None:
-                options["timeout"] = timeout
-            if max_retries is not None:
-                options["max_retries"] = max_retries
-            client = anthropic.AsyncAnthropic(**options)
-        self._client = client
+        self._error_type = sdk_error_type("anthropic")
+        self._client = client if client is not None else sdk_client(
+            "anthropic", "AsyncAnthropic", api_key=api_key, key_env="ANTHROPIC_API_KEY",
+            provider="Anthropic", base_url=base_url, timeout=timeout, max_retries=max_retries)
         self._model = model
         self._max_tokens = max_tokens
         self._profile = profile
 
-    @property
-    def name(self) -> str:
-        return f"anthropic:{self._model}"
+    def _body(self, request: ModelRequest, *, stream: bool) -> AnthropicRequest:
+        return to_wire(request, model=self._model, max_tokens=self._max_tokens,
+                       profile=self._profile, stream=stream)
 
-    @property
-    def provider(self) -> str:
-        """The provider, as OpenTelemetry's ``gen_ai.provider.name`` names it."""
-        return "anthropic"
+    async def _create(self, body: AnthropicRequest) -> Any:
+        return await self._client.messages.create(**body)
 
-    async def _respond(self, request: ModelRequest) -> Reply:
-        on_text = request.on_text
-        body = to_wire(request, model=self._model, max_tokens=self._max_tokens,
-                       profile=self._profile, stream=on_text is not None)
-        with sdk_errors(self._error_type, PROVIDER):
-            if on_text is None:
-                message = await self._client.messages.create(**body)
-                return from_wire(as_dict(message), profile=self._profile)
-            assembler = AnthropicStream()
-            events = await self._client.messages.create(**body)
-            async for event in events:
-                delta = assembler.feed(as_dict(event))
-                if delta:
-                    on_text(delta)
-        return from_wire(assembler.result(), profile=self._profile)
+    def _assembler(self) -> AnthropicStream:
+        return AnthropicStream()
 
+    def _read(self, payload: Any, request: ModelRequest) -> Reply:
+        return from_wire(payload, profile=self._profile)

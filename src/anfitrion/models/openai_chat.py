@@ -23,12 +23,12 @@ from typing import Any, NotRequired, TypedDict
 from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
 from ..tools import ToolDefinition
 from ._base import ModelRequest
-from ._names import WireModel
 from ._profiles import COMPATIBLE_CHAT, OPENAI_CHAT, Profile
+from ._sdk import WireModel, sdk_error_type
 from ._streaming import ChatStream
 from ._strict import restore_optional, to_strict
-from ._wire import Reader, as_dict, details_of, ordered_results, sdk_errors
-from .openai_responses import openai_client, openai_error_type
+from ._wire import Reader, details_of, ordered_results
+from .openai_responses import openai_client
 
 __all__ = ["ChatRequest", "OpenAIChatModel", "from_wire", "to_wire"]
 
@@ -243,11 +243,15 @@ class OpenAIChatModel(WireModel):
         >>> OpenAIChatModel("qwen", base_url="http://127.0.0.1:8080/v1")  # doctest: +SKIP
     """
 
+    name_prefix = "openai-chat"
+    gen_ai_provider = "openai"
+    wire_format = PROVIDER
+
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
                  client: Any = None, max_tokens: int | None = None,
                  timeout: float | None = None, max_retries: int | None = None,
                  profile: Profile | None = None) -> None:
-        self._error_type = openai_error_type()
+        self._error_type = sdk_error_type("openai")
         self._client = client if client is not None else openai_client(
             api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
         self._model = model
@@ -258,28 +262,15 @@ class OpenAIChatModel(WireModel):
             profile = COMPATIBLE_CHAT if elsewhere else OPENAI_CHAT
         self._profile = profile
 
-    @property
-    def name(self) -> str:
-        return f"openai-chat:{self._model}"
+    def _body(self, request: ModelRequest, *, stream: bool) -> ChatRequest:
+        return to_wire(request, model=self._model, profile=self._profile, stream=stream,
+                       max_tokens=self._max_tokens)
 
-    @property
-    def provider(self) -> str:
-        """The provider, as OpenTelemetry's ``gen_ai.provider.name`` names it."""
-        return "openai"
+    async def _create(self, body: ChatRequest) -> Any:
+        return await self._client.chat.completions.create(**body)
 
-    async def _respond(self, request: ModelRequest) -> Reply:
-        on_text = request.on_text
-        body = to_wire(request, model=self._model, profile=self._profile,
-                       stream=on_text is not None, max_tokens=self._max_tokens)
-        with sdk_errors(self._error_type, PROVIDER):
-            if on_text is None:
-                completion = await self._client.chat.completions.create(**body)
-                return from_wire(as_dict(completion), tools=request.tools,
-                                 profile=self._profile)
-            assembler = ChatStream()
-            chunks = await self._client.chat.completions.create(**body)
-            async for chunk in chunks:
-                delta = assembler.feed(as_dict(chunk))
-                if delta:
-                    on_text(delta)
-        return from_wire(assembler.result(), tools=request.tools, profile=self._profile)
+    def _assembler(self) -> ChatStream:
+        return ChatStream()
+
+    def _read(self, payload: Any, request: ModelRequest) -> Reply:
+        return from_wire(payload, tools=request.tools, profile=self._profile)

@@ -17,19 +17,17 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
 from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
-from ..exceptions import MissingDependencyError, UserError
 from ..tools import ToolDefinition
 from ._base import ModelRequest
-from ._names import WireModel
 from ._profiles import OPENAI_RESPONSES, Profile
+from ._sdk import WireModel, sdk_client, sdk_error_type
 from ._streaming import ResponsesStream
 from ._strict import restore_optional, to_strict
-from ._wire import Reader, as_dict, details_of, interleave, ordered_results, sdk_errors
+from ._wire import Reader, details_of, interleave, ordered_results
 
 __all__ = ["OpenAIResponsesModel", "ResponsesRequest", "from_wire", "to_wire"]
 
@@ -247,42 +245,6 @@ def from_wire(body: object, *, tools: Sequence[ToolDefinition] = (),
                  {profile.name: details} if details else None)
 
 
-def openai_client(*, api_key: str | None, base_url: str | None, timeout: float | None,
-                  max_retries: int | None) -> Any:
-    """An ``openai.AsyncOpenAI``; without a key, a placeholder when *base_url* is set.
-
-    Raises:
-        MissingDependencyError: the ``openai`` extra is not installed.
-        UserError: no key and no *base_url*.
-    """
-    try:
-        import openai
-    except ImportError:
-        raise MissingDependencyError("openai", "openai") from None
-    key = api_key or os.environ.get("OPENAI_API_KEY")
-    if not key:
-        if base_url is None:
-            raise UserError("no OpenAI API key: set OPENAI_API_KEY")
-        key = PLACEHOLDER_KEY
-    options: dict[str, Any] = {"api_key": key}
-    if base_url is not None:
-        options["base_url"] = base_url
-    if timeout is not None:
-        options["timeout"] = timeout
-    if max_retries is not None:
-        options["max_retries"] = max_retries
-    return openai.AsyncOpenAI(**options)
-
-
-def openai_error_type() -> type[BaseException]:
-    try:
-        import openai
-    except ImportError:
-        raise MissingDependencyError("openai", "openai") from None
-    error: type[BaseException] = openai.APIError
-    return error
-
-
 class OpenAIResponsesModel(WireModel):
     """An OpenAI model behind the Responses API, through the official ``openai`` SDK.
 
@@ -300,39 +262,43 @@ class OpenAIResponsesModel(WireModel):
         UserError: no key and no *base_url*.
     """
 
+    name_prefix = "openai"
+    gen_ai_provider = "openai"
+    wire_format = PROVIDER
+
     def __init__(self, model: str, *, api_key: str | None = None, base_url: str | None = None,
                  client: Any = None, max_output_tokens: int | None = None,
                  timeout: float | None = None, max_retries: int | None = None,
                  profile: Profile = OPENAI_RESPONSES) -> None:
-        self._error_type = openai_error_type()
+        self._error_type = sdk_error_type("openai")
         self._client = client if client is not None else openai_client(
             api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries)
         self._model = model
         self._max_output_tokens = max_output_tokens
         self._profile = profile
 
-    @property
-    def name(self) -> str:
-        return f"openai:{self._model}"
+    def _body(self, request: ModelRequest, *, stream: bool) -> ResponsesRequest:
+        return to_wire(request, model=self._model, profile=self._profile, stream=stream,
+                       max_output_tokens=self._max_output_tokens)
 
-    @property
-    def provider(self) -> str:
-        """The provider, as OpenTelemetry's ``gen_ai.provider.name`` names it."""
-        return "openai"
+    async def _create(self, body: ResponsesRequest) -> Any:
+        return await self._client.responses.create(**body)
 
-    async def _respond(self, request: ModelRequest) -> Reply:
-        on_text = request.on_text
-        body = to_wire(request, model=self._model, profile=self._profile,
-                       stream=on_text is not None, max_output_tokens=self._max_output_tokens)
-        with sdk_errors(self._error_type, PROVIDER):
-            if on_text is None:
-                response = await self._client.responses.create(**body)
-                return from_wire(as_dict(response), tools=request.tools, profile=self._profile)
-            assembler = ResponsesStream()
-            events = await self._client.responses.create(**body)
-            async for event in events:
-                delta = assembler.feed(as_dict(event))
-                if delta:
-                    on_text(delta)
-        return from_wire(assembler.result(), tools=request.tools, profile=self._profile)
+    def _assembler(self) -> ResponsesStream:
+        return ResponsesStream()
 
+    def _read(self, payload: Any, request: ModelRequest) -> Reply:
+        return from_wire(payload, tools=request.tools, profile=self._profile)
+
+
+def openai_client(*, api_key: str | None, base_url: str | None, timeout: float | None,
+                  max_retries: int | None) -> Any:
+    """An ``openai.AsyncOpenAI``; without a key, a placeholder when *base_url* is set.
+
+    Raises:
+        MissingDependencyError: the ``openai`` extra is not installed.
+        UserError: no key and no *base_url*.
+    """
+    return sdk_client("openai", "AsyncOpenAI", api_key=api_key, key_env="OPENAI_API_KEY",
+                      provider="OpenAI", base_url=base_url, timeout=timeout,
+                      max_retries=max_retries, placeholder_key=PLACEHOLDER_KEY)

@@ -4,7 +4,7 @@
 ``anthropic:<id>``      Anthropic Messages (``ANTHROPIC_API_KEY``; extra ``anthropic``)
 ``openai:<id>``         OpenAI Responses (``OPENAI_API_KEY``; extra ``openai``)
 ``openai-chat:<id>``    Chat Completions: OpenAI, or any compatible server at ``base_url``
-``local:<name>``        a local GGUF model in process (``anfitrion.models.local``)
+``local:<name>``        a local GGUF model in process (``anfitrion.localmodel``)
 ``scripted:demo``       the offline demo model (no network, no key)
 =====================  ==========================================================
 
@@ -24,6 +24,21 @@ from ._base import Model
 __all__ = ["PREFIXES", "as_model", "resolve_model"]
 
 PREFIXES = ("anthropic", "openai", "openai-chat", "local", "scripted")
+
+LOCAL_MODEL_ENTRY = "anfitrion.localmodel"
+"""The package that serves ``local:`` models. It sits above the core (an HTTP server and a
+CLI), so the registry names it and imports it only when a ``local:`` string is resolved."""
+
+
+def _local_model(name: str, **options: Any) -> Model:
+    try:
+        local = importlib.import_module(LOCAL_MODEL_ENTRY)
+    except ModuleNotFoundError as exc:
+        if exc.name in (LOCAL_MODEL_ENTRY, "llama_cpp"):
+            raise MissingDependencyError("local", "llama_cpp") from None
+        raise
+    model: Model = local.local_model(name, **options)
+    return model
 
 
 def resolve_model(spec: str, *, base_url: str | None = None, **options: Any) -> Model:
@@ -51,18 +66,11 @@ def resolve_model(spec: str, *, base_url: str | None = None, **options: Any) -> 
         from .openai_chat import OpenAIChatModel
         return OpenAIChatModel(name, base_url=base_url, **options)
     if provider == "local":
-        try:
-            local = importlib.import_module(f"{__package__}.local")
-        except ModuleNotFoundError as exc:
-            if exc.name in (f"{__package__}.local", "llama_cpp"):
-                raise MissingDependencyError("local", "llama_cpp") from None
-            raise
-        model: Model = local.local_model(name, **options)
-        return model
+        return _local_model(name, **options)
     if provider == "scripted":
         if name != "demo":
             raise UserError(f"no scripted model {name!r}: the only one is scripted:demo")
-        from .._demo import demo_model
+        from ._demo_script import demo_model
         return demo_model()
     raise UserError(f"unknown model provider {provider!r} in {spec!r}: use one of "
                     f"{', '.join(PREFIXES)}")

@@ -27,9 +27,11 @@ import fnmatch
 import html
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
+from .._json import json_strings
 from ..tools import BoundCall
 from ._core import Decision, PolicyContext, Verdict
 
@@ -239,19 +241,7 @@ def _forms(value: str) -> Iterator[tuple[str, str]]:
         yield f"{encoding}-encoded", decoded
 
 
-def _strings(value: Any, path: str, skip: frozenset[str]) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield path or "(value)", value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            if not path and key in skip:
-                continue
-            where = f"{path}.{key}" if path else str(key)
-            yield f"{where} (its name)", str(key)
-            yield from _strings(item, where, skip)
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            yield from _strings(item, f"{path}[{i}]", skip)
+_strings = partial(json_strings, keys=" (its name)", root="(value)")
 
 
 def credential_warnings(arguments: Mapping[str, Any], sensitive: Iterable[str] = ()) -> list[str]:

@@ -50,7 +50,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..conversation import Provenance
-from ..gate import ToolError
+from ..exceptions import ToolError
 from ..policy.constraints import ambiguous_path
 from ..tools import ArgumentError, Effect, Tool, Toolbox
 

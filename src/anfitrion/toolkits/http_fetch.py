@@ -31,8 +31,7 @@ from urllib.parse import urljoin, urlsplit
 import anyio
 
 from ..conversation import Provenance
-from ..exceptions import MissingDependencyError, ToolDefinitionError
-from ..gate import ToolError
+from ..exceptions import MissingDependencyError, ToolDefinitionError, ToolError
 from ..tools import ArgumentError, Effect, Tool
 
 __all__ = ["Resolver", "address_is_public", "http_fetch", "numeric_host", "static_resolver"]

@@ -43,8 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..conversation import Provenance
-from ..exceptions import MissingDependencyError
-from ..gate import ToolError
+from ..exceptions import MissingDependencyError, ToolError
 from ..principal import Principal
 from ..tools import ArgumentError, Effect, Tool
 

@@ -8,8 +8,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from anfitrion.models.local._chatml import RequestError, read_messages, read_tools, render_prompt
-from anfitrion.models.local._handler import ToolCallingHandler, tokenize_prompt
+from anfitrion.localmodel._chatml import RequestError, read_messages, read_tools, render_prompt
+from anfitrion.localmodel._handler import ToolCallingHandler, tokenize_prompt
 
 pytestmark = pytest.mark.local_model
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from anfitrion.models.local._chatml import (
+from anfitrion.localmodel._chatml import (
     RequestError,
     ToolSpec,
     Turn,

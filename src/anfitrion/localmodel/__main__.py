@@ -1,8 +1,8 @@
-"""``python -m anfitrion.models.local``: serve the local model, run the demo with it, measure it.
+"""``python -m anfitrion.localmodel``: serve the local model, run the demo with it, measure it.
 
-    python -m anfitrion.models.local serve --port 8080   # an endpoint for any OpenAI client
-    python -m anfitrion.models.local demo                # the demo scenario, real model
-    python -m anfitrion.models.local bench               # tokens/s, s per tool call, RSS
+    python -m anfitrion.localmodel serve --port 8080   # an endpoint for any OpenAI client
+    python -m anfitrion.localmodel demo                # the demo scenario, real model
+    python -m anfitrion.localmodel bench               # tokens/s, s per tool call, RSS
 """
 
 from __future__ import annotations
@@ -77,10 +77,10 @@ def demo(approve: bool | None) -> None:
     """The demo scenario of ``anfitrion demo``, with the real local model instead of a script."""
     import anyio
 
-    from ..._demo import demo_toolbox
-    from ...approvals import Approver, DenyAllApprover, TerminalApprover
-    from ...cli.demo import DemoPrinter
-    from ...host import Host
+    from .._demo import demo_toolbox
+    from ..approvals import Approver, DenyAllApprover, TerminalApprover
+    from ..cli.demo import DemoPrinter
+    from ..host import Host
 
     interactive = sys.stdin.isatty() if approve is None else approve
     approver: Approver = TerminalApprover() if interactive else DenyAllApprover()

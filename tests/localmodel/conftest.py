@@ -39,7 +39,7 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def model_path() -> Path:
-    from anfitrion.models.local import find_model_file
+    from anfitrion.localmodel import find_model_file
 
     try:
         import llama_cpp  # noqa: F401
@@ -64,7 +64,7 @@ def llama(model_path: Path) -> Iterator[Any]:
 
 @pytest.fixture(scope="session")
 def server(model_path: Path) -> Iterator[Any]:
-    from anfitrion.models.local import LocalServer
+    from anfitrion.localmodel import LocalServer
 
     with LocalServer(model_path) as running:
         yield running

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from anfitrion.models.local import LocalServer
+from anfitrion.localmodel import LocalServer
 
 pytestmark = pytest.mark.local_model
 

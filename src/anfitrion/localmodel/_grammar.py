@@ -17,7 +17,7 @@ from ._chatml import CALL_OPEN
 
 __all__ = ["ANY_OBJECT", "DECIDE", "ArgumentMode", "arguments_grammar", "name_grammar"]
 
-log = logging.getLogger("anfitrion.models.local")
+log = logging.getLogger("anfitrion.localmodel")
 
 ArgumentMode: TypeAlias = Literal["schema", "open", "json"]
 """``schema``: the arguments must match the tool's JSON Schema; ``open``: the same, but keys the

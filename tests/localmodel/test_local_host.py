@@ -22,7 +22,7 @@ pytestmark = pytest.mark.local_model
 @pytest.fixture
 def local(model_path: Path) -> Iterator[Any]:
     """``local_model`` itself; every endpoint it started is stopped after the test."""
-    from anfitrion.models.local import local_model, shutdown_servers
+    from anfitrion.localmodel import local_model, shutdown_servers
 
     yield local_model
     shutdown_servers()

@@ -14,7 +14,7 @@ through exactly the adapter any compatible server would.
 
 Example:
     >>> from anfitrion import Host
-    >>> from anfitrion.models.local import local_model
+    >>> from anfitrion.localmodel import local_model
     >>> host = Host(model=local_model("smollm2"), tools=tools)        # doctest: +SKIP
 """
 
@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...exceptions import MissingDependencyError, UserError
-from .._base import Model
+from ..exceptions import MissingDependencyError, UserError
+from ..models import Model
 from ._server import LocalServer
 
 __all__ = ["MODELS", "LocalServer", "ModelPackage", "find_model_file", "local_model",
@@ -145,7 +145,7 @@ def local_model(name: str = "smollm2", **options: Any) -> Model:
                                     "minutes the first time)") from exc
     model_name = path.stem if name.endswith(".gguf") else name
     server = _server_for(path, model_name, options)
-    from ..openai_chat import OpenAIChatModel  # type: ignore[import-not-found,unused-ignore]
+    from ..models.openai_chat import OpenAIChatModel
 
     model: Model = OpenAIChatModel(model_name, base_url=server.base_url, api_key=server.api_key)
     return model

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LocalServer"]
 
-log = logging.getLogger("anfitrion.models.local")
+log = logging.getLogger("anfitrion.localmodel")
 
 MAX_BODY_BYTES = 8 * 1024 * 1024
 

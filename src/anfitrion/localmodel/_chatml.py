@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
+from ..exceptions import InputError
+
 __all__ = [
     "CALL_CLOSE",
     "CALL_OPEN",
@@ -38,7 +40,7 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
-class RequestError(ValueError):
+class RequestError(InputError):
     """A request this server cannot accept; becomes an HTTP 400 in OpenAI's error shape."""
 
     def __init__(self, message: str, *, param: str | None = None,
