@@ -94,7 +94,8 @@ def test_the_demo_produces_the_documented_span_tree(otel: Any) -> None:
     assert tool.attributes["gen_ai.request.model"] == "scripted-demo"
     decided = [e for e in tool.events if e.name == "anfitrion.call.decided"]
     assert decided[0].attributes == {"anfitrion.decision": "allow",
-                                     "anfitrion.rule_id": "default.read"}
+                                     "anfitrion.rule_id": "default.read",
+                                     "anfitrion.policy.sha256": host.policy.sha256}
     unknown = next(s for s in spans if s.name == "execute_tool delete_file")
     assert unknown.attributes is not None
     assert unknown.attributes["error.type"] == "unknown_tool"
