@@ -182,9 +182,13 @@ def visible(text: str, limit: int = NAME_CHARS) -> str:
     cut = len(text) > limit
     text = text[:limit]
     if not text.isprintable() or _INVISIBLE.search(text):
-        text = "".join(f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
-                       if not c.isprintable() or _INVISIBLE.match(c) else c for c in text)
+        text = "".join(_escape(c) if not c.isprintable() or _INVISIBLE.match(c) else c
+                       for c in text)
     return text + "…" if cut else text
+
+
+def _escape(c: str) -> str:
+    return f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}"
 
 
 def parse_silenced(table: Any) -> list[Silence]:
