@@ -403,10 +403,15 @@ async def shadow_report(store: Store, *, since: float | None = None,
     policies: dict[str, int] = {}
     counts: dict[tuple[Verdict, Verdict, str, str], int] = {}
     examples: dict[tuple[Verdict, Verdict, str, str], list[Mapping[str, Any]]] = {}
+    seen: set[tuple[str, str]] = set()
     for record in records:
         if record.type != "call.shadow_decided" or (since is not None and record.at < since):
             continue
         data = record.data
+        call = (record.session_id, str(data.get("call_id")))
+        if call in seen:  # decided again when it resumed after an approval: counted once
+            continue
+        seen.add(call)
         sha = data.get("policy_sha256")
         if policy_sha256 is not None and not (isinstance(sha, str)
                                               and sha.startswith(policy_sha256)):

@@ -164,6 +164,9 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
     defaults = {e.value: v.value for e, v in policy.defaults.items()}
     summary: dict[str, Any] = {
         "policy": policy.source,
+        "sha256": policy.sha256,
+        "shadow": None if policy.shadow is None else {"policy": policy.shadow.source,
+                                                      "sha256": policy.shadow.sha256},
         "defaults": defaults,
         "rules": [rule_id_of(rule) for rule in policy.rules],
         "rule_settings": {rule_id_of(rule): settings for rule in policy.rules
