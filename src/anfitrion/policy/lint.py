@@ -216,7 +216,7 @@ def parse_silenced(table: Any) -> list[Silence]:
             raise ValueError(f"{where}: unknown key {sorted(extra)[0]!r} "
                              "(allowed: argument, finding, reason, tool)")
         code, reason = item.get("finding"), item.get("reason")
-        if code != "*" and code not in CODES:
+        if not isinstance(code, str) or (code != "*" and code not in CODES):
             raise ValueError(f"{where}: finding must be one of {', '.join(CODES)} (or '*')")
         if not isinstance(reason, str) or not reason.strip():
             raise ValueError(f"{where}: a silenced finding needs a reason")
