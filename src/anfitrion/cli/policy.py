@@ -277,7 +277,8 @@ def _print_changes(changes: Any, before_word: str) -> None:
                        f"call {shown(str(example['call_id']))}"
                        + (f" ({args})" if args else ""))
             if "after" in example:
-                click.echo(f"        {before_word} {example['before']['rule_id']}; now: "
+                before = shown(str(example["before"]["rule_id"]))
+                click.echo(f"        {before_word} {before}; now: "
                            f"{shown(str(example['after']['reason']))}")
 
 
@@ -407,7 +408,7 @@ def shadow_report(store_url: str | None, since_text: str | None, shadow_sha: str
         click.echo(f"shadow decisions: {report.decisions} — {report.agreed} agreed, "
                    f"{report.disagreed} disagreed, {report.errors} failed")
         for sha, n in sorted(report.policies.items()):
-            click.echo(f"  shadow policy {sha[:12]}: {n} decision(s)")
+            click.echo(f"  shadow policy {shown(sha[:12])}: {n} decision(s)")
         _print_changes(report.changes, "enforced")
     if not report.chain.ok:
         raise SystemExit(EXIT_UNTRUSTWORTHY)

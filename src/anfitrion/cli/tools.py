@@ -16,7 +16,15 @@ import click
 
 from ..exceptions import UserError
 from ..policy import DEFAULT_POLICY_FILE, Policy
-from ..policy.lint import CODES, LintReport, Silence, facts_of_tool, lint_tools, parse_silenced
+from ..policy.lint import (
+    CODES,
+    LintReport,
+    Silence,
+    facts_of_tool,
+    lint_tools,
+    parse_silenced,
+    visible,
+)
 from ..tools import Tool, Toolbox
 from ._common import import_reference, load_policy_option
 
@@ -72,8 +80,8 @@ def print_report(report: LintReport, *, title: str) -> None:
         else:
             click.echo(click.style(f"  {f.tool}: ", bold=True) + f"{f.code}{where}: {f.reason}")
     for s in report.unused_silences:
-        click.echo(click.style(f"  unused silence: {s.finding} for {s.tool}"
-                               + (f" [{s.argument}]" if s.argument else "")
+        click.echo(click.style(f"  unused silence: {visible(s.finding)} for {visible(s.tool)}"
+                               + (f" [{visible(s.argument)}]" if s.argument else "")
                                + " matches no finding: remove it", fg="yellow"))
 
 
