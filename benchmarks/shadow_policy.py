@@ -89,7 +89,7 @@ def main() -> None:
           "(median CPU µs per gated call, audit on)")
     for name, value in figures.items():
         extra = "" if name == "no shadow" else \
-            f"  (+{value - base:.1f} µs, +{100 * (value - base) / base:.1f}%)"
+            f"  ({value - base:+.1f} µs, {100 * (value - base) / base:+.1f}%)"
         print(f"  {name:42} {value:8.1f}{extra}")
 
 
