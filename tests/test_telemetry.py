@@ -94,7 +94,8 @@ def test_the_demo_produces_the_documented_span_tree(otel: Any) -> None:
     assert tool.attributes["gen_ai.request.model"] == "scripted-demo"
     decided = [e for e in tool.events if e.name == "anfitrion.call.decided"]
     assert decided[0].attributes == {"anfitrion.decision": "allow",
-                                     "anfitrion.rule_id": "default.read"}
+                                     "anfitrion.rule_id": "default.read",
+                                     "anfitrion.policy.sha256": host.policy.sha256}
     unknown = next(s for s in spans if s.name == "execute_tool delete_file")
     assert unknown.attributes is not None
     assert unknown.attributes["error.type"] == "unknown_tool"
@@ -265,3 +266,23 @@ def test_provider_adapters_name_their_provider_for_gen_ai_provider_name() -> Non
     assert OpenAIResponsesModel("m", api_key="k").provider == "openai"
     assert OpenAIChatModel("m", api_key="k", base_url="http://127.0.0.1:9/v1").provider == \
         "openai"
+
+
+def test_a_shadow_decision_is_a_span_event_and_a_metric_beside_the_enforced_one(
+        otel: Any) -> None:
+    from anfitrion.policy import parse_policy
+
+    exporter, reader, providers = otel
+    shadow = parse_policy('[defaults]\nread = "deny"\n')
+    host = Host(model=demo_model(), tools=demo_toolbox(), max_turns=4, shadow_policy=shadow)
+    instrument(host, **providers)
+    host.run_sync(SCENES[0][1], principal="demo-user")
+    tool = next(s for s in exporter.get_finished_spans() if s.name == "execute_tool get_weather")
+    event = next(e for e in tool.events if e.name == "anfitrion.call.shadow_decided")
+    assert event.attributes == {"anfitrion.shadow.decision": "deny",
+                                "anfitrion.shadow.rule_id": "default.read",
+                                "anfitrion.shadow.policy.sha256": shadow.sha256,
+                                "anfitrion.decision": "allow"}
+    assert tool.status.is_ok  # the shadow's deny was not enforced
+    points = metric_points(reader)["anfitrion.shadow.decisions"]
+    assert [(p.attributes["anfitrion.shadow.agrees"], p.value) for p in points] == [(False, 1)]

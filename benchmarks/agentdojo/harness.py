@@ -32,6 +32,7 @@ from anfitrion.approvals import ApprovalRequest, CallbackApprover
 from anfitrion.conversation import ToolCall, ToolResult, UserMessage
 from anfitrion.events import EventType
 from anfitrion.models._base import ModelRequest
+from anfitrion.store import Store
 from anfitrion.taint import EGRESS_WARNING, FLAG_WARNING, HOST_WRITTEN_ERRORS, TAINT_WARNING
 from anfitrion.testing import EventCapture, MemoryStore, ScriptedModel
 
@@ -210,10 +211,11 @@ def _environment(suite: TaskSuite[Any], injections: dict[str, str]) -> TaskEnvir
 async def run_one(suite: TaskSuite[Any], operator: Any, user_task: BaseUserTask[Any],
                   injection_task: BaseInjectionTask[Any] | None,
                   injections: dict[str, str], approver: str,
-                  reads: str | None = None) -> RunReport:
+                  reads: str | None = None, store: Store | None = None) -> RunReport:
     """One user task (with or without one injection task) through the gate.
 
-    *reads* overrides the operator's ``taint_rule(reads=...)`` setting."""
+    *reads* overrides the operator's ``taint_rule(reads=...)`` setting. *store*: keep the
+    session and its audit log there (``replay.py`` replays them), instead of nowhere."""
     env = user_task.init_environment(_environment(suite, injections))
     pre = env.model_copy(deep=True)
     world = World(env)
@@ -233,7 +235,8 @@ async def run_one(suite: TaskSuite[Any], operator: Any, user_task: BaseUserTask[
     answer = APPROVERS[approver]
     host = Host(ScriptedModel(model), tools, policy=operator.policy(reads),
                 approver=CallbackApprover(answer, name=f"simulated:{approver}"),
-                store=MemoryStore(), listeners=[capture], max_turns=200, audit=False)
+                store=store or MemoryStore(), listeners=[capture], max_turns=200,
+                audit=store is not None)
     run = await host.run(user_task.PROMPT, principal="emma")
     requests = {e.call_id: e.request for e in capture.of(EventType.APPROVAL_REQUESTED)
                 if e.request is not None}
@@ -275,7 +278,8 @@ async def run_suite(suite_name: str, *, version: str | None = None,
                     approvers: Sequence[str] = ("reject_flagged", "reject_argument_flags",
                                                 "approve_reads", "approve_all"),
                     reads: str | None = None,
-                    progress: Callable[[str], None] | None = None) -> list[RunReport]:
+                    progress: Callable[[str], None] | None = None,
+                    store: Store | None = None) -> list[RunReport]:
     """Benign runs (approve_all) and attacked runs (each approver) for one suite.
 
     *reads* overrides the operator's ``taint_rule(reads=...)`` setting."""
@@ -289,13 +293,13 @@ async def run_suite(suite_name: str, *, version: str | None = None,
     for uid in chosen_users:
         user_task = suite.get_user_task_by_id(uid)
         reports.append(await run_one(suite, operator, user_task, None, {}, "approve_all",
-                                     reads))
+                                     reads, store))
         for iid in chosen_inj:
             injection_task = suite.get_injection_task_by_id(iid)
             injections = attack.attack(user_task, injection_task)
             for approver in approvers:
                 reports.append(await run_one(suite, operator, user_task, injection_task,
-                                             injections, approver, reads))
+                                             injections, approver, reads, store))
         if progress is not None:
             progress(f"{suite_name} {uid}")
     return reports

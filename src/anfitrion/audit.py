@@ -266,6 +266,11 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                             "reason": redact(decision.reason),
                             "rule_id": decision.rule_id,
                             "warnings": [redact(w) for w in decision.warnings]}
+    if event.policy_sha256 is not None:
+        data["policy_sha256"] = event.policy_sha256
+    if event.enforced is not None:  # a shadow decision: what was enforced beside it
+        data["enforced"] = {"verdict": event.enforced.verdict.value,
+                            "rule_id": event.enforced.rule_id}
     if event.request is not None:
         data["approval_request"] = {
             "id": event.request.id, "digest": event.request.digest,

@@ -35,6 +35,8 @@ class EventType(StrEnum):
     CALL_REJECTED = "call.rejected"
     CALL_VALIDATED = "call.validated"
     CALL_DECIDED = "call.decided"
+    CALL_SHADOW_DECIDED = "call.shadow_decided"
+    """A shadow policy's decision on a call (recorded, never enforced)."""
     APPROVAL_REQUESTED = "approval.requested"
     APPROVAL_ANSWERED = "approval.answered"
     APPROVAL_RESUMED = "approval.resumed"
@@ -73,6 +75,10 @@ class HostEvent:
     """The digest of the canonical JSON of ``arguments``, when the emitter computed it."""
     effect_key: str | None = None
     """The effect key (a SHA-256) of a write call's claim or settlement."""
+    policy_sha256: str | None = None
+    """The content hash of the policy that made ``decision`` (decided and shadow events)."""
+    enforced: Decision | None = None
+    """On a shadow event: the decision that was enforced (``decision`` is the shadow's)."""
 
 
 Listener: TypeAlias = Callable[[HostEvent], "Awaitable[None] | None"]

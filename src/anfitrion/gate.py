@@ -33,7 +33,7 @@ from .conversation import Provenance, ToolCall, ToolResult
 from .effects import EffectKey, effect_key
 from .events import EventType, HostEvent
 from .exceptions import ConflictError, ToolError, ToolNotExecuted
-from .policy import Decision, Policy, Verdict, arguments_digest
+from .policy import Decision, Policy, PolicyContext, RateKey, Verdict, arguments_digest
 from .store import ClaimState, EffectEntry, LedgerState, Store
 from .store._base import PRE_CLAIM
 from .tools import ArgumentError, BoundCall, Effect, Handler, Tool, ToolContext
@@ -139,8 +139,10 @@ class Gate:
     """Runs the six stages for one call. Built by the host; stateless between calls."""
 
     def __init__(self, *, policy: Policy, approver: Approver, store: Store, emit: Emit,
-                 limits: GateLimits | None = None) -> None:
+                 limits: GateLimits | None = None, shadow_policy: Policy | None = None) -> None:
         self.policy = policy
+        self.shadow_policy = shadow_policy
+        """Evaluated beside :attr:`policy` on every decision and recorded; never enforced."""
         self.approver = approver
         self.store = store
         self.emit = emit
@@ -231,14 +233,18 @@ class Gate:
                 (now - timedelta(seconds=key.seconds)).timestamp())
         # argument provenance first, so rules can see values that came from untrusted results
         flags = session.flag(parsed)
-        decision = self.policy.decide(bound, session.policy_context(now, rate_counts, flags))
+        context = session.policy_context(now, rate_counts, flags)
+        decision = self.policy.decide(bound, context)
         # one canonical digest of the arguments serves the repeated-call guard and the audit
         args_digest = arguments_digest(parsed)
         if pending is None and edit_of is None:
             # every new proposal (not a resume, not an edit) feeds the repeated-call guard
             session.record_proposal(tool.name, args_digest)
         await self._event(EventType.CALL_DECIDED, session, call, arguments=parsed,
-                          arguments_sha256=args_digest, decision=decision)
+                          arguments_sha256=args_digest, decision=decision,
+                          policy_sha256=self.policy.sha256)
+        if self.shadow_policy is not None:
+            await self._shadow(self.shadow_policy, bound, call, session, context, decision)
         if ledger:
             await self.store.advance_execution(session.id, call.id, LedgerState.DECIDED,
                                                ledger_digest)
@@ -305,6 +311,34 @@ class Gate:
             result = dataclasses.replace(result, content="[a person edited the arguments to "
                                          f"{canonical_json(parsed)}]\n{result.content}")
         return await self._finish(session, CallOutcome(call, "execute", result, decision))
+
+    async def _shadow(self, shadow: Policy, bound: BoundCall, call: ToolCall, session: Session,
+                      context: PolicyContext, enforced: Decision) -> None:
+        """Decide *bound* with the shadow policy and record it; nothing here can change the
+        enforced decision or stop the call."""
+        if self.emit is _silent:  # nobody would see it: a decision never recorded is moot
+            return
+        fields: dict[str, Any]
+        try:
+            missing = [k for k in shadow.rate_keys(bound.tool.name)
+                       if k.id not in context.rate_counts]
+            if missing:
+                counts = dict(context.rate_counts)
+                for key in missing:
+                    counts[key.id] = await self.store.count_calls(
+                        session.principal.id, key.tool,
+                        (context.now - timedelta(seconds=key.seconds)).timestamp())
+                context = dataclasses.replace(context, rate_counts=counts)
+            decision = shadow.decide(bound, context)
+            fields = {"decision": decision, "policy_sha256": shadow.sha256,
+                      "status": "agree" if decision.verdict is enforced.verdict else "disagree"}
+        except Exception as exc:  # operator code under trial: it must never break a live call
+            log.exception("the shadow policy failed on %s (session %s, call %s)",
+                          bound.tool.name, session.id, call.id)
+            fields = {"status": "error",
+                      "detail": f"the shadow policy failed ({type(exc).__name__})"}
+        await self._event(EventType.CALL_SHADOW_DECIDED, session, call, enforced=enforced,
+                          **fields)
 
     async def _pending_edit(self, call: ToolCall, session: Session,
                             pending: str) -> tuple[ToolCall, str, int] | CallOutcome | None:
@@ -461,6 +495,13 @@ class Gate:
             return denied("this approval was already used", request)
         return None, request, None
 
+    def _shadow_rate_keys(self, tool_name: str) -> tuple[RateKey, ...]:
+        try:
+            return self.shadow_policy.rate_keys(tool_name) if self.shadow_policy else ()
+        except Exception:  # as in _shadow: the shadow never stops a call
+            log.exception("the shadow policy failed to name its rate keys for %s", tool_name)
+            return ()
+
     async def _held_elsewhere(self, effect: EffectKey, tool: Tool, arguments: dict[str, Any],
                               session: Session, call: ToolCall) -> EffectEntry | None:
         """The effect if another call holds it and it may not simply run (free, or failed:
@@ -545,6 +586,8 @@ class Gate:
             token = claim.token
         # (policy) count the call for rate limits, under each key a limit on this tool reads
         rate_keys = self.policy.rate_keys(tool.name)
+        if self.shadow_policy is not None:  # the shadow's rate limits count calls too
+            rate_keys = (*rate_keys, *self._shadow_rate_keys(tool.name))
         if rate_keys:
             at = self.policy.now().timestamp()
             for counted in dict.fromkeys(k.tool for k in rate_keys):

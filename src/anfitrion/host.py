@@ -150,6 +150,8 @@ class Host:
         lease_seconds: how long a run's lease on its session holds unless renewed.
         runtime: an assembled :class:`~anfitrion.runtime.Runtime` to run on instead of
             building one from the arguments above.
+        shadow_policy: a policy evaluated beside *policy* and recorded, never enforced
+            (see :class:`~anfitrion.runtime.Runtime`).
     """
 
     def __init__(self, model: Model | str, tools: ToolSource | Iterable[Tool] | None = None, *,
@@ -159,7 +161,7 @@ class Host:
                  listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
                  audit: bool = True, app: str | None = None,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS,
-                 runtime: Runtime | None = None) -> None:
+                 runtime: Runtime | None = None, shadow_policy: Policy | None = None) -> None:
         if max_turns < 1:
             raise UserError("max_turns must be at least 1")
         from .models.registry import as_model  # model strings; refuses None and the like
@@ -168,7 +170,7 @@ class Host:
         self.runtime = runtime or Runtime(
             tools, policy=policy, approver=approver, store=store, listeners=listeners,
             limits=limits, audit=audit, max_tool_calls=max_tool_calls,
-            lease_seconds=lease_seconds, app=app)
+            lease_seconds=lease_seconds, app=app, shadow_policy=shadow_policy)
         self.instructions = instructions
         self.max_turns = max_turns
         self._active: set[StopSignal] = set()

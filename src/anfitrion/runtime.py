@@ -172,6 +172,9 @@ class Runtime:
         max_tool_calls: executed tool calls per session before calls are refused.
         lease_seconds: how long a run's lease holds unless renewed.
         app: recorded in new sessions: who may resume them (see :class:`Session`).
+        shadow_policy: a second policy evaluated beside *policy* on every call, its decision
+            recorded (``call.shadow_decided``) and never enforced; default: the ``[shadow]``
+            policy *policy*'s file names, if any.
     """
 
     def __init__(self, tools: ToolSource | Iterable[Tool] | None = None, *,
@@ -179,7 +182,8 @@ class Runtime:
                  store: Store | str | None = None, listeners: Sequence[Listener] = (),
                  limits: GateLimits | None = None, audit: bool = True,
                  max_tool_calls: int | None = None,
-                 lease_seconds: float = DEFAULT_LEASE_SECONDS, app: str | None = None) -> None:
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS, app: str | None = None,
+                 shadow_policy: Policy | None = None) -> None:
         if tools is None:
             tools = Toolbox()
         elif not isinstance(tools, ToolSource):
@@ -200,8 +204,9 @@ class Runtime:
         self._recorder = AuditRecorder(self.store) if audit else None
         self._listeners: list[Listener] = [self._recorder] if self._recorder else []
         self._listeners.extend(listeners)
+        self.shadow_policy = shadow_policy or self.policy.shadow
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
-                         emit=self._emitter(), limits=limits)
+                         emit=self._emitter(), limits=limits, shadow_policy=self.shadow_policy)
 
     def _emitter(self) -> Callable[[HostEvent], Awaitable[None]]:
         # the gate hands its events straight to the listeners (one coroutine less per event)

@@ -116,6 +116,9 @@ class HostTelemetry:
             "anfitrion.approval.wait", unit="s", description="Time a call waited for a person")
         self.tool_duration = meter.create_histogram(
             "gen_ai.execute_tool.duration", unit="s", description="Tool execution duration")
+        self.shadow_decisions = meter.create_counter(
+            "anfitrion.shadow.decisions", unit="{call}",
+            description="Shadow policy decisions by tool, enforced and shadow verdict")
         self.runs = meter.create_counter(
             "anfitrion.runs", unit="{run}", description="Runs by final status")
         self.tokens = meter.create_histogram(
@@ -185,10 +188,24 @@ class HostTelemetry:
             d = event.decision
             self._tool_event(spans, event, "anfitrion.call.decided",
                              {"anfitrion.decision": d.verdict.value,
-                              "anfitrion.rule_id": d.rule_id})
+                              "anfitrion.rule_id": d.rule_id,
+                              "anfitrion.policy.sha256": event.policy_sha256 or ""})
             self.tool_calls.add(1, {"gen_ai.tool.name": event.tool or "",
                                     "anfitrion.decision": d.verdict.value})
             spans.started[event.call_id or ""] = event.at
+        elif t is EventType.CALL_SHADOW_DECIDED:
+            shadow = event.decision.verdict.value if event.decision is not None else "error"
+            enforced = event.enforced.verdict.value if event.enforced is not None else ""
+            self._tool_event(spans, event, "anfitrion.call.shadow_decided",
+                             {"anfitrion.shadow.decision": shadow,
+                              "anfitrion.shadow.rule_id": event.decision.rule_id
+                              if event.decision is not None else "",
+                              "anfitrion.shadow.policy.sha256": event.policy_sha256 or "",
+                              "anfitrion.decision": enforced})
+            self.shadow_decisions.add(1, {"gen_ai.tool.name": event.tool or "",
+                                          "anfitrion.decision": enforced,
+                                          "anfitrion.shadow.decision": shadow,
+                                          "anfitrion.shadow.agrees": shadow == enforced})
         elif t is EventType.APPROVAL_REQUESTED:
             spans.asked[event.call_id or ""] = event.at
             self.approvals.add(1, {"anfitrion.approval.state": "asked"})

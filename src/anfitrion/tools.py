@@ -770,7 +770,7 @@ class Tool:
         if not isinstance(input_schema, Mapping):
             raise ToolDefinitionError(f"tool {name!r}: input schema must be a JSON object")
         return cls(name=name, description=description, input_schema=dict(input_schema),
-                   handler=_wrap_raw_handler(handler), **options)
+                   handler=_wrap_raw_handler(handler), **_note_effect(options))
 
     @classmethod
     def from_function(cls, fn: Callable[..., Any], *, name: str | None = None,
@@ -786,7 +786,17 @@ class Tool:
         schema, convert, injected = _signature_schema(tool_name, fn, arg_docs)
         return cls(name=tool_name, description=description if description is not None
                    else summary, input_schema=schema,
-                   handler=_wrap_function(fn, injected), _convert=convert, **options)
+                   handler=_wrap_function(fn, injected), _convert=convert,
+                   **_note_effect(options))
+
+
+def _note_effect(options: dict[str, Any]) -> dict[str, Any]:
+    """Options with ``metadata["effect_declared"] = False`` when no effect was chosen (the
+    linter's ``effect-undeclared``; the tool is a write either way)."""
+    if "effect" in options:
+        return options
+    return {**options, "metadata": {"effect_declared": False, **dict(options.get("metadata")
+                                                                      or {})}}
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import json
 import os
@@ -33,6 +34,7 @@ from ..mcp.pinning import (
     server_key,
     suspicious_text,
 )
+from ..policy.lint import ToolFacts, facts_of_mcp, lint_tools, visible
 from ..store import Store, open_store
 
 T = TypeVar("T")
@@ -192,10 +194,15 @@ def _trust_note(server: ServerConfig, config_path: str) -> str:
               help="Consent to starting (or contacting) the configured servers without being "
                    "asked. Without it, review shows what each server runs and asks; when it "
                    "cannot ask (no terminal) it starts nothing.")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
+              help="The policy file whose argument constraints and [lint] silences the tool "
+                   "lint uses (default: ./anfitrion.toml if present).")
+@click.option("--fail-on-lint", is_flag=True,
+              help="Exit with status 1 when a lint finding stands (for CI).")
 @_json_option
 @click.pass_context
 def review(ctx: click.Context, config_path: str | None, store_url: str | None, show_all: bool,
-           consent: bool, as_json: bool) -> None:
+           consent: bool, policy_path: str | None, fail_on_lint: bool, as_json: bool) -> None:
     """Show what each server runs, then connect, record what it offers and show what needs a
     person.
 
@@ -204,8 +211,14 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
     so a server that is new, or launches something else than when it was approved, is started
     only with your consent (--launch, or yes at the prompt). Then shows each new or changed
     definition in full, with invisible and bidirectional characters made visible and
-    instruction-like text marked »like this«.
+    instruction-like text marked »like this«, and the tool lint's findings (as
+    `anfitrion tools lint`: descriptions, effects, free-form arguments, names).
     """
+    from ._common import load_policy_option
+    from .tools import silences_of
+
+    policy = load_policy_option(policy_path)
+    silences = silences_of(policy_path)
     if config_path is None:
         raise click.UsageError("--config FILE is required to reach the servers")
     config = _config(config_path)
@@ -247,20 +260,43 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
                     entries.append(_review_entry(server_pin, server_id,
                                                  server_pin.state.value, "", others))
                 for status in found:
+                    if status.pin is not None:
+                        facts.append(facts_of_mcp(status.pin.seen_definition,
+                                                  f"mcp:{server_id}"))
+                        facts[-1] = dataclasses.replace(facts[-1], name=status.name)
                     if show_all or status.state != PinState.APPROVED.value:
                         entries.append(_review_entry(status.pin, status.name, status.state,
                                                      status.problem, others))
         return entries
 
+    facts: list[ToolFacts] = []
+
     entries = with_store(ctx, url, work)
+    linted = lint_tools(facts, policy=policy, silenced=silences)
+    by_tool: dict[str, list[dict[str, Any]]] = {}
+    for finding in linted.findings:
+        by_tool.setdefault(finding.tool, []).append(finding.to_dict())
     for entry in entries:
         entry_server = config.servers.get(entry["name"].partition(".")[0])
         entry["trusted"] = bool(entry_server and entry_server.trusted)
+        if "definition" in entry and entry["name"] != entry_server_id(entry, config):
+            entry["lint"] = by_tool.get(visible(entry["name"]), [])
+    fail = fail_on_lint and bool(linted.standing)
     if as_json:
         click.echo(json.dumps(entries, indent=2, ensure_ascii=False))
+        if fail:
+            raise SystemExit(1)
         return
     if not entries:
         click.echo("every tool is approved and unchanged")
+    if linted.standing and not show_all:
+        shown_names = {visible(e["name"]) for e in entries}
+        hidden = [f for f in linted.standing if f.tool not in shown_names]
+        if hidden:
+            click.echo(f"lint: {len(hidden)} finding(s) on approved tools (--all shows them)")
+    if not entries:
+        if fail:
+            raise SystemExit(1)
         return
     noted: set[str] = set()
     for entry in entries:
@@ -290,9 +326,22 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
         for finding in entry["findings"]:
             click.echo(click.style(f"   ⚠ {finding['path']}: {finding['reason']}: "
                                    f"{make_visible(finding['excerpt'])}", fg="red"))
+        for finding in entry.get("lint", []):
+            where = f" [{finding['argument']}]" if finding["argument"] else ""
+            text = f"   lint {finding['code']}{where}: {finding['reason']}"
+            click.echo(click.style(f"{text}\n     silenced: {finding['silenced']}", dim=True)
+                       if finding["silenced"] else click.style(text, fg="yellow"))
         if entry["state"] in ("new", "changed"):
             click.echo("   approve: " + _approve_hint(config_path, store_url, entry["name"],
                                                       entry["digest"]))
+    if fail:
+        raise SystemExit(1)
+
+
+def entry_server_id(entry: dict[str, Any], config: McpConfig) -> str | None:
+    """The server id when *entry* is a server's own pin (its instructions), else ``None``."""
+    name = entry["name"]
+    return name if name in config.servers else None
 
 
 @command.command("approve")

@@ -1,4 +1,5 @@
-"""``anfitrion policy``: check a call against a policy file, and validate a policy file."""
+"""``anfitrion policy``: check a call against a policy file, validate a policy file, replay
+recorded calls through a new policy, and report a shadow policy's disagreements."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from ..policy import (
     rule_id_of,
 )
 from ..principal import Principal
+from ..store import Store
 from ..tools import ArgumentError, BoundCall, Effect, Tool, Toolbox
-from ._common import import_reference, load_policy_option
+from ._common import import_reference, load_policy_option, run_with_store, shown, store_option
 
 
 def _load(path: str | None) -> Policy:
@@ -162,6 +164,9 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
     defaults = {e.value: v.value for e, v in policy.defaults.items()}
     summary: dict[str, Any] = {
         "policy": policy.source,
+        "sha256": policy.sha256,
+        "shadow": None if policy.shadow is None else {"policy": policy.shadow.source,
+                                                      "sha256": policy.shadow.sha256},
         "defaults": defaults,
         "rules": [rule_id_of(rule) for rule in policy.rules],
         "rule_settings": {rule_id_of(rule): settings for rule in policy.rules
@@ -204,3 +209,206 @@ def _setting(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value)) or "none"
     return str(value)
+
+
+# -- rollout: replay and shadow mode ------------------------------------------------------------
+
+EXIT_NEWLY_ALLOWED = 3
+"""``policy replay``: a recorded call the new policy would allow that was asked or denied."""
+EXIT_UNTRUSTWORTHY = 4
+"""``policy replay`` / ``shadow-report``: the audit log does not verify, or the stored
+sessions differ from it."""
+
+
+def _since(text: str | None) -> float | None:
+    """``--since``: an ISO date or time (UTC unless it says), or a duration back from now
+    (``7d``, ``12h``, ``30m``)."""
+    if text is None:
+        return None
+    import time
+    from datetime import UTC, datetime
+
+    from ..policy import parse_duration
+
+    try:
+        return time.time() - parse_duration(text).total_seconds()
+    except (ValueError, TypeError):
+        pass
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter("give an ISO date or time (2026-12-01, 2026-12-01T09:00) or "
+                                 "a duration back from now (7d, 12h)",
+                                 param_hint="--since") from None
+    return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
+
+
+def _replay_tools(spec: str | None) -> Any:
+    """The tools replay uses: --toolbox for every session, else the demo's for demo sessions.
+    An app a session records is never imported: the store is not a source of code to run."""
+    if spec is not None:
+        given = {t.name: t for t in _toolbox(spec)}
+        return given
+    from .._apps import DEMO_APP
+    from .._demo import demo_toolbox
+
+    demo: dict[str, Tool] = {}
+
+    def tools_for(state: Any) -> dict[str, Tool] | None:
+        if state.data.get("app") != DEMO_APP:
+            return None
+        if not demo:
+            demo.update({t.name: t for t in demo_toolbox()})
+        return demo
+
+    return tools_for
+
+
+def _print_changes(changes: Any, before_word: str) -> None:
+    for change in changes:
+        color = "red" if change.loosens else "yellow"
+        click.echo(click.style(f"  {change.before.value} → {change.after.value}", fg=color,
+                               bold=True)
+                   + f"  {shown(change.tool)}  by {shown(change.rule_id)}: {change.count} call(s)")
+        for example in change.examples:
+            args = ", ".join(f"{shown(str(k))}={shown(str(v))}"
+                             for k, v in dict(example.get("arguments_preview") or {}).items())
+            click.echo(f"      {example['at']} session {shown(str(example['session_id']))} "
+                       f"call {shown(str(example['call_id']))}"
+                       + (f" ({args})" if args else ""))
+            if "after" in example:
+                before = shown(str(example["before"]["rule_id"]))
+                click.echo(f"        {before_word} {before}; now: "
+                           f"{shown(str(example['after']['reason']))}")
+
+
+def _loud(problem: str, *, refused: bool = False) -> None:
+    bar = "!" * 72
+    then = ("  Nothing was reported. --allow-broken-chain reports anyway." if refused else
+            "  What follows describes a history that may not have happened.")
+    click.echo(click.style(f"{bar}\n  THE AUDIT LOG IS NOT TRUSTWORTHY: {shown(problem)}\n"
+                           f"{then}\n{bar}", fg="red", bold=True), err=True)
+
+
+@command.command("replay")
+@click.option("--policy", "policy_path", required=True, type=click.Path(dir_okay=False),
+              help="The new policy file to replay the recorded calls through.")
+@click.option("--since", "since_text", metavar="WHEN",
+              help="Only calls decided since WHEN: an ISO date or time, or a duration (7d).")
+@store_option
+@click.option("--toolbox", "toolbox_spec", metavar="MODULE:ATTR",
+              help="The tools the calls were made with (a Toolbox, or a function returning "
+                   "one); without it only demo sessions are replayed.")
+@click.option("--expect-head", metavar="HASH",
+              help="The chain head an earlier `anfitrion audit verify` printed: detects a "
+                   "log rewritten from scratch or cut at the end.")
+@click.option("--allow-broken-chain", is_flag=True,
+              help="Replay even when the audit log does not verify (reported loudly, exit 4).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def replay(policy_path: str, since_text: str | None, store_url: str | None,
+           toolbox_spec: str | None, expect_head: str | None, allow_broken_chain: bool,
+           as_json: bool) -> None:
+    """Run every recorded call through a new policy, offline, and show what would change.
+
+    Each call the audit log says was decided is decided again by the new policy, with what
+    the gate saw then (turn, counters, recent calls, taint and flagged arguments rebuilt
+    from the stored transcript up to that call); no tool runs. The audit chain is verified
+    first, and each stored call is checked against its audit record.
+
+    Exit status: 0; 3 when a call that was asked or denied would now be allowed; 4 when the
+    audit log does not verify or the sessions differ from it (refused unless
+    --allow-broken-chain).
+    """
+    from ..rollout import ReplayRefused
+    from ..rollout import replay as run_replay
+
+    policy = _load(policy_path)
+    since = _since(since_text)
+    tools = _replay_tools(toolbox_spec)
+
+    async def work(store: Store) -> Any:
+        return await run_replay(store, policy, tools=tools, since=since,
+                                expect_head=expect_head, allow_broken=allow_broken_chain)
+
+    try:
+        report = run_with_store(store_url, work)
+    except click.ClickException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ReplayRefused):
+            if as_json:
+                click.echo(json.dumps({"refused": str(cause), "chain": cause.chain.to_dict(),
+                                       "mismatches": list(cause.mismatches)}, indent=2))
+            _loud(str(cause), refused=True)
+            raise SystemExit(EXIT_UNTRUSTWORTHY) from None
+        raise
+    if as_json:
+        click.echo(json.dumps(report.to_dict() | {"policy": policy.source}, indent=2))
+    else:
+        if not report.trustworthy:
+            _loud(report.chain.problem or f"{len(report.mismatches)} stored call(s) differ "
+                  "from their audit records")
+        click.echo(f"replay of {report.calls} recorded call(s) through {policy.source} "
+                   f"(policy {report.policy_sha256[:12]})")
+        click.echo(f"  audit chain: {'verified' if report.chain.ok else 'BROKEN'} "
+                   f"({report.chain.records} records, head {report.chain.head[:12]})")
+        click.echo(f"  replayed {report.replayed}: {report.unchanged} unchanged, "
+                   f"{report.replayed - report.unchanged} changed")
+        for why, n in sorted(report.skipped.items()):
+            click.echo(f"  not replayed ({why}): {n}")
+        _print_changes(report.changes, "was decided by")
+        if report.newly_allowed:
+            click.echo(click.style(f"{report.newly_allowed} call(s) that were asked about or "
+                                   "denied would now be allowed", fg="red", bold=True))
+    if not report.trustworthy:
+        raise SystemExit(EXIT_UNTRUSTWORTHY)
+    if report.newly_allowed:
+        raise SystemExit(EXIT_NEWLY_ALLOWED)
+
+
+@command.command("shadow-report")
+@store_option
+@click.option("--since", "since_text", metavar="WHEN",
+              help="Only decisions since WHEN: an ISO date or time, or a duration (7d).")
+@click.option("--shadow", "shadow_sha", metavar="HASH",
+              help="Only the shadow policy with this content hash (a prefix is enough).")
+@click.option("--expect-head", metavar="HASH", help="The chain head kept from an earlier "
+                                                   "`anfitrion audit verify`.")
+@click.option("--allow-broken-chain", is_flag=True,
+              help="Report even when the audit log does not verify (loudly, exit 4).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def shadow_report(store_url: str | None, since_text: str | None, shadow_sha: str | None,
+                  expect_head: str | None, allow_broken_chain: bool, as_json: bool) -> None:
+    """Summarise where the shadow policy disagreed with the enforced one.
+
+    A shadow policy (Runtime(shadow_policy=...), or [shadow] policy = "candidate.toml" in
+    the policy file) is decided beside the enforced policy on every call and recorded,
+    never enforced. Exit status 4 when the audit log does not verify.
+    """
+    from ..rollout import ReplayRefused
+    from ..rollout import shadow_report as run_report
+
+    since = _since(since_text)
+
+    async def work(store: Store) -> Any:
+        return await run_report(store, since=since, policy_sha256=shadow_sha,
+                                expect_head=expect_head, allow_broken=allow_broken_chain)
+
+    try:
+        report = run_with_store(store_url, work)
+    except click.ClickException as exc:
+        if isinstance(exc.__cause__, ReplayRefused):
+            _loud(str(exc.__cause__), refused=True)
+            raise SystemExit(EXIT_UNTRUSTWORTHY) from None
+        raise
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        if not report.chain.ok:
+            _loud(report.chain.problem)
+        click.echo(f"shadow decisions: {report.decisions} — {report.agreed} agreed, "
+                   f"{report.disagreed} disagreed, {report.errors} failed")
+        for sha, n in sorted(report.policies.items()):
+            click.echo(f"  shadow policy {shown(sha[:12])}: {n} decision(s)")
+        _print_changes(report.changes, "enforced")
+    if not report.chain.ok:
+        raise SystemExit(EXIT_UNTRUSTWORTHY)

@@ -14,6 +14,9 @@ Decision | None``: ``None`` means "no opinion". The combining rule is written do
    (``budget.approvals_asked``);
 6. a rule that raises denies the call (fail closed, rule id ``<rule>.error``).
 
+Every policy has a content hash, :attr:`Policy.sha256`, recorded with each decision it makes
+(audit log, telemetry), so replay and audits can tell which policy decided.
+
 Unknown tools never get here: the gate refuses them at resolve (an unknown tool is denied).
 The policy does no I/O; the counters it needs (rate counts, session counters) come in the
 :class:`PolicyContext`, filled by the gate from the store.
@@ -23,12 +26,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from .._canonical import digest as _digest
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
 
@@ -259,6 +264,42 @@ class Policy:
         self.clock: Callable[[], datetime] = clock or _utcnow
         self.principals: Mapping[str, Principal] = dict(principals or {})
         self.source = source
+        self.content_sha256: str | None = None
+        """Set by :func:`~anfitrion.policy.parse_policy`: the hash of the file's parsed content."""
+        self.shadow: Policy | None = None
+        """A policy the file names in ``[shadow]``: evaluated beside this one, never enforced."""
+
+    @property
+    def sha256(self) -> str:
+        """The content hash of this policy: SHA-256 of the canonical JSON of :meth:`describe`.
+
+        Equivalent files hash alike: a file's part is the hash of its *parsed* TOML (comments,
+        whitespace, key order and quoting do not count), so only what can change a decision
+        does. A policy built in code hashes its rule ids and settings, defaults, budgets,
+        approval limits and principals; two operator callables with the same id and no
+        ``settings`` hash alike (give them distinct ids). The clock is not part of it.
+        """
+        found = self.__dict__.get("_sha256")
+        if found is None:
+            found = self.__dict__["_sha256"] = _digest(self.describe())
+        return str(found)
+
+    def describe(self) -> dict[str, Any]:
+        """What :attr:`sha256` covers, as plain JSON data."""
+        return {
+            "content": self.content_sha256,
+            "rules": [_rule_description(rule) for rule in self.rules],
+            "defaults": {effect.value: verdict.value
+                         for effect, verdict in sorted(self.defaults.items())},
+            "budgets": {"tool_calls": self.budgets.tool_calls, "turns": self.budgets.turns,
+                        "approvals_asked": self.budgets.approvals_asked},
+            "approvals": {"ttl": self.approvals.ttl.total_seconds(),
+                          "max_pending": self.approvals.max_pending,
+                          "max_asks": self.approvals.max_asks,
+                          "per": self.approvals.per.total_seconds(),
+                          "max_edits": self.approvals.max_edits},
+            "principals": {pid: p.to_dict() for pid, p in sorted(self.principals.items())},
+        }
 
     @classmethod
     def default(cls) -> Policy:
@@ -277,7 +318,9 @@ class Policy:
                                    "principals": self.principals, "source": self.source}
         options.update(changes)
         rules = options.pop("rules", self.rules)
-        return Policy(rules, **options)
+        copy = Policy(rules, **options)
+        copy.content_sha256, copy.shadow = self.content_sha256, self.shadow
+        return copy
 
     def with_rules(self, *rules: Rule) -> Policy:
         """A new policy with *rules* appended."""
@@ -415,6 +458,49 @@ class Policy:
 
     def _default(self, effect: Effect) -> Decision:
         return _default_decision(effect, self.defaults.get(effect, Verdict.DENY))
+
+
+def _rule_description(rule: Rule) -> dict[str, Any]:
+    """A rule as the policy hash sees it: its id, its kind, and its public attributes (its
+    tools, verdict, constraints, settings ...) as plain data — never an object's address, so
+    the hash is the same in every process."""
+    return {"id": rule_id_of(rule),
+            "kind": str(getattr(rule, "__qualname__", type(rule).__qualname__)),
+            "attributes": _plain(rule, 0)}
+
+
+def _plain(value: Any, depth: int) -> Any:
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else repr(value)
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if depth > 6:
+        return type(value).__qualname__
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v, depth + 1) for k, v in sorted(value.items(), key=_text_key)}
+    if isinstance(value, (set, frozenset)):
+        return sorted((_plain(v, depth + 1) for v in value), key=_text_key)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, re.Pattern):
+        return value.pattern
+    if (callable(value) and not hasattr(value, "__dict__")) or isinstance(value, type):
+        return str(getattr(value, "__qualname__", type(value).__qualname__))
+    fields = getattr(value, "__dict__", None)
+    if fields is None and hasattr(value, "__slots__"):
+        fields = {n: getattr(value, n) for n in value.__slots__ if hasattr(value, n)}
+    if not isinstance(fields, dict):
+        return type(value).__qualname__
+    return {"kind": type(value).__qualname__} | {
+        k: _plain(v, depth + 1) for k, v in sorted(fields.items()) if not k.startswith("_")}
+
+
+def _text_key(item: Any) -> str:
+    return repr(item)
 
 
 @functools.cache

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
+from .._canonical import canonical_json
 from ..exceptions import ConfigError
 from ..principal import Principal
 from ..tools import Effect
@@ -51,7 +52,9 @@ DEFAULT_POLICY_FILE = "anfitrion.toml"
 T = TypeVar("T")
 
 _TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
-        "repeat_guard", "taint", "store", "secrets"}
+        "repeat_guard", "taint", "store", "secrets", "shadow", "lint"}
+_NOT_HASHED = {"store", "shadow", "lint"}
+"""Tables that cannot change a decision of this policy: not part of its hash."""
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
          "arguments"}
 _RATE = {"id", "tool", "tools", "max_calls", "per", "combined", "reason"}
@@ -392,8 +395,60 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
         rules.append(r.built("taint", lambda: taint_rule(**taint)))
 
     rules += _secrets(r, data)
-    return Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
-                  principals=principals, source=path)
+    if "lint" in data:  # silenced findings of `anfitrion tools lint`: checked by the linter
+        from .lint import parse_silenced
+
+        try:
+            parse_silenced(data["lint"])
+        except ValueError as exc:
+            r.fail(str(exc), "lint")
+    policy = Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
+                    principals=principals, source=path)
+    policy.content_sha256 = _content_sha256(data, text, base_dir)
+    if "shadow" in data:
+        policy.shadow = _shadow(r, data["shadow"], base_dir)
+    return policy
+
+
+def _content_sha256(data: Mapping[str, Any], text: str, base_dir: str | None) -> str:
+    """The hash of a file's parsed content: equivalent files (comments, whitespace, key order,
+    quoting) hash alike. A relative ``base`` of ``path_inside`` means another directory for a
+    file elsewhere, so the file's directory counts when one is used."""
+    import hashlib
+
+    relative = base_dir is not None and any(
+        isinstance(spec, dict) and isinstance(spec.get("base"), str)
+        and not os.path.isabs(spec["base"])
+        for rule in data.get("rules", []) if isinstance(rule, dict)
+        for spec in (rule.get("arguments") or {}).values())
+    try:
+        decisive = {k: v for k, v in data.items() if k not in _NOT_HASHED}
+        body = canonical_json({"policy": decisive, "base_dir": base_dir if relative else None})
+    except (TypeError, ValueError):  # a TOML date or time: not JSON, so the text stands in
+        body = text
+    return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _shadow(r: _Reader, spec: Any, base_dir: str | None) -> Policy:
+    """``[shadow] policy = "candidate.toml"``: evaluated beside this policy on every call and
+    recorded, never enforced (relative paths are relative to this file)."""
+    table = r.table(spec, "shadow", {"policy"})
+    name = r.typed(table, "policy", "shadow", str, "a policy file path")
+    if name is None:
+        r.fail("names no policy file ('policy = \"candidate.toml\"')", "shadow")
+    if base_dir is not None and not os.path.isabs(name):
+        name = os.path.join(base_dir, name)
+    try:
+        with open(name, "rb") as f:
+            names_shadow = "shadow" in tomllib.load(f)
+    except (OSError, ValueError, tomllib.TOMLDecodeError, RecursionError):
+        names_shadow = False  # load_policy says what is wrong with it
+    if names_shadow:  # checked before loading it: two files naming each other never loop
+        r.fail("a shadow policy cannot name a shadow of its own", "shadow.policy")
+    try:
+        return load_policy(name)
+    except ConfigError as exc:
+        r.fail(f"the shadow policy cannot be loaded: {exc}", "shadow.policy")
 
 
 def _secrets(r: _Reader, data: Mapping[str, Any]) -> list[Rule]:
