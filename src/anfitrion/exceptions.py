@@ -8,7 +8,8 @@ this module names its module in brackets::
     ├── UserError                  misconfiguration: fix the code or the config
     │   ├── ToolDefinitionError    a tool that cannot be registered as declared
     │   ├── ConfigError            an invalid config or policy file (path, line, key)
-    │   └── MissingDependencyError an optional extra is not installed (extra, module)
+    │   ├── MissingDependencyError an optional extra is not installed (extra, module)
+    │   └── ReplayRefused          a policy replay over a broken or mismatched history  [rollout]
     ├── RunError                   something failed while running
     │   ├── ModelError             the model or its client failed (provider, status_code)
     │   │   └── AdapterError       a provider payload we cannot represent (path)
