@@ -27,7 +27,6 @@ the servers' sampling and elicitation requests only where the config allows them
 from __future__ import annotations
 
 import contextvars
-import hmac
 import logging
 import socket
 import uuid
@@ -52,7 +51,8 @@ from ..runtime import GatedSession, Runtime, SubmissionStatus
 from ..store import Store
 from ..telemetry import extracted_context
 from ..tools import OfferContext, Tool
-from ._http_body import MCP_REQUEST_METHODS, METHOD_NOT_FOUND, check_body, send_refusal
+from ._gateway_http import HttpGuard, SessionCloseRace, respond
+from ._http_body import MCP_REQUEST_METHODS, METHOD_NOT_FOUND
 from .toolset import UPSTREAM_CALL, McpServers, McpTool, UpstreamCall, _reveal_in_value
 
 try:
@@ -72,9 +72,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["Gateway", "HttpGuard"]
 
 log = logging.getLogger("anfitrion.mcp.gateway")
-
-
-ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Any]
 
 
 def _text_result(text: str, *, is_error: bool) -> mt.CallToolResult:
@@ -446,7 +443,7 @@ class Gateway:
         """The guarded ASGI app serving the MCP endpoint at ``/mcp``."""
         async def endpoint(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope.get("path", "").rstrip("/") != "/mcp":
-                await _respond(send, 404, b"not found: the MCP endpoint is /mcp")
+                await respond(send, 404, b"not found: the MCP endpoint is /mcp")
                 return
             await manager.handle_request(scope, receive, send)
 
@@ -489,7 +486,7 @@ class Gateway:
             server.should_exit = True
 
         sdk_log = logging.getLogger("mcp.server.streamable_http")
-        race = _SessionCloseRace()
+        race = SessionCloseRace()
         sdk_log.addFilter(race)
         try:
             async with manager.run(), anyio.create_task_group() as tg:
@@ -502,16 +499,6 @@ class Gateway:
         finally:
             sdk_log.removeFilter(race)
             sock.close()
-
-
-class _SessionCloseRace(logging.Filter):
-    """Drops the SDK's traceback for a stream closed under its writer: when a client ends its
-    session (``DELETE``), the SDK closes the session's streams while its SSE writers still
-    read them, and logs the ``ClosedResourceError`` as an error. Every other record passes."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError))
 
 
 class _GatewayServer(Server[Any, Any]):
@@ -586,86 +573,3 @@ async def _sift_messages(read_stream: Any, sifted: Any, write_stream: Any) -> No
                 await write_stream.send(SessionMessage(mt.JSONRPCMessage(error)))
                 continue
             await sifted.send(message)
-
-
-async def _respond(send: Any, status: int, body: bytes,
-                   headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()), *headers]})
-    await send({"type": "http.response.body", "body": body})
-
-
-class HttpGuard:
-    """ASGI middleware: Host and Origin allow-lists, bearer token, body size, strict body.
-
-    ``Host`` stops DNS rebinding (a web page resolving its own name to 127.0.0.1); ``Origin``
-    stops browsers' cross-site requests; the token stops other local programs; the body limit
-    stops memory exhaustion; a POSTed body must be strict JSON and one JSON-RPC message with
-    an MCP method (:mod:`anfitrion.mcp._http_body`). Checks run before the MCP SDK reads
-    anything.
-    """
-
-    def __init__(self, app: ASGIApp, *, token: str, allowed_hosts: Iterable[str],
-                 allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024) -> None:
-        if len(token) < 16:
-            raise ValueError("the bearer token must have at least 16 characters")
-        self.app = app
-        self._expected = f"Bearer {token}".encode()
-        self.allowed_hosts = frozenset(allowed_hosts)
-        self.allowed_origins = frozenset(allowed_origins)
-        self.max_body_bytes = max_body_bytes
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                   for k, v in scope.get("headers", [])}
-        if headers.get("host", "") not in self.allowed_hosts:
-            await _respond(send, 421, b"invalid Host header")
-            return
-        origin = headers.get("origin")
-        if origin is not None and origin not in self.allowed_origins:
-            await _respond(send, 403, b"invalid Origin header")
-            return
-        given = headers.get("authorization", "").encode("latin-1")
-        if not hmac.compare_digest(given, self._expected):
-            await _respond(send, 401, b"a valid bearer token is required",
-                           [(b"www-authenticate", b'Bearer realm="anfitrion-gateway"')])
-            return
-        declared = headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or
-                                     int(declared) > self.max_body_bytes):
-            await _respond(send, 413, b"request body too large")
-            return
-        if scope.get("method") != "POST":
-            await self.app(scope, receive, send)
-            return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            body.extend(message.get("body", b""))
-            if len(body) > self.max_body_bytes:
-                await _respond(send, 413, b"request body too large")
-                return
-            if not message.get("more_body", False):
-                break
-        # strict JSON and one JSON-RPC message, before the SDK (which answers 500 otherwise)
-        refusal = check_body(bytes(body), max_bytes=self.max_body_bytes)
-        if refusal is not None:
-            await send_refusal(send, refusal)
-            return
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            message: dict[str, Any] = await receive()
-            return message
-
-        await self.app(scope, replay, send)
