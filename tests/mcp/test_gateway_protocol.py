@@ -226,3 +226,27 @@ async def test_cancelling_one_call_keeps_the_server_and_its_state(
     assert after["count"] > before["count"]
     assert after["cancelled"] == 1
     assert restarts == 0
+
+
+async def test_log_messages_reach_only_the_client_whose_call_caused_them(
+        trusted: list[Any], store: MemoryStore) -> None:
+    from mcp.shared.memory import create_connected_server_and_client_session
+
+    await approve_all(trusted, store)
+    seen: dict[str, list[Any]] = {"a": [], "b": []}
+
+    def keep(who: str) -> Any:
+        async def on_log(params: mt.LoggingMessageNotificationParams) -> None:
+            seen[who].append(params.data)
+        return on_log
+
+    with anyio.fail_after(60):
+        async with McpServers(trusted, store) as servers:
+            gateway = Gateway(servers, store=store, policy=ALLOW)
+            async with create_connected_server_and_client_session(
+                    gateway.build_server(), logging_callback=keep("a")) as a, \
+                    create_connected_server_and_client_session(
+                        gateway.build_server(), logging_callback=keep("b")) as b:
+                await a.call_tool("proto.logging", {})
+                await b.send_ping()
+    assert seen == {"a": ["started", "working", "done"], "b": []}
