@@ -74,3 +74,23 @@ async def test_an_allowed_elicitation_for_a_secret_is_flagged_in_the_audit_log()
     details = [r.data["detail"] for r in await store.audit_records()
                if r.type == "mcp.relayed"]
     assert any(d.startswith("relayed") and "secrets or credentials" in d for d in details)
+
+
+async def test_an_allowed_sampling_request_cannot_read_the_other_servers_context() -> None:
+    store = MemoryStore()
+    configs = [protocol_server(sampling=True)]
+    await approve_all(configs, store)
+    asked: list[Any] = []
+
+    async def sampling(context: Any, params: mt.CreateMessageRequestParams) -> Any:
+        asked.append(params.includeContext)
+        return mt.CreateMessageResult(role="assistant", model="m",
+                                      content=mt.TextContent(type="text", text="no"))
+
+    with anyio.fail_after(60):
+        async with gateway_client(configs, store, sampling_callback=sampling) as (_, client):
+            await client.call_tool("proto.sample", {})  # the server asks for "allServers"
+    assert asked == ["none"]
+    details = [r.data["detail"] for r in await store.audit_records()
+               if r.type == "mcp.relayed"]
+    assert any("includeContext 'allServers' narrowed to 'none'" in d for d in details)

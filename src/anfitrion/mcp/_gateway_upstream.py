@@ -12,7 +12,9 @@ Each is forwarded to the server it belongs to, with the gate where it matters:
   ``prompts/get``, and a prompt whose definition changed is refused until approved again;
 - ``sampling/createMessage`` and ``elicitation/create`` from a server reach the client only
   when the server's entry allows them (``"sampling": true``, ``"elicitation": true``);
-  otherwise they are refused with the reason. Either way the audit log has a record.
+  otherwise they are refused with the reason. Either way the audit log has a record. A
+  relayed sampling request never asks for the context of the client's other servers
+  (``includeContext`` is narrowed to ``"none"``).
 """
 
 from __future__ import annotations
@@ -381,8 +383,13 @@ class UpstreamProtocol:
                 f"{method} refused by anfitrion's gateway: server {server!r} may not ask the "
                 f"client for {key}. The operator can allow it with \"{key}\": true in the "
                 "server's entry of the MCP config."))
+        narrowed = ""
+        if sampling and params.includeContext not in (None, "none"):
+            # the context of the client's other servers is not this server's to read
+            narrowed = f"; includeContext {params.includeContext!r} narrowed to 'none'"
+            params = params.model_copy(update={"includeContext": "none"})
         await self._audit(f"{server}.{method}",
-                          f"relayed to the client{'; ' + hints if hints else ''}")
+                          f"relayed to the client{narrowed}{'; ' + hints if hints else ''}")
         request: Any
         result_type: type[mt.Result]
         if sampling:
