@@ -290,7 +290,12 @@ class UpstreamProtocol:
             for name, prompt in (await self._list_prompts(toolset)).items():
                 outside = self.outside_name(toolset.id, name)
                 self._prompts[outside] = (toolset.id, name)
-                listed.append(prompt.model_copy(update={"name": outside}))
+                shaper = Shaper(toolset.config.max_result_chars)
+                arguments = [a.model_copy(update={"description": shaper.label(a.description)})
+                             for a in prompt.arguments or []] or prompt.arguments
+                listed.append(prompt.model_copy(update={
+                    "name": outside, "title": shaper.label(prompt.title),
+                    "description": shaper.label(prompt.description), "arguments": arguments}))
         items, cursor = page(listed, _cursor(request), self.gateway.page_size)
         return mt.ServerResult(mt.ListPromptsResult(prompts=items, nextCursor=cursor))
 

@@ -53,7 +53,14 @@ from ..telemetry import extracted_context
 from ..tools import OfferContext, Tool
 from ._gateway_http import HttpGuard, SessionCloseRace, respond
 from ._http_body import MCP_REQUEST_METHODS, METHOD_NOT_FOUND
-from .toolset import UPSTREAM_CALL, McpServers, McpTool, UpstreamCall, _reveal_in_value
+from .toolset import (
+    UPSTREAM_CALL,
+    McpServers,
+    McpTool,
+    UpstreamCall,
+    _reveal_in_value,
+    reveal_hidden,
+)
 
 try:
     import mcp.types as mt
@@ -296,7 +303,8 @@ class Gateway:
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             if token is not None:
-                await session.send_progress_notification(token, progress, total, message,
+                shown = reveal_hidden(message)[0] if message is not None else None
+                await session.send_progress_notification(token, progress, total, shown,
                                                          related_request_id=str(request_id))
 
         async def log_message(params: mt.LoggingMessageNotificationParams) -> None:
