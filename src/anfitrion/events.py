@@ -45,6 +45,9 @@ class EventType(StrEnum):
     EXECUTION_SETTLED = "execution.settled"
     EFFECT_RESOLVED = "effect.resolved"
     RESULT_RETURNED = "result.returned"
+    MCP_RELAYED = "mcp.relayed"
+    """The MCP gateway passed an upstream server's message on, or refused it (a resource read,
+    a prompt, a sampling or elicitation request): ``tool`` names it, ``detail`` says what."""
 
 
 # Not frozen: six events are built per tool call, and a frozen dataclass pays an

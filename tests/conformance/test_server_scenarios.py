@@ -78,37 +78,11 @@ enabled = false
 [secrets]
 verdict = "off"
 """
-_NOT_FORWARDED = "the gateway answers {} with 'method not found' (not forwarded)"
-_SUMMARISED = "the gateway turns {} in a result into a text summary"
-_NOT_RELAYED = "the gateway does not relay the upstream server's {} request to its client"
-GATEWAY_GAPS: dict[str, str] = {
-    "logging-set-level": _NOT_FORWARDED.format("logging/setLevel"),
-    "completion-complete": _NOT_FORWARDED.format("completion/complete"),
-    "tools-call-image": _SUMMARISED.format("an image"),
-    "tools-call-audio": _SUMMARISED.format("audio"),
-    "tools-call-embedded-resource": _SUMMARISED.format("an embedded resource"),
-    "tools-call-mixed-content": _SUMMARISED.format("images and embedded resources"),
-    "tools-call-with-logging": _NOT_FORWARDED.format("logging/setLevel") + ", and upstream "
-                               "log messages are not relayed",
-    "tools-call-with-progress": "the gateway does not relay upstream progress notifications",
-    "tools-call-sampling": _NOT_RELAYED.format("sampling/createMessage"),
-    "tools-call-elicitation": _NOT_RELAYED.format("elicitation/create"),
-    "elicitation-sep1034-defaults": _NOT_RELAYED.format("elicitation/create"),
-    "elicitation-sep1330-enums": _NOT_RELAYED.format("elicitation/create"),
-    **{s: _NOT_FORWARDED.format("resources/*") for s in (
-        "resources-list", "resources-read-text", "resources-read-binary",
-        "resources-templates-read", "resources-subscribe", "resources-unsubscribe")},
-    **{s: _NOT_FORWARDED.format("prompts/*") for s in (
-        "prompts-list", "prompts-get-simple", "prompts-get-with-args",
-        "prompts-get-embedded-resource", "prompts-get-with-image")},
-}
-"""Scenario → why the gateway fails it today (a strict xfail: remove the entry once fixed).
-
-Measured against main before the gateway's protocol work (issue 18) was merged. The tool
-scenarios also fail because the gateway names tools ``conformance.<tool>`` (see
-:data:`GATEWAY_OPTIONS`); ``tools-call-simple-text`` and ``tools-call-error`` pass anyway, as
-the suite accepts any text or error result: :func:`test_the_gateway_calls_a_tool_by_its_own_name`
-checks the exact answer."""
+GATEWAY_GAPS: dict[str, str] = {}
+"""Scenario → why the gateway fails it (a strict xfail: remove the entry once fixed). Empty
+since the gateway forwards the whole protocol (issue 18); ``tools-call-simple-text`` and
+``tools-call-error`` would pass even with wrong names, as the suite accepts any text or error
+result: :func:`test_the_gateway_calls_a_tool_by_its_own_name` checks the exact answer."""
 
 
 def run_direct(suite: Suite, results: Path) -> dict[str, Outcome]:

@@ -2,6 +2,7 @@
 
     anfitrion gateway --config mcp.json                 # stdio: for a desktop assistant
     anfitrion gateway --config mcp.json --http --port 8765
+    anfitrion gateway --config one-server.json --own-names  # its tools under their own names
 """
 
 from __future__ import annotations
@@ -35,8 +36,13 @@ from .mcp import store_url_for
                    "present, else read → allow, write → ask).")
 @click.option("--approval-wait", type=float, default=None,
               help="Seconds a call waits for a person (default: gateway.approvalWait, 60).")
+@click.option("--own-names", is_flag=True, default=None,
+              help="Present the one configured server's tools and prompts under their own "
+                   "names, not SERVER.TOOL (default: gateway.ownNames). Refused with more "
+                   "than one server.")
 def command(config_path: str, store_url: str | None, use_http: bool, port: int | None,
-            policy_path: str | None, approval_wait: float | None) -> None:
+            policy_path: str | None, approval_wait: float | None,
+            own_names: bool | None) -> None:
     """Serve the configured MCP servers' approved tools, every call through the gate.
 
     Over HTTP every request needs 'Authorization: Bearer TOKEN'; the token is read from the
@@ -51,6 +57,11 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from exc
     settings = config.gateway
+    own = settings.own_names if own_names is None else own_names
+    if own and len(config.servers) != 1:
+        raise click.ClickException(
+            f"--own-names needs exactly one configured server, not {len(config.servers)}: "
+            "with several, one server's tool could take another's name")
     url = store_url_for(store_url, config)
     policy = _policy(policy_path or settings.policy)
 
@@ -61,10 +72,12 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
         store = open_store(url)
         try:
             async with McpServers(config, store, errlog=sys.stderr) as servers:
-                await servers.start()  # all at once, while the client connects
+                # made first: it tells the servers, before they start, what it relays
                 gateway = Gateway(servers, store=store, policy=policy,
                                   principal=Principal(settings.principal, scopes=settings.scopes),
-                                  approval_wait=approval_wait or settings.approval_wait)
+                                  approval_wait=approval_wait or settings.approval_wait,
+                                  own_names=own)
+                await servers.start()  # all at once, while the client connects
                 if not use_http:
                     await gateway.serve_stdio()
                     return

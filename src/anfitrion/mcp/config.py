@@ -26,6 +26,9 @@ never under the name the server reports. Keys anfitrion adds to a server entry:
   an earlier listing, re-read the tool list, so a definition changed without
   ``notifications/tools/list_changed`` is caught at call time.
 - ``disabled`` (default ``false``): skip this server.
+- ``sampling``, ``elicitation`` (default ``false``): through the gateway, relay the server's
+  ``sampling/createMessage`` / ``elicitation/create`` requests to the MCP client; otherwise
+  they are refused (and audited either way).
 
 A spawned server gets a minimal environment: ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``,
 ``TERM``, ``USER`` and what its ``env`` names — never the rest of anfitrion's environment (no API
@@ -53,7 +56,7 @@ SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SERVER_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "type", "transport",
                           "trusted", "timeout", "maxResultChars", "relistBeforeCall",
-                          "disabled", "description"})
+                          "disabled", "description", "sampling", "elicitation"})
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RESULT_CHARS = 16 * 1024
 
@@ -73,6 +76,10 @@ class ServerConfig:
     timeout: float = DEFAULT_TIMEOUT
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     relist_before_call: bool = True
+    sampling: bool = False
+    """Relay the server's sampling requests to the gateway's client (else refuse them)."""
+    elicitation: bool = False
+    """Relay the server's elicitation requests to the gateway's client (else refuse them)."""
 
     @property
     def transport(self) -> str:
@@ -93,6 +100,7 @@ class GatewaySettings:
         token_env: the environment variable holding the HTTP bearer token.
         allowed_origins: ``Origin`` values accepted over HTTP (none by default).
         max_body_bytes: HTTP request body limit.
+        own_names: present the one wrapped server's tools under their own names.
     """
 
     store: str | None = None
@@ -105,6 +113,7 @@ class GatewaySettings:
     token_env: str = "ANFITRION_GATEWAY_TOKEN"
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = 1024 * 1024
+    own_names: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +262,9 @@ def _server(server_id: str, raw: Any, *, path: str | None,
         timeout=_number(raw.get("timeout"), DEFAULT_TIMEOUT, path=path, key=f"{key}.timeout"),
         max_result_chars=max_chars,
         relist_before_call=_flag(raw.get("relistBeforeCall"), True, path=path,
-                                 key=f"{key}.relistBeforeCall"))
+                                 key=f"{key}.relistBeforeCall"),
+        sampling=_flag(raw.get("sampling"), False, path=path, key=f"{key}.sampling"),
+        elicitation=_flag(raw.get("elicitation"), False, path=path, key=f"{key}.elicitation"))
 
 
 def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
@@ -262,7 +273,7 @@ def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
     if not isinstance(raw, dict):
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
-             "allowedOrigins", "maxBodyBytes"}
+             "allowedOrigins", "maxBodyBytes", "ownNames"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
@@ -298,7 +309,8 @@ def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
         approval_wait=_number(raw.get("approvalWait"), defaults.approval_wait, path=path,
                               key="gateway.approvalWait"),
         host=host, port=port, token_env=raw.get("tokenEnv", defaults.token_env),
-        allowed_origins=tuple(origins), max_body_bytes=body)
+        allowed_origins=tuple(origins), max_body_bytes=body,
+        own_names=_flag(raw.get("ownNames"), False, path=path, key="gateway.ownNames"))
 
 
 MAX_DEPTH = 64

@@ -15,17 +15,24 @@ its servers. The gateway connects to the configured upstream servers and:
 Transports: stdio (:meth:`Gateway.serve_stdio`), and streamable HTTP on a loopback address
 (:meth:`Gateway.serve_http`) behind a guard checking ``Host``, ``Origin``, a bearer token and
 the body size before the MCP SDK sees the request.
+
+Beyond tools the gateway forwards the rest of the protocol, with the gate where it matters
+(:mod:`anfitrion.mcp._gateway_upstream`, :mod:`anfitrion.mcp._gateway_content`): every content
+type of a result as itself (shaped: hidden characters made visible), ``structuredContent``
+checked against the pinned ``outputSchema``, progress and log messages relayed to the client
+whose call caused them, resources (untrusted reads: taint), pinned prompts, completion, and
+the servers' sampling and elicitation requests only where the config allows them.
 """
 
 from __future__ import annotations
 
 import contextvars
-import hmac
 import logging
 import socket
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import suppress
 from typing import Any
 
 import anyio
@@ -34,34 +41,44 @@ from .. import __version__, answers
 from .._apps import GATEWAY_APP
 from .._canonical import digest
 from ..approvals import DeferredApprover
-from ..conversation import Provenance, ToolResult
+from ..conversation import ToolResult
 from ..events import Listener
-from ..exceptions import AnfitrionError, MissingDependencyError
+from ..exceptions import AnfitrionError, MissingDependencyError, UserError
 from ..gate import Gate, GateLimits
 from ..policy import Policy
 from ..principal import Principal
 from ..runtime import GatedSession, Runtime, SubmissionStatus
 from ..store import Store
 from ..telemetry import extracted_context
-from ..tools import Effect, OfferContext, Tool
-from ._http_body import check_body, send_refusal
-from .toolset import McpServers
+from ..tools import OfferContext, Tool
+from ._gateway_http import HttpGuard, SessionCloseRace, respond
+from ._http_body import MCP_REQUEST_METHODS, METHOD_NOT_FOUND
+from .toolset import (
+    UPSTREAM_CALL,
+    McpServers,
+    McpTool,
+    UpstreamCall,
+    _reveal_in_value,
+    reveal_hidden,
+)
 
 try:
     import mcp.types as mt
     from mcp.server.lowlevel import NotificationOptions, Server
+    from mcp.server.lowlevel.server import request_ctx
     from mcp.server.models import InitializationOptions
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.shared.message import SessionMessage
+
+    from ._gateway_content import forward_result, listed_tool
+    from ._gateway_upstream import LOG_LEVELS, UpstreamProtocol, page
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
 
 __all__ = ["Gateway", "HttpGuard"]
 
 log = logging.getLogger("anfitrion.mcp.gateway")
-
-
-ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Any]
 
 
 def _text_result(text: str, *, is_error: bool) -> mt.CallToolResult:
@@ -81,7 +98,8 @@ class _GatewayTools:
         gateway = self._gateway
         tools = await gateway.servers.list_tools(context)
         offered = [t for t in tools if gateway.runtime.policy.may_allow(t, gateway.principal)
-                   and (gateway._visible is None or gateway._visible(t))]
+                   and (gateway._visible is None or gateway._visible(t))
+                   and gateway._callable(t)]
         gateway._offered_names = frozenset(t.name for t in offered)
         return offered
 
@@ -94,6 +112,8 @@ class _Client:
         self._gateway = gateway
         self._lock = anyio.Lock()
         self.gated: GatedSession | None = None
+        self.log_level: str | None = None
+        """The level the client asked for (``logging/setLevel``); ``None``: everything."""
 
     async def session(self) -> GatedSession:
         async with self._lock:
@@ -147,6 +167,12 @@ class Gateway:
         session_id: a fixed session for the stdio client, continued across gateway restarts
             (default: a new session per client session).
         max_tool_calls: executed tool calls per client session before calls are refused.
+        own_names: list the one wrapped server's tools (and prompts) under their own names,
+            not ``<server>.<tool>``.
+        page_size: items per page of ``tools/list``, ``prompts/list``, ``resources/list``.
+
+    Raises:
+        UserError: ``own_names`` with more than one server.
 
     Example:
         >>> async def main(config, store):  # doctest: +SKIP
@@ -159,8 +185,20 @@ class Gateway:
                  poll_interval: float = 0.25, visible: Callable[[Tool], bool] | None = None,
                  listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
                  audit: bool = True, session_id: str | None = None,
-                 max_tool_calls: int | None = None) -> None:
+                 max_tool_calls: int | None = None, own_names: bool = False,
+                 page_size: int = 100) -> None:
+        if own_names and len(servers.toolsets) != 1:
+            raise UserError(f"own names need exactly one wrapped server, not "
+                            f"{len(servers.toolsets)}: with several, one server's tool could "
+                            "take another's name")
+        if page_size < 1:
+            raise UserError("page_size must be at least 1")
         self.servers = servers
+        self.own_names = own_names
+        self.page_size = page_size
+        self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        """The MCP client sessions connected now (list-changed notices go to each)."""
+        self._refused_tasks: set[str] = set()
         self.store = store
         self.principal = Principal.of(principal)
         self.approval_wait = approval_wait
@@ -173,6 +211,7 @@ class Gateway:
                                limits=limits, audit=audit, max_tool_calls=max_tool_calls,
                                app=GATEWAY_APP)
         self._default = _Client(self)  # calls made outside any MCP client session
+        self.protocol = UpstreamProtocol(self)
 
     @property
     def gate(self) -> Gate:
@@ -194,6 +233,42 @@ class Gateway:
     def _client(self) -> _Client:
         return _CLIENT.get() or self._default
 
+    @staticmethod
+    def request_session() -> Any:
+        """The MCP client session of the request being answered."""
+        return request_ctx.get().session
+
+    def _upstream_tool(self, tool: Tool) -> mt.Tool | None:
+        if not isinstance(tool, McpTool) or tool.server not in self.servers.toolsets:
+            return None
+        listed = self.servers.toolsets[tool.server]._upstream
+        return next((t for t in listed if t.name == tool.upstream_name), None)
+
+    def _callable(self, tool: Tool) -> bool:
+        """False for a tool that only runs as a task: the gateway does not forward tasks."""
+        upstream = self._upstream_tool(tool)
+        execution = upstream.execution if upstream is not None else None
+        if execution is None or execution.taskSupport != "required":
+            return True
+        if tool.name not in self._refused_tasks:
+            self._refused_tasks.add(tool.name)
+            log.warning("%s is not offered: it runs only as a task (execution.taskSupport "
+                        "'required'), and the gateway does not forward tasks", tool.name)
+        return False
+
+    def outside_name(self, tool: Tool) -> str:
+        """The name a client sees: the server's own (``own_names``) or ``<server>.<tool>``."""
+        if self.own_names and isinstance(tool, McpTool):
+            return tool.upstream_name
+        return tool.name
+
+    def inside_name(self, name: str) -> str:
+        """The gate's name for a name a client called."""
+        if self.own_names:
+            (server,) = self.servers.toolsets
+            return f"{server}.{name}"
+        return name
+
     async def offered(self) -> dict[str, Tool]:
         """The tools callers may see and call now."""
         return await self.runtime.offered((await self._client().session()).session)
@@ -205,22 +280,62 @@ class Gateway:
     # -- MCP handlers ----------------------------------------------------------------------
 
     async def list_tools(self) -> list[mt.Tool]:
-        """``tools/list``: approved, pinned, visible tools, annotated by the gateway."""
+        """``tools/list``: approved, pinned, visible tools, with their pinned ``title``,
+        ``outputSchema`` and ``execution``; annotations as :func:`listed_tool` says."""
         listed = []
         for tool in (await self.offered()).values():
-            read = tool.effect is Effect.READ
-            listed.append(mt.Tool(
-                name=tool.name, description=tool.description,
-                inputSchema=dict(tool.input_schema),
-                annotations=mt.ToolAnnotations(
-                    readOnlyHint=read, destructiveHint=None if read else True,
-                    idempotentHint=tool.idempotent,
-                    openWorldHint=tool.provenance is Provenance.UNTRUSTED)))
+            server = self.servers.toolsets.get(tool.server) if isinstance(tool, McpTool) \
+                else None
+            listed.append(listed_tool(self.outside_name(tool), tool, self._upstream_tool(tool),
+                                      trusted=server is not None and server.config.trusted))
         return listed
+
+    def _relaying(self, server: str) -> UpstreamCall | None:
+        """What the upstream call made for the request being answered relays to its client:
+        progress (if the client asked for it), log messages, sampling and elicitation."""
+        try:
+            context = request_ctx.get()
+        except LookupError:
+            return None
+        session, request_id = context.session, context.request_id
+        client = self._client()
+        token = context.meta.progressToken if context.meta is not None else None
+
+        async def progress(progress: float, total: float | None, message: str | None) -> None:
+            if token is not None:
+                shown = reveal_hidden(message)[0] if message is not None else None
+                await session.send_progress_notification(token, progress, total, shown,
+                                                         related_request_id=str(request_id))
+
+        async def log_message(params: mt.LoggingMessageNotificationParams) -> None:
+            wanted = client.log_level
+            if wanted is not None and LOG_LEVELS.index(params.level) < LOG_LEVELS.index(wanted):
+                return
+            data = _reveal_in_value(params.data, [])
+            logger = params.logger
+            if not self.own_names:
+                logger = server + (f"/{params.logger}" if params.logger else "")
+            await session.send_log_message(params.level, data, logger=logger,
+                                           related_request_id=request_id)
+
+        async def request(method: str, params: Any) -> Any:
+            return await self.protocol.relay(server, method, params, session, request_id)
+
+        return UpstreamCall(progress=progress, log=log_message, request=request)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None) -> mt.CallToolResult:
         """``tools/call``: through the gate, waiting a while for a person if it must."""
         arguments = dict(arguments or {})
+        name = self.inside_name(name)
+        relay = self._relaying(name.partition(".")[0])
+        token = UPSTREAM_CALL.set(relay)
+        try:
+            return await self._call_tool(name, arguments, relay)
+        finally:
+            UPSTREAM_CALL.reset(token)
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any],
+                         relay: UpstreamCall | None) -> mt.CallToolResult:
         gated = await self._client().session()
         key = digest({"tool": name, "arguments": arguments})
         # a call repeated after its approval was given carries the call id it is bound to
@@ -248,6 +363,10 @@ class Gateway:
             await self.runtime.flush()  # every call's records are stored when it returns
         result = outcome.result
         assert result is not None
+        server = self.servers.toolsets.get(name.partition(".")[0])
+        if not result.is_error and relay is not None and relay.results and server is not None:
+            # what the gate shaped as text, sent as the server sent it (shaped alike)
+            return forward_result(relay.results[-1], server.config.max_result_chars)
         return self._to_mcp(result)
 
     async def _answered(self, request_id: str) -> bool:
@@ -277,12 +396,29 @@ class Gateway:
                                                   gateway=self)
         listed: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
 
-        @server.list_tools()  # type: ignore[no-untyped-call,untyped-decorator,misc]
-        async def _list() -> list[mt.Tool]:
-            self.servers.mark_stale()  # a client that asks for the list gets a fresh one
+        async def _list(request: mt.ListToolsRequest) -> mt.ServerResult:
+            cursor = request.params.cursor if request.params is not None else None
+            if cursor is None:
+                self.servers.mark_stale()  # a client that asks for the list gets a fresh one
             tools = await self.list_tools()
-            listed[server.request_context.session] = frozenset(t.name for t in tools)
-            return tools
+            listed[server.request_context.session] = self._offered_names
+            items, next_cursor = page(tools, cursor, self.page_size)
+            return mt.ServerResult(mt.ListToolsResult(tools=items, nextCursor=next_cursor))
+
+        protocol = self.protocol
+        handlers: dict[type, Callable[[Any], Any]] = {
+            mt.ListToolsRequest: _list,
+            mt.ListResourcesRequest: protocol.list_resources,
+            mt.ListResourceTemplatesRequest: protocol.list_templates,
+            mt.ReadResourceRequest: protocol.read_resource,
+            mt.SubscribeRequest: protocol.subscribe,
+            mt.UnsubscribeRequest: protocol.subscribe,
+            mt.ListPromptsRequest: protocol.list_prompts,
+            mt.GetPromptRequest: protocol.get_prompt,
+            mt.CompleteRequest: protocol.complete,
+            mt.SetLevelRequest: protocol.set_level,
+        }
+        server.request_handlers.update(handlers)
 
         # the gate validates arguments itself, strictly, against the pinned schema
         @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator,misc]
@@ -315,7 +451,7 @@ class Gateway:
         """The guarded ASGI app serving the MCP endpoint at ``/mcp``."""
         async def endpoint(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope.get("path", "").rstrip("/") != "/mcp":
-                await _respond(send, 404, b"not found: the MCP endpoint is /mcp")
+                await respond(send, 404, b"not found: the MCP endpoint is /mcp")
                 return
             await manager.handle_request(scope, receive, send)
 
@@ -358,7 +494,7 @@ class Gateway:
             server.should_exit = True
 
         sdk_log = logging.getLogger("mcp.server.streamable_http")
-        race = _SessionCloseRace()
+        race = SessionCloseRace()
         sdk_log.addFilter(race)
         try:
             async with manager.run(), anyio.create_task_group() as tg:
@@ -373,16 +509,6 @@ class Gateway:
             sock.close()
 
 
-class _SessionCloseRace(logging.Filter):
-    """Drops the SDK's traceback for a stream closed under its writer: when a client ends its
-    session (``DELETE``), the SDK closes the session's streams while its SSE writers still
-    read them, and logs the ``ClosedResourceError`` as an error. Every other record passes."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError))
-
-
 class _GatewayServer(Server[Any, Any]):
     """Announces ``tools.listChanged`` on every transport (HTTP builds its own options), and
     gives each client session (one :meth:`run`) its own anfitrion session."""
@@ -391,20 +517,35 @@ class _GatewayServer(Server[Any, Any]):
         super().__init__(name, version=version)
         self._gateway = gateway
 
-    async def run(self, *args: Any, **kwargs: Any) -> None:
+    async def run(self, read_stream: Any, write_stream: Any, *args: Any, **kwargs: Any) -> None:
         client = _Client(self._gateway)
         token = _CLIENT.set(client)  # the request handlers run in tasks started below
+        sifted_in, sifted = anyio.create_memory_object_stream[SessionMessage | Exception](0)
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(client.keep_lease)
+                tg.start_soon(_sift, read_stream, sifted_in, write_stream)
                 try:
-                    await super().run(*args, **kwargs)
+                    await super().run(sifted, write_stream, *args, **kwargs)
                 finally:
                     tg.cancel_scope.cancel()
         finally:
             _CLIENT.reset(token)
             with anyio.CancelScope(shield=True):
                 await client.end()
+
+    async def _handle_request(self, message: Any, req: Any, session: Any, *args: Any,
+                              **kwargs: Any) -> Any:
+        self._gateway.sessions.add(session)  # for the notices meant for every client
+        return await super()._handle_request(message, req, session, *args, **kwargs)
+
+    def get_capabilities(self, notification_options: NotificationOptions,
+                         experimental_capabilities: dict[str, dict[str, Any]]
+                         ) -> mt.ServerCapabilities:
+        capabilities = super().get_capabilities(notification_options, experimental_capabilities)
+        capabilities.resources = mt.ResourcesCapability(subscribe=True, listChanged=True)
+        capabilities.prompts = mt.PromptsCapability(listChanged=True)
+        return capabilities
 
     async def _get_cached_tool_definition(self, tool_name: str) -> mt.Tool | None:
         # The SDK looks the called tool up for its own input check (off: the gate checks
@@ -421,84 +562,22 @@ class _GatewayServer(Server[Any, Any]):
             experimental_capabilities)
 
 
-async def _respond(send: Any, status: int, body: bytes,
-                   headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()), *headers]})
-    await send({"type": "http.response.body", "body": body})
+async def _sift(read_stream: Any, sifted: Any, write_stream: Any) -> None:
+    """Pass the client's messages on, but answer a request of a method MCP does not have
+    with ``-32601`` (the SDK would answer ``-32602``, invalid params)."""
+    # the transport closes its streams when the client session ends: that ends this too
+    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        await _sift_messages(read_stream, sifted, write_stream)
 
 
-class HttpGuard:
-    """ASGI middleware: Host and Origin allow-lists, bearer token, body size, strict body.
-
-    ``Host`` stops DNS rebinding (a web page resolving its own name to 127.0.0.1); ``Origin``
-    stops browsers' cross-site requests; the token stops other local programs; the body limit
-    stops memory exhaustion; a POSTed body must be strict JSON and one JSON-RPC message with
-    an MCP method (:mod:`anfitrion.mcp._http_body`). Checks run before the MCP SDK reads
-    anything.
-    """
-
-    def __init__(self, app: ASGIApp, *, token: str, allowed_hosts: Iterable[str],
-                 allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024) -> None:
-        if len(token) < 16:
-            raise ValueError("the bearer token must have at least 16 characters")
-        self.app = app
-        self._expected = f"Bearer {token}".encode()
-        self.allowed_hosts = frozenset(allowed_hosts)
-        self.allowed_origins = frozenset(allowed_origins)
-        self.max_body_bytes = max_body_bytes
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                   for k, v in scope.get("headers", [])}
-        if headers.get("host", "") not in self.allowed_hosts:
-            await _respond(send, 421, b"invalid Host header")
-            return
-        origin = headers.get("origin")
-        if origin is not None and origin not in self.allowed_origins:
-            await _respond(send, 403, b"invalid Origin header")
-            return
-        given = headers.get("authorization", "").encode("latin-1")
-        if not hmac.compare_digest(given, self._expected):
-            await _respond(send, 401, b"a valid bearer token is required",
-                           [(b"www-authenticate", b'Bearer realm="anfitrion-gateway"')])
-            return
-        declared = headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or
-                                     int(declared) > self.max_body_bytes):
-            await _respond(send, 413, b"request body too large")
-            return
-        if scope.get("method") != "POST":
-            await self.app(scope, receive, send)
-            return
-        body = bytearray()
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            body.extend(message.get("body", b""))
-            if len(body) > self.max_body_bytes:
-                await _respond(send, 413, b"request body too large")
-                return
-            if not message.get("more_body", False):
-                break
-        # strict JSON and one JSON-RPC message, before the SDK (which answers 500 otherwise)
-        refusal = check_body(bytes(body), max_bytes=self.max_body_bytes)
-        if refusal is not None:
-            await send_refusal(send, refusal)
-            return
-        replayed = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": bytes(body), "more_body": False}
-            message: dict[str, Any] = await receive()
-            return message
-
-        await self.app(scope, replay, send)
+async def _sift_messages(read_stream: Any, sifted: Any, write_stream: Any) -> None:
+    async with sifted:
+        async for message in read_stream:
+            root = message.message.root if isinstance(message, SessionMessage) else None
+            if isinstance(root, mt.JSONRPCRequest) and root.method not in MCP_REQUEST_METHODS:
+                error = mt.JSONRPCError(jsonrpc="2.0", id=root.id, error=mt.ErrorData(
+                    code=METHOD_NOT_FOUND,
+                    message=f"Method not found: {root.method[:100]!r} is not an MCP request"))
+                await write_stream.send(SessionMessage(mt.JSONRPCMessage(error)))
+                continue
+            await sifted.send(message)

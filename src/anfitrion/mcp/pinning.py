@@ -7,7 +7,10 @@ canonical JSON) and stored in the store's records, namespace ``mcp.pins``:
 - ``server/<id>`` — the server's instructions and its *identity*: what is launched or contacted
   (transport, command, arguments, working directory, URL, the names of the headers, and the
   environment with each value as a SHA-256 digest, never the value itself);
-- ``tool/<id>/<name>`` — one tool, by the name the server reports.
+- ``tool/<id>/<name>`` — one tool, by the name the server reports;
+- ``tool/<id>/prompt:<name>`` — one prompt (``name``, ``title``, ``description``,
+  ``arguments``): pinned like a tool, approved as ``<id>.prompt:<name>`` (a tool name never
+  holds a ``:``), so a prompt whose text changed is not served until a person approves it.
 
 A pin holds the *approved* definition and the last *seen* one. A tool is offered only while
 both are the same and no change was seen since approval: a change of any field blocks the tool,
@@ -51,12 +54,16 @@ __all__ = [
     "definition_digest",
     "identity_changes",
     "pinned_fields",
+    "pinned_prompt_fields",
+    "prompt_pin_name",
     "server_identity",
     "suspicious_text",
 ]
 
 NAMESPACE = "mcp.pins"
 PINNED_FIELDS = ("name", "title", "description", "inputSchema", "outputSchema", "annotations")
+PROMPT_FIELDS = ("name", "title", "description", "arguments")
+PROMPT_PREFIX = "prompt:"
 
 
 class PinState(StrEnum):
@@ -71,6 +78,16 @@ class PinState(StrEnum):
 def pinned_fields(tool: Mapping[str, Any]) -> dict[str, Any]:
     """The part of an MCP tool (as JSON) that is pinned; absent fields are ``null``."""
     return {name: tool.get(name) for name in PINNED_FIELDS}
+
+
+def pinned_prompt_fields(prompt: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of an MCP prompt (as JSON) that is pinned; absent fields are ``null``."""
+    return {name: prompt.get(name) for name in PROMPT_FIELDS}
+
+
+def prompt_pin_name(server: str, prompt: str) -> str:
+    """How people name a prompt's pin: ``server.prompt:name`` (``anfitrion mcp approve``)."""
+    return f"{server}.{PROMPT_PREFIX}{prompt}"
 
 
 def definition_digest(definition: Mapping[str, Any]) -> str:
@@ -217,6 +234,11 @@ class PinBook:
         """Record the definition a server reports now; returns the pin with its state."""
         return await self._observe(tool_key(server, str(definition["name"])), server,
                                    str(definition["name"]), definition)
+
+    async def observe_prompt(self, server: str, definition: Mapping[str, Any]) -> Pin:
+        """Record a prompt as the server lists it now (see :func:`pinned_prompt_fields`)."""
+        tool = PROMPT_PREFIX + str(definition["name"])
+        return await self._observe(tool_key(server, tool), server, tool, definition)
 
     async def observe_server(self, server: str, instructions: str | None,
                              identity: Mapping[str, Any] | None = None) -> Pin:

@@ -39,6 +39,7 @@ What the host gets from a server, and what it refuses to take on trust:
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import os
@@ -93,6 +94,7 @@ try:
     from mcp.client.streamable_http import streamablehttp_client
     from mcp.shared.exceptions import McpError
     from mcp.shared.message import SessionMessage
+    from mcp.shared.session import ProgressFnT
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
 try:  # the newer client takes an httpx client; the older one is deprecated where both exist
@@ -100,7 +102,8 @@ try:  # the newer client takes an httpx client; the older one is deprecated wher
 except ImportError:  # pragma: no cover - older SDKs
     streamable_http_client = None  # type: ignore[assignment]
 
-__all__ = ["McpServerError", "McpServers", "McpTool", "McpToolset", "ToolStatus"]
+__all__ = ["UPSTREAM_CALL", "McpServerError", "McpServers", "McpTool", "McpToolset", "ToolStatus",
+           "UpstreamCall"]
 
 log = logging.getLogger("anfitrion.mcp")
 _T = TypeVar("_T")
@@ -158,6 +161,30 @@ class ToolStatus:
 
 
 @dataclass(eq=False)
+class UpstreamCall:
+    """What a caller wants of the upstream calls made while :data:`UPSTREAM_CALL` holds it:
+    the gateway relays a call's progress, the server's log messages and its requests
+    (sampling, elicitation) to its own client, and forwards the result as the server sent it.
+
+    Attributes:
+        progress: called with ``(progress, total, message)`` for each progress notification.
+        log: called with each ``notifications/message`` the server sends during the call.
+        request: answers the server's ``sampling/createMessage`` and ``elicitation/create``
+            requests during the call (only where the toolset's ``relay_requests`` is on).
+        results: the raw results of the calls made (the gate keeps only text).
+    """
+
+    progress: ProgressFnT | None = None
+    log: Callable[[mt.LoggingMessageNotificationParams], Awaitable[None]] | None = None
+    request: Callable[[str, Any], Awaitable[Any]] | None = None
+    results: list[mt.CallToolResult] = field(default_factory=list)
+
+
+UPSTREAM_CALL: contextvars.ContextVar[UpstreamCall | None] = contextvars.ContextVar(
+    "anfitrion_mcp_upstream_call", default=None)
+
+
+@dataclass(eq=False)
 class _Connection:
     """One live session with a server (a spawned process or an HTTP session)."""
 
@@ -173,12 +200,39 @@ class _Connection:
     dead: bool = False
     error: str = ""
     stop: anyio.Event = field(default_factory=anyio.Event)
+    callers: list[UpstreamCall] = field(default_factory=list)
+    """The calls in flight whose caller wants their messages (the latest gets them)."""
+    forward: Callable[[mt.ServerNotification], Awaitable[None]] | None = None
+    """Where the server's other notifications go (resources, prompts: the gateway)."""
+
+    async def on_log(self, params: mt.LoggingMessageNotificationParams) -> None:
+        caller = self.callers[-1] if self.callers else None
+        if caller is not None and caller.log is not None:
+            await caller.log(params)
+
+    async def on_sampling(self, context: Any, params: mt.CreateMessageRequestParams) -> Any:
+        return await self._relay("sampling/createMessage", params)
+
+    async def on_elicitation(self, context: Any, params: Any) -> Any:
+        return await self._relay("elicitation/create", params)
+
+    async def _relay(self, method: str, params: Any) -> Any:
+        caller = self.callers[-1] if self.callers else None
+        if caller is None or caller.request is None:
+            return mt.ErrorData(code=mt.INVALID_REQUEST, message=(
+                f"{method} refused: the server may ask only during a call it is answering"))
+        return await caller.request(method, params)
 
     async def on_message(self, message: Any) -> None:
         if isinstance(message, mt.ServerNotification) and \
                 isinstance(message.root, mt.ToolListChangedNotification):
             self.stale = True
+        elif isinstance(message, mt.ServerNotification) and self.forward is not None:
+            await self.forward(message)
         elif isinstance(message, Exception):
+            if "unknown request ID" in str(message):  # the answer to a call we cancelled
+                log.debug("MCP server answered a request given up: %s", message)
+                return
             log.warning("MCP server sent something unreadable: %s", message)
 
     def close(self, reason: str) -> None:
@@ -450,6 +504,11 @@ class McpToolset:
         self._built: dict[tuple[str, str], McpTool | str] = {}
         """Tools built from a definition (by name and digest), or why one cannot be offered."""
         self._connection: _Connection | None = None
+        self.on_notification: Callable[[mt.ServerNotification], Awaitable[None]] | None = None
+        """Called with the server's notifications other than ``tools/list_changed``."""
+        self.relay_requests = False
+        """Accept the server's sampling and elicitation requests (answered by the caller's
+        :class:`UpstreamCall`, refused outside a call); set before the server starts."""
         self._lock = anyio.Lock()
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
@@ -493,9 +552,14 @@ class McpToolset:
                     read, write, _ = await stack.enter_async_context(
                         streamablehttp_client(cfg.url, headers=dict(cfg.headers) or None,
                                               timeout=cfg.timeout))
+                relayed: dict[str, Any] = {}
+                if self.relay_requests:
+                    relayed = {"sampling_callback": conn.on_sampling,
+                               "elicitation_callback": conn.on_elicitation}
                 session = await stack.enter_async_context(ClientSession(
-                    read, write, message_handler=conn.on_message,
-                    client_info=mt.Implementation(name="anfitrion", version=__version__)))
+                    read, write, message_handler=conn.on_message, logging_callback=conn.on_log,
+                    client_info=mt.Implementation(name="anfitrion", version=__version__),
+                    **relayed))
                 with anyio.fail_after(max(cfg.timeout, STARTUP_TIMEOUT)):
                     init = await session.initialize()
                 conn.session = session
@@ -531,7 +595,7 @@ class McpToolset:
                 self.restarts += 1
                 log.warning("MCP server %r is being restarted (it stopped: %s)", self.id,
                             conn.error)
-            conn = _Connection()
+            conn = _Connection(forward=self.on_notification)
             await self._tg.start(self._serve, conn)
             if conn.dead or conn.session is None:
                 self.last_error = conn.error
@@ -767,11 +831,15 @@ class McpToolset:
         assert session is not None
         request_id = getattr(session, "_request_id", None)
         conn.called = True  # what it lists may change with the call: the next offer re-lists
+        caller = UPSTREAM_CALL.get()
+        if caller is not None:
+            conn.callers.append(caller)
         try:
             with anyio.fail_after(self.config.timeout):
                 # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
                 result = await conn.request(lambda: session.call_tool(
-                    upstream, arguments, meta=trace_meta()))
+                    upstream, arguments, meta=trace_meta(),
+                    progress_callback=caller.progress if caller is not None else None))
         except TimeoutError:
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await self._cancel_upstream(session, request_id)
@@ -796,10 +864,15 @@ class McpToolset:
                             "restarted on the next use. The action may or may not have "
                             "happened.") from exc
         except anyio.get_cancelled_exc_class():
+            # the server is told, and keeps running (and its state): one call is cancelled
             with anyio.CancelScope(shield=True), anyio.move_on_after(2):
                 await self._cancel_upstream(session, request_id)
-            self._broken(conn, "a call was cancelled")
             raise
+        finally:
+            if caller is not None:
+                conn.callers.remove(caller)
+        if caller is not None:
+            caller.results.append(result)
         return self._result_value(result, output)
 
     async def _cancel_upstream(self, session: ClientSession, request_id: Any) -> None:

@@ -1,0 +1,114 @@
+"""The gateway's HTTP side: the guard in front of the MCP SDK's streamable HTTP transport.
+
+``Host`` and ``Origin`` allow-lists, the bearer token, the body size and a strict body check
+(:mod:`anfitrion.mcp._http_body`) run before the SDK reads anything; and one filter drops the
+SDK's traceback for a race that is not an error.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import anyio
+
+from ._http_body import check_body, send_refusal
+
+__all__ = ["ASGIApp", "HttpGuard", "SessionCloseRace", "respond"]
+
+ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Any]
+
+
+class SessionCloseRace(logging.Filter):
+    """Drops the SDK's traceback for a stream closed under its writer: when a client ends its
+    session (``DELETE``), the SDK closes the session's streams while its SSE writers still
+    read them, and logs the ``ClosedResourceError`` as an error. Every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError))
+
+
+async def respond(send: Any, status: int, body: bytes,
+                   headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                            (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class HttpGuard:
+    """ASGI middleware: Host and Origin allow-lists, bearer token, body size, strict body.
+
+    ``Host`` stops DNS rebinding (a web page resolving its own name to 127.0.0.1); ``Origin``
+    stops browsers' cross-site requests; the token stops other local programs; the body limit
+    stops memory exhaustion; a POSTed body must be strict JSON and one JSON-RPC message with
+    an MCP method (:mod:`anfitrion.mcp._http_body`). Checks run before the MCP SDK reads
+    anything.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str, allowed_hosts: Iterable[str],
+                 allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024) -> None:
+        if len(token) < 16:
+            raise ValueError("the bearer token must have at least 16 characters")
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+        self.allowed_hosts = frozenset(allowed_hosts)
+        self.allowed_origins = frozenset(allowed_origins)
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers", [])}
+        if headers.get("host", "") not in self.allowed_hosts:
+            await respond(send, 421, b"invalid Host header")
+            return
+        origin = headers.get("origin")
+        if origin is not None and origin not in self.allowed_origins:
+            await respond(send, 403, b"invalid Origin header")
+            return
+        given = headers.get("authorization", "").encode("latin-1")
+        if not hmac.compare_digest(given, self._expected):
+            await respond(send, 401, b"a valid bearer token is required",
+                           [(b"www-authenticate", b'Bearer realm="anfitrion-gateway"')])
+            return
+        declared = headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or
+                                     int(declared) > self.max_body_bytes):
+            await respond(send, 413, b"request body too large")
+            return
+        if scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            body.extend(message.get("body", b""))
+            if len(body) > self.max_body_bytes:
+                await respond(send, 413, b"request body too large")
+                return
+            if not message.get("more_body", False):
+                break
+        # strict JSON and one JSON-RPC message, before the SDK (which answers 500 otherwise)
+        refusal = check_body(bytes(body), max_bytes=self.max_body_bytes)
+        if refusal is not None:
+            await send_refusal(send, refusal)
+            return
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            message: dict[str, Any] = await receive()
+            return message
+
+        await self.app(scope, replay, send)

@@ -1,0 +1,58 @@
+"""Helpers for the gateway protocol tests: the protocol test server behind a real gateway,
+and an official SDK client connected to it in memory (the stdio code path)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp.client.session import ClientSession
+from mcp.shared.memory import create_connected_server_and_client_session
+
+from anfitrion.mcp.config import ServerConfig
+from anfitrion.mcp.gateway import Gateway
+from anfitrion.mcp.pinning import PinBook
+from anfitrion.mcp.toolset import McpServers
+from anfitrion.policy import Policy, SecretArguments, Verdict
+from anfitrion.store import Store
+from anfitrion.taint import taint_rule
+from anfitrion.tools import Effect
+
+PROTOCOL = str(Path(__file__).parent / "servers" / "protocol.py")
+
+
+def writes_allowed() -> Policy:
+    """Writes allowed (the protocol server's tools are writes unless trusted and read-only),
+    taint containment and the secrets rule on, as in the default policy."""
+    return Policy([taint_rule(), SecretArguments()], defaults={Effect.WRITE: Verdict.ALLOW})
+
+
+def protocol_server(server_id: str = "proto", *extra: str, **options: Any) -> ServerConfig:
+    return ServerConfig(id=server_id, command=sys.executable, args=(PROTOCOL, *extra),
+                        **options)
+
+
+async def approve_all(configs: list[ServerConfig], store: Store) -> None:
+    """What `anfitrion mcp approve 'proto.*'` does after a review."""
+    async with McpServers(configs, store) as servers:
+        await servers.refresh()
+    book = PinBook(store)
+    for pin in await book.pins():
+        await book.approve(pin.name, by="operator")
+
+
+@asynccontextmanager
+async def gateway_client(configs: list[ServerConfig], store: Store, *,
+                         gateway_options: dict[str, Any] | None = None,
+                         **client: Any) -> AsyncIterator[tuple[Gateway, ClientSession]]:
+    """A gateway over *configs* and one client session of it (callbacks in *client*)."""
+    async with McpServers(configs, store) as servers:
+        options: dict[str, Any] = {"policy": writes_allowed(), "approval_wait": 5,
+                                   "poll_interval": 0.05, **(gateway_options or {})}
+        gateway = Gateway(servers, store=store, **options)
+        async with create_connected_server_and_client_session(
+                gateway.build_server(), **client) as session:
+            yield gateway, session
