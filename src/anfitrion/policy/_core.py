@@ -29,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
+from ..approvals import Quorum
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
 
@@ -64,12 +65,15 @@ class Decision:
         rule_id: which rule decided (audit log and ``anfitrion policy check``; never shown
             to the model).
         warnings: things a person approving the call should see (flagged arguments, taint).
+        quorum: on an ask, how many distinct people (with which roles) must approve; the
+            strictest of the asking rules' quorums applies.
     """
 
     verdict: Verdict
     reason: str
     rule_id: str
     warnings: tuple[str, ...] = ()
+    quorum: Quorum | None = None
 
     @classmethod
     def allow(cls, reason: str, rule_id: str) -> Decision:
@@ -85,11 +89,14 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict.value, "reason": self.reason, "rule_id": self.rule_id,
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings),
+                **({"quorum": self.quorum.to_dict()} if self.quorum is not None else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Decision:
-        return cls(Verdict(d["verdict"]), d["reason"], d["rule_id"], tuple(d.get("warnings", ())))
+        quorum = Quorum.from_dict(d["quorum"]) if d.get("quorum") else None
+        return cls(Verdict(d["verdict"]), d["reason"], d["rule_id"], tuple(d.get("warnings", ())),
+                   quorum)
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,7 +390,7 @@ class Policy:
         elif asks:
             first = asks[0]
             warnings = tuple(dict.fromkeys(w for d in asks for w in d.warnings))
-            final = Decision(Verdict.ASK, first.reason, first.rule_id, warnings)
+            final = Decision(Verdict.ASK, first.reason, first.rule_id, warnings, _strictest(asks))
         elif allow is not None:
             final = allow
         else:
@@ -393,9 +400,10 @@ class Policy:
             warnings = tuple(dict.fromkeys(
                 [*final.warnings, *(w for d in escalations for w in d.warnings)]))
             # an operator's own ask keeps its words; an allow or a default ask says why it asks
-            final = (Decision(Verdict.ASK, first.reason, first.rule_id, warnings)
+            quorum = _strictest([final, *escalations])
+            final = (Decision(Verdict.ASK, first.reason, first.rule_id, warnings, quorum)
                      if final.verdict is Verdict.ALLOW or final.rule_id.startswith("default.")
-                     else Decision(final.verdict, final.reason, final.rule_id, warnings))
+                     else Decision(final.verdict, final.reason, final.rule_id, warnings, quorum))
         if final.verdict is Verdict.ASK:
             cap = self.budgets.approvals_asked
             if cap is not None and context.counters.get("approvals_asked", 0) >= cap:
@@ -415,6 +423,15 @@ class Policy:
 
     def _default(self, effect: Effect) -> Decision:
         return _default_decision(effect, self.defaults.get(effect, Verdict.DENY))
+
+
+def _strictest(decisions: Iterable[Decision]) -> Quorum | None:
+    """The strictest quorum the asking decisions require (``None``: one approval)."""
+    found: Quorum | None = None
+    for d in decisions:
+        if d.quorum is not None and d.verdict is Verdict.ASK:
+            found = d.quorum.stricter(found)
+    return found
 
 
 @functools.cache

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
+from ..approvals import Quorum
 from ..exceptions import ConfigError
 from ..principal import Principal
 from ..tools import Effect
@@ -42,6 +43,7 @@ from .constraints import (
     PathInside,
     UrlAllowed,
 )
+from .quorum import RequireQuorum
 from .ratelimit import RateLimit, parse_duration
 from .rules import ArgumentRule, RepeatGuard, ToolRule
 
@@ -53,7 +55,7 @@ T = TypeVar("T")
 _TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
         "repeat_guard", "taint", "store", "secrets"}
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
-         "arguments"}
+         "arguments", "quorum"}
 _RATE = {"id", "tool", "tools", "max_calls", "per", "combined", "reason"}
 _CONSTRAINT = {"path_inside", "base", "resolve_symlinks", "one_of", "matches",
                "max_input_length", "min", "max", "min_length", "max_length", "url_hosts",
@@ -243,6 +245,31 @@ def _constraints(r: _Reader, spec: Any, key: str, base_dir: str | None) -> list[
 
 def _rule(r: _Reader, spec: Any, key: str, base_dir: str | None) -> Rule:
     spec = r.table(spec, key, _RULE)
+    rule = _plain_rule(r, spec, key, base_dir)
+    if "quorum" not in spec:
+        return rule
+    # the two-person rule: quorum = { approvals = 2, roles = ["finance"],
+    #                                  arguments = { amount = { min = 1000 } } }
+    where = f"{key}.quorum"
+    table = r.table(spec["quorum"], where, {"approvals", "roles", "arguments"})
+    if "approvals" not in table:
+        r.fail("a quorum needs 'approvals' (how many distinct people)", where)
+    count = r.typed(table, "approvals", where, int, "an integer")
+    roles = r.strings(table, "roles", where) or []
+    quorum = r.built(where, lambda: Quorum(count, tuple(roles)))
+    when = None
+    if "arguments" in table:
+        names = r.table(table["arguments"], f"{where}.arguments",
+                        set(table["arguments"]) if isinstance(table["arguments"], dict)
+                        else set())
+        if not names:
+            r.fail("names no argument", f"{where}.arguments")
+        when = {name: _constraints(r, value, f"{where}.arguments.{name}", base_dir)
+                for name, value in names.items()}
+    return RequireQuorum(rule, quorum, when=when)
+
+
+def _plain_rule(r: _Reader, spec: Mapping[str, Any], key: str, base_dir: str | None) -> Rule:
     tools = r.tools(spec, key)
     effect = spec.get("effect")
     if effect is not None and effect not in ("read", "write"):
