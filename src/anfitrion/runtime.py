@@ -200,6 +200,9 @@ class Runtime:
         self._recorder = AuditRecorder(self.store) if audit else None
         self._listeners: list[Listener] = [self._recorder] if self._recorder else []
         self._listeners.extend(listeners)
+        if self.policy.approvals.webhooks:  # [[approvals.webhooks]]: signed, in the background
+            from .channels.webhooks import webhook_listeners
+            self._listeners += webhook_listeners(self.store, self.policy.approvals.webhooks)
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
                          emit=self._emitter(), limits=limits)
 

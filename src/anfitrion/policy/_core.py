@@ -27,11 +27,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from ..approvals import Quorum
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
+
+if TYPE_CHECKING:
+    from ..channels.webhooks import WebhookTarget
 
 __all__ = [
     "ApprovalLimits",
@@ -195,6 +198,8 @@ class ApprovalLimits:
         max_asks: requests one session may raise per *per* window (ask rate).
         per: the window of *max_asks*.
         max_edits: how many times an approver may edit one call (each edit is a new ask).
+        webhooks: where every new request is also sent, signed
+            (:mod:`anfitrion.channels.webhooks`; a runtime adds one listener per target).
     """
 
     ttl: timedelta = timedelta(minutes=15)
@@ -202,6 +207,7 @@ class ApprovalLimits:
     max_asks: int = 20
     per: timedelta = timedelta(minutes=1)
     max_edits: int = 3
+    webhooks: tuple[WebhookTarget, ...] = ()
 
     def __post_init__(self) -> None:
         if self.ttl <= timedelta(0) or self.per <= timedelta(0):

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -300,6 +301,33 @@ def _plain_rule(r: _Reader, spec: Mapping[str, Any], key: str, base_dir: str | N
                                          roles=roles, rule_id=rule_id))
 
 
+def _webhooks(r: _Reader, specs: Any, key: str = "approvals.webhooks") -> tuple[Any, ...]:
+    """``[[approvals.webhooks]]``: url, secret_env (never the secret itself), callback_url,
+    max_attempts, first_delay, max_delay, timeout (seconds)."""
+    from ..channels.webhooks import WebhookTarget
+
+    if not isinstance(specs, list):
+        r.fail("must be an array of tables ([[approvals.webhooks]])", key)
+    targets = []
+    for number, spec in enumerate(specs, 1):
+        where = f"{key}[{number}]"
+        spec = r.table(spec, where, {"url", "secret_env", "callback_url", "max_attempts",
+                                     "first_delay", "max_delay", "timeout"})
+        if "url" not in spec or "secret_env" not in spec:
+            r.fail("a webhook needs 'url' and 'secret_env' (the variable holding its "
+                   "secret; the secret never goes in the file)", where)
+        options: dict[str, Any] = {
+            name: r.typed(spec, name, where, str, "a string")
+            for name in ("url", "secret_env", "callback_url") if name in spec}
+        if "max_attempts" in spec:
+            options["max_attempts"] = r.typed(spec, "max_attempts", where, int, "an integer")
+        for name in ("first_delay", "max_delay", "timeout"):
+            if name in spec:
+                options[name] = float(r.typed(spec, name, where, (int, float), "seconds"))
+        targets.append(r.built(where, functools.partial(WebhookTarget, **options)))
+    return tuple(targets)
+
+
 def _rate_limit(r: _Reader, spec: Any, key: str) -> Rule:
     spec = r.table(spec, key, _RATE)
     tools = r.tools(spec, key)
@@ -386,8 +414,11 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
     approvals = None
     if "approvals" in data:
         key = "approvals"
-        table = r.table(data[key], key, {"ttl", "max_pending", "max_asks", "per", "max_edits"})
+        table = r.table(data[key], key, {"ttl", "max_pending", "max_asks", "per", "max_edits",
+                                         "webhooks"})
         options: dict[str, Any] = {}
+        if "webhooks" in table:
+            options["webhooks"] = _webhooks(r, table["webhooks"])
         for name in ("ttl", "per"):
             if (d := r.duration(table, name, key)) is not None:
                 options[name] = d
