@@ -23,10 +23,10 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, Reviewer, make_visible
+from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer, make_visible
 from ..channels.reviewers import Reviewers
 from ..channels.webhooks import CallbackVerifier
 from ..exceptions import StoreError, UserError
@@ -43,6 +43,7 @@ from ._decisions import (
     parse_edited_arguments,
     propose_edit,
 )
+from ._live import PendingEvents
 from ._render import (
     Intent,
     Notice,
@@ -99,6 +100,7 @@ def create_app(store: Store, *, token: str,
     secure = bool(public_origin and public_origin.lower().startswith("https://"))
     book = SessionBook(session_lifetime)
     identified: dict[str, Reviewer] = {}  # sign-in session id -> the reviewer who signed in
+    live = PendingEvents(store)
 
     def signed_in(request: Request) -> SignedIn | None:
         return book.find(request.cookies.get(SESSION_COOKIE))
@@ -134,7 +136,10 @@ def create_app(store: Store, *, token: str,
     async def rows() -> list[pages.Row]:
         now = datetime.now(UTC)
         pending = [r for r in await store.list_approvals(pending_only=True) if not r.expired(now)]
-        return [pages.Row(r, *await context_for(r)) for r in pending]
+        return [pages.Row(r, *await context_for(r), votes=await votes_of(r)) for r in pending]
+
+    async def votes_of(r: ApprovalRequest) -> tuple[ApprovalVote, ...]:
+        return tuple(await store.list_approval_votes(r.id)) if r.quorum is not None else ()
 
     # -- sign-in ---------------------------------------------------------------------------
 
@@ -186,6 +191,17 @@ def create_app(store: Store, *, token: str,
         return HTMLResponse(pages.pending_page(await rows(), datetime.now(UTC), csrf=who.csrf,
                                                user=who.name))
 
+    async def events(request: Request) -> Response:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if book.find(cookie) is None:
+            return Response("sign in", status_code=401)
+        if live.full():
+            return Response("too many live pages", status_code=503,
+                            headers={"retry-after": "10"})
+        return StreamingResponse(live.stream(lambda: book.find(cookie) is not None),
+                                 media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
+
     async def pending_fragment(request: Request) -> Response:
         if signed_in(request) is None:
             return Response("sign in", status_code=401)
@@ -203,7 +219,8 @@ def create_app(store: Store, *, token: str,
         req, ans, used = found
         found_notices, intent = await context_for(req)
         view = pages.Detail(req, ans, used, found_notices, file_diff(req.arguments, root),
-                            email_preview(req.arguments), await edit_for(store, req.id), intent)
+                            email_preview(req.arguments), await edit_for(store, req.id), intent,
+                            votes=await votes_of(req))
         return HTMLResponse(pages.detail_page(view, datetime.now(UTC), csrf=who.csrf,
                                               user=who.name))
 
@@ -333,6 +350,7 @@ def create_app(store: Store, *, token: str,
     routes: Sequence[Route] = [
         Route("/", pending_page, methods=["GET"]),
         Route("/pending.html", pending_fragment, methods=["GET"]),
+        Route("/events", events, methods=["GET"]),
         Route("/login", login_form, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
