@@ -20,9 +20,10 @@ schema error still stops it, and the model's result says that a person edited th
 **The two-person rule.** A request with a :class:`~anfitrion.approvals.Quorum` is decided by
 votes (:meth:`Store.add_approval_vote`): each vote comes from a :class:`Reviewer` a door has
 authenticated, holding one of the quorum's roles, bound to the digest, once per person
-(whatever the door); one qualified rejection rejects, the required number of approvals
-approves, and the request's expiry applies to all of them. Each vote is audited
-(``approval.voted``), and the answer the votes decide is audited once (``approval.answered``).
+(whatever the door), never from the principal the call was proposed for; one qualified
+rejection rejects, the required number of approvals approves, and the request's expiry
+applies to all of them. Each vote is audited (``approval.voted``), and the answer the votes
+decide is audited once (``approval.answered``).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ class Refusal(StrEnum):
     UNQUALIFIED = "this request needs approvers who hold one of its roles"
     UNIDENTIFIED = ("this request needs several distinct approvers: vote with your own "
                     "credential, not a shared one")
+    SELF_APPROVAL = ("the call was proposed for you: under the two-person rule other people "
+                     "approve it")
 
 
 def state_of(request: ApprovalRequest, answer: ApprovalAnswer | None,
@@ -146,6 +149,8 @@ async def _vote(store: Store, request: ApprovalRequest, digest: str, *, approved
     assert quorum is not None
     if reviewer is None:
         return Outcome(None, Refusal.UNIDENTIFIED, request=request)
+    if reviewer.name == request.principal_id:
+        return Outcome(None, Refusal.SELF_APPROVAL, request=request)
     if not quorum.qualifies(reviewer.roles):
         return Outcome(None, Refusal.UNQUALIFIED, f"it needs one of: {', '.join(quorum.roles)}",
                        request)

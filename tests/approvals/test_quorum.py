@@ -198,3 +198,12 @@ quorum = { approvals = 3 }
 def test_a_bad_quorum_in_the_policy_file_is_a_config_error(bad: str) -> None:
     with pytest.raises(ConfigError, match="quorum"):
         parse_policy(f'[[rules]]\ntool = "pay"\nverdict = "ask"\n{bad}\n')
+
+
+async def test_the_principal_the_call_was_proposed_for_cannot_be_one_of_its_approvers() -> None:
+    store, paid = MemoryStore(), []
+    _, request = await _suspended(store, paid)
+    own = await answer(store, request.id, request.digest, approved=True, approver="web:agent",
+                       reviewer=Reviewer("agent", frozenset({"finance"})))
+    assert own.refusal is Refusal.SELF_APPROVAL and not own.recorded
+    assert await store.list_approval_votes(request.id) == ()

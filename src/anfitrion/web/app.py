@@ -67,7 +67,8 @@ _TYPES = {"inbox.css": "text/css; charset=utf-8", "inbox.js": "text/javascript; 
           "favicon.svg": "image/svg+xml"}
 _REFUSAL_STATUS = {Refusal.NOT_FOUND: 404, Refusal.STALE: 409, Refusal.ANSWERED: 409,
                    Refusal.EXPIRED: 409, Refusal.INVALID: 422, Refusal.ALREADY_VOTED: 409,
-                   Refusal.UNQUALIFIED: 403, Refusal.UNIDENTIFIED: 403}
+                   Refusal.UNQUALIFIED: 403, Refusal.UNIDENTIFIED: 403,
+                   Refusal.SELF_APPROVAL: 403}
 
 
 def create_app(store: Store, *, token: str,
