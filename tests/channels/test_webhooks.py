@@ -97,6 +97,7 @@ async def test_a_request_goes_signed_to_a_real_receiver_and_a_signed_callback_an
         assert run.status == "suspended"
         with anyio.fail_after(30):
             (delivery,) = await hook.drain()
+            await hook.aclose()
         assert delivery.delivered and delivery.attempts == 1
         (got,) = bridge.received
         # the receiver checks the signature over the raw body, as docs/approvals.md says
@@ -135,6 +136,7 @@ async def test_a_failing_receiver_is_retried_with_backoff_under_one_delivery_id(
         await _host(store, sent, [hook]).run("mail ana", principal="agent")
         with anyio.fail_after(30):
             (delivery,) = await hook.drain()
+            await hook.aclose()
     assert delivery.delivered and delivery.attempts == 3
     assert len({r.headers[DELIVERY_HEADER] for r in bridge.received}) == 1
     # exponential, capped at max_delay, with jitter between half and all of it
@@ -161,6 +163,7 @@ async def test_an_unreachable_receiver_never_blocks_the_gate_and_its_failure_is_
     release.set()
     with anyio.fail_after(30):
         (delivery,) = await hook.drain()
+        await hook.aclose()
     assert not delivery.delivered and delivery.attempts == 3 and "ConnectError" in delivery.error
     ((status, detail),) = await _delivery_types(store)
     assert status == "failed" and "3 attempt(s)" in detail
@@ -174,6 +177,7 @@ async def test_a_receiver_refusing_with_a_client_error_is_not_retried() -> None:
         await _host(store, sent, [hook]).run("mail ana", principal="agent")
         with anyio.fail_after(30):
             (delivery,) = await hook.drain()
+            await hook.aclose()
     assert not delivery.delivered and delivery.attempts == 1 and "HTTP 400" in delivery.error
 
 

@@ -43,6 +43,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import anyio.to_thread
+
 from ..approvals import ApprovalRequest
 from ..events import EventType, HostEvent
 from ..exceptions import UserError
@@ -221,6 +223,27 @@ class ApprovalWebhook:
         self._sleep = sleep
         self._clock = clock
         self._tasks: set[asyncio.Task[Delivery]] = set()
+        self._client: httpx.AsyncClient | None = None
+        self._client_lock = asyncio.Lock()
+
+    async def _http(self) -> httpx.AsyncClient:
+        """The listener's HTTP client, made once — in a worker thread, because building its TLS
+        context reads the CA bundle (tens of milliseconds that would stall the gate's loop)."""
+        import httpx
+
+        async with self._client_lock:
+            if self._client is None:
+                self._client = await anyio.to_thread.run_sync(lambda: httpx.AsyncClient(
+                    transport=self._transport, timeout=self.target.timeout,
+                    follow_redirects=False))
+            return self._client
+
+    async def aclose(self) -> None:
+        """Wait for the deliveries in flight, then close the HTTP client."""
+        await self.drain()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
 
     def __call__(self, event: HostEvent) -> None:
         if event.type is not EventType.APPROVAL_REQUESTED or event.request is None:
@@ -244,42 +267,42 @@ class ApprovalWebhook:
         error = ""
         attempt = 0
         try:
-            import httpx
+            client = await self._http()
         except ImportError:
             outcome = Delivery(delivery_id, request.id, False, 0, None,
                                "httpx is not installed: pip install 'anfitrion[http]'")
             await self._audit(request, outcome)
             return outcome
-        async with httpx.AsyncClient(transport=self._transport, timeout=self.target.timeout,
-                                     follow_redirects=False) as client:
-            while attempt < self.target.max_attempts:
-                attempt += 1
-                now = int(self._clock())
-                headers = {"content-type": "application/json", DELIVERY_HEADER: delivery_id,
-                           SIGNATURE_HEADER: signature_header([self._secret], now,
-                                                              delivery_id, body),
-                           "user-agent": "anfitrion-webhook/1"}
-                try:
-                    response = await client.post(self.target.url, content=body,
-                                                 headers=headers)
-                    status, error = response.status_code, ""
-                except httpx.HTTPError as exc:
-                    status, error = None, f"{type(exc).__name__}: {exc}"[:300]
-                if status is not None and 200 <= status < 300:
-                    outcome = Delivery(delivery_id, request.id, True, attempt, status)
-                    await self._audit(request, outcome)
-                    return outcome
-                if status is not None and 400 <= status < 500 and status not in (408, 429):
-                    error = f"the receiver refused it with HTTP {status}"
-                    break  # a permanent refusal: retrying sends the same thing again
-                if status is not None:
-                    error = f"HTTP {status}"
-                if request.expired(datetime.now(UTC)):
-                    error += " (the request expired: not retried)"
-                    break
-                if attempt < self.target.max_attempts:
-                    pause = self.target.delay(attempt)
-                    await self._sleep(pause * (0.5 + random.random() / 2))
+        import httpx
+
+        while attempt < self.target.max_attempts:
+            attempt += 1
+            now = int(self._clock())
+            headers = {"content-type": "application/json", DELIVERY_HEADER: delivery_id,
+                       SIGNATURE_HEADER: signature_header([self._secret], now,
+                                                          delivery_id, body),
+                       "user-agent": "anfitrion-webhook/1"}
+            try:
+                response = await client.post(self.target.url, content=body,
+                                             headers=headers)
+                status, error = response.status_code, ""
+            except httpx.HTTPError as exc:
+                status, error = None, f"{type(exc).__name__}: {exc}"[:300]
+            if status is not None and 200 <= status < 300:
+                outcome = Delivery(delivery_id, request.id, True, attempt, status)
+                await self._audit(request, outcome)
+                return outcome
+            if status is not None and 400 <= status < 500 and status not in (408, 429):
+                error = f"the receiver refused it with HTTP {status}"
+                break  # a permanent refusal: retrying sends the same thing again
+            if status is not None:
+                error = f"HTTP {status}"
+            if request.expired(datetime.now(UTC)):
+                error += " (the request expired: not retried)"
+                break
+            if attempt < self.target.max_attempts:
+                pause = self.target.delay(attempt)
+                await self._sleep(pause * (0.5 + random.random() / 2))
         outcome = Delivery(delivery_id, request.id, False, attempt, status, error)
         log.warning("webhook delivery of approval request %s to %s failed after %d "
                     "attempt(s): %s", request.id, self.target.url, attempt, error)
