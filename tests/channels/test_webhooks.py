@@ -381,3 +381,20 @@ def test_changing_any_byte_of_a_signed_body_breaks_its_signature(body: bytes, po
     changed[position % len(body)] ^= flip
     assert verify_signature([SECRET], header, "delivery-1", bytes(changed), now=now) is not None
     assert verify_signature([SECRET], header, "delivery-2", body, now=now) is not None
+
+
+def test_a_delivery_cut_short_by_the_end_of_its_event_loop_is_audited_as_failed() -> None:
+    """run_sync (or a process stopping) ends the loop a delivery runs on: it is not lost
+    silently."""
+    store, sent = MemoryStore(), []
+
+    async def forever(seconds: float) -> None:
+        await anyio.Event().wait()
+
+    hook = ApprovalWebhook(WebhookTarget(f"http://127.0.0.1:{closed_port()}/hook",
+                                         secret=SECRET), store, sleep=forever)
+    run = _host(store, sent, [hook]).run_sync("mail ana", principal="agent")
+    assert run.status == "suspended"
+    records = anyio.run(_delivery_types, store)
+    assert [status for status, _ in records] == ["failed"]
+    assert "stopped before it ended" in records[0][1]

@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import anyio
 import anyio.to_thread
 
 from ..approvals import ApprovalRequest
@@ -224,19 +225,23 @@ class ApprovalWebhook:
         self._clock = clock
         self._tasks: set[asyncio.Task[Delivery]] = set()
         self._client: httpx.AsyncClient | None = None
-        self._client_lock = asyncio.Lock()
+        self._client_loop: asyncio.AbstractEventLoop | None = None
 
     async def _http(self) -> httpx.AsyncClient:
         """The listener's HTTP client, made once — in a worker thread, because building its TLS
         context reads the CA bundle (tens of milliseconds that would stall the gate's loop)."""
         import httpx
 
-        async with self._client_lock:
-            if self._client is None:
-                self._client = await anyio.to_thread.run_sync(lambda: httpx.AsyncClient(
-                    transport=self._transport, timeout=self.target.timeout,
-                    follow_redirects=False))
-            return self._client
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:  # a client serves one loop
+            client = await anyio.to_thread.run_sync(lambda: httpx.AsyncClient(
+                transport=self._transport, timeout=self.target.timeout,
+                follow_redirects=False))
+            if self._client is not None and self._client_loop is loop:
+                await client.aclose()  # another delivery made one meanwhile
+            else:
+                self._client, self._client_loop = client, loop
+        return self._client
 
     async def aclose(self) -> None:
         """Wait for the deliveries in flight, then close the HTTP client."""
@@ -260,8 +265,20 @@ class ApprovalWebhook:
         return found
 
     async def deliver(self, request: ApprovalRequest) -> Delivery:
-        """Send *request*, retrying as configured; the outcome is audited. Never raises."""
+        """Send *request*, retrying as configured; the outcome is audited. Never raises but
+        for a cancellation (the loop ending: ``run_sync``, a process stopping), which is
+        audited as a failed delivery first."""
         delivery_id = uuid.uuid4().hex
+        try:
+            return await self._deliver(request, delivery_id)
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True):
+                await self._audit(request, Delivery(
+                    delivery_id, request.id, False, 0, None,
+                    "stopped before it ended (the event loop or the process ended)"))
+            raise
+
+    async def _deliver(self, request: ApprovalRequest, delivery_id: str) -> Delivery:
         body = delivery_body(request, delivery_id, self.target.callback_url)
         status: int | None = None
         error = ""
