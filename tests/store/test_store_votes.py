@@ -128,3 +128,32 @@ async def test_concurrent_votes_of_one_person_count_once(
     assert sorted(states) == sorted([VoteState.RECORDED] + [VoteState.DUPLICATE] * 5)
     found = await store.get_approval(request.id)
     assert found is not None and found[1] is None
+
+
+async def test_concurrent_votes_through_the_answer_path_audit_one_answer(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    from anfitrion import answers
+    from anfitrion.approvals import Reviewer
+
+    request = _request(3, ("finance",))
+    await store.create_approval(request)
+    handles = [other_handle() for _ in range(5)]
+    outcomes = []
+
+    async def vote(i: int) -> None:
+        outcomes.append(await answers.answer(
+            handles[i], request.id, request.digest, approved=True, approver=f"api:p{i}",
+            reviewer=Reviewer(f"p{i}", frozenset({"finance"})), via="api"))
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            for i in range(5):
+                tg.start_soon(vote, i)
+    decided = [o for o in outcomes if o.answer is not None]
+    # the third counted vote decides; later ones find the request decided and are refused
+    assert len(decided) == 1 and decided[0].answer is not None
+    assert len(decided[0].answer.approver.split(", ")) == 3
+    records = await store.audit_records()
+    assert [r.type for r in records].count("approval.answered") == 1
+    assert [r.type for r in records].count("approval.voted") == \
+        sum(o.vote is not None for o in outcomes)
