@@ -16,6 +16,14 @@ ended) is withdrawn visibly, so nobody approves a call that can never run.
 resumes, the gate turns the edit into a new proposal that goes through validation and the policy
 again and binds the reviewer's approval to the edited call's own digest; a policy denial or a
 schema error still stops it, and the model's result says that a person edited the arguments.
+
+**The two-person rule.** A request with a :class:`~anfitrion.approvals.Quorum` is decided by
+votes (:meth:`Store.add_approval_vote`): each vote comes from a :class:`Reviewer` a door has
+authenticated, holding one of the quorum's roles, bound to the digest, once per person
+(whatever the door), never from the principal the call was proposed for; one qualified
+rejection rejects, the required number of approvals approves, and the request's expiry
+applies to all of them. Each vote is audited (``approval.voted``), and the answer the votes
+decide is audited once (``approval.answered``).
 """
 
 from __future__ import annotations
@@ -29,12 +37,12 @@ from typing import Any
 
 from ._canonical import canonical_json
 from ._json import JsonError, parse_json_strict
-from .approvals import ApprovalAnswer, ApprovalRequest
+from .approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from .events import EventType, HostEvent
-from .store import Store
+from .store import Store, VoteState
 
 __all__ = ["Outcome", "Refusal", "RequestState", "answer", "edit_for", "find_request", "notify",
-           "parse_edited_arguments", "propose_edit", "state_of", "withdraw"]
+           "parse_edited_arguments", "propose_edit", "state_of", "votes_needed", "withdraw"]
 MAX_NOTE_CHARS = 2000
 MAX_EDIT_BYTES = 256 * 1024
 
@@ -73,6 +81,12 @@ class Refusal(StrEnum):
     ANSWERED = "the request was already decided"
     EXPIRED = "the request expired: the host will deny the call"
     INVALID = "invalid input"
+    ALREADY_VOTED = "you have voted on this request already: another person must approve"
+    UNQUALIFIED = "this request needs approvers who hold one of its roles"
+    UNIDENTIFIED = ("this request needs several distinct approvers: vote with your own "
+                    "credential, not a shared one")
+    SELF_APPROVAL = ("the call was proposed for you: under the two-person rule other people "
+                     "approve it")
 
 
 def state_of(request: ApprovalRequest, answer: ApprovalAnswer | None,
@@ -88,33 +102,97 @@ def state_of(request: ApprovalRequest, answer: ApprovalAnswer | None,
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
+    """What :func:`answer` did: the answer it recorded, or the vote it counted (the request
+    may still wait for more), or why it refused (``refusal``).
+
+    Attributes:
+        votes: on a request that needs a quorum, every vote so far, in the order cast.
+    """
+
     answer: ApprovalAnswer | None
     refusal: Refusal | None = None
     detail: str = ""
     request: ApprovalRequest | None = None
+    vote: ApprovalVote | None = None
+    votes: tuple[ApprovalVote, ...] = ()
+
+    @property
+    def recorded(self) -> bool:
+        """Whether an answer or a vote was recorded."""
+        return self.answer is not None or self.vote is not None
 
 
 async def _audit(store: Store, request: ApprovalRequest, given: ApprovalAnswer,
-                 via: str) -> None:
+                 via: str, *, kind: EventType = EventType.APPROVAL_ANSWERED,
+                 detail: str | None = None) -> None:
     from .audit import AuditRecorder  # the recorder's module imports the store package
 
     recorder = AuditRecorder(store)
-    await recorder(HostEvent(EventType.APPROVAL_ANSWERED, request.session_id, 0,
+    await recorder(HostEvent(kind, request.session_id, 0,
                              request.principal_id, request.call_id, request.tool_name,
-                             request=request, answer=given, detail=f"answered via {via}"))
+                             request=request, answer=given,
+                             detail=detail or f"answered via {via}"))
     await recorder.flush()
+
+
+def votes_needed(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> int:
+    """How many more approvals *request* needs (0 when it needs no quorum)."""
+    if request.quorum is None:
+        return 0
+    return max(request.quorum.required - sum(v.approved for v in votes), 0)
+
+
+async def _vote(store: Store, request: ApprovalRequest, digest: str, *, approved: bool,
+                reviewer: Reviewer | None, note: str, via: str,
+                on_answer: OnAnswer | None) -> Outcome:
+    quorum = request.quorum
+    assert quorum is not None
+    if reviewer is None:
+        return Outcome(None, Refusal.UNIDENTIFIED, request=request)
+    if reviewer.name == request.principal_id:
+        return Outcome(None, Refusal.SELF_APPROVAL, request=request)
+    if not quorum.qualifies(reviewer.roles):
+        return Outcome(None, Refusal.UNQUALIFIED, f"it needs one of: {', '.join(quorum.roles)}",
+                       request)
+    vote = ApprovalVote(request.id, digest, reviewer.name, approved,
+                        tuple(sorted(reviewer.roles)), note[:MAX_NOTE_CHARS], via)
+    counted = await store.add_approval_vote(vote)
+    if counted.state is VoteState.DUPLICATE:
+        return Outcome(None, Refusal.ALREADY_VOTED, request=request, votes=counted.votes)
+    if counted.state is VoteState.CLOSED:
+        return Outcome(None, Refusal.ANSWERED, request=request, votes=counted.votes)
+    needed = votes_needed(request, counted.votes)
+    word = "approves" if approved else "rejects"
+    await _audit(store, request, ApprovalAnswer(request.id, digest, approved, reviewer.name,
+                                                vote.note, vote.at), via,
+                 kind=EventType.APPROVAL_VOTED,
+                 detail=f"{reviewer.name} {word} via {via}; "
+                        f"{len(counted.votes)} vote(s), {needed} more approval(s) needed")
+    if counted.answer is not None:
+        await _audit(store, request, counted.answer, via)
+        if on_answer is not None:
+            await on_answer(request, counted.answer)
+    return Outcome(counted.answer, request=request, vote=vote, votes=counted.votes)
 
 
 async def answer(store: Store, request_id: str, seen_digest: str | None, *, approved: bool,
                  approver: str, note: str = "", on_answer: OnAnswer | None = None,
                  edited_arguments: Mapping[str, Any] | None = None,
-                 via: str = "inbox") -> Outcome:
+                 via: str = "inbox", reviewer: Reviewer | None = None,
+                 now: datetime | None = None) -> Outcome:
     """Record one decision bound to *seen_digest*; refuse stale, decided or expired requests.
+
+    On a request that needs a quorum the decision is one vote (module docstring): the
+    outcome's ``vote`` is set, and its ``answer`` only once the votes decided the request.
 
     Args:
         seen_digest: the digest the person was shown (``None``: the request's own, for a
             door that showed the request just now from the store, such as the CLI).
-        via: the door (``cli``, ``inbox``, ``api``, …), kept in the audit record.
+        via: the door (``cli``, ``inbox``, ``api``, ``webhook``, ``mcp``, …), kept in the
+            audit record.
+        reviewer: the person the door authenticated, with their roles; required to vote on
+            a request that needs a quorum.
+        now: the time expiry is judged at (default: the clock's).
     """
     found = await store.get_approval(request_id)
     if found is None:
@@ -126,8 +204,15 @@ async def answer(store: Store, request_id: str, seen_digest: str | None, *, appr
     digest = request.digest if seen_digest is None else seen_digest
     if digest != request.digest:
         return Outcome(None, Refusal.STALE, request=request)
-    if request.expired():
+    if request.expired(now):
         return Outcome(None, Refusal.EXPIRED, request=request)
+    if request.quorum is not None:
+        if edited_arguments is not None:
+            return Outcome(None, Refusal.INVALID, "a request that needs several approvers "
+                           "cannot be edited: deny it, and the model may propose again",
+                           request)
+        return await _vote(store, request, digest, approved=approved, reviewer=reviewer,
+                           note=note, via=via, on_answer=on_answer)
     decision = ApprovalAnswer(request.id, digest, approved, approver,
                               note[:MAX_NOTE_CHARS], datetime.now(UTC),
                               None if edited_arguments is None else dict(edited_arguments))
@@ -181,7 +266,8 @@ def parse_edited_arguments(text: str) -> dict[str, Any]:
 
 async def propose_edit(store: Store, request_id: str, seen_digest: str,
                        arguments: Mapping[str, Any], *, approver: str, note: str = "",
-                       on_answer: OnAnswer | None = None, via: str = "inbox") -> Outcome:
+                       on_answer: OnAnswer | None = None, via: str = "inbox",
+                       reviewer: Reviewer | None = None) -> Outcome:
     """Answer the request with the reviewer's arguments, approving the edited call.
 
     Bound to *seen_digest* like any answer (compare-and-set). On resume the gate validates the
@@ -194,7 +280,8 @@ async def propose_edit(store: Store, request_id: str, seen_digest: str,
         return Outcome(None, Refusal.INVALID, "the edited arguments equal the proposed ones: "
                        "approve the call instead")
     return await answer(store, request_id, seen_digest, approved=True, approver=approver,
-                        note=note, on_answer=on_answer, edited_arguments=arguments, via=via)
+                        note=note, on_answer=on_answer, edited_arguments=arguments, via=via,
+                        reviewer=reviewer)
 
 
 async def edit_for(store: Store, request_id: str) -> Mapping[str, Any] | None:

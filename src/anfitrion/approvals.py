@@ -40,10 +40,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ApprovalAnswer",
     "ApprovalRequest",
+    "ApprovalVote",
     "Approver",
     "CallbackApprover",
     "DeferredApprover",
     "DenyAllApprover",
+    "Quorum",
+    "Reviewer",
     "TerminalApprover",
     "approval_digest",
     "make_visible",
@@ -145,6 +148,91 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines
 
 
+MAX_QUORUM = 10
+"""The most distinct approvers a quorum may require."""
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    """The two-person rule: *required* distinct people must approve, each holding one of
+    *roles* (any role when empty). A rejection by one qualified person rejects the call; the
+    request's expiry applies to all the votes together.
+
+    Example:
+        >>> Quorum(2, ("finance",)).qualifies(frozenset({"finance", "ops"}))
+        True
+    """
+
+    required: int
+    roles: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if isinstance(self.required, bool) or not isinstance(self.required, int) \
+                or not 1 <= self.required <= MAX_QUORUM:
+            raise ValueError(f"a quorum needs between 1 and {MAX_QUORUM} approvers")
+        if any(not isinstance(r, str) or not r for r in self.roles):
+            raise ValueError("quorum roles must be non-empty strings")
+
+    def qualifies(self, roles: frozenset[str]) -> bool:
+        """Whether a person holding *roles* may vote."""
+        return not self.roles or bool(roles.intersection(self.roles))
+
+    def stricter(self, other: Quorum | None) -> Quorum:
+        """The stricter of two quorums (more approvers; on a tie, the one naming roles)."""
+        if other is None:
+            return self
+        return max(self, other, key=lambda q: (q.required, bool(q.roles)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"required": self.required, "roles": list(self.roles)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Quorum:
+        return cls(int(d["required"]), tuple(d.get("roles", ())))
+
+
+@dataclass(frozen=True, slots=True)
+class Reviewer:
+    """A person a door has authenticated (their own token or signed-in session), and the
+    roles they hold. Only a reviewer may vote on a request that needs a :class:`Quorum`: a name
+    typed beside a shared token is not an identity two people could not share."""
+
+    name: str
+    roles: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalVote:
+    """One person's vote on a request that needs a :class:`Quorum`, bound to its digest.
+
+    Attributes:
+        voter: the person (without the door: ``alice`` through the inbox and the CLI is
+            one person, who votes once).
+        roles: the roles the door found the person holding when they voted.
+        via: the door the vote came through (``inbox``, ``api``, ``webhook``, ``mcp``, ``cli``).
+    """
+
+    request_id: str
+    digest: str
+    voter: str
+    approved: bool
+    roles: tuple[str, ...] = ()
+    note: str = ""
+    via: str = ""
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"request_id": self.request_id, "digest": self.digest, "voter": self.voter,
+                "approved": self.approved, "roles": list(self.roles), "note": self.note,
+                "via": self.via, "at": self.at.isoformat()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ApprovalVote:
+        return cls(d["request_id"], d["digest"], d["voter"], bool(d["approved"]),
+                   tuple(d.get("roles", ())), d.get("note", ""), d.get("via", ""),
+                   datetime.fromisoformat(d["at"]))
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalRequest:
     """A request for a person to approve one exact call."""
@@ -168,21 +256,23 @@ class ApprovalRequest:
     tool_description: str | None = None
     """The tool's description as the model saw it, for display only: not part of the digest
     (the tool definition hash covers it). ``None``: not recorded (requests made before it was)."""
+    quorum: Quorum | None = None
+    """Several distinct people must approve (the two-person rule); ``None``: one answer."""
 
     @classmethod
     def for_call(cls, *, session_id: str, principal_id: str, call_id: str, tool_name: str,
                  tool_definition_hash: str, arguments: Mapping[str, JsonValue], effect: str,
                  reason: str, rule_id: str, warnings: tuple[str, ...] = (),
                  now: datetime | None = None, ttl: timedelta = DEFAULT_APPROVAL_TTL,
-                 edit_of: str | None = None,
-                 tool_description: str | None = None) -> ApprovalRequest:
+                 edit_of: str | None = None, tool_description: str | None = None,
+                 quorum: Quorum | None = None) -> ApprovalRequest:
         created = now or datetime.now(UTC)
         return cls(
             id=uuid.uuid4().hex, session_id=session_id, principal_id=principal_id,
             call_id=call_id, tool_name=tool_name, tool_definition_hash=tool_definition_hash,
             arguments=arguments, effect=effect, reason=reason, rule_id=rule_id,
             warnings=warnings, created_at=created, expires_at=created + ttl, edit_of=edit_of,
-            tool_description=tool_description,
+            tool_description=tool_description, quorum=quorum,
             digest=approval_digest(session_id=session_id, principal_id=principal_id,
                                    call_id=call_id, tool_name=tool_name,
                                    tool_definition_hash=tool_definition_hash,
@@ -206,6 +296,9 @@ class ApprovalRequest:
         lines = [f"Tool: {make_visible(self.tool_name)} ({self.effect})",
                  f"For: {make_visible(self.principal_id)}  session {self.session_id}",
                  f"Why asked: {make_visible(self.reason)} [{make_visible(self.rule_id)}]"]
+        if self.quorum is not None:
+            roles = f" holding {', '.join(self.quorum.roles)}" if self.quorum.roles else ""
+            lines.append(f"Needs {self.quorum.required} distinct approvers{make_visible(roles)}.")
         if self.edit_of:
             lines.append("These arguments are a person's edit of an earlier proposal.")
         lines += [f"Warning: {show_value(w)}" for w in self.warnings]
@@ -237,7 +330,8 @@ class ApprovalRequest:
                 "rule_id": self.rule_id, "warnings": list(self.warnings),
                 "created_at": self.created_at.isoformat(),
                 "expires_at": self.expires_at.isoformat(), "edit_of": self.edit_of,
-                "tool_description": self.tool_description}
+                "tool_description": self.tool_description,
+                **({"quorum": self.quorum.to_dict()} if self.quorum is not None else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ApprovalRequest:
@@ -248,7 +342,8 @@ class ApprovalRequest:
                    rule_id=d["rule_id"], warnings=tuple(d.get("warnings", ())),
                    created_at=datetime.fromisoformat(d["created_at"]),
                    expires_at=datetime.fromisoformat(d["expires_at"]),
-                   edit_of=d.get("edit_of"), tool_description=d.get("tool_description"))
+                   edit_of=d.get("edit_of"), tool_description=d.get("tool_description"),
+                   quorum=Quorum.from_dict(d["quorum"]) if d.get("quorum") else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -423,7 +423,7 @@ class Gate:
             arguments=bound.arguments, effect=bound.tool.effect.value, reason=decision.reason,
             rule_id=decision.rule_id, warnings=decision.warnings, now=now,
             ttl=self.policy.approvals.ttl, edit_of=edit_of,
-            tool_description=bound.tool.description)
+            tool_description=bound.tool.description, quorum=decision.quorum)
 
         def denied(why: str, request: ApprovalRequest | None
                    ) -> tuple[CallOutcome, None, None]:
@@ -467,6 +467,8 @@ class Gate:
                                            at=now)
             else:
                 answer = await self.approver.decide(request)
+            if answer is not None and answer.approved and request.quorum is not None:
+                answer = None  # a quorum is gathered from people's votes (anfitrion.answers)
             if answer is None:
                 return CallOutcome(call, "approve", None, decision, request), None, None
             if not await self.store.answer_approval(answer):

@@ -205,6 +205,9 @@ class Runtime:
         self._listeners: list[Listener] = [self._recorder] if self._recorder else []
         self._listeners.extend(listeners)
         self.shadow_policy = shadow_policy or self.policy.shadow
+        if self.policy.approvals.webhooks:  # [[approvals.webhooks]]: signed, in the background
+            from .channels.webhooks import webhook_listeners
+            self._listeners += webhook_listeners(self.store, self.policy.approvals.webhooks)
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
                          emit=self._emitter(), limits=limits, shadow_policy=self.shadow_policy)
 

@@ -97,7 +97,7 @@ def test_openapi_document_describes_every_operation_of_the_api(client: TestClien
     operations = {op["operationId"] for path in document["paths"].values()
                   for op in path.values()}
     assert operations == {"listApprovals", "showApproval", "approveApproval", "denyApproval",
-                          "listEffects", "showEffect", "resolveEffect"}
+                          "listEffects", "showEffect", "resolveEffect", "approvalCallback"}
     from anfitrion.web._api import api_routes
 
     documented = set(document["paths"])

@@ -1,14 +1,19 @@
 """``anfitrion approvals``: decide waiting calls from any terminal.
 
-``list [--unknown] [--all] [--json]``, ``show ID``, ``approve ID [--note]``, ``deny ID [--note]``.
+``list [--unknown] [--all] [--json]``, ``show ID``, ``approve ID [--note]``, ``deny ID [--note]``,
+``mcp`` (the queue as an MCP server for a reviewer's assistant), ``reviewer-token``.
 An answer is bound to the request's digest (the exact call) and recorded once: if two people
-answer at the same instant, the first one counts and the second is told so.
+answer at the same instant, the first one counts and the second is told so. On a request that
+needs several approvers, ``approve`` is one vote and needs ``--reviewers FILE`` with your own
+token in ``ANFITRION_REVIEWER_TOKEN``.
 """
 
 from __future__ import annotations
 
 import getpass
 import json
+import os
+import secrets
 from datetime import UTC
 from typing import Any
 
@@ -16,7 +21,8 @@ import click
 
 from .. import answers
 from .._apps import DEMO_APP, GATEWAY_APP
-from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
+from ..exceptions import AnfitrionError
 from ..store import Store
 from ._common import resolve_url, run_with_store, shown, shown_store, store_option
 
@@ -42,10 +48,25 @@ def _state(answer: ApprovalAnswer | None, used: bool, request: ApprovalRequest) 
 
 
 def _approval_json(request: ApprovalRequest, answer: ApprovalAnswer | None,
-                   used: bool) -> dict[str, Any]:
+                   used: bool, votes: tuple[ApprovalVote, ...] = ()) -> dict[str, Any]:
     """One request in the inbox API's shape (``GET /api/v1/approvals``)."""
-    return {"request": request.to_dict(), "state": _api_state(answer, request),
-            "answer": answer.to_dict() if answer else None, "used": used}
+    from ..web._api import votes_json
+
+    out = {"request": request.to_dict(), "state": _api_state(answer, request),
+           "answer": answer.to_dict() if answer else None, "used": used}
+    if request.quorum is not None:
+        out["quorum"] = votes_json(request, votes)
+    return out
+
+
+def _votes_line(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> str:
+    """Who has approved so far, for a request that needs several approvers."""
+    assert request.quorum is not None
+    roles = f" holding {', '.join(request.quorum.roles)}" if request.quorum.roles else ""
+    said = ", ".join(f"{shown(v.voter)} {'approved' if v.approved else 'rejected'} "
+                     f"(via {v.via})" for v in votes) or "nobody yet"
+    return (f"Votes: {said} — needs {request.quorum.required} distinct approvers{roles}, "
+            f"{answers.votes_needed(request, votes)} more")
 
 
 async def _find(store: Store, request_id: str, where: str = ""
@@ -105,14 +126,15 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
                        f"since {row['since']}  — the action may have happened: check it")
         return
 
-    async def requests(store: Store
-                       ) -> list[tuple[ApprovalRequest, ApprovalAnswer | None, bool]]:
+    async def requests(store: Store) -> list[tuple[ApprovalRequest, ApprovalAnswer | None, bool,
+                                                   tuple[ApprovalVote, ...]]]:
         out = []
         for request in await store.list_approvals(pending_only=not show_all,
                                                   session_id=session_id):
             found = await store.get_approval(request.id)
             answer, used = (found[1], found[2]) if found else (None, False)
-            out.append((request, answer, used))
+            votes = tuple(await store.list_approval_votes(request.id)) if request.quorum else ()
+            out.append((request, answer, used, votes))
         return out
 
     found = run_with_store(store_url, requests)
@@ -123,8 +145,11 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
     if not found:
         what = "approval request is waiting" if not show_all else "approval request"
         click.echo(f"no {what}{' for session ' + session_id if session_id else ''} in {where}")
-    for request, answer, used in found:
+    for request, answer, used, votes in found:
         state = _state(answer, used, request)
+        if request.quorum is not None and answer is None:
+            approved = sum(v.approved for v in votes)
+            state = f"{state} {approved}/{request.quorum.required}"
         click.echo(f"{request.id}  {state:<8} {shown(request.tool_name)} for "
                    f"{shown(request.principal_id)}  session {request.session_id}  "
                    f"expires {request.expires_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
@@ -141,9 +166,16 @@ def show(request_id: str, store_url: str | None, as_json: bool) -> None:
     ({"request", "state", "answer", "used", "description"}).
     """
     where = shown_store(resolve_url(store_url))
-    request, answer, used = run_with_store(store_url, lambda s: _find(s, request_id, where))
+
+    async def load(store: Store) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool,
+                                          tuple[ApprovalVote, ...]]:
+        request, answer, used = await _find(store, request_id, where)
+        votes = tuple(await store.list_approval_votes(request.id)) if request.quorum else ()
+        return request, answer, used, votes
+
+    request, answer, used, votes = run_with_store(store_url, load)
     if as_json:
-        click.echo(json.dumps({**_approval_json(request, answer, used),
+        click.echo(json.dumps({**_approval_json(request, answer, used, votes),
                                "description": request.describe()},
                               indent=2, ensure_ascii=False))
         return
@@ -153,27 +185,53 @@ def show(request_id: str, store_url: str | None, as_json: bool) -> None:
             click.echo(line)
     click.echo(f"Digest: {request.digest}")
     click.echo(f"Expires: {request.expires_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC")
+    if request.quorum is not None:
+        click.echo(_votes_line(request, votes))
     if answer is not None:
         word = "approved" if answer.approved else "denied"
         click.echo(f"Answer: {word} by {shown(answer.approver)} at {answer.at.isoformat()}"
                    + (f" — {shown(answer.note)}" if answer.note else ""))
 
 
+def _reviewer(reviewers_path: str | None) -> Reviewer | None:
+    """The reviewer whose own token is in ANFITRION_REVIEWER_TOKEN (with --reviewers)."""
+    if reviewers_path is None:
+        return None
+    from ..channels.reviewers import load_reviewers
+    from ..mcp.approval_queue import reviewer_from_environment
+
+    try:
+        return reviewer_from_environment(os.environ, load_reviewers(reviewers_path))
+    except AnfitrionError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
-            approver: str | None) -> None:
-    who = approver or getpass.getuser()
+            approver: str | None, reviewers_path: str | None = None) -> None:
+    reviewer = _reviewer(reviewers_path)
+    if reviewer is not None and approver is not None and approver != reviewer.name:
+        raise click.ClickException(f"your reviewer token is {reviewer.name}'s: --as cannot "
+                                   "name someone else")
+    who = reviewer.name if reviewer is not None else approver or getpass.getuser()
 
     async def work(store: Store) -> tuple[ApprovalRequest, answers.Outcome, str]:
         request, _, _ = await _find(store, request_id)
         outcome = await answers.answer(store, request.id, None, approved=approved,
-                                       approver=who, note=note, via="cli")
+                                       approver=who, note=note, via="cli", reviewer=reviewer)
         state = await store.load_session(request.session_id)
         return request, outcome, resume_hint(request.session_id,
                                              state.data.get("app") if state else None,
                                              store_url)
 
     request, outcome, hint = run_with_store(store_url, work)
-    if outcome.answer is None:
+    if not outcome.recorded:
+        if outcome.refusal in (answers.Refusal.ALREADY_VOTED, answers.Refusal.UNQUALIFIED,
+                               answers.Refusal.UNIDENTIFIED, answers.Refusal.SELF_APPROVAL):
+            extra = (" (pass --reviewers FILE and set ANFITRION_REVIEWER_TOKEN)"
+                     if outcome.refusal is answers.Refusal.UNIDENTIFIED else "")
+            detail = f": {outcome.detail}" if outcome.detail else ""
+            raise click.ClickException(f"request {request.id}: "
+                                       f"{outcome.refusal.value}{detail}{extra}")
         if outcome.refusal is answers.Refusal.EXPIRED:
             raise click.ClickException(f"request {request.id} expired at "
                                        f"{request.expires_at.isoformat()}; it can no longer "
@@ -181,7 +239,11 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
         detail = f" ({outcome.detail})" if outcome.detail else ""
         raise click.ClickException(f"request {request.id} was already answered{detail}; "
                                    "this answer was not recorded")
-    word = "approved" if approved else "denied"
+    if outcome.answer is None:  # a vote counted: the request waits for more approvers
+        click.echo(f"voted to approve {request.id} ({shown(request.tool_name)}) as {shown(who)}; "
+                   f"{answers.votes_needed(request, outcome.votes)} more approval(s) needed")
+        return
+    word = "approved" if outcome.answer.approved else "denied"
     click.echo(f"{word} {request.id} ({shown(request.tool_name)}) as {shown(who)}")
     click.echo(hint)
 
@@ -204,6 +266,11 @@ def resume_hint(session_id: str, app: object, store_url: str | None) -> str:
 _note = click.option("--note", default="", help="Why: kept with the answer and in the audit.")
 _who = click.option("--as", "approver", default=None,
                     help="Who answers (default: the login name).")
+_reviewers = click.option("--reviewers", "reviewers_path", default=None,
+                          type=click.Path(dir_okay=False),
+                          help="The reviewers file; you are the reviewer whose own token is in "
+                               "ANFITRION_REVIEWER_TOKEN (needed to vote on a request that "
+                               "needs several approvers).")
 
 
 @command.command("approve")
@@ -211,9 +278,12 @@ _who = click.option("--as", "approver", default=None,
 @store_option
 @_note
 @_who
-def approve(request_id: str, store_url: str | None, note: str, approver: str | None) -> None:
-    """Approve exactly the call of request ID (once)."""
-    _answer(request_id, store_url, True, note, approver)
+@_reviewers
+def approve(request_id: str, store_url: str | None, note: str, approver: str | None,
+            reviewers_path: str | None) -> None:
+    """Approve exactly the call of request ID (once; on a request that needs several
+    approvers, your vote)."""
+    _answer(request_id, store_url, True, note, approver, reviewers_path)
 
 
 @command.command("deny")
@@ -221,6 +291,45 @@ def approve(request_id: str, store_url: str | None, note: str, approver: str | N
 @store_option
 @_note
 @_who
-def deny(request_id: str, store_url: str | None, note: str, approver: str | None) -> None:
+@_reviewers
+def deny(request_id: str, store_url: str | None, note: str, approver: str | None,
+         reviewers_path: str | None) -> None:
     """Deny the call of request ID; the model is told why."""
-    _answer(request_id, store_url, False, note, approver)
+    _answer(request_id, store_url, False, note, approver, reviewers_path)
+
+
+@command.command("mcp")
+@store_option
+@click.option("--reviewers", "reviewers_path", required=True, type=click.Path(dir_okay=False),
+              help="The reviewers file (names, roles, token digests).")
+def mcp_(store_url: str | None, reviewers_path: str) -> None:
+    """Serve the approval queue over stdio to your own assistant, as you.
+
+    Tools: list_pending, show_approval, approve and deny (each bound to the digest). The queue
+    acts as the reviewer whose own token is in ANFITRION_REVIEWER_TOKEN; it refuses requests
+    made under that reviewer's name, and a gateway refuses to offer it. Never give it to the
+    agent whose calls it approves.
+    """
+    reviewer = _reviewer(reviewers_path)
+    assert reviewer is not None
+    from ..mcp.approval_queue import approval_queue
+
+    async def serve(store: Store) -> None:
+        await approval_queue(store, reviewer).run_stdio_async()
+
+    run_with_store(store_url, serve)
+
+
+@command.command("reviewer-token")
+@click.argument("name")
+@click.option("--role", "roles", multiple=True, help="A role the reviewer holds (repeatable).")
+def reviewer_token(name: str, roles: tuple[str, ...]) -> None:
+    """Make a new personal token for reviewer NAME: prints the token (give it to that person
+    only) and the entry for the reviewers file (which keeps its SHA-256, never the token)."""
+    from ..channels.reviewers import token_sha256
+
+    token = secrets.token_urlsafe(32)
+    click.echo(f"token for {name} (shown once): {token}", err=True)
+    role_list = ", ".join(json.dumps(r) for r in roles)
+    click.echo(f"[reviewers.{json.dumps(name)}]\nroles = [{role_list}]\n"
+               f"token_sha256 = \"{token_sha256(token)}\"")

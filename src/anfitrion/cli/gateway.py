@@ -51,9 +51,11 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
     """
     try:
         from ..mcp.gateway import Gateway
+        from ..mcp.queue_guard import refuse_approval_queue_in
         from ..mcp.toolset import McpServers
 
         config = load_config(config_path)
+        refuse_approval_queue_in(config.servers.values())  # the gateway never wraps the queue
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from exc
     settings = config.gateway

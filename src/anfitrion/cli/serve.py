@@ -49,9 +49,15 @@ def allowed_hosts_for(host: str, extra: tuple[str, ...]) -> list[str]:
               help="The https:// origin a TLS proxy serves the inbox at (cookies become Secure).")
 @click.option("--files-root", type=click.Path(file_okay=False), default=None,
               help="The folder a files tool writes under: file writes are shown as diffs.")
+@click.option("--reviewers", "reviewers_path", type=click.Path(dir_okay=False), default=None,
+              help="Reviewers with their own tokens and roles (two-person rule).")
+@click.option("--callback-secret-env", "callback_env", multiple=True,
+              help="A variable holding a webhook secret: enables signed callbacks "
+                   "(repeatable, for rotation).")
 def command(store_url: str | None, host: str, port: int, token: str | None, allow_remote: bool,
             allowed_host: tuple[str, ...], public_url: str | None,
-            files_root: str | None) -> None:
+            files_root: str | None, reviewers_path: str | None = None,
+            callback_env: tuple[str, ...] = ()) -> None:
     """Serve the approval inbox (extra: web).
 
     Binds to 127.0.0.1 unless --allow-remote is given together with a configured token. Put a
@@ -83,9 +89,13 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
         allowed_host = (*allowed_host, parts.hostname)
     url = resolve_url(store_url)
     try:
+        from ..channels.reviewers import load_reviewers
+
         app = create_app(open_store(url), token=the_token,
                          allowed_hosts=allowed_hosts_for(host, allowed_host),
-                         files_root=files_root, public_origin=public_origin)
+                         files_root=files_root, public_origin=public_origin,
+                         reviewers=load_reviewers(reviewers_path) if reviewers_path else None,
+                         callback_secrets=[os.environ.get(name, "") for name in callback_env])
     except UserError as exc:
         raise click.UsageError(str(exc)) from exc
     shown_host = f"[{host.strip('[]')}]" if ":" in host else host

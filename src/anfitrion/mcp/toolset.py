@@ -86,6 +86,7 @@ from .pinning import (
     server_identity,
     server_key,
 )
+from .queue_guard import approval_queue_refusal
 
 try:
     import mcp.types as mt
@@ -565,6 +566,9 @@ class McpToolset:
                 conn.session = session
                 conn.instructions = init.instructions
                 conn.server_name = init.serverInfo.name
+                if refusal := approval_queue_refusal(cfg.id, conn.server_name):
+                    conn.error = refusal  # the queue is never offered to an agent
+                    raise McpServerError(cfg.id, refusal)
                 started = True
                 task_status.started()
                 await conn.stop.wait()

@@ -31,11 +31,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from .._canonical import digest as _digest
+from ..approvals import Quorum
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
+
+if TYPE_CHECKING:
+    from ..channels.webhooks import WebhookTarget
 
 __all__ = [
     "ApprovalLimits",
@@ -69,12 +73,15 @@ class Decision:
         rule_id: which rule decided (audit log and ``anfitrion policy check``; never shown
             to the model).
         warnings: things a person approving the call should see (flagged arguments, taint).
+        quorum: on an ask, how many distinct people (with which roles) must approve; the
+            strictest of the asking rules' quorums applies.
     """
 
     verdict: Verdict
     reason: str
     rule_id: str
     warnings: tuple[str, ...] = ()
+    quorum: Quorum | None = None
 
     @classmethod
     def allow(cls, reason: str, rule_id: str) -> Decision:
@@ -90,11 +97,14 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict.value, "reason": self.reason, "rule_id": self.rule_id,
-                "warnings": list(self.warnings)}
+                "warnings": list(self.warnings),
+                **({"quorum": self.quorum.to_dict()} if self.quorum is not None else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Decision:
-        return cls(Verdict(d["verdict"]), d["reason"], d["rule_id"], tuple(d.get("warnings", ())))
+        quorum = Quorum.from_dict(d["quorum"]) if d.get("quorum") else None
+        return cls(Verdict(d["verdict"]), d["reason"], d["rule_id"], tuple(d.get("warnings", ())),
+                   quorum)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +203,8 @@ class ApprovalLimits:
         max_asks: requests one session may raise per *per* window (ask rate).
         per: the window of *max_asks*.
         max_edits: how many times an approver may edit one call (each edit is a new ask).
+        webhooks: where every new request is also sent, signed
+            (:mod:`anfitrion.channels.webhooks`; a runtime adds one listener per target).
     """
 
     ttl: timedelta = timedelta(minutes=15)
@@ -200,6 +212,7 @@ class ApprovalLimits:
     max_asks: int = 20
     per: timedelta = timedelta(minutes=1)
     max_edits: int = 3
+    webhooks: tuple[WebhookTarget, ...] = ()
 
     def __post_init__(self) -> None:
         if self.ttl <= timedelta(0) or self.per <= timedelta(0):
@@ -426,7 +439,7 @@ class Policy:
         elif asks:
             first = asks[0]
             warnings = tuple(dict.fromkeys(w for d in asks for w in d.warnings))
-            final = Decision(Verdict.ASK, first.reason, first.rule_id, warnings)
+            final = Decision(Verdict.ASK, first.reason, first.rule_id, warnings, _strictest(asks))
         elif allow is not None:
             final = allow
         else:
@@ -436,9 +449,10 @@ class Policy:
             warnings = tuple(dict.fromkeys(
                 [*final.warnings, *(w for d in escalations for w in d.warnings)]))
             # an operator's own ask keeps its words; an allow or a default ask says why it asks
-            final = (Decision(Verdict.ASK, first.reason, first.rule_id, warnings)
+            quorum = _strictest([final, *escalations])
+            final = (Decision(Verdict.ASK, first.reason, first.rule_id, warnings, quorum)
                      if final.verdict is Verdict.ALLOW or final.rule_id.startswith("default.")
-                     else Decision(final.verdict, final.reason, final.rule_id, warnings))
+                     else Decision(final.verdict, final.reason, final.rule_id, warnings, quorum))
         if final.verdict is Verdict.ASK:
             cap = self.budgets.approvals_asked
             if cap is not None and context.counters.get("approvals_asked", 0) >= cap:
@@ -501,6 +515,13 @@ def _plain(value: Any, depth: int) -> Any:
 
 def _text_key(item: Any) -> str:
     return repr(item)
+def _strictest(decisions: Iterable[Decision]) -> Quorum | None:
+    """The strictest quorum the asking decisions require (``None``: one approval)."""
+    found: Quorum | None = None
+    for d in decisions:
+        if d.quorum is not None and d.verdict is Verdict.ASK:
+            found = d.quorum.stricter(found)
+    return found
 
 
 @functools.cache

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -29,6 +30,7 @@ from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
 from .._canonical import canonical_json
+from ..approvals import Quorum
 from ..exceptions import ConfigError
 from ..principal import Principal
 from ..tools import Effect
@@ -43,6 +45,7 @@ from .constraints import (
     PathInside,
     UrlAllowed,
 )
+from .quorum import RequireQuorum
 from .ratelimit import RateLimit, parse_duration
 from .rules import ArgumentRule, RepeatGuard, ToolRule
 
@@ -56,7 +59,7 @@ _TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals"
 _NOT_HASHED = {"store", "shadow", "lint"}
 """Tables that cannot change a decision of this policy: not part of its hash."""
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
-         "arguments"}
+         "arguments", "quorum"}
 _RATE = {"id", "tool", "tools", "max_calls", "per", "combined", "reason"}
 _CONSTRAINT = {"path_inside", "base", "resolve_symlinks", "one_of", "matches",
                "max_input_length", "min", "max", "min_length", "max_length", "url_hosts",
@@ -246,6 +249,31 @@ def _constraints(r: _Reader, spec: Any, key: str, base_dir: str | None) -> list[
 
 def _rule(r: _Reader, spec: Any, key: str, base_dir: str | None) -> Rule:
     spec = r.table(spec, key, _RULE)
+    rule = _plain_rule(r, spec, key, base_dir)
+    if "quorum" not in spec:
+        return rule
+    # the two-person rule: quorum = { approvals = 2, roles = ["finance"],
+    #                                  arguments = { amount = { min = 1000 } } }
+    where = f"{key}.quorum"
+    table = r.table(spec["quorum"], where, {"approvals", "roles", "arguments"})
+    if "approvals" not in table:
+        r.fail("a quorum needs 'approvals' (how many distinct people)", where)
+    count = r.typed(table, "approvals", where, int, "an integer")
+    roles = r.strings(table, "roles", where) or []
+    quorum = r.built(where, lambda: Quorum(count, tuple(roles)))
+    when = None
+    if "arguments" in table:
+        names = r.table(table["arguments"], f"{where}.arguments",
+                        set(table["arguments"]) if isinstance(table["arguments"], dict)
+                        else set())
+        if not names:
+            r.fail("names no argument", f"{where}.arguments")
+        when = {name: _constraints(r, value, f"{where}.arguments.{name}", base_dir)
+                for name, value in names.items()}
+    return RequireQuorum(rule, quorum, when=when)
+
+
+def _plain_rule(r: _Reader, spec: Mapping[str, Any], key: str, base_dir: str | None) -> Rule:
     tools = r.tools(spec, key)
     effect = spec.get("effect")
     if effect is not None and effect not in ("read", "write"):
@@ -274,6 +302,33 @@ def _rule(r: _Reader, spec: Any, key: str, base_dir: str | None) -> Rule:
         r.fail("a rule without 'arguments' needs a 'verdict'", key)
     return r.built(key, lambda: ToolRule(tools or "*", verdict, reason=reason, effect=effect,
                                          roles=roles, rule_id=rule_id))
+
+
+def _webhooks(r: _Reader, specs: Any, key: str = "approvals.webhooks") -> tuple[Any, ...]:
+    """``[[approvals.webhooks]]``: url, secret_env (never the secret itself), callback_url,
+    max_attempts, first_delay, max_delay, timeout (seconds)."""
+    from ..channels.webhooks import WebhookTarget
+
+    if not isinstance(specs, list):
+        r.fail("must be an array of tables ([[approvals.webhooks]])", key)
+    targets = []
+    for number, spec in enumerate(specs, 1):
+        where = f"{key}[{number}]"
+        spec = r.table(spec, where, {"url", "secret_env", "callback_url", "max_attempts",
+                                     "first_delay", "max_delay", "timeout"})
+        if "url" not in spec or "secret_env" not in spec:
+            r.fail("a webhook needs 'url' and 'secret_env' (the variable holding its "
+                   "secret; the secret never goes in the file)", where)
+        options: dict[str, Any] = {
+            name: r.typed(spec, name, where, str, "a string")
+            for name in ("url", "secret_env", "callback_url") if name in spec}
+        if "max_attempts" in spec:
+            options["max_attempts"] = r.typed(spec, "max_attempts", where, int, "an integer")
+        for name in ("first_delay", "max_delay", "timeout"):
+            if name in spec:
+                options[name] = float(r.typed(spec, name, where, (int, float), "seconds"))
+        targets.append(r.built(where, functools.partial(WebhookTarget, **options)))
+    return tuple(targets)
 
 
 def _rate_limit(r: _Reader, spec: Any, key: str) -> Rule:
@@ -362,8 +417,11 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
     approvals = None
     if "approvals" in data:
         key = "approvals"
-        table = r.table(data[key], key, {"ttl", "max_pending", "max_asks", "per", "max_edits"})
+        table = r.table(data[key], key, {"ttl", "max_pending", "max_asks", "per", "max_edits",
+                                         "webhooks"})
         options: dict[str, Any] = {}
+        if "webhooks" in table:
+            options["webhooks"] = _webhooks(r, table["webhooks"])
         for name in ("ttl", "per"):
             if (d := r.duration(table, name, key)) is not None:
                 options[name] = d

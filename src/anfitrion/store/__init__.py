@@ -18,11 +18,13 @@ from ._base import (
     LedgerState,
     SessionState,
     Store,
+    VoteOutcome,
+    VoteState,
 )
 from .memory import MemoryStore
 
 __all__ = ["AuditRecord", "Claim", "ClaimState", "EffectEntry", "LedgerEntry", "LedgerState",
-           "MemoryStore", "SessionState", "Store", "open_store"]
+           "MemoryStore", "SessionState", "Store", "VoteOutcome", "VoteState", "open_store"]
 
 
 def open_store(url: str | Store | None) -> Store:

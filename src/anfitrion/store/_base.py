@@ -8,12 +8,12 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
 
 __all__ = ["AuditRecord", "Claim", "ClaimState", "EffectEntry", "LedgerEntry", "LedgerState",
-           "SessionState", "Store"]
+           "SessionState", "Store", "VoteOutcome", "VoteState"]
 
 
 @dataclass
@@ -142,6 +142,25 @@ class AuditRecord:
     hash: str = ""
 
 
+class VoteState(StrEnum):
+    RECORDED = "recorded"
+    """The vote counts (and may have decided the request: see ``answer``)."""
+    DUPLICATE = "duplicate"
+    """This person has voted on this request already: the second vote is not counted."""
+    CLOSED = "closed"
+    """No such request, it needs no quorum, its digest differs, or it was decided."""
+
+
+@dataclass(frozen=True, slots=True)
+class VoteOutcome:
+    """What :meth:`Store.add_approval_vote` did: the votes so far, in the order cast, and the
+    answer they decided (recorded in the same transaction), if they decided it now."""
+
+    state: VoteState
+    votes: tuple[ApprovalVote, ...] = ()
+    answer: ApprovalAnswer | None = None
+
+
 @runtime_checkable
 class Store(Protocol):
     """What the host needs from durable storage. Every method is safe under concurrency."""
@@ -190,7 +209,25 @@ class Store(Protocol):
                              session_id: str | None = None) -> Sequence[ApprovalRequest]: ...
 
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
-        """Record an answer once: False if already answered or the digest does not match."""
+        """Record an answer once: False if already answered or the digest does not match.
+
+        A request that needs a quorum takes no single approving answer (False): it is approved
+        by votes only (:meth:`add_approval_vote`); a denial or a withdrawal is recorded.
+        """
+        ...
+
+    async def add_approval_vote(self, vote: ApprovalVote) -> VoteOutcome:
+        """Record one person's vote on a request that needs a quorum, atomically.
+
+        A second vote by the same voter is ``duplicate`` and changes nothing. In the same
+        transaction the votes are tallied (:func:`anfitrion.store._votes.tally`): a rejection,
+        or the required number of approvals, records the request's answer (compare-and-set,
+        so concurrent votes record one answer and lose no vote).
+        """
+        ...
+
+    async def list_approval_votes(self, request_id: str) -> Sequence[ApprovalVote]:
+        """The votes on *request_id*, in the order they were cast."""
         ...
 
     async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:

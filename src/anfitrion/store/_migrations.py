@@ -119,6 +119,20 @@ MIGRATIONS: tuple[Migration, ...] = (
             repeats BIGINT NOT NULL DEFAULT 0)""",
         "CREATE INDEX anfitrion_effects_call ON anfitrion_effects (session_id, call_id)",
     )),
+    # The two-person rule: one row per person's vote on a request (a second vote by the same
+    # person conflicts on the key), and how many distinct approvals the request needs
+    # (0: one answer, as before; the store refuses a single approving answer otherwise).
+    Migration("0008_approval_votes", (
+        """CREATE TABLE anfitrion_approval_votes (
+            request_id TEXT NOT NULL,
+            voter TEXT NOT NULL,
+            seq BIGINT NOT NULL,
+            digest TEXT NOT NULL,
+            approved INTEGER NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (request_id, voter))""",
+        "ALTER TABLE anfitrion_approvals ADD COLUMN quorum BIGINT NOT NULL DEFAULT 0",
+    )),
 )
 
 

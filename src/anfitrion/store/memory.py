@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
 from ..exceptions import ConflictError
@@ -20,6 +20,8 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    VoteOutcome,
+    VoteState,
 )
 from ._rows import (
     EffectMove,
@@ -31,6 +33,7 @@ from ._rows import (
     resolution_result,
     settled_state,
 )
+from ._votes import tally
 
 __all__ = ["MemoryStore"]
 
@@ -44,6 +47,7 @@ class MemoryStore:
         self._messages: dict[str, list[dict[str, Any]]] = {}
         self._requests: dict[str, ApprovalRequest] = {}
         self._answers: dict[str, ApprovalAnswer] = {}
+        self._votes: dict[str, list[ApprovalVote]] = {}
         self._used: set[str] = set()
         self._ledger: dict[tuple[str, str], LedgerEntry] = {}
         self._claim_tokens: dict[tuple[str, str], str] = {}
@@ -155,8 +159,30 @@ class MemoryStore:
                 return False
             if answer.request_id in self._answers:
                 return False
+            if request.quorum is not None and answer.approved:
+                return False  # approved by votes only
             self._answers[answer.request_id] = answer
             return True
+
+    async def add_approval_vote(self, vote: ApprovalVote) -> VoteOutcome:
+        with self._lock:
+            request = self._requests.get(vote.request_id)
+            if request is None or request.quorum is None or request.digest != vote.digest \
+                    or vote.request_id in self._answers:
+                return VoteOutcome(VoteState.CLOSED,
+                                   tuple(self._votes.get(vote.request_id, ())))
+            votes = self._votes.setdefault(vote.request_id, [])
+            if any(v.voter == vote.voter for v in votes):
+                return VoteOutcome(VoteState.DUPLICATE, tuple(votes))
+            votes.append(vote)
+            decided = tally(votes, request.quorum.required)
+            if decided is not None:
+                self._answers[vote.request_id] = decided
+            return VoteOutcome(VoteState.RECORDED, tuple(votes), decided)
+
+    async def list_approval_votes(self, request_id: str) -> Sequence[ApprovalVote]:
+        with self._lock:
+            return tuple(self._votes.get(request_id, ()))
 
     async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
         with self._lock:

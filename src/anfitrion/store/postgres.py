@@ -33,7 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 
-from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
 from ..exceptions import ConflictError, MissingDependencyError, StoreError, map_exceptions
@@ -45,6 +45,8 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    VoteOutcome,
+    VoteState,
 )
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
@@ -77,6 +79,8 @@ try:
     from psycopg_pool import AsyncConnectionPool
 except ImportError as exc:  # pragma: no cover - exercised on a bare install
     raise MissingDependencyError("postgres", exc.name or "psycopg") from exc
+
+from ._votes import tally, vote_of
 
 __all__ = ["PostgresStore"]
 
@@ -343,9 +347,10 @@ class PostgresStore:
     async def create_approval(self, request: ApprovalRequest) -> None:
         await self._rowcount(
             "INSERT INTO anfitrion_approvals (id, session_id, call_id, digest, request, "
-            "created_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            "created_at, quorum) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
             (request.id, request.session_id, request.call_id, request.digest,
-             dump_json(request.to_dict()), request.created_at.isoformat()))
+             dump_json(request.to_dict()), request.created_at.isoformat(),
+             request.quorum.required if request.quorum else 0))
 
     async def get_approval(
         self, request_id: str
@@ -371,9 +376,45 @@ class PostgresStore:
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
         count = await self._rowcount(
             "UPDATE anfitrion_approvals SET answer = %s "
-            "WHERE id = %s AND digest = %s AND answer IS NULL",
-            (dump_json(answer.to_dict()), answer.request_id, answer.digest))
+            "WHERE id = %s AND digest = %s AND answer IS NULL AND (quorum = 0 OR %s = 0)",
+            (dump_json(answer.to_dict()), answer.request_id, answer.digest,
+             int(answer.approved)))
         return count == 1
+
+    async def add_approval_vote(self, vote: ApprovalVote) -> VoteOutcome:
+        pool = await self._ready()
+        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+            async with pool.connection() as conn, conn.transaction():
+                # the request row's lock orders concurrent votes: each tallies all before it
+                cur = await conn.execute(
+                    "SELECT quorum FROM anfitrion_approvals WHERE id = %s AND digest = %s "
+                    "AND answer IS NULL AND quorum > 0 FOR UPDATE",
+                    (vote.request_id, vote.digest))
+                row = await cur.fetchone()
+                if row is None:
+                    return VoteOutcome(VoteState.CLOSED, await _votes(conn, vote.request_id))
+                cur = await conn.execute(
+                    "INSERT INTO anfitrion_approval_votes (request_id, voter, seq, digest, "
+                    "approved, data) VALUES (%s, %s, (SELECT COUNT(*) FROM "
+                    "anfitrion_approval_votes WHERE request_id = %s), %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (vote.request_id, vote.voter, vote.request_id, vote.digest,
+                     int(vote.approved), dump_json(vote.to_dict())))
+                inserted = cur.rowcount
+                votes = await _votes(conn, vote.request_id)
+                if inserted != 1:
+                    return VoteOutcome(VoteState.DUPLICATE, votes)
+                decided = tally(votes, int(row[0]))
+                if decided is not None:
+                    await conn.execute("UPDATE anfitrion_approvals SET answer = %s WHERE id = %s "
+                                       "AND answer IS NULL",
+                                       (dump_json(decided.to_dict()), vote.request_id))
+                return VoteOutcome(VoteState.RECORDED, votes, decided)
+
+    async def list_approval_votes(self, request_id: str) -> Sequence[ApprovalVote]:
+        rows = await self._fetch("SELECT data FROM anfitrion_approval_votes "
+                                 "WHERE request_id = %s ORDER BY seq", (request_id,))
+        return tuple(vote_of(r[0]) for r in rows)
 
     async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
         pool = await self._ready()
@@ -760,3 +801,9 @@ def _session(row: Sequence[Any]) -> SessionState:
 
 def _entry(row: Sequence[Any]) -> LedgerEntry:
     return entry_row(row)
+
+
+async def _votes(conn: _Conn, request_id: str) -> tuple[ApprovalVote, ...]:
+    cur = await conn.execute("SELECT data FROM anfitrion_approval_votes WHERE request_id = %s "
+                             "ORDER BY seq", (request_id,))
+    return tuple(vote_of(row[0]) for row in await cur.fetchall())

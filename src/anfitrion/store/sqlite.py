@@ -37,7 +37,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import anyio
 
-from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
 from ..exceptions import AnfitrionError, ConflictError, StoreError, UserError
@@ -49,6 +49,8 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    VoteOutcome,
+    VoteState,
 )
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
@@ -75,6 +77,7 @@ from ._rows import (
     session_rows,
     settled_state,
 )
+from ._votes import tally, vote_of
 
 __all__ = ["SQLiteStore"]
 
@@ -288,9 +291,10 @@ class SQLiteStore:
     async def create_approval(self, request: ApprovalRequest) -> None:
         await self._write(lambda c: c.execute(
             "INSERT INTO anfitrion_approvals (id, session_id, call_id, digest, request, "
-            "created_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            "created_at, quorum) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             (request.id, request.session_id, request.call_id, request.digest,
-             dump_json(request.to_dict()), request.created_at.isoformat())))
+             dump_json(request.to_dict()), request.created_at.isoformat(),
+             request.quorum.required if request.quorum else 0)))
 
     async def get_approval(
         self, request_id: str
@@ -319,9 +323,35 @@ class SQLiteStore:
         text = dump_json(answer.to_dict())
         count = await self._write(lambda c: c.execute(
             "UPDATE anfitrion_approvals SET answer = ? "
-            "WHERE id = ? AND digest = ? AND answer IS NULL",
-            (text, answer.request_id, answer.digest)).rowcount)
+            "WHERE id = ? AND digest = ? AND answer IS NULL AND (quorum = 0 OR ? = 0)",
+            (text, answer.request_id, answer.digest, int(answer.approved))).rowcount)
         return bool(count == 1)
+
+    async def add_approval_vote(self, vote: ApprovalVote) -> VoteOutcome:
+        def add(c: Conn) -> VoteOutcome:
+            row = c.execute("SELECT quorum FROM anfitrion_approvals WHERE id = ? AND digest = ? "
+                            "AND answer IS NULL AND quorum > 0",
+                            (vote.request_id, vote.digest)).fetchone()
+            if row is None:
+                return VoteOutcome(VoteState.CLOSED, _votes(c, vote.request_id))
+            inserted = c.execute(
+                "INSERT INTO anfitrion_approval_votes (request_id, voter, seq, digest, approved, "
+                "data) VALUES (?, ?, (SELECT COUNT(*) FROM anfitrion_approval_votes "
+                "WHERE request_id = ?), ?, ?, ?) ON CONFLICT DO NOTHING",
+                (vote.request_id, vote.voter, vote.request_id, vote.digest, int(vote.approved),
+                 dump_json(vote.to_dict()))).rowcount
+            votes = _votes(c, vote.request_id)
+            if inserted != 1:
+                return VoteOutcome(VoteState.DUPLICATE, votes)
+            decided = tally(votes, int(row[0]))
+            if decided is not None:
+                c.execute("UPDATE anfitrion_approvals SET answer = ? WHERE id = ? "
+                          "AND answer IS NULL", (dump_json(decided.to_dict()), vote.request_id))
+            return VoteOutcome(VoteState.RECORDED, votes, decided)
+        return await self._write(add)
+
+    async def list_approval_votes(self, request_id: str) -> Sequence[ApprovalVote]:
+        return await self._run(lambda c: _votes(c, request_id))
 
     async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
         def consume(c: Conn) -> ApprovalAnswer | None:
@@ -855,6 +885,12 @@ def _advance(c: Conn, session_id: str, call_id: str, state: LedgerState, digest:
 
 _EFFECTS = (f"SELECT {EFFECT_COLUMNS} FROM anfitrion_effects e LEFT JOIN anfitrion_ledger l "
             "ON l.session_id = e.session_id AND l.call_id = e.call_id")
+
+
+def _votes(c: Conn, request_id: str) -> tuple[ApprovalVote, ...]:
+    return tuple(vote_of(row[0]) for row in c.execute(
+        "SELECT data FROM anfitrion_approval_votes WHERE request_id = ? ORDER BY seq",
+        (request_id,)).fetchall())
 
 
 def _effect(c: Conn, key: str) -> EffectEntry | None:

@@ -1,5 +1,10 @@
 """The JSON API (``/api/v1``): list, show, approve, deny — with the same digest binding as the
-page, a bearer token, and an OpenAPI 3.1 document at ``/api/v1/openapi.json``."""
+page, a bearer token, and an OpenAPI 3.1 document at ``/api/v1/openapi.json``.
+
+The bearer token is the inbox's shared token or a reviewer's own (``reviewers``): only a
+reviewer's own token votes on a request that needs several approvers, as that reviewer.
+``POST /api/v1/approvals/callback`` takes no bearer token: it takes signed webhook callbacks
+(:mod:`anfitrion.channels.webhooks`) and is refused unless callback secrets are configured."""
 
 from __future__ import annotations
 
@@ -15,7 +20,10 @@ from starlette.routing import Route
 
 from .. import resolutions
 from .._json import JsonError, parse_json_strict
-from ..approvals import ApprovalAnswer, ApprovalRequest
+from ..answers import Outcome, votes_needed
+from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
+from ..channels.reviewers import Reviewers
+from ..channels.webhooks import CallbackVerifier
 from ..exceptions import ConflictError
 from ..store import Store
 from ._decisions import OnAnswer, Refusal, answer, notify, state_of
@@ -26,7 +34,9 @@ __all__ = ["api_routes", "error", "openapi_document"]
 
 PREFIX = "/api/v1"
 _STATUS = {Refusal.NOT_FOUND: 404, Refusal.STALE: 409, Refusal.ANSWERED: 409,
-           Refusal.EXPIRED: 409, Refusal.INVALID: 422}
+           Refusal.EXPIRED: 409, Refusal.INVALID: 422, Refusal.ALREADY_VOTED: 409,
+           Refusal.UNQUALIFIED: 403, Refusal.UNIDENTIFIED: 403,
+           Refusal.SELF_APPROVAL: 403}
 
 
 class ResolutionBody(pydantic.BaseModel):
@@ -53,13 +63,29 @@ class DecisionBody(pydantic.BaseModel):
                                    description="Who decides; recorded as api:<approver>.")
 
 
+class CallbackBody(pydantic.BaseModel):
+    """A signed webhook callback: who decided what, bound to the digest they were shown."""
+
+    model_config = pydantic.ConfigDict(extra="forbid", strict=True)
+
+    request_id: str = pydantic.Field(min_length=1, max_length=64)
+    digest: str = pydantic.Field(pattern=r"^[0-9a-f]{64}$",
+                                 description="The request digest the decision is bound to.")
+    decision: Literal["approve", "deny"]
+    reviewer: str = pydantic.Field(min_length=1, max_length=80,
+                                   description="Who decided, as the bridge authenticated them; "
+                                               "recorded as webhook:<reviewer>.")
+    note: str = pydantic.Field(default="", max_length=2000)
+
+
 Body = TypeVar("Body", bound=pydantic.BaseModel)
 
 
-async def _body(request: Request, model: type[Body]) -> Body | Response:
+async def _body(request: Request, model: type[Body], raw_body: bytes | None = None
+                ) -> Body | Response:
     """The request's JSON body as *model*, parsed strictly; or the error response to send."""
     try:
-        raw = (await request.body()).decode("utf-8")
+        raw = (raw_body if raw_body is not None else await request.body()).decode("utf-8")
         return model.model_validate(parse_json_strict(raw or "null"))
     except (UnicodeDecodeError, JsonError) as exc:
         return error(400, f"the body is not valid JSON: {exc}", "invalid_json")
@@ -78,6 +104,45 @@ def _authorised(request: Request, token: str) -> bool:
     return scheme.lower() == "bearer" and bool(given) and token_matches(given.strip(), token)
 
 
+def _reviewer(request: Request, reviewers: Reviewers | None) -> Reviewer | None:
+    """The reviewer whose own token the request carries, if any."""
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if reviewers is None or scheme.lower() != "bearer" or not given:
+        return None
+    return reviewers.by_token(given.strip())
+
+
+def votes_json(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> dict[str, Any]:
+    """Who has voted so far on a request that needs a quorum, and how many more it needs."""
+    return {"required": request.quorum.required if request.quorum else 1,
+            "roles": list(request.quorum.roles) if request.quorum else [],
+            "needed": votes_needed(request, votes),
+            "votes": [{"voter": v.voter, "approved": v.approved, "via": v.via,
+                       "roles": list(v.roles), "note": v.note, "at": v.at.isoformat()}
+                      for v in votes]}
+
+
+def outcome_response(outcome: Outcome, on_answer: OnAnswer | None) -> JSONResponse:
+    """The response to a recorded answer or vote (a refused one is answered by the caller)."""
+    request = outcome.request
+    body: dict[str, Any] = {"answer": None if outcome.answer is None
+                            else outcome.answer.to_dict()}
+    if request is not None and request.quorum is not None:
+        body["quorum"] = votes_json(request, outcome.votes)
+    task = (BackgroundTask(notify, on_answer, request, outcome.answer)
+            if on_answer is not None and request is not None and outcome.answer is not None
+            else None)
+    # a vote that leaves the request waiting for more: accepted, not yet decided
+    return JSONResponse(body, status_code=200 if outcome.answer is not None else 202,
+                        background=task)
+
+
+def refusal_response(outcome: Outcome) -> JSONResponse:
+    refusal = outcome.refusal or Refusal.INVALID
+    message = f"{refusal.value}: {outcome.detail}" if outcome.detail else refusal.value
+    return error(_STATUS[refusal], message, refusal.name.lower())
+
+
 def _unauthorised() -> JSONResponse:
     response = error(401, "send Authorization: Bearer <token>", "unauthorised")
     response.headers["www-authenticate"] = 'Bearer realm="anfitrion"'
@@ -89,19 +154,30 @@ def _answer_json(answer: ApprovalAnswer | None) -> dict[str, Any] | None:
 
 
 def _approval_json(request: ApprovalRequest, answer: ApprovalAnswer | None, used: bool,
-                   now: datetime, *, full: bool) -> dict[str, Any]:
+                   now: datetime, *, full: bool,
+                   votes: tuple[ApprovalVote, ...] = ()) -> dict[str, Any]:
     out: dict[str, Any] = {"request": request.to_dict(),
                            "state": state_of(request, answer, now).value,
                            "answer": _answer_json(answer), "used": used}
+    if request.quorum is not None:
+        out["quorum"] = votes_json(request, votes)
     if full:
         out["findings"] = findings(request.arguments)
         out["description"] = request.describe()
     return out
 
 
-def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Route]:
+def api_routes(store: Store, token: str, on_answer: OnAnswer | None, *,
+               reviewers: Reviewers | None = None,
+               callbacks: CallbackVerifier | None = None) -> list[Route]:
+    def allowed(request: Request) -> bool:
+        return _authorised(request, token) or _reviewer(request, reviewers) is not None
+
+    async def votes_of(r: ApprovalRequest) -> tuple[ApprovalVote, ...]:
+        return tuple(await store.list_approval_votes(r.id)) if r.quorum is not None else ()
+
     async def list_approvals(request: Request) -> Response:
-        if not _authorised(request, token):
+        if not allowed(request):
             return _unauthorised()
         status = request.query_params.get("status", "pending")
         if status not in ("pending", "decided", "all"):
@@ -118,33 +194,58 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Rou
             open_now = ans is None and not r.expired(now)
             if (status == "pending" and not open_now) or (status == "decided" and open_now):
                 continue
-            items.append(_approval_json(r, ans, used, now, full=False))
+            items.append(_approval_json(r, ans, used, now, full=False,
+                                        votes=await votes_of(r)))
         return JSONResponse({"approvals": items})
 
     async def show_approval(request: Request) -> Response:
-        if not _authorised(request, token):
+        if not allowed(request):
             return _unauthorised()
         found = await store.get_approval(request.path_params["request_id"])
         if found is None:
             return error(404, Refusal.NOT_FOUND.value, "not_found")
-        return JSONResponse(_approval_json(*found, datetime.now(UTC), full=True))
+        return JSONResponse(_approval_json(*found, datetime.now(UTC), full=True,
+                                           votes=await votes_of(found[0])))
 
     async def decide(request: Request, approved: bool) -> Response:
-        if not _authorised(request, token):
+        reviewer = _reviewer(request, reviewers)
+        if reviewer is None and not _authorised(request, token):
             return _unauthorised()
         body = await _body(request, DecisionBody)
         if isinstance(body, Response):
             return body
-        approver = f"api:{body.approver}" if body.approver else "api"
+        if reviewer is not None:  # the token says who: a name in the body cannot change it
+            approver = f"api:{reviewer.name}"
+        else:
+            approver = f"api:{body.approver}" if body.approver else "api"
         outcome = await answer(store, request.path_params["request_id"], body.digest,
-                               approved=approved, approver=approver, note=body.note, via="api")
-        if outcome.answer is None:
-            refusal = outcome.refusal or Refusal.INVALID
-            message = f"{refusal.value}: {outcome.detail}" if outcome.detail else refusal.value
-            return error(_STATUS[refusal], message, refusal.name.lower())
-        task = (BackgroundTask(notify, on_answer, outcome.request, outcome.answer)
-                if on_answer is not None and outcome.request is not None else None)
-        return JSONResponse({"answer": outcome.answer.to_dict()}, background=task)
+                               approved=approved, approver=approver, note=body.note, via="api",
+                               reviewer=reviewer)
+        if not outcome.recorded:
+            return refusal_response(outcome)
+        return outcome_response(outcome, on_answer)
+
+    async def callback(request: Request) -> Response:
+        if callbacks is None:
+            return error(404, "no webhook callbacks are configured on this server",
+                         "not_found")
+        raw = await request.body()
+        problem = await callbacks.check(request.headers, raw)
+        if problem is not None:
+            return error(401, f"callback refused: {problem}", "bad_signature")
+        body = await _body(request, CallbackBody, raw)
+        if isinstance(body, Response):
+            return body
+        # the bridge authenticated the person (its secret speaks for them); their roles are
+        # the reviewers file's, never the callback's
+        reviewer = reviewers.named(body.reviewer) if reviewers is not None else None
+        outcome = await answer(store, body.request_id, body.digest,
+                               approved=body.decision == "approve",
+                               approver=f"webhook:{body.reviewer}", note=body.note,
+                               via="webhook", reviewer=reviewer)
+        if not outcome.recorded:
+            return refusal_response(outcome)
+        return outcome_response(outcome, on_answer)
 
     async def approve(request: Request) -> Response:
         return await decide(request, True)
@@ -192,6 +293,7 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None) -> list[Rou
     return [
         Route(f"{PREFIX}/openapi.json", openapi, methods=["GET"]),
         Route(f"{PREFIX}/approvals", list_approvals, methods=["GET"]),
+        Route(f"{PREFIX}/approvals/callback", callback, methods=["POST"]),
         Route(f"{PREFIX}/approvals/{{request_id}}", show_approval, methods=["GET"]),
         Route(f"{PREFIX}/approvals/{{request_id}}/approve", approve, methods=["POST"]),
         Route(f"{PREFIX}/approvals/{{request_id}}/deny", deny, methods=["POST"]),
@@ -236,13 +338,25 @@ def openapi_document() -> dict[str, Any]:
                                        "at"],
         "properties": {"request_id": _STR, "digest": _STR, "approved": {"type": "boolean"},
                        "approver": _STR, "note": _STR, "at": _TIME}}
+    quorum_schema = {
+        "type": "object", "required": ["required", "roles", "needed", "votes"],
+        "description": "Who has voted so far on a request that needs several approvers",
+        "properties": {
+            "required": {"type": "integer"}, "roles": {"type": "array", "items": _STR},
+            "needed": {"type": "integer"},
+            "votes": {"type": "array", "items": {
+                "type": "object", "required": ["voter", "approved", "via", "roles", "note",
+                                               "at"],
+                "properties": {"voter": _STR, "approved": {"type": "boolean"}, "via": _STR,
+                               "roles": {"type": "array", "items": _STR}, "note": _STR,
+                               "at": _TIME}}}}}
     summary = {
         "type": "object", "required": ["request", "state", "answer", "used"],
         "properties": {"request": _ref("ApprovalRequest"),
                        "state": {"enum": ["pending", "approved", "denied", "expired",
                                                   "edited", "withdrawn"]},
                        "answer": {"oneOf": [_ref("ApprovalAnswer"), {"type": "null"}]},
-                       "used": {"type": "boolean"}}}
+                       "used": {"type": "boolean"}, "quorum": _ref("Quorum")}}
     detail = {"allOf": [_ref("ApprovalSummary"), {
         "type": "object", "required": ["findings", "description"],
         "properties": {"findings": {"type": "array", "items": _STR}, "description": _STR}}]}
@@ -271,10 +385,13 @@ def openapi_document() -> dict[str, Any]:
             "requestBody": {"required": True, "content": {
                 "application/json": {"schema": _ref("DecisionBody")}}},
             "responses": {
-                "200": _json({"type": "object", "required": ["answer"],
-                              "properties": {"answer": _ref("ApprovalAnswer")}},
-                             "The decision was recorded"),
-                "409": _json(_ref("Error"), "Stale digest, already decided, or expired"),
+                "200": _json(_ref("DecisionResult"), "The decision was recorded"),
+                "202": _json(_ref("DecisionResult"),
+                             "The vote was counted; the request needs more approvers"),
+                "403": _json(_ref("Error"), "A quorum vote without a reviewer's own token, "
+                                            "or without the role"),
+                "409": _json(_ref("Error"), "Stale digest, already decided, expired, or "
+                                            "this reviewer voted already"),
                 "422": _json(_ref("Error"), "The body does not match DecisionBody"),
                 **_ERRORS}}
 
@@ -305,6 +422,21 @@ def openapi_document() -> dict[str, Any]:
                 "parameters": [request_id],
                 "responses": {"200": _json(_ref("ApprovalDetail"), "The request"),
                               **_ERRORS}}},
+            f"{PREFIX}/approvals/callback": {"post": {
+                "summary": "Answer through a signed webhook callback (Anfitrion-Delivery and "
+                           "Anfitrion-Signature headers; see docs/approvals.md)",
+                "operationId": "approvalCallback", "security": [],
+                "requestBody": {"required": True, "content": {
+                    "application/json": {"schema": _ref("CallbackBody")}}},
+                "responses": {
+                    "200": _json(_ref("DecisionResult"), "The decision was recorded"),
+                    "202": _json(_ref("DecisionResult"),
+                                 "The vote was counted; the request needs more approvers"),
+                    "401": _json(_ref("Error"), "Forged, stale or replayed callback"),
+                    "403": _json(_ref("Error"), "The reviewer may not vote on this request"),
+                    "404": _json(_ref("Error"), "No such request, or no callbacks configured"),
+                    "409": _json(_ref("Error"), "Stale digest, decided, expired, or voted"),
+                    "422": _json(_ref("Error"), "The body does not match CallbackBody")}}},
             f"{PREFIX}/approvals/{{request_id}}/approve": {"post": decision("approve")},
             f"{PREFIX}/approvals/{{request_id}}/deny": {"post": decision("deny")},
             f"{PREFIX}/effects": {"get": {
@@ -339,6 +471,13 @@ def openapi_document() -> dict[str, Any]:
                         "ApprovalSummary": summary, "ApprovalDetail": detail,
                         "DecisionBody": body_schema, "Effect": effect_schema,
                         "ResolutionBody": ResolutionBody.model_json_schema(),
+                        "CallbackBody": CallbackBody.model_json_schema(),
+                        "Quorum": quorum_schema,
+                        "DecisionResult": {
+                            "type": "object", "required": ["answer"],
+                            "properties": {"answer": {"oneOf": [_ref("ApprovalAnswer"),
+                                                                {"type": "null"}]},
+                                           "quorum": _ref("Quorum")}},
                         "Error": {"type": "object", "required": ["error", "message"],
                                   "properties": {"error": _STR, "message": _STR}}}},
         "security": [{"bearer": []}],

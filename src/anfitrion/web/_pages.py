@@ -21,15 +21,15 @@ import jinja2
 from markupsafe import Markup, escape
 
 from .._canonical import canonical_json
-from ..approvals import ApprovalAnswer, ApprovalRequest, make_visible
+from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, make_visible
 from ..session import untrusted_sources_of
 from ..store import AuditRecord, SessionState
 from ._decisions import state_of
 from ._render import Intent, Notice, Piece, argument_views, plural, visible_pieces
 
-__all__ = ["Detail", "Row", "detail_page", "history_page", "login_page", "message_page",
-           "pending_page", "pending_rows", "render_pieces", "session_page", "sessions_page",
-           "visible_html"]
+__all__ = ["Detail", "Row", "approvals_so_far", "detail_page", "history_page", "login_page",
+           "message_page", "pending_page", "pending_rows", "pending_title", "render_pieces",
+           "session_page", "sessions_page", "visible_html"]
 
 
 def render_pieces(pieces: Sequence[Piece]) -> Markup:
@@ -89,7 +89,17 @@ _ENV.filters.update(
     timestamp=lambda at: datetime.fromtimestamp(at, UTC).isoformat(),
     audit_json=lambda data: json.dumps(dict(data), indent=1, ensure_ascii=True,
                                        sort_keys=True))
-_ENV.globals.update(age=age, expiry=expiry, plural=plural, state_of=state_of)
+def approvals_so_far(request: ApprovalRequest, votes: Sequence[ApprovalVote]) -> str:
+    """``1 of 2 approvals (alice)`` for a request that needs several approvers."""
+    if request.quorum is None:
+        return ""
+    approving = [v.voter for v in votes if v.approved]
+    who = f" ({', '.join(approving)})" if approving else ""
+    return f"{len(approving)} of {request.quorum.required} approvals{who}"
+
+
+_ENV.globals.update(age=age, expiry=expiry, plural=plural, state_of=state_of,
+                    approvals_so_far=approvals_so_far)
 
 
 def _render(template: str, title: str, *, csrf: str | None = None, user: str | None = None,
@@ -114,6 +124,13 @@ class Row:
     request: ApprovalRequest
     notices: Sequence[Notice] = ()
     intent: Intent = field(default_factory=Intent)
+    votes: tuple[ApprovalVote, ...] = ()
+    """On a request that needs several approvers: who has voted so far."""
+
+
+def pending_title(count: int) -> str:
+    """The pending page's title, with the count first (seen in a tab bar)."""
+    return f"({count}) Pending" if count else "Pending"
 
 
 def pending_rows(rows: Sequence[Row], now: datetime) -> str:
@@ -121,8 +138,8 @@ def pending_rows(rows: Sequence[Row], now: datetime) -> str:
 
 
 def pending_page(rows: Sequence[Row], now: datetime, *, csrf: str, user: str) -> str:
-    return _render("pending.html", "Pending", csrf=csrf, user=user, section="pending",
-                   rows=rows, now=now)
+    return _render("pending.html", pending_title(len(rows)), csrf=csrf, user=user,
+                   section="pending", rows=rows, now=now)
 
 
 @dataclass
@@ -137,6 +154,7 @@ class Detail:
     email: str | None = None
     edit: Mapping[str, Any] | None = None
     intent: Intent = field(default_factory=Intent)
+    votes: tuple[ApprovalVote, ...] = ()
 
 
 def _diff_lines(diff: str) -> list[tuple[str, str]]:

@@ -23,10 +23,12 @@ from starlette.background import BackgroundTask
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, make_visible
+from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer, make_visible
+from ..channels.reviewers import Reviewers
+from ..channels.webhooks import CallbackVerifier
 from ..exceptions import StoreError, UserError
 from ..session import untrusted_sources_of
 from ..store import Store
@@ -41,6 +43,7 @@ from ._decisions import (
     parse_edited_arguments,
     propose_edit,
 )
+from ._live import PendingEvents
 from ._render import (
     Intent,
     Notice,
@@ -63,14 +66,17 @@ _STATIC = {name: resources.files(__package__).joinpath("static", name).read_byte
 _TYPES = {"inbox.css": "text/css; charset=utf-8", "inbox.js": "text/javascript; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
 _REFUSAL_STATUS = {Refusal.NOT_FOUND: 404, Refusal.STALE: 409, Refusal.ANSWERED: 409,
-                   Refusal.EXPIRED: 409, Refusal.INVALID: 422}
+                   Refusal.EXPIRED: 409, Refusal.INVALID: 422, Refusal.ALREADY_VOTED: 409,
+                   Refusal.UNQUALIFIED: 403, Refusal.UNIDENTIFIED: 403,
+                   Refusal.SELF_APPROVAL: 403}
 
 
 def create_app(store: Store, *, token: str,
                allowed_hosts: Iterable[str] = DEFAULT_ALLOWED_HOSTS,
                files_root: str | Path | None = None, on_answer: OnAnswer | None = None,
                session_lifetime: float = 12 * 3600,
-               public_origin: str | None = None) -> Starlette:
+               public_origin: str | None = None, reviewers: Reviewers | None = None,
+               callback_secrets: Sequence[str] = ()) -> Starlette:
     """Build the inbox for *store*.
 
     Args:
@@ -82,6 +88,9 @@ def create_app(store: Store, *, token: str,
         session_lifetime: seconds a browser stays signed in.
         public_origin: the origin browsers use when a TLS proxy fronts the inbox
             (``https://inbox.example``); accepted in ``Origin`` and makes cookies ``Secure``.
+        reviewers: people with their own tokens and roles (sign-in and API); only they vote
+            on requests that need several approvers (docs/approvals.md).
+        callback_secrets: enable signed webhook callbacks (``/api/v1/approvals/callback``).
 
     Raises:
         UserError: the token is shorter than 16 characters.
@@ -91,6 +100,8 @@ def create_app(store: Store, *, token: str,
     root = Path(files_root) if files_root is not None else None
     secure = bool(public_origin and public_origin.lower().startswith("https://"))
     book = SessionBook(session_lifetime)
+    identified: dict[str, Reviewer] = {}  # sign-in session id -> the reviewer who signed in
+    live = PendingEvents(store)
 
     def signed_in(request: Request) -> SignedIn | None:
         return book.find(request.cookies.get(SESSION_COOKIE))
@@ -126,7 +137,10 @@ def create_app(store: Store, *, token: str,
     async def rows() -> list[pages.Row]:
         now = datetime.now(UTC)
         pending = [r for r in await store.list_approvals(pending_only=True) if not r.expired(now)]
-        return [pages.Row(r, *await context_for(r)) for r in pending]
+        return [pages.Row(r, *await context_for(r), votes=await votes_of(r)) for r in pending]
+
+    async def votes_of(r: ApprovalRequest) -> tuple[ApprovalVote, ...]:
+        return tuple(await store.list_approval_votes(r.id)) if r.quorum is not None else ()
 
     # -- sign-in ---------------------------------------------------------------------------
 
@@ -143,11 +157,14 @@ def create_app(store: Store, *, token: str,
                                 status_code=429, headers={"retry-after": "60"})
         form = await request.form(max_files=0, max_fields=5)
         given, name = form.get("token"), form.get("name")
-        if not isinstance(given, str) or not token_matches(given, token):
+        reviewer = reviewers.by_token(given) if reviewers and isinstance(given, str) else None
+        if reviewer is None and (not isinstance(given, str) or not token_matches(given, token)):
             book.failed()
             return HTMLResponse(pages.login_page("Wrong token."), status_code=401)
         name = name.strip()[:80] if isinstance(name, str) and name.strip() else "web"
-        who = book.open(name)
+        who = book.open(reviewer.name if reviewer is not None else name)
+        if reviewer is not None:
+            identified[who.session_id] = reviewer
         # to a clean address, sending no Referer on the way
         response = RedirectResponse("/", status_code=303,
                                     headers={"referrer-policy": "no-referrer"})
@@ -161,6 +178,7 @@ def create_app(store: Store, *, token: str,
         if isinstance(checked, Response):
             return checked
         book.close(checked[0].session_id)
+        identified.pop(checked[0].session_id, None)
         response = RedirectResponse("/login", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -173,6 +191,17 @@ def create_app(store: Store, *, token: str,
             return to_login()
         return HTMLResponse(pages.pending_page(await rows(), datetime.now(UTC), csrf=who.csrf,
                                                user=who.name))
+
+    async def events(request: Request) -> Response:
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if book.find(cookie) is None:
+            return Response("sign in", status_code=401)
+        if live.full():
+            return Response("too many live pages", status_code=503,
+                            headers={"retry-after": "10"})
+        return StreamingResponse(live.stream(lambda: book.find(cookie) is not None),
+                                 media_type="text/event-stream",
+                                 headers={"x-accel-buffering": "no"})
 
     async def pending_fragment(request: Request) -> Response:
         if signed_in(request) is None:
@@ -191,7 +220,8 @@ def create_app(store: Store, *, token: str,
         req, ans, used = found
         found_notices, intent = await context_for(req)
         view = pages.Detail(req, ans, used, found_notices, file_diff(req.arguments, root),
-                            email_preview(req.arguments), await edit_for(store, req.id), intent)
+                            email_preview(req.arguments), await edit_for(store, req.id), intent,
+                            votes=await votes_of(req))
         return HTMLResponse(pages.detail_page(view, datetime.now(UTC), csrf=who.csrf,
                                               user=who.name))
 
@@ -220,11 +250,14 @@ def create_app(store: Store, *, token: str,
             return refused(who, request_id, Refusal.INVALID, "choose approve or deny")
         outcome = await answer(store, request_id, form.get("digest", ""),
                                approved=choice == "approve", approver=f"web:{who.name}",
-                               note=form.get("note", "").strip())
-        if outcome.answer is None:
+                               note=form.get("note", "").strip(),
+                               reviewer=identified.get(who.session_id))
+        if not outcome.recorded:
             return refused(who, request_id, outcome.refusal or Refusal.INVALID,
                            outcome.detail and f"{(outcome.refusal or Refusal.INVALID).value}: "
                            f"{outcome.detail}")
+        if outcome.answer is None:  # a vote counted; the request waits for more approvers
+            return RedirectResponse(f"/approvals/{request_id}", status_code=303)
         req = await with_request(request_id)
         assert req is not None
         return after(request_id, outcome.answer, req)
@@ -318,6 +351,7 @@ def create_app(store: Store, *, token: str,
     routes: Sequence[Route] = [
         Route("/", pending_page, methods=["GET"]),
         Route("/pending.html", pending_fragment, methods=["GET"]),
+        Route("/events", events, methods=["GET"]),
         Route("/login", login_form, methods=["GET"]),
         Route("/login", login, methods=["POST"]),
         Route("/logout", logout, methods=["POST"]),
@@ -328,7 +362,9 @@ def create_app(store: Store, *, token: str,
         Route("/sessions", sessions, methods=["GET"]),
         Route("/sessions/{session_id}", session, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
-        *api_routes(store, token, on_answer),
+        *api_routes(store, token, on_answer, reviewers=reviewers,
+                    callbacks=CallbackVerifier(callback_secrets, store)
+                    if callback_secrets else None),
     ]
     return Starlette(routes=list(routes),
                      middleware=[Middleware(GuardMiddleware, allowed_hosts=allowed_hosts,

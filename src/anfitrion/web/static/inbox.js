@@ -5,8 +5,10 @@
 //     the address bar (and the tab's history) before anything else, puts it in the sign-in
 //     form and, when this browser already knows the reviewer's name and the person opened the
 //     link themselves (the server says so), submits the form.
-//  2. Live update of the pending list: fetch the rows every two seconds and swap them when
-//     they change. The rows are rendered and escaped by the server; no value is interpolated.
+//  2. Live update of the pending list: the server sends an event (server-sent events, /events)
+//     when the pending requests change; the script fetches the rows and swaps them, and shows
+//     the count in the title. The rows are rendered and escaped by the server; no value is
+//     interpolated.
 (function () {
   const NAME_KEY = "anfitrion.reviewer";
   // the reviewer's name (not a secret); a browser may refuse storage: then it is asked each time
@@ -73,7 +75,11 @@
     return;
   }
   const source = list.dataset.source;
+  const baseTitle = document.title.replace(/^\(\d+\) /, "");
   let last = list.innerHTML;
+  function showCount(count) {
+    document.title = count > 0 ? "(" + count + ") " + baseTitle : baseTitle;
+  }
   async function refresh() {
     try {
       const response = await fetch(source, { credentials: "same-origin", cache: "no-store" });
@@ -85,9 +91,21 @@
         }
       }
     } catch (error) {
-      // the server restarted or the network dropped: try again at the next tick
+      // the server restarted or the network dropped: the next event fetches again
     }
-    window.setTimeout(refresh, 2000);
   }
-  window.setTimeout(refresh, 2000);
+  // server-sent events: the server says when the pending list changed (and how many wait);
+  // the browser reconnects by itself after a drop
+  const events = new EventSource(list.dataset.events, { withCredentials: true });
+  events.addEventListener("pending", function (event) {
+    let count = 0;
+    try {
+      count = Number(JSON.parse(event.data).count) || 0;
+    } catch (error) {
+      count = 0;
+    }
+    showCount(count);
+    list.dataset.count = String(count);
+    refresh();
+  });
 })();

@@ -1,0 +1,15 @@
+"""Approval channels: the ways a request reaches people and their answers come back.
+
+- :mod:`~anfitrion.channels.reviewers`: people who approve, each with their own token and roles
+  (the two-person rule counts people, so it needs to know who is who);
+- :mod:`~anfitrion.channels.webhooks`: signed webhooks out, signed callbacks in;
+- :mod:`anfitrion.mcp.approval_queue`: the queue as an MCP server for a reviewer's assistant.
+
+Every answer, whichever channel it comes through, goes through :func:`anfitrion.answers.answer`.
+"""
+
+from __future__ import annotations
+
+from .reviewers import Reviewers, load_reviewers, token_sha256
+
+__all__ = ["Reviewers", "load_reviewers", "token_sha256"]
