@@ -129,7 +129,8 @@ def policy_examples() -> list[bytes]:
 
 
 def mcp_examples() -> list[bytes]:
-    return [FULL_MCP, *_blocks("mcp.md", "json")]
+    # the page's config files (not the tools/list entries it shows as JSON too)
+    return [FULL_MCP, *(b for b in _blocks("mcp.md", "json") if b'"mcpServers"' in b)]
 
 
 HOSTILE_TOML_VALUES = [
