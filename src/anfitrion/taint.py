@@ -35,15 +35,17 @@ from __future__ import annotations
 
 import fnmatch
 import html
+import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .conversation import Message, Provenance, Reply, ToolResult, UserMessage
 from .policy import Decision, PolicyContext, Rule, Verdict
+from .policy.declarations import Dataflow
 from .policy.secrets import encoded_forms
 from .tools import BoundCall, Effect
 
@@ -51,8 +53,10 @@ __all__ = [
     "EGRESS_WARNING",
     "FLAG_WARNING",
     "HOST_WRITTEN_ERRORS",
+    "PLAN_WARNING",
     "READS_MODES",
     "TAINT_WARNING",
+    "UNPROVEN_WARNING",
     "Origin",
     "TaintIndex",
     "egress_warnings",
@@ -64,6 +68,11 @@ TAINT_WARNING = "this session read untrusted content from"
 """Prefix of the warning on side-effecting calls in a tainted session."""
 FLAG_WARNING = "argument "
 """Prefix of a warning about an argument whose value came only from untrusted content."""
+UNPROVEN_WARNING = "is not proven"
+"""In a warning about a sink, destructive target or outward payload whose value nobody
+trusted wrote (``argument to (recipient): `x@y` is not proven: it appeared in ...``)."""
+PLAN_WARNING = "outside the plan: "
+"""Prefix of a warning about a call of a tool the task's plan does not name."""
 EGRESS_WARNING = "possible exfiltration: "
 """Prefix of a warning about a URL argument leaving the allow-list or carrying conversation text."""
 
@@ -95,7 +104,12 @@ _PATH = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+")
 _DATE_OR_TIME = re.compile(r"[\d\s:/.,+-]*|\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2})?\S*")
 _TRAILING = ".,;:!?)]}'\""
 _DECODED_SEPARATORS = re.compile(r"[/?&=#;,{}\[\]\"|<>\n]+|: ")
-_FILE_EXTENSIONS = re.compile(r"\.(?:txt|md|pdf|docx?|xlsx?|csv|json|ya?ml|py|js|html?|png|jpe?g)$")
+_FILE_EXTENSIONS = re.compile(r"\.(?:txt|md|pdf|docx?|xlsx?|pptx?|od[tsp]|csv|tsv|json|ya?ml|xml|"
+                              r"toml|ini|log|py|js|html?|png|jpe?g|gif|svg|webp|zip|eml|ics)$")
+_DATES_AND_TIMES = re.compile(
+    r"(?<![\d])(?:\d{4}-\d{2}-\d{2}(?:[ t]\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?)?"
+    r"|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?)(?![\d])")
+"""Dates and times: their digits are not phone or account numbers."""
 
 
 def normalise(text: str) -> str:
@@ -173,7 +187,7 @@ def _entities(text: str) -> Iterator[tuple[str, str, str]]:
             key = iban.replace(" ", "")
             if any(c.isalpha() for c in key[4:]) or len(key) >= 15:
                 yield "IBAN/account", key, iban
-        for number in _DIGITS.findall(text):
+        for number in _DIGITS.findall(_DATES_AND_TIMES.sub(_blank, text)):
             digits = re.sub(r"\D", "", number)
             if len(digits) >= 7 and not _looks_like_date(number):
                 yield "phone/account number", digits, number.strip()
@@ -183,6 +197,10 @@ def _entities(text: str) -> Iterator[tuple[str, str, str]]:
         for path in paths:
             if not any(path in u for u in urls) and re.search(r"[a-z]", path):
                 yield "path", path, path
+
+
+def _blank(match: re.Match[str]) -> str:
+    return " " * len(match.group())
 
 
 def _looks_like_date(text: str) -> bool:
@@ -232,6 +250,10 @@ class TaintIndex:
         self._sources: list[str] = []  # tools whose untrusted results arrived, first seen first
         self._untrusted_keys: dict[str, Origin] = {}
         self._trusted_keys: set[str] = set()
+        self._tools: list[str] = []  # the tool of each result
+        # normalised value -> (result id, field name) of every JSON field holding it
+        self._fields: dict[str, list[tuple[int, str]]] = {}
+        self._planned: list[str] = []  # tools proposed before the first untrusted result
 
     # -- feeding ---------------------------------------------------------------------------
 
@@ -258,9 +280,13 @@ class TaintIndex:
         chunk = len(self._chunks)
         self._chunks.append(norm)
         self._origins.append(origin)
+        self._tools.append(result.name)
         for word in set(_WORD.findall(norm)):
             self._words.setdefault(word, []).append(chunk)
         keys = {key for _, key, _ in _entities(norm)}
+        if not result.is_error and not result.truncated:
+            for name, field_value in _json_fields(result.content):
+                self._fields.setdefault(field_value, []).append((chunk, name))
         if origin is not None:
             self._untrusted_count += 1
             if result.name not in self._sources:
@@ -271,6 +297,15 @@ class TaintIndex:
             self._trusted_keys.update(keys)
         return origin is not None
 
+    def add_reply(self, reply: Reply) -> None:
+        """A model reply: the tools it proposes before any untrusted result are the plan the
+        model made from the principal's words alone (:attr:`planned_tools`)."""
+        if self._untrusted_count:
+            return
+        for call in reply.tool_calls:
+            if call.name not in self._planned:
+                self._planned.append(call.name)
+
     @classmethod
     def from_messages(cls, messages: Iterable[Message],
                       pending: Iterable[ToolResult] = (), *, turn: int = 0) -> TaintIndex:
@@ -280,6 +315,7 @@ class TaintIndex:
         for message in messages:
             if isinstance(message, Reply):
                 current += 1
+                index.add_reply(message)
             elif isinstance(message, UserMessage):
                 for part in message.parts:
                     if isinstance(part, ToolResult):
@@ -340,6 +376,85 @@ class TaintIndex:
     def sources(self) -> tuple[str, ...]:
         """The tools whose untrusted results were indexed, first seen first."""
         return tuple(self._sources)
+
+    @property
+    def planned_tools(self) -> tuple[str, ...]:
+        """The tools the model proposed before the first untrusted result, first first."""
+        return tuple(self._planned)
+
+    # -- proving ---------------------------------------------------------------------------
+
+    def unproven(self, value: str, *,
+                 service_ids: Callable[[str], Collection[str]] | None = None,
+                 minted: bool = True) -> str | None:
+        """Why *value* is not proven trusted, or ``None`` when it is.
+
+        A value is proven when the principal wrote it, a trusted result holds it, or — with
+        *minted* — a result holds it in a service-id field (*service_ids* maps a tool name to
+        its service-id fields) and no untrusted text repeats it outside such a field. Values
+        are matched on token boundaries (``evil.com`` is not in ``notevil.com``), and a number
+        only as a number: the ``13`` of ``2024-05-13`` or of ``13:00`` is not an id, and a
+        number in a trusted result counts only in a service-id field.
+        """
+        norm = normalise(value)
+        if not norm:
+            return None
+        numeric = bool(_NUMBER.fullmatch(norm))
+        pattern = _token_pattern(norm, numeric)
+        if any(pattern.search(p) for p in self._principal):
+            return None
+        if not numeric and any(pattern.search(self._chunks[c])
+                               for c in self._chunks_with(norm, False)):
+            return None
+        for _, key, _ in _entities(norm):
+            if key == norm.replace(" ", "") and (key in self._principal_keys
+                                                 or key in self._trusted_keys):
+                return None
+        origin = self._origin_on_boundary(norm, pattern)
+        if minted and service_ids is not None and self._minted(norm, pattern, service_ids):
+            return None
+        if origin is not None:
+            return f"it appeared in {origin.describe()}"
+        return "nothing the user or a trusted tool wrote holds it"
+
+    def unproven_entities(self, text: str, *,
+                          service_ids: Callable[[str], Collection[str]] | None = None
+                          ) -> list[str]:
+        """The e-mail addresses, URLs, account and phone numbers in *text* that are not
+        proven (each with where it came from): what an outward payload must not carry."""
+        found: list[str] = []
+        for kind, key, shown in _entities(normalise(text)):
+            if kind in ("host", "path") or shown in found:
+                continue
+            if key in self._principal_keys or key in self._trusted_keys:
+                continue
+            why = self.unproven(shown, service_ids=service_ids)
+            if why is not None:
+                found.append(f"{kind} `{shown}` ({why})")
+        return found
+
+    def _origin_on_boundary(self, norm: str, pattern: re.Pattern[str]) -> Origin | None:
+        for chunk in self._chunks_with(norm, True):
+            if pattern.search(self._chunks[chunk]):
+                return self._origins[chunk]
+        key = norm.replace(" ", "")
+        return self._untrusted_keys.get(key)
+
+    def _minted(self, norm: str, pattern: re.Pattern[str],
+                service_ids: Callable[[str], Collection[str]]) -> bool:
+        """Whether a service-id field holds *norm*, and no untrusted text repeats it elsewhere
+        (an injected ``delete file 13`` beside a listing that has a file 13)."""
+        minted_in: dict[int, int] = {}
+        for chunk, name in self._fields.get(norm, ()):
+            fields = service_ids(self._tools[chunk])
+            if name in fields or "*" in fields:
+                minted_in[chunk] = minted_in.get(chunk, 0) + 1
+        if not minted_in:
+            return False
+        for chunk in self._chunks_with(norm, True):
+            if len(pattern.findall(self._chunks[chunk])) > minted_in.get(chunk, 0):
+                return False  # the value also stands in text a third party wrote
+        return True
 
     def flag(self, arguments: Mapping[str, Any]) -> dict[str, str]:
         """Argument paths whose values came only from untrusted results, with the reason.
@@ -431,6 +546,42 @@ class TaintIndex:
         return None
 
 
+_NUMBER = re.compile(r"\d+")
+MAX_JSON_FIELDS = 4096
+"""At most this many fields of one JSON result are indexed for service ids."""
+MAX_FIELD_CHARS = 256
+
+
+def _token_pattern(norm: str, numeric: bool) -> re.Pattern[str]:
+    """*norm* on token boundaries; a number also not inside a date, time or decimal."""
+    if numeric:
+        return re.compile(rf"(?<![\w.:/-]){norm}(?![\w]|[.:/-]\d)")
+    return re.compile(rf"(?<!\w){re.escape(norm)}(?!\w)")
+
+
+def _json_fields(content: str) -> Iterator[tuple[str, str]]:
+    """``(field name, normalised value)`` of the scalar fields of a JSON result, any depth."""
+    if content[:1] not in ("{", "["):
+        return
+    try:
+        data = json.loads(content)
+    except (ValueError, RecursionError):
+        return
+    stack: list[tuple[str, Any]] = [("", data)]
+    count = 0
+    while stack and count < MAX_JSON_FIELDS:
+        name, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((name, v) for v in value)
+        elif isinstance(value, str | int) and not isinstance(value, bool):
+            text = normalise(str(value))
+            if text and len(text) <= MAX_FIELD_CHARS:
+                count += 1
+                yield name or "*", text
+
+
 def _same(text: str) -> str:
     return text
 
@@ -445,10 +596,15 @@ def _short(text: str, limit: int = 80) -> str:
 
 
 def _is_url(norm: str) -> bool:
+    """A URL with a scheme, or a bare host with an optional port and path — not a file name
+    (``feedback.xlsx``, ``notes.txt``: a name with a file extension and nothing after it)."""
     if " " in norm or "@" in norm.split("/", 1)[0]:
         return False
-    return bool(re.match(r"[a-z][a-z0-9+.-]*://", norm)) or \
-        bool(re.fullmatch(r"(?:[a-z0-9-]+\.)+[a-z]{2,}(?::\d+)?(?:[/?#]\S*)?", norm))
+    if re.match(r"[a-z][a-z0-9+.-]*://", norm):
+        return True
+    return bool(re.fullmatch(r"(?:[a-z0-9-]+\.)+[a-z]{2,}(?::\d+)?(?:[/?#]\S*)?", norm)) \
+        and not (re.fullmatch(r"[\w.-]+", norm) and not norm.startswith("www.")
+                 and _FILE_EXTENSIONS.search(norm))
 
 
 def _host_allowed(host: str, allowed: Iterable[str]) -> bool:
@@ -475,12 +631,97 @@ def egress_warnings(arguments: Mapping[str, Any], allowed_hosts: Iterable[str]) 
     return out
 
 
-READS_MODES = ("url", "flagged", "all")
-"""How :func:`taint_rule` treats read calls: see its ``reads`` argument."""
+READS_MODES = ("url", "flagged", "all", "sinks")
+"""How :func:`taint_rule` treats calls: see its ``reads`` argument."""
+
+TRADE_OFFS = {
+    "url": "reads stay free after taint unless a URL argument came from untrusted content; "
+           "every write asks",
+    "flagged": "reads ask after taint only for an argument from untrusted content; every "
+               "write asks",
+    "all": "after taint every call asks, reads included: no attacker read runs unseen, and a "
+           "person is asked most often",
+    "sinks": "after taint a declared tool asks only where an injection could act (an "
+             "unproven sink or destructive target, an unproven address in an outward payload, "
+             "a call outside the plan, a URL from untrusted content); other reads run unseen "
+             "and so may an attacker's; undeclared writes still ask",
+}
+"""What each mode lets through, in a phrase (shown by ``anfitrion policy validate``)."""
+
+PLAN_BEFORE_TAINT = "before-taint"
+"""``taint_rule(plan=...)``: the plan is the tools the model proposed before the first
+untrusted result."""
+
+_MAX_LEARNED = 4096
+
+
+def _values(arguments: Any, path: str) -> list[str]:
+    """The scalar values at a dotted *path* (arrays entered), as text."""
+    found: list[Any] = [arguments]
+    for part in path.split("."):
+        nxt: list[Any] = []
+        for item in found:
+            for one in (item if isinstance(item, list) else [item]):
+                if isinstance(one, Mapping) and part in one:
+                    nxt.append(one[part])
+        found = nxt
+    out: list[str] = []
+    for item in found:
+        for one in (item if isinstance(item, list) else [item]):
+            if isinstance(one, str | int | float) and not isinstance(one, bool):
+                out.append(str(one))
+            elif one is not None:
+                out += [text for _, text in _strings(one)]
+    return out
+
+
+class _DataflowCheck:
+    """The ``reads="sinks"`` checks of one declared call (see :func:`taint_rule`)."""
+
+    def __init__(self, declarations: Mapping[str, Dataflow]) -> None:
+        self.declarations = dict(declarations)
+        self.learned: dict[str, tuple[str, ...]] = {}  # tool -> service ids, from calls seen
+
+    def flow_of(self, call: BoundCall) -> Dataflow | None:
+        flow = self.declarations.get(call.name) or call.tool.dataflow
+        if call.tool.dataflow is not None and call.name not in self.learned \
+                and len(self.learned) < _MAX_LEARNED:
+            self.learned[call.name] = call.tool.dataflow.service_ids
+        return flow
+
+    def service_ids(self, tool: str) -> Collection[str]:
+        flow = self.declarations.get(tool)
+        return flow.service_ids if flow is not None else self.learned.get(tool, ())
+
+    def warnings(self, call: BoundCall, flow: Dataflow, provenance: Any) -> list[str]:
+        out: list[str] = []
+        for path, kind in flow.sinks.items():
+            for value in _values(call.arguments, path):
+                why = provenance.unproven(value, service_ids=self.service_ids)
+                if why is not None:
+                    out.append(f"{FLAG_WARNING}{path} ({kind}): `{_short(value)}` "
+                               f"{UNPROVEN_WARNING}: {why}")
+        for path in flow.destructive:
+            for value in _values(call.arguments, path):
+                why = provenance.unproven(value, service_ids=self.service_ids, minted=False)
+                if why is not None:
+                    out.append(f"{FLAG_WARNING}{path} (destructive target): `{_short(value)}` "
+                               f"{UNPROVEN_WARNING} to come from the user or a trusted result: "
+                               f"{why}")
+        for path in flow.outward:
+            for value in _values(call.arguments, path):
+                found = provenance.unproven_entities(value, service_ids=self.service_ids)
+                if found:
+                    out.append(f"{FLAG_WARNING}{path} (outward): carries "
+                               f"{'; '.join(found[:MAX_FLAGS_PER_ARGUMENT])}, which "
+                               f"{UNPROVEN_WARNING}")
+        return out
 
 
 def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool = False,
-               reads: str = "url", free_reads: Iterable[str] = ()) -> Rule:
+               reads: str = "url", free_reads: Iterable[str] = (),
+               declarations: Mapping[str, Dataflow | Mapping[str, Any]] | None = None,
+               plan: str | Iterable[str] | None = None) -> Rule:
     """The rule that makes a person look at calls an injected instruction could have caused.
 
     Args:
@@ -488,7 +729,7 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             the allow-list check off.
         deny_flagged: deny, rather than ask about, calls with flagged arguments or egress
             warnings.
-        reads: how reads are treated once the session is tainted.
+        reads: how calls are treated once the session is tainted.
             ``"url"`` (the default): a read asks only when a flagged argument is a URL (the
             read would reach a host an attacker chose, or carry data out); chained look-ups
             — reviews of the hotels a listing returned — stay free.
@@ -496,16 +737,30 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             ``"all"``: every read asks too, flagged or not — for an operator who assumes the
             model is compromised: an injected instruction cannot even make it *look*
             anything up unseen. Tools named in *free_reads* are exempt.
+            ``"sinks"``: a tool that declares its data flow (:class:`~anfitrion.policy.
+            declarations.Dataflow`, on the tool or in *declarations*) asks only where an
+            injection could act: a sink whose value is not proven, a destructive target not
+            from the user or a trusted result, an outward payload carrying an unproven
+            e-mail address, URL, account or phone number, a URL argument from untrusted
+            content, a call outside the *plan*. Its other calls run without a question even
+            after taint. Undeclared tools are treated as under ``"url"``.
         free_reads: tool-name globs of reads that stay free in a tainted session under
             ``reads="all"`` (a clock, a unit converter: nothing private comes back and
             nothing leaves). A flagged URL argument still asks. Writes are never exempt.
+        declarations: tool name → data-flow declaration, for tools the operator does not
+            own (``[tools."name"]`` in the policy file); it takes precedence over the tool's.
+        plan: the tools the task may use (name globs, fixed by the application before the
+            task starts), or :data:`PLAN_BEFORE_TAINT` — the tools the model proposed before
+            the first untrusted result. A call of another tool after taint asks, whatever
+            *reads* says. ``None``: no plan.
 
     Returns:
         a rule: side-effecting calls in a tainted session ask, naming the untrusted sources;
         calls with flagged arguments ask (or are denied), naming each value and its origin.
 
     Raises:
-        ValueError: *reads* is not one of ``"url"``, ``"flagged"``, ``"all"``.
+        ValueError: *reads* is not one of :data:`READS_MODES`, or a declaration or plan is
+            malformed.
     """
     if reads not in READS_MODES:
         raise ValueError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
@@ -515,22 +770,56 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
     for glob in free:
         if not isinstance(glob, str) or not glob:
             raise ValueError(f"free_reads takes tool-name globs (non-empty strings), not {glob!r}")
+    declared = {name: Dataflow.coerce(flow) for name, flow in (declarations or {}).items()}
+    planned: tuple[str, ...] | None
+    if plan is None or plan == PLAN_BEFORE_TAINT:
+        planned = None
+    elif isinstance(plan, str):
+        raise ValueError(f"plan takes tool-name globs or {PLAN_BEFORE_TAINT!r}, not {plan!r}")
+    else:
+        planned = tuple(plan)
+        if not all(isinstance(g, str) and g for g in planned):
+            raise ValueError("plan takes tool-name globs (non-empty strings)")
+    check = _DataflowCheck(declared)
+
+    def outside_plan(call: BoundCall, context: PolicyContext) -> list[str]:
+        if plan is None or not context.tainted:
+            return []
+        if planned is not None:
+            globs = planned
+            source = "the application's plan"
+        else:
+            provenance = context.provenance
+            globs = tuple(provenance.planned_tools) if provenance is not None else ()
+            source = "the tools proposed before untrusted content was read"
+        if any(fnmatch.fnmatchcase(call.name, g) for g in globs):
+            return []
+        return [f"{PLAN_WARNING}{call.name} is not among {source} "
+                f"({', '.join(globs) or 'none'})"]
+
+    def url_flags(call: BoundCall, flagged_items: dict[str, str]) -> dict[str, str]:
+        values = dict(_strings(call.arguments))
+        return {path: why for path, why in flagged_items.items()
+                if _is_url(values.get(path, "").strip().casefold()) or EGRESS_WARNING in why}
 
     def rule(call: BoundCall, context: PolicyContext) -> Decision | None:
         write = call.tool.effect is Effect.WRITE
+        flow = check.flow_of(call) if reads == "sinks" else None
         flagged_items = dict(context.flagged_arguments)
-        if not write and reads == "url" and flagged_items:
-            values = dict(_strings(call.arguments))
-            flagged_items = {path: why for path, why in flagged_items.items()
-                             if _is_url(values.get(path, "").strip().casefold())}
+        # a read, or a declared write (its sinks say what matters): only URL flags count
+        if flagged_items and (flow is not None or (not write and reads in ("url", "sinks"))):
+            flagged_items = url_flags(call, flagged_items)
         flagged = [f"{FLAG_WARNING}{path}: {why}" for path, why in flagged_items.items()]
+        if flow is not None and context.tainted and context.provenance is not None:
+            flagged += check.warnings(call, flow, context.provenance)
         egress = [] if allowed is None else egress_warnings(call.arguments, allowed)
+        off_plan = outside_plan(call, context)
         tainted_read = (not write and reads == "all" and context.tainted
                         and not any(fnmatch.fnmatchcase(call.name, g) for g in free))
         warnings: list[str] = []
-        if (write or tainted_read) and context.tainted:
+        if ((write and flow is None) or tainted_read) and context.tainted:
             warnings.append(f"{TAINT_WARNING} {', '.join(context.untrusted_sources)}")
-        warnings += flagged + egress
+        warnings += flagged + egress + off_plan
         if not warnings:
             return None
         if flagged or egress:
@@ -541,6 +830,10 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
                 return Decision(Verdict.DENY, reason, rule_id, tuple(warnings))
             return Decision.ask("an argument came from untrusted content or leaves the "
                                 "allow-list; a person must check it", rule_id, warnings)
+        if off_plan:
+            return Decision.ask("the session read untrusted content and this tool is not in "
+                                "the task's plan; a person must check it", "taint.plan",
+                                warnings)
         if tainted_read:
             return Decision.ask("the session read untrusted content; under this policy every "
                                 "call after that, reads included, needs a person's approval",
@@ -553,7 +846,11 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
     rule.settings = {  # type: ignore[attr-defined]
         "reads": reads, "free_reads": list(free),
         "allowed_hosts": None if allowed is None else list(allowed),
-        "deny_flagged": deny_flagged}
+        "deny_flagged": deny_flagged,
+        **({"declared_tools": sorted(declared)} if declared else {}),
+        **({"plan": plan if isinstance(plan, str) else list(planned or ())}
+           if plan is not None else {})}
+    rule.trade_off = TRADE_OFFS[reads]  # type: ignore[attr-defined]
     # an escalation: it can make a person look at an allowed call, never grant a denied one
     rule.escalates_only = True  # type: ignore[attr-defined]
     return rule
