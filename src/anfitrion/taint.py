@@ -199,6 +199,17 @@ def _entities(text: str) -> Iterator[tuple[str, str, str]]:
                 yield "path", path, path
 
 
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+          r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_DATE_PHRASES = re.compile(
+    rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?\b"
+    r"|\b\d{1,2}(?:st|nd|rd|th)\b|\b\d{1,2}\s*(?:am|pm|a\.m\.|p\.m\.)"
+    r"|[$€£¥]\s*\d[\d,.]*|\d[\d,.]*\s*(?:%|(?:percent|euros?|dollars?|usd|eur|chf|gbp)\b)"
+    r"|\d+\.\d+|\d{1,3}(?:,\d{3})+")
+"""Dates in words, ordinals, times and amounts: a number inside one is not an id."""
+
+
 def _blank(match: re.Match[str]) -> str:
     return " " * len(match.group())
 
@@ -243,6 +254,7 @@ class TaintIndex:
         self._principal: list[str] = []
         self._principal_compact: list[str] = []
         self._principal_keys: set[str] = set()
+        self._principal_numbers: set[str] = set()  # numbers standing alone, not in dates
         self._chunks: list[str] = []
         self._origins: list[Origin | None] = []  # None: a trusted result
         self._words: dict[str, list[int]] = {}  # word -> ids of the results holding it
@@ -263,6 +275,8 @@ class TaintIndex:
         self._principal.append(norm)
         self._principal_compact.append(_compact(norm))
         self._principal_keys.update(key for _, key, _ in _entities(norm))
+        self._principal_numbers.update(
+            _NUMBER.findall(_DATE_PHRASES.sub(_blank, _DATES_AND_TIMES.sub(_blank, norm))))
 
     def add_result(self, result: ToolResult, turn: int) -> bool:
         """Index one tool result; True when it brought untrusted content into the session.
@@ -386,29 +400,34 @@ class TaintIndex:
 
     def unproven(self, value: str, *,
                  service_ids: Callable[[str], Collection[str]] | None = None,
-                 minted: bool = True) -> str | None:
+                 minted: bool = True, trusted: bool = True) -> str | None:
         """Why *value* is not proven trusted, or ``None`` when it is.
 
         A value is proven when the principal wrote it, a trusted result holds it, or — with
         *minted* — a result holds it in a service-id field (*service_ids* maps a tool name to
         its service-id fields) and no untrusted text repeats it outside such a field. Values
         are matched on token boundaries (``evil.com`` is not in ``notevil.com``), and a number
-        only as a number: the ``13`` of ``2024-05-13`` or of ``13:00`` is not an id, and a
-        number in a trusted result counts only in a service-id field.
+        only as a number: the ``13`` of ``2024-05-13``, ``13:00`` or ``June 13`` is not an
+        id, and a number in a trusted result counts only in a service-id field. Without
+        *trusted*, a trusted result proves nothing but its service ids (an account number
+        from the user's own records is theirs, not the recipient's).
         """
         norm = normalise(value)
         if not norm:
             return None
         numeric = bool(_NUMBER.fullmatch(norm))
         pattern = _token_pattern(norm, numeric)
-        if any(pattern.search(p) for p in self._principal):
+        if numeric:
+            if norm in self._principal_numbers:
+                return None
+        elif any(pattern.search(p) for p in self._principal):
             return None
-        if not numeric and any(pattern.search(self._chunks[c])
-                               for c in self._chunks_with(norm, False)):
+        if trusted and not numeric and any(pattern.search(self._chunks[c])
+                                           for c in self._chunks_with(norm, False)):
             return None
         for _, key, _ in _entities(norm):
             if key == norm.replace(" ", "") and (key in self._principal_keys
-                                                 or key in self._trusted_keys):
+                                                 or (trusted and key in self._trusted_keys)):
                 return None
         origin = self._origin_on_boundary(norm, pattern)
         if minted and service_ids is not None and self._minted(norm, pattern, service_ids):
@@ -426,9 +445,12 @@ class TaintIndex:
         for kind, key, shown in _entities(normalise(text)):
             if kind in ("host", "path") or shown in found:
                 continue
-            if key in self._principal_keys or key in self._trusted_keys:
+            # a number from the user's own records is theirs to keep: only their words or
+            # the other party's service record prove it in a payload that leaves
+            numbers = kind in ("IBAN/account", "phone/account number")
+            if key in self._principal_keys or (not numbers and key in self._trusted_keys):
                 continue
-            why = self.unproven(shown, service_ids=service_ids)
+            why = self.unproven(shown, service_ids=service_ids, trusted=not numbers)
             if why is not None:
                 found.append(f"{kind} `{shown}` ({why})")
         return found
