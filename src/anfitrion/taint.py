@@ -433,7 +433,7 @@ class TaintIndex:
         if minted and service_ids is not None and self._minted(norm, pattern, service_ids):
             return None
         if origin is not None:
-            return f"it appeared in {origin.describe()}"
+            return f"{_APPEARED}{origin.describe()}"
         return "nothing the user or a trusted tool wrote holds it"
 
     def unproven_entities(self, text: str, *,
@@ -569,6 +569,7 @@ class TaintIndex:
 
 
 _NUMBER = re.compile(r"\d+")
+_APPEARED = "it appeared in "
 MAX_JSON_FIELDS = 4096
 """At most this many fields of one JSON result are indexed for service ids."""
 MAX_FIELD_CHARS = 256
@@ -697,6 +698,11 @@ def _values(arguments: Any, path: str) -> list[str]:
     return out
 
 
+def _plain(path: str) -> str:
+    """An argument path without array indices (``to[0]`` → ``to``), as declarations name it."""
+    return re.sub(r"\[\d+\]", "", path)
+
+
 class _DataflowCheck:
     """The ``reads="sinks"`` checks of one declared call (see :func:`taint_rule`)."""
 
@@ -716,21 +722,32 @@ class _DataflowCheck:
         return flow.service_ids if flow is not None else self.learned.get(tool, ())
 
     def warnings(self, call: BoundCall, flow: Dataflow, provenance: Any) -> list[str]:
+        """Unproven sinks, destructive targets and outward addresses (a read: URL sinks)."""
         out: list[str] = []
+        write = call.tool.effect is Effect.WRITE
         for path, kind in flow.sinks.items():
+            if not write and kind != "url":
+                continue  # a look-up changes nothing; only where it reaches matters
             for value in _values(call.arguments, path):
                 why = provenance.unproven(value, service_ids=self.service_ids)
+                if why is not None and not write:
+                    # a read asks only for a URL or host from untrusted content
+                    host = _host_of(normalise(value))
+                    host_why = provenance.unproven(host) if host else None
+                    why = why if why.startswith(_APPEARED) else (
+                        f"its host {host_why}" if host_why and host_why.startswith(_APPEARED)
+                        else None)
                 if why is not None:
                     out.append(f"{FLAG_WARNING}{path} ({kind}): `{_short(value)}` "
                                f"{UNPROVEN_WARNING}: {why}")
-        for path in flow.destructive:
+        for path in flow.destructive if write else ():
             for value in _values(call.arguments, path):
                 why = provenance.unproven(value, service_ids=self.service_ids, minted=False)
                 if why is not None:
                     out.append(f"{FLAG_WARNING}{path} (destructive target): `{_short(value)}` "
                                f"{UNPROVEN_WARNING} to come from the user or a trusted result: "
                                f"{why}")
-        for path in flow.outward:
+        for path in flow.outward if write else ():
             for value in _values(call.arguments, path):
                 found = provenance.unproven_entities(value, service_ids=self.service_ids)
                 if found:
@@ -831,9 +848,16 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
         # a read, or a declared write (its sinks say what matters): only URL flags count
         if flagged_items and (flow is not None or (not write and reads in ("url", "sinks"))):
             flagged_items = url_flags(call, flagged_items)
-        flagged = [f"{FLAG_WARNING}{path}: {why}" for path, why in flagged_items.items()]
         if flow is not None and context.tainted and context.provenance is not None:
-            flagged += check.warnings(call, flow, context.provenance)
+            declared = check.warnings(call, flow, context.provenance)
+            # a sink's own warning says more than the flag on the same argument
+            flagged_items = {p: why for p, why in flagged_items.items()
+                             if EGRESS_WARNING in why or not any(
+                                 w.startswith(f"{FLAG_WARNING}{_plain(p)} (") for w in declared)}
+        else:
+            declared = []
+        flagged = [f"{FLAG_WARNING}{path}: {why}" for path, why in flagged_items.items()]
+        flagged += declared
         egress = [] if allowed is None else egress_warnings(call.arguments, allowed)
         off_plan = outside_plan(call, context)
         tainted_read = (not write and reads == "all" and context.tainted
