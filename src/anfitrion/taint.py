@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import fnmatch
 import html
+import itertools
 import json
 import re
 import unicodedata
@@ -257,7 +258,9 @@ class TaintIndex:
         self._principal_numbers: set[str] = set()  # numbers standing alone, not in dates
         self._chunks: list[str] = []
         self._origins: list[Origin | None] = []  # None: a trusted result
-        self._words: dict[str, list[int]] = {}  # word -> ids of the results holding it
+        # word, and pair of adjacent words -> ids of the results holding it: trusted results,
+        # untrusted ones
+        self._words: tuple[dict[str, list[int]], dict[str, list[int]]] = ({}, {})
         self._untrusted_count = 0
         self._sources: list[str] = []  # tools whose untrusted results arrived, first seen first
         self._untrusted_keys: dict[str, Origin] = {}
@@ -295,8 +298,10 @@ class TaintIndex:
         self._chunks.append(norm)
         self._origins.append(origin)
         self._tools.append(result.name)
-        for word in set(_WORD.findall(norm)):
-            self._words.setdefault(word, []).append(chunk)
+        postings = self._words[untrusted]
+        tokens = _WORD.findall(norm)
+        for key in {*tokens, *map(" ".join, itertools.pairwise(tokens))}:
+            postings.setdefault(key, []).append(chunk)
         keys = {key for _, key, _ in _entities(norm)}
         if not result.is_error and not result.truncated:
             for name, field_value in _json_fields(result.content):
@@ -344,18 +349,27 @@ class TaintIndex:
 
     def _chunks_with(self, norm: str, untrusted: bool | None) -> Iterator[int]:
         """Ids of results containing *norm*, oldest first: untrusted ones, trusted ones, or
-        (``None``) any. Only results holding the value's rarest word are tested."""
+        (``None``) any, untrusted first. Only results holding every one of the value's words
+        are tested: trusted and untrusted results have their own postings, intersected rarest
+        first, so a value whose words are common in a long conversation is compared with the
+        few results of the kind asked that hold them all."""
         words = _WORD.findall(norm)
         if not words:
             return
-        # the first and last words of a value may be parts of longer words in the text
-        needed = words[1:-1] if len(words) >= 3 else words
-        postings = [self._words.get(word, ()) for word in needed]
-        for chunk in min(postings, key=len):
-            if untrusted is not None and (self._origins[chunk] is not None) != untrusted:
-                continue
-            if norm in self._chunks[chunk]:
-                yield chunk
+        # the first and last words of a value may be parts of longer words in the text; the
+        # inner ones are whole words, side by side: their pairs are looked up (rarer still)
+        inner = words[1:-1]
+        needed = (set(map(" ".join, itertools.pairwise(inner)))
+                  if len(inner) >= 2 else set(inner if inner else words))
+        for kind in ((True, False) if untrusted is None else (untrusted,)):
+            index = self._words[kind]
+            postings = sorted((index.get(word, _NO_CHUNKS) for word in needed), key=len)
+            candidates: Collection[int] = postings[0]
+            if len(postings) > 1 and candidates:
+                candidates = sorted(set(candidates).intersection(postings[1]))
+            for chunk in candidates:
+                if norm in self._chunks[chunk]:
+                    yield chunk
 
     def _known(self, norm: str) -> bool:
         """Written by the principal or a trusted tool."""
@@ -568,6 +582,7 @@ class TaintIndex:
         return None
 
 
+_NO_CHUNKS: list[int] = []
 _NUMBER = re.compile(r"\d+")
 _APPEARED = "it appeared in "
 MAX_JSON_FIELDS = 4096
