@@ -803,6 +803,8 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             nothing leaves). A flagged URL argument still asks. Writes are never exempt.
         declarations: tool name → data-flow declaration, for tools the operator does not
             own (``[tools."name"]`` in the policy file); it takes precedence over the tool's.
+            The service ids a tool declares itself are learned when the rule first decides a
+            call of it (in this process); until then its results prove nothing (fail closed).
         plan: the tools the task may use (name globs, fixed by the application before the
             task starts), or :data:`PLAN_BEFORE_TAINT` — the tools the model proposed before
             the first untrusted result. A call of another tool after taint asks, whatever
