@@ -74,7 +74,7 @@ clean:
 
 # AgentDojo under a compromised model (offline, about five minutes)
 agentdojo: install-test
-	$(PY) benchmarks/agentdojo/run.py --json benchmarks/agentdojo/results.json --compare flagged --compare url
+	$(PY) benchmarks/agentdojo/run.py --json benchmarks/agentdojo/results.json --compare flagged --compare url --compare sinks --compare sinks+plan
 
 # Benchmarks: peers are benchmark-only dependencies, in their own environment.
 BENCH_VENV ?= .venv-bench

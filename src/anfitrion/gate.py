@@ -387,8 +387,17 @@ class Gate:
         pending = await self.store.list_approvals(pending_only=True, session_id=session.id)
         if sum(1 for r in pending if not r.expired(now)) >= limits.max_pending:
             return "too many approval requests are waiting in this session"
-        if sum(1 for r in asked if r.created_at > now - limits.per) >= limits.max_asks:
-            return "approval requests are being raised too fast in this session"
+        recent = [r for r in asked if r.created_at > now - limits.per]
+        if len(recent) >= limits.max_asks:
+            # a request a person approved is a person keeping up, not a flood: only the ones
+            # still open or refused count against the rate (the pending cap bounds the rest)
+            unanswered = 0
+            for r in recent:
+                found = await self.store.get_approval(r.id)
+                if found is None or found[1] is None or not found[1].approved:
+                    unanswered += 1
+            if unanswered >= limits.max_asks:
+                return "approval requests are being raised too fast in this session"
         return None
 
     async def _open_request(self, session: Session, call: ToolCall,

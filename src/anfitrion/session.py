@@ -188,7 +188,8 @@ class Session:
                              now=now, counters=dict(self._counters),
                              recent_calls=tuple(self._recent),
                              untrusted_sources=self.untrusted_sources,
-                             rate_counts=rate_counts, flagged_arguments=dict(flags))
+                             rate_counts=rate_counts, flagged_arguments=dict(flags),
+                             provenance=self._taint)
 
     # -- what happened -----------------------------------------------------------------------
 
@@ -198,6 +199,7 @@ class Session:
         self._dumped.append(message_to_dict(message))
         if isinstance(message, Reply):
             self._call_ids.update(c.id for c in message.tool_calls)
+            self._taint.add_reply(message)
 
     def add_principal_text(self, text: str) -> None:
         """The principal's own words: a user message, and what provenance trusts."""

@@ -35,9 +35,11 @@ from __future__ import annotations
 
 import fnmatch
 import html
+import itertools
+import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -46,6 +48,7 @@ from urllib.parse import unquote, urlsplit
 from ._json import json_strings
 from .conversation import Message, Provenance, Reply, ToolResult, UserMessage
 from .policy import Decision, PolicyContext, Rule, Verdict
+from .policy.declarations import Dataflow
 from .policy.secrets import encoded_forms
 from .tools import BoundCall, Effect
 
@@ -53,8 +56,10 @@ __all__ = [
     "EGRESS_WARNING",
     "FLAG_WARNING",
     "HOST_WRITTEN_ERRORS",
+    "PLAN_WARNING",
     "READS_MODES",
     "TAINT_WARNING",
+    "UNPROVEN_WARNING",
     "Origin",
     "TaintIndex",
     "egress_warnings",
@@ -66,6 +71,11 @@ TAINT_WARNING = "this session read untrusted content from"
 """Prefix of the warning on side-effecting calls in a tainted session."""
 FLAG_WARNING = "argument "
 """Prefix of a warning about an argument whose value came only from untrusted content."""
+UNPROVEN_WARNING = "is not proven"
+"""In a warning about a sink, destructive target or outward payload whose value nobody
+trusted wrote (``argument to (recipient): `x@y` is not proven: it appeared in ...``)."""
+PLAN_WARNING = "outside the plan: "
+"""Prefix of a warning about a call of a tool the task's plan does not name."""
 EGRESS_WARNING = "possible exfiltration: "
 """Prefix of a warning about a URL argument leaving the allow-list or carrying conversation text."""
 
@@ -97,7 +107,12 @@ _PATH = re.compile(r"(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]+")
 _DATE_OR_TIME = re.compile(r"[\d\s:/.,+-]*|\d{4}-\d{2}-\d{2}[t ]\d{2}:\d{2}(?::\d{2})?\S*")
 _TRAILING = ".,;:!?)]}'\""
 _DECODED_SEPARATORS = re.compile(r"[/?&=#;,{}\[\]\"|<>\n]+|: ")
-_FILE_EXTENSIONS = re.compile(r"\.(?:txt|md|pdf|docx?|xlsx?|csv|json|ya?ml|py|js|html?|png|jpe?g)$")
+_FILE_EXTENSIONS = re.compile(r"\.(?:txt|md|pdf|docx?|xlsx?|pptx?|od[tsp]|csv|tsv|json|ya?ml|xml|"
+                              r"toml|ini|log|py|js|html?|png|jpe?g|gif|svg|webp|zip|eml|ics)$")
+_DATES_AND_TIMES = re.compile(
+    r"(?<![\d])(?:\d{4}-\d{2}-\d{2}(?:[ t]\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?)?"
+    r"|\d{1,2}[./-]\d{1,2}[./-]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?)(?![\d])")
+"""Dates and times: their digits are not phone or account numbers."""
 
 
 def normalise(text: str) -> str:
@@ -175,7 +190,7 @@ def _entities(text: str) -> Iterator[tuple[str, str, str]]:
             key = iban.replace(" ", "")
             if any(c.isalpha() for c in key[4:]) or len(key) >= 15:
                 yield "IBAN/account", key, iban
-        for number in _DIGITS.findall(text):
+        for number in _DIGITS.findall(_DATES_AND_TIMES.sub(_blank, text)):
             digits = re.sub(r"\D", "", number)
             if len(digits) >= 7 and not _looks_like_date(number):
                 yield "phone/account number", digits, number.strip()
@@ -185,6 +200,21 @@ def _entities(text: str) -> Iterator[tuple[str, str, str]]:
         for path in paths:
             if not any(path in u for u in urls) and re.search(r"[a-z]", path):
                 yield "path", path, path
+
+
+_MONTH = (r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+          r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
+_DATE_PHRASES = re.compile(
+    rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?(?:,?\s+\d{{4}})?\b"
+    rf"|\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}})?\b"
+    r"|\b\d{1,2}(?:st|nd|rd|th)\b|\b\d{1,2}\s*(?:am|pm|a\.m\.|p\.m\.)"
+    r"|[$€£¥]\s*\d[\d,.]*|\d[\d,.]*\s*(?:%|(?:percent|euros?|dollars?|usd|eur|chf|gbp)\b)"
+    r"|\d+\.\d+|\d{1,3}(?:,\d{3})+")
+"""Dates in words, ordinals, times and amounts: a number inside one is not an id."""
+
+
+def _blank(match: re.Match[str]) -> str:
+    return " " * len(match.group())
 
 
 def _looks_like_date(text: str) -> bool:
@@ -219,13 +249,20 @@ class TaintIndex:
         self._principal: list[str] = []
         self._principal_compact: list[str] = []
         self._principal_keys: set[str] = set()
+        self._principal_numbers: set[str] = set()  # numbers standing alone, not in dates
         self._chunks: list[str] = []
         self._origins: list[Origin | None] = []  # None: a trusted result
-        self._words: dict[str, list[int]] = {}  # word -> ids of the results holding it
+        # word, and pair of adjacent words -> ids of the results holding it: trusted results,
+        # untrusted ones
+        self._words: tuple[dict[str, list[int]], dict[str, list[int]]] = ({}, {})
         self._untrusted_count = 0
         self._sources: list[str] = []  # tools whose untrusted results arrived, first seen first
         self._untrusted_keys: dict[str, Origin] = {}
         self._trusted_keys: set[str] = set()
+        self._tools: list[str] = []  # the tool of each result
+        # normalised value -> (result id, field name) of every JSON field holding it
+        self._fields: dict[str, list[tuple[int, str]]] = {}
+        self._planned: list[str] = []  # tools proposed before the first untrusted result
 
     # -- feeding ---------------------------------------------------------------------------
 
@@ -235,6 +272,8 @@ class TaintIndex:
         self._principal.append(norm)
         self._principal_compact.append(_compact(norm))
         self._principal_keys.update(key for _, key, _ in _entities(norm))
+        self._principal_numbers.update(
+            _NUMBER.findall(_DATE_PHRASES.sub(_blank, _DATES_AND_TIMES.sub(_blank, norm))))
 
     def add_result(self, result: ToolResult, turn: int) -> bool:
         """Index one tool result; True when it brought untrusted content into the session.
@@ -252,9 +291,15 @@ class TaintIndex:
         chunk = len(self._chunks)
         self._chunks.append(norm)
         self._origins.append(origin)
-        for word in set(_WORD.findall(norm)):
-            self._words.setdefault(word, []).append(chunk)
+        self._tools.append(result.name)
+        postings = self._words[untrusted]
+        tokens = _WORD.findall(norm)
+        for key in {*tokens, *map(" ".join, itertools.pairwise(tokens))}:
+            postings.setdefault(key, []).append(chunk)
         keys = {key for _, key, _ in _entities(norm)}
+        if not result.is_error and not result.truncated:
+            for name, field_value in _json_fields(result.content):
+                self._fields.setdefault(field_value, []).append((chunk, name))
         if origin is not None:
             self._untrusted_count += 1
             if result.name not in self._sources:
@@ -265,6 +310,15 @@ class TaintIndex:
             self._trusted_keys.update(keys)
         return origin is not None
 
+    def add_reply(self, reply: Reply) -> None:
+        """A model reply: the tools it proposes before any untrusted result are the plan the
+        model made from the principal's words alone (:attr:`planned_tools`)."""
+        if self._untrusted_count:
+            return
+        for call in reply.tool_calls:
+            if call.name not in self._planned:
+                self._planned.append(call.name)
+
     @classmethod
     def from_messages(cls, messages: Iterable[Message],
                       pending: Iterable[ToolResult] = (), *, turn: int = 0) -> TaintIndex:
@@ -274,6 +328,7 @@ class TaintIndex:
         for message in messages:
             if isinstance(message, Reply):
                 current += 1
+                index.add_reply(message)
             elif isinstance(message, UserMessage):
                 for part in message.parts:
                     if isinstance(part, ToolResult):
@@ -288,18 +343,27 @@ class TaintIndex:
 
     def _chunks_with(self, norm: str, untrusted: bool | None) -> Iterator[int]:
         """Ids of results containing *norm*, oldest first: untrusted ones, trusted ones, or
-        (``None``) any. Only results holding the value's rarest word are tested."""
+        (``None``) any, untrusted first. Only results holding every one of the value's words
+        are tested: trusted and untrusted results have their own postings, intersected rarest
+        first, so a value whose words are common in a long conversation is compared with the
+        few results of the kind asked that hold them all."""
         words = _WORD.findall(norm)
         if not words:
             return
-        # the first and last words of a value may be parts of longer words in the text
-        needed = words[1:-1] if len(words) >= 3 else words
-        postings = [self._words.get(word, ()) for word in needed]
-        for chunk in min(postings, key=len):
-            if untrusted is not None and (self._origins[chunk] is not None) != untrusted:
-                continue
-            if norm in self._chunks[chunk]:
-                yield chunk
+        # the first and last words of a value may be parts of longer words in the text; the
+        # inner ones are whole words, side by side: their pairs are looked up (rarer still)
+        inner = words[1:-1]
+        needed = (set(map(" ".join, itertools.pairwise(inner)))
+                  if len(inner) >= 2 else set(inner if inner else words))
+        for kind in ((True, False) if untrusted is None else (untrusted,)):
+            index = self._words[kind]
+            postings = sorted((index.get(word, _NO_CHUNKS) for word in needed), key=len)
+            candidates: Collection[int] = postings[0]
+            if len(postings) > 1 and candidates:
+                candidates = sorted(set(candidates).intersection(postings[1]))
+            for chunk in candidates:
+                if norm in self._chunks[chunk]:
+                    yield chunk
 
     def _known(self, norm: str) -> bool:
         """Written by the principal or a trusted tool."""
@@ -334,6 +398,93 @@ class TaintIndex:
     def sources(self) -> tuple[str, ...]:
         """The tools whose untrusted results were indexed, first seen first."""
         return tuple(self._sources)
+
+    @property
+    def planned_tools(self) -> tuple[str, ...]:
+        """The tools the model proposed before the first untrusted result, first first."""
+        return tuple(self._planned)
+
+    # -- proving ---------------------------------------------------------------------------
+
+    def unproven(self, value: str, *,
+                 service_ids: Callable[[str], Collection[str]] | None = None,
+                 minted: bool = True, trusted: bool = True) -> str | None:
+        """Why *value* is not proven trusted, or ``None`` when it is.
+
+        A value is proven when the principal wrote it, a trusted result holds it, or — with
+        *minted* — a result holds it in a service-id field (*service_ids* maps a tool name to
+        its service-id fields) and no untrusted text repeats it outside such a field. Values
+        are matched on token boundaries (``evil.com`` is not in ``notevil.com``), and a number
+        only as a number: the ``13`` of ``2024-05-13``, ``13:00`` or ``June 13`` is not an
+        id, and a number in a trusted result counts only in a service-id field. Without
+        *trusted*, a trusted result proves nothing but its service ids (an account number
+        from the user's own records is theirs, not the recipient's).
+        """
+        norm = normalise(value)
+        if not norm:
+            return None
+        numeric = bool(_NUMBER.fullmatch(norm))
+        pattern = _token_pattern(norm, numeric)
+        if numeric:
+            if norm in self._principal_numbers:
+                return None
+        elif any(pattern.search(p) for p in self._principal):
+            return None
+        if trusted and not numeric and any(pattern.search(self._chunks[c])
+                                           for c in self._chunks_with(norm, False)):
+            return None
+        for _, key, _ in _entities(norm):
+            if key == norm.replace(" ", "") and (key in self._principal_keys
+                                                 or (trusted and key in self._trusted_keys)):
+                return None
+        origin = self._origin_on_boundary(norm, pattern)
+        if minted and service_ids is not None and self._minted(norm, pattern, service_ids):
+            return None
+        if origin is not None:
+            return f"{_APPEARED}{origin.describe()}"
+        return "nothing the user or a trusted tool wrote holds it"
+
+    def unproven_entities(self, text: str, *,
+                          service_ids: Callable[[str], Collection[str]] | None = None
+                          ) -> list[str]:
+        """The e-mail addresses, URLs, account and phone numbers in *text* that are not
+        proven (each with where it came from): what an outward payload must not carry."""
+        found: list[str] = []
+        for kind, key, shown in _entities(normalise(text)):
+            if kind in ("host", "path") or shown in found:
+                continue
+            # a number from the user's own records is theirs to keep: only their words or
+            # the other party's service record prove it in a payload that leaves
+            numbers = kind in ("IBAN/account", "phone/account number")
+            if key in self._principal_keys or (not numbers and key in self._trusted_keys):
+                continue
+            why = self.unproven(shown, service_ids=service_ids, trusted=not numbers)
+            if why is not None:
+                found.append(f"{kind} `{shown}` ({why})")
+        return found
+
+    def _origin_on_boundary(self, norm: str, pattern: re.Pattern[str]) -> Origin | None:
+        for chunk in self._chunks_with(norm, True):
+            if pattern.search(self._chunks[chunk]):
+                return self._origins[chunk]
+        key = norm.replace(" ", "")
+        return self._untrusted_keys.get(key)
+
+    def _minted(self, norm: str, pattern: re.Pattern[str],
+                service_ids: Callable[[str], Collection[str]]) -> bool:
+        """Whether a service-id field holds *norm*, and no untrusted text repeats it elsewhere
+        (an injected ``delete file 13`` beside a listing that has a file 13)."""
+        minted_in: dict[int, int] = {}
+        for chunk, name in self._fields.get(norm, ()):
+            fields = service_ids(self._tools[chunk])
+            if name in fields or "*" in fields:
+                minted_in[chunk] = minted_in.get(chunk, 0) + 1
+        if not minted_in:
+            return False
+        for chunk in self._chunks_with(norm, True):
+            if len(pattern.findall(self._chunks[chunk])) > minted_in.get(chunk, 0):
+                return False  # the value also stands in text a third party wrote
+        return True
 
     def flag(self, arguments: Mapping[str, Any]) -> dict[str, str]:
         """Argument paths whose values came only from untrusted results, with the reason.
@@ -425,6 +576,44 @@ class TaintIndex:
         return None
 
 
+_NO_CHUNKS: list[int] = []
+_NUMBER = re.compile(r"\d+")
+_APPEARED = "it appeared in "
+MAX_JSON_FIELDS = 4096
+"""At most this many fields of one JSON result are indexed for service ids."""
+MAX_FIELD_CHARS = 256
+
+
+def _token_pattern(norm: str, numeric: bool) -> re.Pattern[str]:
+    """*norm* on token boundaries; a number also not inside a date, time or decimal."""
+    if numeric:
+        return re.compile(rf"(?<![\w.:/-]){norm}(?![\w]|[.:/-]\d)")
+    return re.compile(rf"(?<!\w){re.escape(norm)}(?!\w)")
+
+
+def _json_fields(content: str) -> Iterator[tuple[str, str]]:
+    """``(field name, normalised value)`` of the scalar fields of a JSON result, any depth."""
+    if content[:1] not in ("{", "["):
+        return
+    try:
+        data = json.loads(content)
+    except (ValueError, RecursionError):
+        return
+    stack: list[tuple[str, Any]] = [("", data)]
+    count = 0
+    while stack and count < MAX_JSON_FIELDS:
+        name, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((str(k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            stack.extend((name, v) for v in value)
+        elif isinstance(value, str | int) and not isinstance(value, bool):
+            text = normalise(str(value))
+            if text and len(text) <= MAX_FIELD_CHARS:
+                count += 1
+                yield name or "*", text
+
+
 def _same(text: str) -> str:
     return text
 
@@ -439,10 +628,15 @@ def _short(text: str, limit: int = 80) -> str:
 
 
 def _is_url(norm: str) -> bool:
+    """A URL with a scheme, or a bare host with an optional port and path — not a file name
+    (``feedback.xlsx``, ``notes.txt``: a name with a file extension and nothing after it)."""
     if " " in norm or "@" in norm.split("/", 1)[0]:
         return False
-    return bool(re.match(r"[a-z][a-z0-9+.-]*://", norm)) or \
-        bool(re.fullmatch(r"(?:[a-z0-9-]+\.)+[a-z]{2,}(?::\d+)?(?:[/?#]\S*)?", norm))
+    if re.match(r"[a-z][a-z0-9+.-]*://", norm):
+        return True
+    return bool(re.fullmatch(r"(?:[a-z0-9-]+\.)+[a-z]{2,}(?::\d+)?(?:[/?#]\S*)?", norm)) \
+        and not (re.fullmatch(r"[\w.-]+", norm) and not norm.startswith("www.")
+                 and _FILE_EXTENSIONS.search(norm))
 
 
 def _host_allowed(host: str, allowed: Iterable[str]) -> bool:
@@ -469,12 +663,113 @@ def egress_warnings(arguments: Mapping[str, Any], allowed_hosts: Iterable[str]) 
     return out
 
 
-READS_MODES = ("url", "flagged", "all")
-"""How :func:`taint_rule` treats read calls: see its ``reads`` argument."""
+READS_MODES = ("url", "flagged", "all", "sinks")
+"""How :func:`taint_rule` treats calls: see its ``reads`` argument."""
+
+TRADE_OFFS = {
+    "url": "reads stay free after taint unless a URL argument came from untrusted content; "
+           "every write asks",
+    "flagged": "reads ask after taint only for an argument from untrusted content; every "
+               "write asks",
+    "all": "after taint every call asks, reads included: no attacker read runs unseen, and a "
+           "person is asked most often",
+    "sinks": "after taint a declared tool asks only where an injection could act (an "
+             "unproven sink or destructive target, an unproven address in an outward payload, "
+             "a call outside the plan, a URL from untrusted content); other reads run unseen "
+             "and so may an attacker's; undeclared writes still ask",
+}
+"""What each mode lets through, in a phrase (shown by ``anfitrion policy validate``)."""
+
+PLAN_BEFORE_TAINT = "before-taint"
+"""``taint_rule(plan=...)``: the plan is the tools the model proposed before the first
+untrusted result."""
+
+_MAX_LEARNED = 4096
+
+
+def _values(arguments: Any, path: str) -> list[str]:
+    """The scalar values at a dotted *path* (arrays entered), as text."""
+    found: list[Any] = [arguments]
+    for part in path.split("."):
+        nxt: list[Any] = []
+        for item in found:
+            for one in (item if isinstance(item, list) else [item]):
+                if isinstance(one, Mapping) and part in one:
+                    nxt.append(one[part])
+        found = nxt
+    out: list[str] = []
+    for item in found:
+        for one in (item if isinstance(item, list) else [item]):
+            if isinstance(one, str | int | float) and not isinstance(one, bool):
+                out.append(str(one))
+            elif one is not None:
+                out += [text for _, text in _strings(one)]
+    return out
+
+
+def _plain(path: str) -> str:
+    """An argument path without array indices (``to[0]`` → ``to``), as declarations name it."""
+    return re.sub(r"\[\d+\]", "", path)
+
+
+class _DataflowCheck:
+    """The ``reads="sinks"`` checks of one declared call (see :func:`taint_rule`)."""
+
+    def __init__(self, declarations: Mapping[str, Dataflow]) -> None:
+        self.declarations = dict(declarations)
+        self.learned: dict[str, tuple[str, ...]] = {}  # tool -> service ids, from calls seen
+
+    def flow_of(self, call: BoundCall) -> Dataflow | None:
+        flow = self.declarations.get(call.name) or call.tool.dataflow
+        if call.tool.dataflow is not None and call.name not in self.learned \
+                and len(self.learned) < _MAX_LEARNED:
+            self.learned[call.name] = call.tool.dataflow.service_ids
+        return flow
+
+    def service_ids(self, tool: str) -> Collection[str]:
+        flow = self.declarations.get(tool)
+        return flow.service_ids if flow is not None else self.learned.get(tool, ())
+
+    def warnings(self, call: BoundCall, flow: Dataflow, provenance: Any) -> list[str]:
+        """Unproven sinks, destructive targets and outward addresses (a read: URL sinks)."""
+        out: list[str] = []
+        write = call.tool.effect is Effect.WRITE
+        for path, kind in flow.sinks.items():
+            if not write and kind != "url":
+                continue  # a look-up changes nothing; only where it reaches matters
+            for value in _values(call.arguments, path):
+                why = provenance.unproven(value, service_ids=self.service_ids)
+                if why is not None and not write:
+                    # a read asks only for a URL or host from untrusted content
+                    host = _host_of(normalise(value))
+                    host_why = provenance.unproven(host) if host else None
+                    why = why if why.startswith(_APPEARED) else (
+                        f"its host {host_why}" if host_why and host_why.startswith(_APPEARED)
+                        else None)
+                if why is not None:
+                    out.append(f"{FLAG_WARNING}{path} ({kind}): `{_short(value)}` "
+                               f"{UNPROVEN_WARNING}: {why}")
+        for path in flow.destructive if write else ():
+            for value in _values(call.arguments, path):
+                why = provenance.unproven(value, service_ids=self.service_ids, minted=False)
+                if why is not None:
+                    out.append(f"{FLAG_WARNING}{path} (destructive target): `{_short(value)}` "
+                               f"{UNPROVEN_WARNING} to come from the user or a trusted result: "
+                               f"{why}")
+        for path in flow.outward if write else ():
+            for value in _values(call.arguments, path):
+                found = provenance.unproven_entities(value, service_ids=self.service_ids)
+                if found:
+                    out.append(f"{FLAG_WARNING}{path} (outward): carries "
+                               f"{'; '.join(found[:MAX_FLAGS_PER_ARGUMENT])}, which "
+                               f"{UNPROVEN_WARNING}")
+        return out
 
 
 def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool = False,
-               reads: str = "url", free_reads: Iterable[str] = ()) -> Rule:
+               reads: str = "url", free_reads: Iterable[str] = (),
+               declarations: Mapping[str, Dataflow | Mapping[str, Any]] | None = None,
+               plan: str | Iterable[str] | None = None) -> Rule:
     """The rule that makes a person look at calls an injected instruction could have caused.
 
     Args:
@@ -482,7 +777,7 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             the allow-list check off.
         deny_flagged: deny, rather than ask about, calls with flagged arguments or egress
             warnings.
-        reads: how reads are treated once the session is tainted.
+        reads: how calls are treated once the session is tainted.
             ``"url"`` (the default): a read asks only when a flagged argument is a URL (the
             read would reach a host an attacker chose, or carry data out); chained look-ups
             — reviews of the hotels a listing returned — stay free.
@@ -490,16 +785,32 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             ``"all"``: every read asks too, flagged or not — for an operator who assumes the
             model is compromised: an injected instruction cannot even make it *look*
             anything up unseen. Tools named in *free_reads* are exempt.
+            ``"sinks"``: a tool that declares its data flow (:class:`~anfitrion.policy.
+            declarations.Dataflow`, on the tool or in *declarations*) asks only where an
+            injection could act: a sink whose value is not proven, a destructive target not
+            from the user or a trusted result, an outward payload carrying an unproven
+            e-mail address, URL, account or phone number, a URL argument from untrusted
+            content, a call outside the *plan*. Its other calls run without a question even
+            after taint. Undeclared tools are treated as under ``"url"``.
         free_reads: tool-name globs of reads that stay free in a tainted session under
             ``reads="all"`` (a clock, a unit converter: nothing private comes back and
             nothing leaves). A flagged URL argument still asks. Writes are never exempt.
+        declarations: tool name → data-flow declaration, for tools the operator does not
+            own (``[tools."name"]`` in the policy file); it takes precedence over the tool's.
+            The service ids a tool declares itself are learned when the rule first decides a
+            call of it (in this process); until then its results prove nothing (fail closed).
+        plan: the tools the task may use (name globs, fixed by the application before the
+            task starts), or :data:`PLAN_BEFORE_TAINT` — the tools the model proposed before
+            the first untrusted result. A call of another tool after taint asks, whatever
+            *reads* says. ``None``: no plan.
 
     Returns:
         a rule: side-effecting calls in a tainted session ask, naming the untrusted sources;
         calls with flagged arguments ask (or are denied), naming each value and its origin.
 
     Raises:
-        ValueError: *reads* is not one of ``"url"``, ``"flagged"``, ``"all"``.
+        ValueError: *reads* is not one of :data:`READS_MODES`, or a declaration or plan is
+            malformed.
     """
     if reads not in READS_MODES:
         raise ValueError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
@@ -509,22 +820,63 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
     for glob in free:
         if not isinstance(glob, str) or not glob:
             raise ValueError(f"free_reads takes tool-name globs (non-empty strings), not {glob!r}")
+    declared = {name: Dataflow.coerce(flow) for name, flow in (declarations or {}).items()}
+    planned: tuple[str, ...] | None
+    if plan is None or plan == PLAN_BEFORE_TAINT:
+        planned = None
+    elif isinstance(plan, str):
+        raise ValueError(f"plan takes tool-name globs or {PLAN_BEFORE_TAINT!r}, not {plan!r}")
+    else:
+        planned = tuple(plan)
+        if not all(isinstance(g, str) and g for g in planned):
+            raise ValueError("plan takes tool-name globs (non-empty strings)")
+    check = _DataflowCheck(declared)
+
+    def outside_plan(call: BoundCall, context: PolicyContext) -> list[str]:
+        if plan is None or not context.tainted:
+            return []
+        if planned is not None:
+            globs = planned
+            source = "the application's plan"
+        else:
+            provenance = context.provenance
+            globs = tuple(provenance.planned_tools) if provenance is not None else ()
+            source = "the tools proposed before untrusted content was read"
+        if any(fnmatch.fnmatchcase(call.name, g) for g in globs):
+            return []
+        return [f"{PLAN_WARNING}{call.name} is not among {source} "
+                f"({', '.join(globs) or 'none'})"]
+
+    def url_flags(call: BoundCall, flagged_items: dict[str, str]) -> dict[str, str]:
+        values = dict(_strings(call.arguments))
+        return {path: why for path, why in flagged_items.items()
+                if _is_url(values.get(path, "").strip().casefold()) or EGRESS_WARNING in why}
 
     def rule(call: BoundCall, context: PolicyContext) -> Decision | None:
         write = call.tool.effect is Effect.WRITE
+        flow = check.flow_of(call) if reads == "sinks" else None
         flagged_items = dict(context.flagged_arguments)
-        if not write and reads == "url" and flagged_items:
-            values = dict(_strings(call.arguments))
-            flagged_items = {path: why for path, why in flagged_items.items()
-                             if _is_url(values.get(path, "").strip().casefold())}
+        # a read, or a declared write (its sinks say what matters): only URL flags count
+        if flagged_items and (flow is not None or (not write and reads in ("url", "sinks"))):
+            flagged_items = url_flags(call, flagged_items)
+        if flow is not None and context.tainted and context.provenance is not None:
+            declared = check.warnings(call, flow, context.provenance)
+            # a sink's own warning says more than the flag on the same argument
+            flagged_items = {p: why for p, why in flagged_items.items()
+                             if EGRESS_WARNING in why or not any(
+                                 w.startswith(f"{FLAG_WARNING}{_plain(p)} (") for w in declared)}
+        else:
+            declared = []
         flagged = [f"{FLAG_WARNING}{path}: {why}" for path, why in flagged_items.items()]
+        flagged += declared
         egress = [] if allowed is None else egress_warnings(call.arguments, allowed)
+        off_plan = outside_plan(call, context)
         tainted_read = (not write and reads == "all" and context.tainted
                         and not any(fnmatch.fnmatchcase(call.name, g) for g in free))
         warnings: list[str] = []
-        if (write or tainted_read) and context.tainted:
+        if ((write and flow is None) or tainted_read) and context.tainted:
             warnings.append(f"{TAINT_WARNING} {', '.join(context.untrusted_sources)}")
-        warnings += flagged + egress
+        warnings += flagged + egress + off_plan
         if not warnings:
             return None
         if flagged or egress:
@@ -535,6 +887,10 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
                 return Decision(Verdict.DENY, reason, rule_id, tuple(warnings))
             return Decision.ask("an argument came from untrusted content or leaves the "
                                 "allow-list; a person must check it", rule_id, warnings)
+        if off_plan:
+            return Decision.ask("the session read untrusted content and this tool is not in "
+                                "the task's plan; a person must check it", "taint.plan",
+                                warnings)
         if tainted_read:
             return Decision.ask("the session read untrusted content; under this policy every "
                                 "call after that, reads included, needs a person's approval",
@@ -547,7 +903,11 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
     rule.settings = {  # type: ignore[attr-defined]
         "reads": reads, "free_reads": list(free),
         "allowed_hosts": None if allowed is None else list(allowed),
-        "deny_flagged": deny_flagged}
+        "deny_flagged": deny_flagged,
+        **({"declared_tools": sorted(declared)} if declared else {}),
+        **({"plan": plan if isinstance(plan, str) else list(planned or ())}
+           if plan is not None else {})}
+    rule.trade_off = TRADE_OFFS[reads]  # type: ignore[attr-defined]
     # an escalation: it can make a person look at an allowed call, never grant a denied one
     rule.escalates_only = True  # type: ignore[attr-defined]
     return rule

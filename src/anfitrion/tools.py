@@ -40,6 +40,7 @@ from .conversation import JsonValue, Provenance
 from .effects import EffectScope, check_effect_template
 from .exceptions import ArgumentError, ToolDefinitionError
 from .policy.constraints import Matches
+from .policy.declarations import Dataflow
 from .principal import Principal
 
 __all__ = [
@@ -651,6 +652,9 @@ class Tool:
             refuses the call (``refused``) and nobody is asked.
         scopes: principal scopes required to see and call this tool.
         sensitive: argument names never written to the audit log.
+        dataflow: where harm can happen — sinks, outward payload, destructive targets and
+            service-id result fields (:class:`anfitrion.policy.declarations.Dataflow`, or a
+            mapping of its fields); read by the taint rule's ``reads="sinks"`` mode.
     """
 
     name: str
@@ -670,6 +674,7 @@ class Tool:
     scopes: frozenset[str] = frozenset()
     sensitive: frozenset[str] = frozenset()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    dataflow: Dataflow | None = None
     _schema_validator: Any = field(init=False, repr=False)
     _fast_check: Callable[[dict[str, Any]], bool] | None = field(init=False, repr=False)
     _convert: Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, repr=False)
@@ -686,6 +691,11 @@ class Tool:
         object.__setattr__(self, "provenance", Provenance(self.provenance))
         object.__setattr__(self, "scopes", frozenset(self.scopes))
         object.__setattr__(self, "sensitive", frozenset(self.sensitive))
+        if self.dataflow is not None:
+            try:
+                object.__setattr__(self, "dataflow", Dataflow.coerce(self.dataflow))
+            except (TypeError, ValueError) as exc:
+                raise ToolDefinitionError(f"tool {self.name!r}: {exc}") from None
         if self.max_result_chars < 1:
             raise ToolDefinitionError(f"tool {self.name!r}: max_result_chars must be positive")
         if self.timeout is not None and self.timeout <= 0:
@@ -716,7 +726,8 @@ class Tool:
                 "provenance": self.provenance.value, "idempotent": self.idempotent,
                 "scopes": sorted(self.scopes)} | (
                     {"effect_key": self.effect_key, "effect_scope": self.effect_scope}
-                    if self.effect_key is not None or self.effect_scope != "session" else {})
+                    if self.effect_key is not None or self.effect_scope != "session" else {}) | (
+                    {"dataflow": self.dataflow.to_dict()} if self.dataflow is not None else {})
 
     def validate(self, arguments: Any) -> dict[str, Any]:
         """Check parsed arguments against the schema and the business rules.

@@ -95,3 +95,17 @@ def test_approval_limits_reject_nonsense() -> None:
         ApprovalLimits(ttl=timedelta(0))
     with pytest.raises(ValueError):
         ApprovalLimits(max_pending=-1)
+
+
+async def test_a_session_whose_asks_a_person_keeps_approving_is_not_a_flood(
+        store: MemoryStore, clock: FakeClock) -> None:
+    """A benign session that legitimately asks more often than the rate (issue #20 saw one
+    denied at 17 asks) runs every call its person approved; refusals still count."""
+    sent: list[dict[str, Any]] = []
+    policy = Policy(approvals=ApprovalLimits(max_asks=3, per=timedelta(seconds=60)))
+    host = mail_host(sent, store, clock, steps=[*_mails(17)[:1], "done"], policy=policy,
+                     approver=CallbackApprover(lambda request: True))
+    run = await host.run("m")
+    assert run.status is RunStatus.COMPLETED
+    assert [c.error_kind for c in run.calls] == [None] * 17
+    assert len(sent) == 17

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from anfitrion import Decision, Effect, Policy, PolicyContext
 from anfitrion.conversation import Provenance
-from anfitrion.policy import Rule
-from anfitrion.taint import egress_warnings, taint_rule
+from anfitrion.policy import Rule, ToolRule, Verdict
+from anfitrion.taint import PLAN_BEFORE_TAINT, egress_warnings, taint_rule
 from anfitrion.tools import BoundCall
 
 
@@ -27,6 +28,9 @@ class SuiteOperator:
             content is read every call, reads included, waits for a person.
         free_reads: reads that stay free even then (nothing private comes back, nothing
             leaves: a clock).
+        dataflow: what the operator declares of each tool's data flow, as the policy file's
+            ``[tools."<name>"]`` tables would (sinks, outward, destructive, service_ids):
+            read by ``reads="sinks"`` only.
     """
 
     write_tools: frozenset[str]
@@ -35,6 +39,7 @@ class SuiteOperator:
     rules: tuple[Rule, ...] = field(default_factory=tuple)
     reads: str = "all"
     free_reads: tuple[str, ...] = ()
+    dataflow: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def effect(self, tool: str) -> Effect:
         return Effect.WRITE if tool in self.write_tools else Effect.READ
@@ -46,10 +51,23 @@ class SuiteOperator:
         """The default effects + this operator's rules + the taint rule, with URL arguments
         checked against the suite's hosts (``Policy.default()``'s taint rule, configured).
 
-        *reads* overrides the operator's choice, to measure the other settings."""
-        return Policy([*self.rules, taint_rule(allowed_hosts=self.allowed_hosts,
-                                               reads=reads or self.reads,
-                                               free_reads=self.free_reads)])
+        *reads* overrides the operator's choice, to measure the other settings. ``"sinks"``
+        is the data-flow mode: the declared writes are allowed (the taint rule asks where an
+        injection could act); ``"sinks+plan"`` adds the plan the model made before the
+        first untrusted result (``taint_rule(plan="before-taint")``)."""
+        mode = reads or self.reads
+        plan = PLAN_BEFORE_TAINT if mode == "sinks+plan" else None
+        mode = mode.removesuffix("+plan")
+        rules = list(self.rules)
+        if mode == "sinks":
+            declared = sorted(t for t in self.write_tools if t in self.dataflow)
+            rules.append(ToolRule(declared, Verdict.ALLOW, rule_id="operator.allow.declared",
+                                  reason="a write whose data flow is declared runs; the taint "
+                                         "rule asks where an injection could act"))
+        return Policy([*rules, taint_rule(allowed_hosts=self.allowed_hosts, reads=mode,
+                                          free_reads=self.free_reads,
+                                          declarations=self.dataflow if mode == "sinks" else None,
+                                          plan=plan)])
 
 
 def allow(tool: str, reason: str, when: Callable[[BoundCall], bool] = lambda c: True) -> Rule:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from ._base import SuiteOperator, only_hosts
 
 OPERATOR = SuiteOperator(
@@ -17,3 +20,19 @@ OPERATOR = SuiteOperator(
         only_hosts("post_webpage", ["our-company.com"]),
     ),
 )
+
+
+DATAFLOW: dict[str, dict[str, Any]] = {
+    "add_user_to_channel": {"sinks": {"user": "recipient", "channel": "channel"}},
+    "send_direct_message": {"sinks": {"recipient": "recipient"}, "outward": ["body"]},
+    "send_channel_message": {"sinks": {"channel": "channel"}, "outward": ["body"]},
+    "invite_user_to_slack": {"sinks": {"user": "recipient", "user_email": "recipient"}},
+    "remove_user_from_slack": {"destructive": ["user"]},
+    "post_webpage": {"sinks": {"url": "url"}, "outward": ["content"]},
+    # Slack itself lists channels and members, and says who sent each message
+    "get_channels": {"service_ids": ["*"]},
+    "get_users_in_channel": {"service_ids": ["*"]},
+    "read_channel_messages": {"service_ids": ["sender", "recipient"]},
+    "read_inbox": {"service_ids": ["sender", "recipient"]},
+}
+OPERATOR = dataclasses.replace(OPERATOR, dataflow=DATAFLOW)

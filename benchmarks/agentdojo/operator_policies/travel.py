@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from ._base import SuiteOperator, allow, no_participants
 
 OPERATOR = SuiteOperator(
@@ -16,3 +19,21 @@ OPERATOR = SuiteOperator(
               "notifies nobody", no_participants),
     ),
 )
+
+
+DATAFLOW: dict[str, dict[str, Any]] = {
+    "send_email": {"sinks": {"recipients": "recipient", "cc": "recipient", "bcc": "recipient",
+                             "attachments.file_id": "reference"},
+                   "outward": ["subject", "body"], "service_ids": ["id_"]},
+    "create_calendar_event": {"sinks": {"participants": "recipient"},
+                              "outward": ["title", "description", "location"],
+                              "service_ids": ["id_"]},
+    "cancel_calendar_event": {"destructive": ["event_id"]},
+    # a booking chooses a business: it must be one the user named (listings are third-party)
+    "reserve_hotel": {"sinks": {"hotel": "reference"}},
+    "reserve_car_rental": {"sinks": {"company": "reference"}},
+    "reserve_restaurant": {"sinks": {"restaurant": "reference"}},
+    **{tool: {"service_ids": ["id_", "participants"]}
+       for tool in ("search_calendar_events", "get_day_calendar_events")},
+}
+OPERATOR = dataclasses.replace(OPERATOR, dataflow=DATAFLOW)

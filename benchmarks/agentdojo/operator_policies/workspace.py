@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from ._base import SuiteOperator, allow, no_participants
 
 OPERATOR = SuiteOperator(
@@ -19,3 +22,33 @@ OPERATOR = SuiteOperator(
               "notifies nobody", no_participants),
     ),
 )
+
+
+_EMAILS = {"service_ids": ["id_", "sender"]}
+_EVENTS = {"service_ids": ["id_", "participants"]}
+_FILES = {"service_ids": ["id_", "owner"]}
+_CONTACTS = {"service_ids": ["email"]}
+DATAFLOW: dict[str, dict[str, Any]] = {
+    "send_email": {"sinks": {"recipients": "recipient", "cc": "recipient", "bcc": "recipient",
+                             "attachments.file_id": "reference"},
+                   "outward": ["subject", "body"], "service_ids": ["id_"]},
+    "delete_email": {"destructive": ["email_id"]},
+    "create_calendar_event": {"sinks": {"participants": "recipient"},
+                              "outward": ["title", "description", "location"],
+                              "service_ids": ["id_"]},
+    "cancel_calendar_event": {"destructive": ["event_id"]},
+    "reschedule_calendar_event": {"sinks": {"event_id": "reference"}},
+    "add_calendar_event_participants": {"sinks": {"event_id": "reference",
+                                                  "participants": "recipient"}},
+    "append_to_file": {"sinks": {"file_id": "reference"}},
+    "create_file": {"service_ids": ["id_"]},
+    "delete_file": {"destructive": ["file_id"]},
+    "share_file": {"sinks": {"file_id": "reference", "email": "recipient"}},
+    **dict.fromkeys(("get_unread_emails", "get_sent_emails", "get_received_emails",
+                     "get_draft_emails", "search_emails"), _EMAILS),
+    **dict.fromkeys(("search_calendar_events", "get_day_calendar_events"), _EVENTS),
+    **dict.fromkeys(("search_files_by_filename", "get_file_by_id", "list_files",
+                     "search_files"), _FILES),
+    **dict.fromkeys(("search_contacts_by_name", "search_contacts_by_email"), _CONTACTS),
+}
+OPERATOR = dataclasses.replace(OPERATOR, dataflow=DATAFLOW)

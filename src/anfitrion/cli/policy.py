@@ -191,6 +191,8 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
         shown = "" if not settings else " (" + "; ".join(
             f"{key}: {_setting(value)}" for key, value in settings.items()) + ")"
         click.echo(f"  rule {rule_id_of(rule)}{shown}")
+        if isinstance(trade_off := getattr(rule, "trade_off", None), str):
+            click.echo(f"    trade-off: {trade_off}")
     if untrusted:
         click.echo(f"tools whose results count as untrusted (the default provenance): "
                    f"{', '.join(untrusted)}")

@@ -37,6 +37,7 @@ from .._canonical import digest as _digest
 from ..approvals import Quorum
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
+from .declarations import ArgumentProvenance
 
 if TYPE_CHECKING:
     from ..channels.webhooks import WebhookTarget
@@ -120,6 +121,9 @@ class PolicyContext:
         flagged_arguments: argument paths whose values came only from untrusted content.
         rate_counts: calls the principal made in each window a rate limit needs, keyed by
             :attr:`RateKey.id` (filled by the gate from the store).
+        provenance: where the session's values came from (the session's
+            :class:`anfitrion.taint.TaintIndex`): ``unproven(value)``,
+            ``unproven_entities(text)``, ``planned_tools``; ``None`` outside a session.
     """
 
     principal: Principal
@@ -131,6 +135,7 @@ class PolicyContext:
     untrusted_sources: tuple[str, ...] = ()
     flagged_arguments: Mapping[str, str] = field(default_factory=dict)
     rate_counts: Mapping[str, int] = field(default_factory=dict)
+    provenance: ArgumentProvenance | None = None
 
     @property
     def tainted(self) -> bool:

@@ -45,6 +45,7 @@ from .constraints import (
     PathInside,
     UrlAllowed,
 )
+from .declarations import Dataflow
 from .quorum import RequireQuorum
 from .ratelimit import RateLimit, parse_duration
 from .rules import ArgumentRule, RepeatGuard, ToolRule
@@ -55,7 +56,7 @@ DEFAULT_POLICY_FILE = "anfitrion.toml"
 T = TypeVar("T")
 
 _TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
-        "repeat_guard", "taint", "store", "secrets", "shadow", "lint"}
+        "repeat_guard", "taint", "store", "secrets", "shadow", "lint", "tools"}
 _NOT_HASHED = {"store", "shadow", "lint"}
 """Tables that cannot change a decision of this policy: not part of its hash."""
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
@@ -432,14 +433,22 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
 
     # Taint containment is on unless the file turns it off: writes in a session that read
     # untrusted content ask a person, and arguments that came only from such content are flagged.
-    from ..taint import READS_MODES, taint_rule
+    from ..taint import PLAN_BEFORE_TAINT, READS_MODES, taint_rule
 
     taint: dict[str, Any] = {}
+    declarations = _dataflow_declarations(r, data)
+    if declarations:
+        taint["declarations"] = declarations
     if "taint" in data:
         table = r.table(data["taint"], "taint",
-                        {"enabled", "allowed_hosts", "deny_flagged", "reads", "free_reads"})
-        taint = {name: r.typed(table, name, "taint", bool, "true or false")
-                 for name in ("enabled", "deny_flagged") if name in table}
+                        {"enabled", "allowed_hosts", "deny_flagged", "reads", "free_reads",
+                         "plan"})
+        taint |= {name: r.typed(table, name, "taint", bool, "true or false")
+                  for name in ("enabled", "deny_flagged") if name in table}
+        if "plan" in table:
+            plan = table["plan"]
+            taint["plan"] = plan if plan == PLAN_BEFORE_TAINT else r.built(
+                "taint.plan", lambda: _plan(plan))
         for name in ("allowed_hosts", "free_reads"):
             if name in table:
                 taint[name] = r.strings(table, name, "taint")
@@ -507,6 +516,47 @@ def _shadow(r: _Reader, spec: Any, base_dir: str | None) -> Policy:
         return load_policy(name)
     except ConfigError as exc:
         r.fail(f"the shadow policy cannot be loaded: {exc}", "shadow.policy")
+
+
+def _plan(value: Any) -> list[str]:
+    if not isinstance(value, list) or not value or \
+            not all(isinstance(v, str) and v for v in value):
+        raise ValueError("must be a non-empty list of tool-name globs, or 'before-taint'")
+    return value
+
+
+_DATAFLOW = {"sinks", "outward", "destructive", "service_ids"}
+"""The data-flow keys of ``[tools."<name>"]`` (issue #20; the effect keys are #16's)."""
+
+
+def _dataflow_declarations(r: _Reader, data: Mapping[str, Any]) -> dict[str, Dataflow]:
+    """``[tools."<name>"]``: the data flow of tools the operator does not own::
+
+        [tools."mail.send"]
+        sinks = { to = "recipient", cc = "recipient" }
+        outward = ["subject", "body"]
+        destructive = []
+        service_ids = ["message_id"]
+    """
+    if "tools" not in data:
+        return {}
+    tables = r.table(data["tools"], "tools",
+                     set(data["tools"]) if isinstance(data["tools"], dict) else set())
+    out: dict[str, Dataflow] = {}
+    for name, spec in tables.items():
+        key = f'tools."{name}"'
+        spec = r.table(spec, key, _DATAFLOW)
+        sinks = spec.get("sinks", {})
+        if not isinstance(sinks, dict) or not all(isinstance(v, str) for v in sinks.values()):
+            r.fail("must be a table of argument name = kind", f"{key}.sinks")
+        lists = {}
+        for field in ("outward", "destructive", "service_ids"):
+            value = spec.get(field, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                r.fail("must be a list of names", f"{key}.{field}")
+            lists[field] = tuple(value)
+        out[name] = r.built(key, functools.partial(Dataflow, sinks=sinks, **lists))
+    return out
 
 
 def _secrets(r: _Reader, data: Mapping[str, Any]) -> list[Rule]:
