@@ -34,6 +34,7 @@ from .effects import EffectKey, effect_key
 from .events import EventType, HostEvent
 from .exceptions import ConflictError
 from .policy import Decision, Policy, Verdict, arguments_digest
+from .resolutions import ask_reconcile_hook
 from .store import ClaimState, EffectEntry, LedgerState, Store
 from .store._base import PRE_CLAIM
 from .tools import ArgumentError, BoundCall, Effect, Handler, Tool, ToolContext
@@ -501,15 +502,8 @@ class Gate:
     async def _reconcile(self, effect: EffectKey, tool: Tool, arguments: dict[str, Any],
                          session: Session, call: ToolCall) -> EffectEntry | None:
         """Ask the tool's reconcile hook what happened; settle the effect with its answer."""
-        assert tool.reconcile is not None
         context = ToolContext(session.principal, session.id, call.id, tool.name, session.turn)
-        try:
-            happened = tool.reconcile(arguments, context)
-            if isinstance(happened, Awaitable):
-                happened = await happened
-        except Exception:
-            log.exception("reconcile hook of %s raised (effect %s)", tool.name, effect.key)
-            return None
+        happened = await ask_reconcile_hook(tool, arguments, context)
         if happened is None:
             return None
         try:
@@ -613,7 +607,8 @@ class Gate:
 
 def _effect_of(tool: Tool, arguments: Mapping[str, Any], session: Session) -> EffectKey:
     return effect_key(tool=tool.name, arguments=arguments, principal_id=session.principal.id,
-                      session_id=session.id, template=tool.effect_key, scope=tool.effect_scope)
+                      session_id=session.id, template=tool.effect_key, scope=tool.effect_scope,
+                      sensitive=tool.sensitive)
 
 
 def _when(entry: EffectEntry) -> str:
