@@ -32,7 +32,7 @@ from .approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_diges
 from .conversation import Provenance, ToolCall, ToolResult
 from .effects import EffectKey, effect_key
 from .events import EventType, HostEvent
-from .exceptions import ConflictError
+from .exceptions import ConfigError, ConflictError
 from .policy import Decision, Policy, Verdict, arguments_digest
 from .resolutions import ask_reconcile_hook
 from .store import ClaimState, EffectEntry, LedgerState, Store
@@ -221,6 +221,16 @@ class Gate:
             result = _error(call, "unknown_tool", f"unknown tool {_shown_name(call.name)}: "
                             f"it is not one of the tools offered ({', '.join(sorted(offered))})")
             await self._event(EventType.CALL_REJECTED, session, call, detail="unknown tool")
+            return await self._finish(session, CallOutcome(call, "resolve", result))
+        # the policy file's [tools."<name>"] may declare the effect and effect identity of a
+        # tool the operator does not own: every later stage sees the tool as declared
+        try:
+            tool = self.policy.declared(tool)
+        except ConfigError as exc:
+            log.error("%s", exc)
+            await self._event(EventType.CALL_REJECTED, session, call, detail=str(exc)[:500])
+            result = _error(call, "refused", "refused: the operator's declaration of this tool "
+                            "does not fit it; nothing was run. Ask the operator.", tool)
             return await self._finish(session, CallOutcome(call, "resolve", result))
 
         # 2. validate — strict parse, schema, business rules; bounded retries.

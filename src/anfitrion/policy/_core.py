@@ -27,10 +27,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
+
+if TYPE_CHECKING:
+    from .declarations import ToolDeclaration
 
 __all__ = [
     "ApprovalLimits",
@@ -239,6 +242,8 @@ class Policy:
         clock: the time source for rate windows and approval expiry (inject one in tests).
         principals: principals declared in a policy file, by id (see :meth:`principal`).
         source: where the policy came from (a file path), for messages.
+        declarations: what ``[tools."<name>"]`` declares about tools, by tool name (see
+            :meth:`declared` and :mod:`anfitrion.policy.declarations`).
 
     Example:
         >>> policy = Policy.default()
@@ -251,7 +256,8 @@ class Policy:
                  budgets: Budgets | None = None, approvals: ApprovalLimits | None = None,
                  clock: Callable[[], datetime] | None = None,
                  principals: Mapping[str, Principal] | None = None,
-                 source: str | None = None) -> None:
+                 source: str | None = None,
+                 declarations: Mapping[str, ToolDeclaration] | None = None) -> None:
         self.rules: tuple[Rule, ...] = tuple(rules)
         self.defaults: Mapping[Effect, Verdict] = {**_DEFAULTS, **(defaults or {})}
         self.budgets = budgets or Budgets()
@@ -259,6 +265,7 @@ class Policy:
         self.clock: Callable[[], datetime] = clock or _utcnow
         self.principals: Mapping[str, Principal] = dict(principals or {})
         self.source = source
+        self.declarations: Mapping[str, ToolDeclaration] = dict(declarations or {})
 
     @classmethod
     def default(cls) -> Policy:
@@ -274,7 +281,8 @@ class Policy:
     def _copy(self, **changes: Any) -> Policy:
         options: dict[str, Any] = {"defaults": self.defaults, "budgets": self.budgets,
                                    "approvals": self.approvals, "clock": self.clock,
-                                   "principals": self.principals, "source": self.source}
+                                   "principals": self.principals, "source": self.source,
+                                   "declarations": self.declarations}
         options.update(changes)
         rules = options.pop("rules", self.rules)
         return Policy(rules, **options)
@@ -290,6 +298,26 @@ class Policy:
     def now(self) -> datetime:
         """The current time according to this policy's clock (timezone-aware)."""
         return self.clock()
+
+    def declared(self, tool: Tool) -> Tool:
+        """*tool* as the policy file declares it (its effect, effect key and scope,
+        idempotence); the tool itself when nothing is declared for its name.
+
+        Raises:
+            ConfigError: the declaration does not fit the tool (file and line named).
+        """
+        declaration = self.declarations.get(tool.name)
+        if declaration is None:
+            return tool
+        cache: dict[int, tuple[Tool, Tool]] = self.__dict__.setdefault("_declared", {})
+        hit = cache.get(id(tool))
+        if hit is not None and hit[0] is tool:  # the entry holds the tool: its id is not reused
+            return hit[1]
+        declared = declaration.apply(tool)
+        if len(cache) >= 256:
+            cache.clear()
+        cache[id(tool)] = (tool, declared)
+        return declared
 
     def principal(self, principal_id: str) -> Principal:
         """The principal declared under *principal_id*, or a bare one with no scopes."""

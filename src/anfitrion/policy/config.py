@@ -28,9 +28,10 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
+from ..effects import EffectScope
 from ..exceptions import ConfigError
 from ..principal import Principal
-from ..tools import Effect
+from ..tools import TOOL_NAME, Effect
 from ._core import ApprovalLimits, Budgets, Policy, Rule, Verdict
 from .constraints import (
     Constraint,
@@ -42,6 +43,7 @@ from .constraints import (
     PathInside,
     UrlAllowed,
 )
+from .declarations import ToolDeclaration, check_template_syntax
 from .ratelimit import RateLimit, parse_duration
 from .rules import ArgumentRule, RepeatGuard, ToolRule
 
@@ -51,7 +53,7 @@ DEFAULT_POLICY_FILE = "anfitrion.toml"
 T = TypeVar("T")
 
 _TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
-        "repeat_guard", "taint", "store", "secrets"}
+        "repeat_guard", "taint", "store", "secrets", "tools"}
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
          "arguments"}
 _RATE = {"id", "tool", "tools", "max_calls", "per", "combined", "reason"}
@@ -393,7 +395,7 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
 
     rules += _secrets(r, data)
     return Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
-                  principals=principals, source=path)
+                  principals=principals, source=path, declarations=_tool_effects(r, data))
 
 
 def _secrets(r: _Reader, data: Mapping[str, Any]) -> list[Rule]:
@@ -409,6 +411,40 @@ def _secrets(r: _Reader, data: Mapping[str, Any]) -> list[Rule]:
         return []
     exempt = r.strings(table, "exempt_tools", "secrets") or []
     return [r.built("secrets", lambda: SecretArguments(verdict, exempt_tools=exempt))]
+
+
+_TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent"}
+
+
+def _tool_effects(r: _Reader, data: Mapping[str, Any]) -> dict[str, ToolDeclaration]:
+    """``[tools."<name>"]``: a tool's effect and effect identity, for tools the operator does
+    not own (an MCP server's). Whether a template's fields name the tool's arguments is
+    checked when the tool is known (:meth:`ToolDeclaration.apply`)."""
+    tools = data.get("tools", {})
+    if not isinstance(tools, dict):
+        r.fail("must be a table of tools ([tools.\"<name>\"])", "tools")
+    out: dict[str, ToolDeclaration] = {}
+    for name, spec in tools.items():
+        key = f"tools.{name}"
+        if not TOOL_NAME.fullmatch(name):
+            r.fail(f"{name!r} is not a tool name ([A-Za-z0-9_.-], 1 to 64 characters)", key)
+        spec = r.table(spec, key, _TOOL_EFFECT_KEYS)
+        effect = r.typed(spec, "effect", key, str, "'read' or 'write'")
+        if effect is not None and effect not in ("read", "write"):
+            r.fail("must be 'read' or 'write'", f"{key}.effect")
+        template = r.typed(spec, "effect_key", key, str, "a template such as 'refund:{id}'")
+        if template is not None and (problem := check_template_syntax(template)) is not None:
+            r.fail(f"effect_key {template!r}: {problem}", f"{key}.effect_key")
+        scope = r.typed(spec, "effect_scope", key, str, "a string")
+        if scope is not None and scope not in [s.value for s in EffectScope]:
+            r.fail(f"must be one of {', '.join(repr(s.value) for s in EffectScope)}",
+                   f"{key}.effect_scope")
+        idempotent = r.typed(spec, "idempotent", key, bool, "true or false")
+        lines = {k: line for k in spec if (line := r.index.find(f"{key}.{k}")) is not None}
+        out[name] = ToolDeclaration(
+            name, Effect(effect) if effect else None, template,
+            EffectScope(scope) if scope else None, idempotent, r.path, lines)
+    return out
 
 
 def load_policy(path: str | os.PathLike[str]) -> Policy:
