@@ -122,6 +122,8 @@ def test_reconcile_asks_the_hook_with_the_real_arguments_and_settles_the_effect(
                                                  "--json"]).output)["effects"]
     assert effect["state"] == "unknown"
     assert effect["arguments"]["bank_token"] == "[sensitive]"  # shown redacted, never whole
+    shown = runner.invoke(_cli(), ["effects", "show", effect["key"], "--store", url])
+    assert "[sensitive]" in shown.output and SECRET not in shown.output
     out = runner.invoke(_cli(), ["effects", "reconcile", effect["key"][:12], "--tools",
                                  f"{module}:toolbox", "--note", "after the outage",
                                  "--store", url])

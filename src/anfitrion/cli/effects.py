@@ -91,6 +91,9 @@ def show(key: str, store_url: str | None, as_json: bool) -> None:
         click.echo(f"resolved by {shown(entry.resolved_by)}: {shown(entry.resolution_note or '')}")
     if entry.result is not None:
         click.echo(f"result  {shown(entry.result.content[:500])}")
+    preview = resolutions.arguments_preview(entry)
+    if preview is not None:  # redacted, as the audit log keeps them
+        click.echo(f"arguments {shown(json.dumps(preview, ensure_ascii=False))}")
 
 
 @command.command("resolve")
