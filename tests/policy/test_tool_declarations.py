@@ -170,3 +170,33 @@ async def test_a_declaration_that_does_not_fit_its_tool_refuses_the_call_and_run
     result = await _propose(gate, _server_tool("pay__refund", ran), "c1", {"payment_id": "p"})
     assert result.error_kind == "refused" and "declaration" in result.content
     assert ran == []
+
+
+def test_policy_validate_with_a_toolbox_checks_the_declarations_against_its_tools(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
+    from click.testing import CliRunner
+
+    from anfitrion.cli.main import cli
+
+    name = f"declared_tools_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(
+        "from anfitrion import Toolbox\n"
+        "tools = Toolbox()\n"
+        "@tools.tool\n"
+        "def pay__refund(payment_id: str) -> str:\n"
+        "    '''Refund.'''\n"
+        "    return 'ok'\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "good.toml").write_text('[tools."pay__refund"]\neffect_key = "r:{payment_id}"\n')
+    (tmp_path / "bad.toml").write_text('[tools."pay__refund"]\n\neffect_key = "r:{payment}"\n')
+    good = CliRunner().invoke(cli, ["policy", "validate", "good.toml", "--toolbox",
+                                    f"{name}:tools"])
+    assert good.exit_code == 0, good.output
+    bad = CliRunner().invoke(cli, ["policy", "validate", "bad.toml", "--toolbox",
+                                   f"{name}:tools"])
+    assert bad.exit_code != 0
+    assert "bad.toml:3:" in bad.output and "'payment', which is not one of its arguments" in \
+        bad.output
