@@ -116,17 +116,24 @@ async def reconcile(store: Store, entry: EffectEntry, tool: Tool | None, *, prin
     arguments the store kept, and settle it with the answer (audited like :func:`resolve`:
     ``by`` names who ran the hook, e.g. ``cli:alice``).
 
-    An effect still held by a live run (its session leased) is left alone: that run settles it.
+    A claimed effect is reconciled only when its run is known to be over (its session's
+    lease is free or lapsed); otherwise that run settles it, or a person does.
     """
     if entry.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
         return Reconciled(entry, "settled", f"it is {effect_state_name(entry)}: nothing to "
                           "reconcile")
     if entry.state is LedgerState.CLAIMED:
+        # a claim is reconciled only when its run is known to be over: a hook asked while the
+        # handler is still acting could say "did not happen" just before it happens
         session = await store.load_session(entry.session_id)
-        if session is not None and session.lease_owner is not None and \
-                (session.lease_expires or 0.0) > time.time():
+        if session is None:
+            return Reconciled(entry, "running", f"no session {entry.session_id} is recorded to "
+                              "say whether the run holding it is over: a person must resolve "
+                              "it")
+        if session.lease_owner is not None and (session.lease_expires or 0.0) > time.time():
             return Reconciled(entry, "running", f"session {entry.session_id} is being run by "
-                              f"{session.lease_owner}: that run settles it")
+                              f"{session.lease_owner}: that run settles it (or, if it died, "
+                              "try again when its lease lapses)")
     if tool is None:
         return Reconciled(entry, "no_tool", f"no tool {entry.tool!r} among the tools loaded")
     if tool.reconcile is None:

@@ -186,9 +186,11 @@ def test_an_effect_the_hook_cannot_settle_stays_for_a_person(
     assert entry.state is LedgerState.UNKNOWN and entry.resolved_by is None
 
 
-def test_reconcile_leaves_an_effect_whose_session_is_still_running(
+def test_reconcile_leaves_a_claim_whose_run_may_still_be_acting(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A claim held under a live lease belongs to its run: the hook is not asked."""
+    """A claim held under a live lease belongs to its run, and one no session speaks for may
+    be running: the hook is not asked until the run is known to be over."""
+    import dataclasses
     import time
 
     from anfitrion.effects import effect_key
@@ -211,3 +213,26 @@ def test_reconcile_leaves_an_effect_whose_session_is_still_running(
     assert out.exit_code != 0 and "is being run by h:1:x" in out.output
     entry = anyio.run(_with_store, url, lambda s: s.effect_state(key))
     assert entry.state is LedgerState.CLAIMED
+
+    async def unrecorded(store: Store) -> str:  # a claim no session record speaks for
+        key = effect_key(tool="refund", arguments={"payment_id": "p9", "bank_token": SECRET},
+                         principal_id="alice", session_id="s9", template="refund:{payment_id}")
+        await store.claim_execution("s9", "c9", "d", effect=key)
+        return key.key
+
+    other = anyio.run(_with_store, url, unrecorded)
+    out = CliRunner().invoke(_cli(), ["effects", "reconcile", other, "--tools",
+                                      f"{module}:toolbox", "--store", url])
+    assert out.exit_code != 0 and "whether the run holding it is over" in out.output
+
+    async def lapse(store: Store) -> None:  # the run died: its lease lapsed
+        state = await store.load_session("s1")
+        assert state is not None
+        await store.save_session(dataclasses.replace(state, lease_expires=time.time() - 1,
+                                                     messages=(), saved_messages=0))
+
+    anyio.run(_with_store, url, lapse)
+    out = CliRunner().invoke(_cli(), ["effects", "reconcile", key, "--tools",
+                                      f"{module}:toolbox", "--store", url])
+    assert out.exit_code == 0, out.output
+    assert "failed" in out.output  # the hook asked the sink: nothing was sent
