@@ -200,3 +200,20 @@ def test_policy_validate_with_a_toolbox_checks_the_declarations_against_its_tool
     assert bad.exit_code != 0
     assert "bad.toml:3:" in bad.output and "'payment', which is not one of its arguments" in \
         bad.output
+
+
+def test_a_declaration_applies_to_an_mcp_tool_and_keeps_what_pins_it() -> None:
+    pytest.importorskip("mcp")
+    from anfitrion.mcp.toolset import McpTool
+
+    async def handler(arguments: dict[str, Any], context: Any) -> str:
+        return "ok"
+
+    tool = McpTool(name="pay__refund", description="Refund.", input_schema=SCHEMA,
+                   handler=handler, server="pay", upstream_name="refund", pinned_digest="d" * 64)
+    declared = parse_policy(POLICY).declared(tool)
+    assert isinstance(declared, McpTool)
+    assert (declared.server, declared.upstream_name, declared.pinned_digest) == \
+        ("pay", "refund", "d" * 64)
+    assert declared.effect_key == "refund:{payment_id}" and declared.effect_scope == "global"
+    assert declared.definition_dict()["mcp"] == tool.definition_dict()["mcp"]
