@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -52,6 +52,10 @@ class EffectKey:
     display: str
     scope: EffectScope
     tool: str
+    arguments: Mapping[str, Any] | None = field(default=None, compare=False)
+    """The call's validated arguments, kept with the reservation for a later reconcile."""
+    sensitive: frozenset[str] = field(default=frozenset(), compare=False)
+    """The names of *arguments* the tool declares sensitive."""
 
 
 def check_effect_template(tool: str, template: str, properties: Mapping[str, Any]) -> None:
@@ -86,7 +90,8 @@ def _fields(template: str) -> list[str]:
 
 def effect_key(*, tool: str, arguments: Mapping[str, Any], principal_id: str,
                session_id: str, template: str | None = None,
-               scope: EffectScope | str = EffectScope.SESSION) -> EffectKey:
+               scope: EffectScope | str = EffectScope.SESSION,
+               sensitive: frozenset[str] = frozenset()) -> EffectKey:
     """The effect key of a call of *tool* with *arguments* (already validated).
 
     >>> k = effect_key(tool="refund", arguments={"payment_id": "p1", "note": "x"},
@@ -113,4 +118,4 @@ def effect_key(*, tool: str, arguments: Mapping[str, Any], principal_id: str,
     if len(display) > DISPLAY_CHARS:
         display = display[:DISPLAY_CHARS] + "…"
     key = digest([scope.value, scope_ids, shape, values])
-    return EffectKey(key, display, scope, tool)
+    return EffectKey(key, display, scope, tool, dict(arguments), frozenset(sensitive))

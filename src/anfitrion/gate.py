@@ -32,8 +32,9 @@ from .approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_diges
 from .conversation import Provenance, ToolCall, ToolResult
 from .effects import EffectKey, effect_key
 from .events import EventType, HostEvent
-from .exceptions import ConflictError, ToolError, ToolNotExecuted
+from .exceptions import ConfigError, ConflictError, ToolError, ToolNotExecuted
 from .policy import Decision, Policy, PolicyContext, RateKey, Verdict, arguments_digest
+from .resolutions import ask_reconcile_hook
 from .store import ClaimState, EffectEntry, LedgerState, Store
 from .store._base import PRE_CLAIM
 from .tools import ArgumentError, BoundCall, Effect, Handler, Tool, ToolContext
@@ -200,6 +201,16 @@ class Gate:
             result = _error(call, "unknown_tool", f"unknown tool {_shown_name(call.name)}: "
                             f"it is not one of the tools offered ({', '.join(sorted(offered))})")
             await self._event(EventType.CALL_REJECTED, session, call, detail="unknown tool")
+            return await self._finish(session, CallOutcome(call, "resolve", result))
+        # the policy file's [tools."<name>"] may declare the effect and effect identity of a
+        # tool the operator does not own: every later stage sees the tool as declared
+        try:
+            tool = self.policy.declared(tool)
+        except ConfigError as exc:
+            log.error("%s", exc)
+            await self._event(EventType.CALL_REJECTED, session, call, detail=str(exc)[:500])
+            result = _error(call, "refused", "refused: the operator's declaration of this tool "
+                            "does not fit it; nothing was run. Ask the operator.", tool)
             return await self._finish(session, CallOutcome(call, "resolve", result))
 
         # 2. validate — strict parse, schema, business rules; bounded retries.
@@ -531,15 +542,8 @@ class Gate:
     async def _reconcile(self, effect: EffectKey, tool: Tool, arguments: dict[str, Any],
                          session: Session, call: ToolCall) -> EffectEntry | None:
         """Ask the tool's reconcile hook what happened; settle the effect with its answer."""
-        assert tool.reconcile is not None
         context = ToolContext(session.principal, session.id, call.id, tool.name, session.turn)
-        try:
-            happened = tool.reconcile(arguments, context)
-            if isinstance(happened, Awaitable):
-                happened = await happened
-        except Exception:
-            log.exception("reconcile hook of %s raised (effect %s)", tool.name, effect.key)
-            return None
+        happened = await ask_reconcile_hook(tool, arguments, context)
         if happened is None:
             return None
         try:
@@ -645,7 +649,8 @@ class Gate:
 
 def _effect_of(tool: Tool, arguments: Mapping[str, Any], session: Session) -> EffectKey:
     return effect_key(tool=tool.name, arguments=arguments, principal_id=session.principal.id,
-                      session_id=session.id, template=tool.effect_key, scope=tool.effect_scope)
+                      session_id=session.id, template=tool.effect_key, scope=tool.effect_scope,
+                      sensitive=tool.sensitive)
 
 
 def _when(entry: EffectEntry) -> str:

@@ -13,6 +13,9 @@ declines any request warning that it already ran. ``race`` reserves
 the send's effect key for CALL_ID once its standard input says ``go`` and sends if it got it,
 printing ``RACE <claim state>``: two of them started together race for one key.
 
+With ``CRASH_RECONCILE=1`` in the environment the send declares a reconcile hook that asks
+the effects file (the outside system) whether the send happened.
+
 ``run`` suspends on the approval; ``run-approving`` has a person approve at once, so the
 whole ledger is walked in the first run; ``ready`` resumes what ``resume --ready`` would.
 
@@ -91,11 +94,22 @@ class StoppingStore:
         return settled
 
 
+def sent(arguments: dict[str, Any], context: Any) -> bool:
+    """The reconcile hook: ask the outside system (the effects file) whether it happened."""
+    try:
+        with open(EFFECTS, encoding="utf-8") as f:
+            return f"sent to {arguments['to']}\n" in f.read()
+    except FileNotFoundError:
+        return False
+
+
 def toolbox() -> Toolbox:
     tools = Toolbox()
 
+    # CRASH_RECONCILE=1: the tool declares a reconcile hook asking the effects file
     @tools.tool(effect=Effect.WRITE, provenance="trusted", effect_key="send:{to}",
-                effect_scope="principal")
+                effect_scope="principal",
+                reconcile=sent if os.environ.get("CRASH_RECONCILE") == "1" else None)
     def send(to: str) -> str:
         """Send a message (the side effect: a line in the effects file)."""
         record_send(to)

@@ -290,3 +290,43 @@ def test_two_processes_racing_to_reserve_one_effect_key_run_it_once(
         expected = ["claimed", "duplicate"] if round == 0 else ["duplicate", "duplicate"]
         assert sorted(states) == expected
         assert effects.read_text().count("sent to") == 1
+
+
+@pytest.mark.parametrize(("kill_at", "settled_as"), [("claimed", "resolved_failed"),
+                                                     ("executed", "resolved_done")])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
+def test_a_reconcile_hook_settles_a_send_killed_mid_execution_so_it_happens_exactly_once(
+        tmp_path: Path, kill_at: str, settled_as: str, backend: str,
+        request: pytest.FixtureRequest) -> None:
+    """SIGKILL before the send (claimed) or after it (executed): resumed, the host asks the
+    hook — the effects file — and settles the effect; proposed again, the send runs only if it
+    had not happened. One send intended, one send made, nobody asked whether it happened."""
+    import os
+
+    url = (f"sqlite:///{tmp_path / 'host.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
+    effects = tmp_path / "effects.log"
+    env = {**os.environ, "CRASH_RECONCILE": "1"}
+    doomed = worker(url, effects, "run-approving", "-", kill_at, env=env)
+    assert doomed.stdout is not None
+    doomed.stdout.readline()
+    assert doomed.stdout.readline().strip() == f"AT {kill_at}"
+    doomed.send_signal(signal.SIGKILL)
+    doomed.communicate(timeout=60)
+    resumed = finish(worker(url, effects, "ready", "-", "none", env=env))
+    assert resumed["status"] == "completed"
+    again = finish(worker(url, effects, "again", "second-session", env=env))
+    assert again["status"] == "completed"
+    assert effects.read_text().count("sent to") == 1
+
+    async def settled() -> list[Any]:
+        store = open_store(url)
+        try:
+            assert list(await store.list_effects(unsettled_only=True)) == []
+            return [r.data.get("status") for r in await store.audit_records()
+                    if r.type == "execution.settled"]
+        finally:
+            await store.close()
+
+    assert settled_as in anyio.run(settled)

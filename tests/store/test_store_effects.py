@@ -371,3 +371,110 @@ async def test_a_call_resumed_after_a_crash_asks_the_reconcile_hook_what_happene
     # it did not happen: proposed again, it runs once
     assert (await _propose(gate, tool, "c2", '{"payment_id": "p1"}')).content == "refunded p1"
     assert len(ran) == 1
+
+
+async def test_the_store_keeps_the_exact_arguments_of_the_call_holding_an_effect(
+        store: Store) -> None:
+    """A reconcile hook run later needs the real arguments: kept as given, with the names the
+    tool declares sensitive, and replaced when the key moves to another call."""
+    arguments = {"payment_id": "p1", "card": {"pin": "1234"}, "note": "ünï\u202e"}
+    key = effect_key(tool="refund", arguments=arguments, principal_id="alice",
+                     session_id="s1", template="refund:{payment_id}",
+                     sensitive=frozenset({"card"}))
+    arguments["note"] = "changed after the reservation"  # the key holds its own copy
+    assert (await store.claim_execution("s1", "c1", "d", effect=key)).state is \
+        ClaimState.CLAIMED
+    held = await store.effect_state(key.key)
+    assert held is not None
+    assert held.arguments == {"payment_id": "p1", "card": {"pin": "1234"}, "note": "ünï\u202e"}
+    assert held.sensitive == frozenset({"card"})
+    listed = [e for e in await store.list_effects() if e.key == key.key]
+    assert listed[0].arguments == held.arguments
+    # the holding call failed: the key moves to the next call, with that call's arguments
+    claim = await store.claim_execution("s1", "c1", "d", effect=key)
+    assert claim.state is ClaimState.UNKNOWN
+    resolved = await store.resolve_effect(key.key, done=False, by="ops")
+    assert resolved is not None and resolved.arguments == held.arguments
+    second = effect_key(tool="refund", arguments={"payment_id": "p1", "note": "again"},
+                        principal_id="alice", session_id="s1", template="refund:{payment_id}")
+    assert second.key == key.key
+    assert (await store.claim_execution("s1", "c2", "d", effect=second)).state is \
+        ClaimState.CLAIMED
+    moved = await store.effect_state(key.key)
+    assert moved is not None and moved.call_id == "c2"
+    assert moved.arguments == {"payment_id": "p1", "note": "again"}
+    assert moved.sensitive == frozenset()
+
+
+def _store_at_0006_statements() -> list[tuple[str, tuple[str, ...]]]:
+    from anfitrion.store._migrations import MIGRATIONS
+
+    names = [m.name for m in MIGRATIONS]
+    return [(m.name, m.statements) for m in MIGRATIONS[:names.index("0006_effects") + 1]]
+
+
+_OLD_ROWS = (
+    "INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, updated_at) "
+    "VALUES ('s1', 'old', 'unknown', 'd', '2026-01-01T00:00:00')",
+    "INSERT INTO anfitrion_effects (key, display, scope, tool, session_id, call_id, "
+    "created_at, updated_at) VALUES ('" + "a" * 64 + "', 'refund:\"p1\"', 'session', "
+    "'refund', 's1', 'old', '2026-01-01T00:00:00', '2026-01-01T00:00:00')",
+)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
+async def test_a_ledger_made_at_0006_migrates_to_kept_effect_arguments(
+        backend: str, tmp_path: Any) -> None:
+    """Its effects stay (with no arguments: a person resolves them); new ones keep theirs."""
+    from anfitrion.store import open_store
+    from anfitrion.store._migrations import MIGRATIONS_TABLE
+
+    from .pg_schema import pg_schema_url
+
+    schema_urls = None
+    if backend == "sqlite":
+        import sqlite3
+
+        path = tmp_path / "old.db"
+        url = f"sqlite:///{path}"
+        with sqlite3.connect(path) as db:
+            db.execute(MIGRATIONS_TABLE)
+            for name, statements in _store_at_0006_statements():
+                for statement in statements:
+                    db.execute(statement)
+                db.execute("INSERT INTO anfitrion_migrations VALUES (?, '2026-01-01')", (name,))
+            for statement in _OLD_ROWS:
+                db.execute(statement)
+    else:
+        import psycopg
+
+        schema_urls = pg_schema_url()
+        url = next(schema_urls)
+        with psycopg.connect(url, autocommit=True) as db:
+            db.execute(MIGRATIONS_TABLE)
+            for name, statements in _store_at_0006_statements():
+                for statement in statements:
+                    db.execute(statement)  # type: ignore[arg-type]
+                db.execute("INSERT INTO anfitrion_migrations VALUES (%s, '2026-01-01')",
+                           (name,))
+            for statement in _OLD_ROWS:
+                db.execute(statement)  # type: ignore[arg-type]
+    store = open_store(url)
+    try:
+        old = await store.effect_state("a" * 64)
+        assert old is not None and old.state is LedgerState.UNKNOWN
+        assert old.arguments is None and old.sensitive == frozenset()
+        assert [m for m, at in await store.migration_status()  # type: ignore[attr-defined]
+                if at is None] == []
+        resolved = await store.resolve_effect("a" * 64, done=True, by="ops")
+        assert resolved is not None and resolved.state is LedgerState.DONE
+        key = effect_key(tool="t", arguments={"x": 1}, principal_id="p", session_id="s1")
+        assert (await store.claim_execution("s1", "new", "d", effect=key)).state is \
+            ClaimState.CLAIMED
+        new = await store.effect_state(key.key)
+        assert new is not None and new.arguments == {"x": 1}
+    finally:
+        await store.close()
+        if schema_urls is not None:
+            schema_urls.close()

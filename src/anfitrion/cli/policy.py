@@ -11,7 +11,7 @@ import click
 
 from .._json import JsonError, parse_json_strict
 from ..conversation import Provenance
-from ..exceptions import UserError
+from ..exceptions import ConfigError, UserError
 from ..policy import (
     DEFAULT_POLICY_FILE,
     Decision,
@@ -147,7 +147,8 @@ def check(tool_name: str, args_json: str, principal_id: str, policy_path: str | 
 @command.command("validate")
 @click.argument("path", required=False, type=click.Path(dir_okay=False))
 @click.option("--toolbox", "toolbox_spec", metavar="MODULE:ATTR",
-              help="Also list the tools whose results count as untrusted (the default).")
+              help="Also list the tools whose results count as untrusted (the default), "
+                   "and check the [tools] declarations against these tools.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
     """Load a policy file, report the first error or list what it contains.
@@ -161,6 +162,13 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
     policy = _load(path or DEFAULT_POLICY_FILE)
     untrusted = None if toolbox_spec is None else sorted(
         t.name for t in _toolbox(toolbox_spec) if t.provenance is Provenance.UNTRUSTED)
+    if toolbox_spec is not None:  # [tools."<name>"] templates must name the tools' arguments
+        from ..policy.declarations import check_declarations
+
+        try:
+            check_declarations(policy.declarations, _toolbox(toolbox_spec))
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
     defaults = {e.value: v.value for e, v in policy.defaults.items()}
     summary: dict[str, Any] = {
         "policy": policy.source,

@@ -42,6 +42,9 @@ from .declarations import ArgumentProvenance
 if TYPE_CHECKING:
     from ..channels.webhooks import WebhookTarget
 
+if TYPE_CHECKING:
+    from .declarations import ToolDeclaration
+
 __all__ = [
     "ApprovalLimits",
     "Budgets",
@@ -262,6 +265,8 @@ class Policy:
         clock: the time source for rate windows and approval expiry (inject one in tests).
         principals: principals declared in a policy file, by id (see :meth:`principal`).
         source: where the policy came from (a file path), for messages.
+        declarations: what ``[tools."<name>"]`` declares about tools, by tool name (see
+            :meth:`declared` and :mod:`anfitrion.policy.declarations`).
 
     Example:
         >>> policy = Policy.default()
@@ -274,7 +279,8 @@ class Policy:
                  budgets: Budgets | None = None, approvals: ApprovalLimits | None = None,
                  clock: Callable[[], datetime] | None = None,
                  principals: Mapping[str, Principal] | None = None,
-                 source: str | None = None) -> None:
+                 source: str | None = None,
+                 declarations: Mapping[str, ToolDeclaration] | None = None) -> None:
         self.rules: tuple[Rule, ...] = tuple(rules)
         self.defaults: Mapping[Effect, Verdict] = {**_DEFAULTS, **(defaults or {})}
         self.budgets = budgets or Budgets()
@@ -286,6 +292,7 @@ class Policy:
         """Set by :func:`~anfitrion.policy.parse_policy`: the hash of the file's parsed content."""
         self.shadow: Policy | None = None
         """A policy the file names in ``[shadow]``: evaluated beside this one, never enforced."""
+        self.declarations: Mapping[str, ToolDeclaration] = dict(declarations or {})
 
     @property
     def sha256(self) -> str:
@@ -317,6 +324,10 @@ class Policy:
                           "per": self.approvals.per.total_seconds(),
                           "max_edits": self.approvals.max_edits},
             "principals": {pid: p.to_dict() for pid, p in sorted(self.principals.items())},
+            "declarations": {name: _plain({"effect": d.effect, "effect_key": d.effect_key,
+                                           "effect_scope": d.effect_scope,
+                                           "idempotent": d.idempotent}, 0)
+                             for name, d in sorted(self.declarations.items())},
         }
 
     @classmethod
@@ -333,7 +344,8 @@ class Policy:
     def _copy(self, **changes: Any) -> Policy:
         options: dict[str, Any] = {"defaults": self.defaults, "budgets": self.budgets,
                                    "approvals": self.approvals, "clock": self.clock,
-                                   "principals": self.principals, "source": self.source}
+                                   "principals": self.principals, "source": self.source,
+                                   "declarations": self.declarations}
         options.update(changes)
         rules = options.pop("rules", self.rules)
         copy = Policy(rules, **options)
@@ -351,6 +363,26 @@ class Policy:
     def now(self) -> datetime:
         """The current time according to this policy's clock (timezone-aware)."""
         return self.clock()
+
+    def declared(self, tool: Tool) -> Tool:
+        """*tool* as the policy file declares it (its effect, effect key and scope,
+        idempotence); the tool itself when nothing is declared for its name.
+
+        Raises:
+            ConfigError: the declaration does not fit the tool (file and line named).
+        """
+        declaration = self.declarations.get(tool.name)
+        if declaration is None:
+            return tool
+        cache: dict[int, tuple[Tool, Tool]] = self.__dict__.setdefault("_declared", {})
+        hit = cache.get(id(tool))
+        if hit is not None and hit[0] is tool:  # the entry holds the tool: its id is not reused
+            return hit[1]
+        declared = declaration.apply(tool)
+        if len(cache) >= 256:
+            cache.clear()
+        cache[id(tool)] = (tool, declared)
+        return declared
 
     def principal(self, principal_id: str) -> Principal:
         """The principal declared under *principal_id*, or a bare one with no scopes."""

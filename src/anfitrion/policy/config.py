@@ -31,9 +31,10 @@ from typing import Any, NoReturn, TypeVar
 
 from .._canonical import canonical_json
 from ..approvals import Quorum
+from ..effects import EffectScope
 from ..exceptions import ConfigError
 from ..principal import Principal
-from ..tools import Effect
+from ..tools import TOOL_NAME, Effect
 from ._core import ApprovalLimits, Budgets, Policy, Rule, Verdict
 from .constraints import (
     Constraint,
@@ -45,7 +46,7 @@ from .constraints import (
     PathInside,
     UrlAllowed,
 )
-from .declarations import Dataflow
+from .declarations import Dataflow, ToolDeclaration, check_template_syntax
 from .quorum import RequireQuorum
 from .ratelimit import RateLimit, parse_duration
 from .rules import ArgumentRule, RepeatGuard, ToolRule
@@ -470,7 +471,8 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
         except ValueError as exc:
             r.fail(str(exc), "lint")
     policy = Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
-                    principals=principals, source=path)
+                    principals=principals, source=path,
+                    declarations=_tool_effects(r, data))
     policy.content_sha256 = _content_sha256(data, text, base_dir)
     if "shadow" in data:
         policy.shadow = _shadow(r, data["shadow"], base_dir)
@@ -545,7 +547,7 @@ def _dataflow_declarations(r: _Reader, data: Mapping[str, Any]) -> dict[str, Dat
     out: dict[str, Dataflow] = {}
     for name, spec in tables.items():
         key = f'tools."{name}"'
-        spec = r.table(spec, key, _DATAFLOW)
+        spec = r.table(spec, key, _DATAFLOW | _TOOL_EFFECT_KEYS)
         sinks = spec.get("sinks", {})
         if not isinstance(sinks, dict) or not all(isinstance(v, str) for v in sinks.values()):
             r.fail("must be a table of argument name = kind", f"{key}.sinks")
@@ -572,6 +574,40 @@ def _secrets(r: _Reader, data: Mapping[str, Any]) -> list[Rule]:
         return []
     exempt = r.strings(table, "exempt_tools", "secrets") or []
     return [r.built("secrets", lambda: SecretArguments(verdict, exempt_tools=exempt))]
+
+
+_TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent"}
+
+
+def _tool_effects(r: _Reader, data: Mapping[str, Any]) -> dict[str, ToolDeclaration]:
+    """``[tools."<name>"]``: a tool's effect and effect identity, for tools the operator does
+    not own (an MCP server's). Whether a template's fields name the tool's arguments is
+    checked when the tool is known (:meth:`ToolDeclaration.apply`)."""
+    tools = data.get("tools", {})
+    if not isinstance(tools, dict):
+        r.fail("must be a table of tools ([tools.\"<name>\"])", "tools")
+    out: dict[str, ToolDeclaration] = {}
+    for name, spec in tools.items():
+        key = f"tools.{name}"
+        if not TOOL_NAME.fullmatch(name):
+            r.fail(f"{name!r} is not a tool name ([A-Za-z0-9_.-], 1 to 64 characters)", key)
+        spec = r.table(spec, key, _TOOL_EFFECT_KEYS | _DATAFLOW)
+        effect = r.typed(spec, "effect", key, str, "'read' or 'write'")
+        if effect is not None and effect not in ("read", "write"):
+            r.fail("must be 'read' or 'write'", f"{key}.effect")
+        template = r.typed(spec, "effect_key", key, str, "a template such as 'refund:{id}'")
+        if template is not None and (problem := check_template_syntax(template)) is not None:
+            r.fail(f"effect_key {template!r}: {problem}", f"{key}.effect_key")
+        scope = r.typed(spec, "effect_scope", key, str, "a string")
+        if scope is not None and scope not in [s.value for s in EffectScope]:
+            r.fail(f"must be one of {', '.join(repr(s.value) for s in EffectScope)}",
+                   f"{key}.effect_scope")
+        idempotent = r.typed(spec, "idempotent", key, bool, "true or false")
+        lines = {k: line for k in spec if (line := r.index.find(f"{key}.{k}")) is not None}
+        out[name] = ToolDeclaration(
+            name, Effect(effect) if effect else None, template,
+            EffectScope(scope) if scope else None, idempotent, r.path, lines)
+    return out
 
 
 def load_policy(path: str | os.PathLike[str]) -> Policy:

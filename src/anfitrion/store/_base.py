@@ -82,6 +82,11 @@ class EffectEntry:
     resolution_note: str | None = None
     repeats: int = 0
     """How many times a person approved running it again."""
+    arguments: Mapping[str, Any] | None = None
+    """The exact arguments of the holding call (a reconcile hook needs them); ``None`` for an
+    effect reserved before migration ``0007_effect_arguments``. Show them only redacted."""
+    sensitive: frozenset[str] = frozenset()
+    """The argument names the tool declares sensitive (never shown)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,6 +119,14 @@ MIGRATIONS: tuple[Migration, ...] = (
             repeats BIGINT NOT NULL DEFAULT 0)""",
         "CREATE INDEX anfitrion_effects_call ON anfitrion_effects (session_id, call_id)",
     )),
+    # The arguments of the call holding an effect (canonical JSON), and the names its tool
+    # declares sensitive: a reconcile hook run later (``anfitrion effects reconcile``) needs
+    # the real arguments; every display redacts them. Effects reserved at 0006 keep NULL: they
+    # can still be resolved by a person, not reconciled.
+    Migration("0007_effect_arguments", (
+        "ALTER TABLE anfitrion_effects ADD COLUMN arguments TEXT",
+        "ALTER TABLE anfitrion_effects ADD COLUMN sensitive TEXT",
+    )),
     # The two-person rule: one row per person's vote on a request (a second vote by the same
     # person conflicts on the key), and how many distinct approvals the request needs
     # (0: one answer, as before; the store refuses a single approving answer otherwise).

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from .._canonical import canonical_json
 from ..approvals import ApprovalAnswer, ApprovalRequest
 from ..conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
+from ..effects import EffectKey
 from ..exceptions import StoreError
 from ._base import (
     PRE_CLAIM,
@@ -48,6 +49,7 @@ __all__ = [
     "claim_transition",
     "dump_json",
     "dump_result",
+    "effect_arguments",
     "effect_move",
     "effect_row",
     "entry_row",
@@ -124,7 +126,7 @@ def effect_move(holder: tuple[str, str] | None, me: tuple[str, str],
 
 EFFECT_COLUMNS = ("e.key, e.display, e.scope, e.tool, e.session_id, e.call_id, e.created_at, "
                   "e.updated_at, e.resolved_by, e.resolution_note, e.repeats, l.state, l.result, "
-                  "l.updated_at")
+                  "l.updated_at, e.arguments, e.sensitive")
 """The columns :func:`effect_row` reads: ``anfitrion_effects e LEFT JOIN anfitrion_ledger l``."""
 
 
@@ -135,7 +137,31 @@ def effect_row(row: Sequence[Any]) -> EffectEntry:
                            LedgerState(row[11]) if row[11] is not None else None,
                            load_result(row[12], key), _when(row[6]),
                            _when(row[13]) if row[13] is not None else _when(row[7]),
-                           row[8], row[9], int(row[10]))
+                           row[8], row[9], int(row[10]), _arguments(row[14]),
+                           frozenset(_names(row[15])))
+
+
+def _arguments(text: str | None) -> dict[str, Any] | None:
+    value = load_json(text)
+    if value is not None and not isinstance(value, dict):
+        raise StoreError("corrupt data in the store: effect arguments are not an object")
+    return value
+
+
+def _names(text: str | None) -> list[str]:
+    value = load_json(text)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise StoreError("corrupt data in the store: sensitive names are not a list of strings")
+    return value
+
+
+def effect_arguments(effect: EffectKey) -> tuple[str | None, str | None]:
+    """The ``arguments`` and ``sensitive`` columns of a reserved *effect* (canonical JSON)."""
+    if effect.arguments is None:
+        return None, None
+    return canonical_json(dict(effect.arguments)), canonical_json(sorted(effect.sensitive))
 
 
 def resolution_result(call_id: str, tool: str, *, done: bool, by: str, note: str) -> ToolResult:

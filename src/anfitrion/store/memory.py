@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from .._canonical import canonical_json
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
@@ -230,12 +232,14 @@ class MemoryStore:
                 if held is None:
                     self._effects[effect.key] = EffectEntry(
                         effect.key, effect.display, effect.scope.value, effect.tool,
-                        session_id, call_id, None, created_at=now, updated_at=now)
+                        session_id, call_id, None, created_at=now, updated_at=now,
+                        arguments=_copied(effect.arguments), sensitive=effect.sensitive)
                 elif move is not EffectMove.OWN:
                     self._effects[effect.key] = dataclasses.replace(
                         held, session_id=session_id, call_id=call_id, updated_at=now,
                         resolved_by=None, resolution_note=None,
-                        repeats=held.repeats + (move is EffectMove.REPEAT))
+                        repeats=held.repeats + (move is EffectMove.REPEAT),
+                        arguments=_copied(effect.arguments), sensitive=effect.sensitive)
             entry = self._ledger.get(key)
             new, answer = claim_transition(entry.state if entry else None,
                                            retry_unknown=retry_unknown)
@@ -366,3 +370,9 @@ def _resumable(state: SessionState, waiting: set[str], now: float) -> bool:
     if state.status == "suspended":
         return state.session_id not in waiting
     return state.status == "running" and state.lease_owner is not None
+
+
+def _copied(arguments: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A deep copy, as the other stores' JSON round trip gives: a caller mutating the
+    arguments it passed changes nothing stored."""
+    return None if arguments is None else json.loads(canonical_json(dict(arguments)))

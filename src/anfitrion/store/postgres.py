@@ -59,6 +59,7 @@ from ._rows import (
     claim_state_sql,
     dump_json,
     dump_result,
+    effect_arguments,
     effect_move,
     effect_row,
     entry_row,
@@ -743,9 +744,10 @@ async def _reserve_effect(conn: _Conn, effect: EffectKey, me: tuple[str, str],
     now = now_iso()
     cur = await conn.execute(
         "INSERT INTO anfitrion_effects (key, display, scope, tool, session_id, call_id, "
-        "created_at, updated_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (key) DO NOTHING",
-        (effect.key, effect.display, effect.scope.value, effect.tool, me[0], me[1], now, now))
+        "created_at, updated_at, arguments, sensitive) "
+        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
+        (effect.key, effect.display, effect.scope.value, effect.tool, me[0], me[1], now, now,
+         *effect_arguments(effect)))
     if cur.rowcount == 1:
         return None
     held = await _locked_effect(conn, effect.key)
@@ -757,8 +759,10 @@ async def _reserve_effect(conn: _Conn, effect: EffectKey, me: tuple[str, str],
     if move is not EffectMove.OWN:
         await conn.execute(
             "UPDATE anfitrion_effects SET session_id = %s, call_id = %s, updated_at = %s, "
-            "resolved_by = NULL, resolution_note = NULL, repeats = repeats + %s WHERE key = %s",
-            (me[0], me[1], now, int(move is EffectMove.REPEAT), effect.key))
+            "resolved_by = NULL, resolution_note = NULL, repeats = repeats + %s, "
+            "arguments = %s, sensitive = %s WHERE key = %s",
+            (me[0], me[1], now, int(move is EffectMove.REPEAT), *effect_arguments(effect),
+             effect.key))
     return None
 
 

@@ -62,6 +62,7 @@ from ._rows import (
     claim_transition,
     dump_json,
     dump_result,
+    effect_arguments,
     effect_move,
     effect_row,
     entry_row,
@@ -911,14 +912,16 @@ def _reserve_effect(c: Conn, effect: EffectKey, me: tuple[str, str],
         return held
     if held is None:
         c.execute("INSERT INTO anfitrion_effects (key, display, scope, tool, session_id, "
-                  "call_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                  "call_id, created_at, updated_at, arguments, sensitive) "
+                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                   (effect.key, effect.display, effect.scope.value, effect.tool, me[0], me[1],
-                   now, now))
+                   now, now, *effect_arguments(effect)))
     elif move is not EffectMove.OWN:
         c.execute("UPDATE anfitrion_effects SET session_id = ?, call_id = ?, updated_at = ?, "
-                  "resolved_by = NULL, resolution_note = NULL, repeats = repeats + ? "
-                  "WHERE key = ?", (me[0], me[1], now, int(move is EffectMove.REPEAT),
-                                    effect.key))
+                  "resolved_by = NULL, resolution_note = NULL, repeats = repeats + ?, "
+                  "arguments = ?, sensitive = ? WHERE key = ?",
+                  (me[0], me[1], now, int(move is EffectMove.REPEAT), *effect_arguments(effect),
+                   effect.key))
     return None
 
 

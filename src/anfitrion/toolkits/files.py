@@ -29,6 +29,11 @@ Containment has two layers:
    writing and deleting replace or remove the name only, never the linked data. Sizes and
    listing lengths are capped.
 
+Every refusal is raised before the file is touched, as :class:`~anfitrion.ToolNotExecuted`: a
+refused ``write_draft`` or ``delete_file`` simply failed (its effect is free to be proposed
+again), never "outcome unknown". The rename (write) or unlink (delete) is the one step that
+changes anything; only a failure after it leaves the outcome to a person.
+
 Example:
     >>> import tempfile
     >>> box = files(tempfile.mkdtemp())
@@ -50,7 +55,7 @@ from contextlib import contextmanager, suppress
 from typing import Any
 
 from ..conversation import Provenance
-from ..exceptions import ToolError
+from ..exceptions import ToolError, ToolNotExecuted
 from ..policy.constraints import ambiguous_path
 from ..tools import ArgumentError, Effect, Tool, Toolbox
 
@@ -131,26 +136,26 @@ def check_relative_path(path: Any, *, allow_root: bool = False,
     return tuple(parts)
 
 
-def _refusal(exc: OSError, shown: str) -> ToolError:
+def _refusal(exc: OSError, shown: str) -> ToolNotExecuted:
     if exc.errno in (errno.ELOOP, errno.EMLINK):
         # the walk follows links itself; the kernel meets one only if it was swapped in
         # between a look and the open, and O_NOFOLLOW refuses it
-        return ToolError(f"{shown}: a symbolic link was swapped in while the path was opened; "
-                         "it is not followed")
+        return ToolNotExecuted(f"{shown}: a symbolic link was swapped in while the path was "
+                               "opened; it is not followed")
     if exc.errno == errno.ENOTDIR:
-        return ToolError(f"{shown}: a component of the path is not a folder "
-                         "(or is a symbolic link)")
+        return ToolNotExecuted(f"{shown}: a component of the path is not a folder "
+                               "(or is a symbolic link)")
     if exc.errno == errno.ENOENT:
-        return ToolError(f"{shown}: no such file or folder")
+        return ToolNotExecuted(f"{shown}: no such file or folder")
     if exc.errno == errno.EISDIR:
-        return ToolError(f"{shown}: is a folder")
+        return ToolNotExecuted(f"{shown}: is a folder")
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return ToolError(f"{shown}: permission denied")
-    return ToolError(f"{shown}: {os.strerror(exc.errno or 0)}")
+        return ToolNotExecuted(f"{shown}: permission denied")
+    return ToolNotExecuted(f"{shown}: {os.strerror(exc.errno or 0)}")
 
 
-def _refuse_link(shown: str, why: str) -> ToolError:
-    return ToolError(f"{shown}: a symbolic link on the path {why}; it is not followed")
+def _refuse_link(shown: str, why: str) -> ToolNotExecuted:
+    return ToolNotExecuted(f"{shown}: a symbolic link on the path {why}; it is not followed")
 
 
 class _Root:
@@ -192,7 +197,8 @@ class _Root:
     def check_device(self, fd: int, shown: str) -> None:
         """Refuse a descriptor on another file system than the root (a mount of /proc, ...)."""
         if self.one_filesystem and os.fstat(fd).st_dev != self.device:
-            raise ToolError(f"{shown}: is on another file system than the folder; not followed")
+            raise ToolNotExecuted(f"{shown}: is on another file system than the folder; "
+                                  "not followed")
 
     def _link_target(self, parent: int, name: str, shown: str) -> tuple[bool, list[str]]:
         """Where the link *name* points: (from the root?, components)."""
@@ -274,12 +280,13 @@ def _read_regular(base: _Root, parent: int, name: str, limit: int, shown: str) -
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             kind = "folder" if stat.S_ISDIR(info.st_mode) else "special file"
-            raise ToolError(f"{shown}: is a {kind}, not a regular file")
+            raise ToolNotExecuted(f"{shown}: is a {kind}, not a regular file")
         if info.st_nlink > 1 and not base.allow_hard_links:
-            raise ToolError(f"{shown}: has {info.st_nlink} hard links (another name of it may be "
-                            "outside the folder); it is not read")
+            raise ToolNotExecuted(f"{shown}: has {info.st_nlink} hard links (another name of "
+                                  "it may be outside the folder); it is not read")
         if info.st_size > limit:
-            raise ToolError(f"{shown}: is {info.st_size} bytes, more than the limit of {limit}")
+            raise ToolNotExecuted(f"{shown}: is {info.st_size} bytes, more than the limit of "
+                                  f"{limit}")
         chunks: list[bytes] = []
         size = 0
         while size <= limit:
@@ -289,7 +296,7 @@ def _read_regular(base: _Root, parent: int, name: str, limit: int, shown: str) -
             chunks.append(chunk)
             size += len(chunk)
         if size > limit:
-            raise ToolError(f"{shown}: grew past the limit of {limit} bytes while reading")
+            raise ToolNotExecuted(f"{shown}: grew past the limit of {limit} bytes while reading")
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -403,14 +410,14 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
         try:
             with base.walk(parts, last="follow") as (fd, name):
                 if name is None:
-                    raise ToolError(f"{shown(parts)}: is a folder")
+                    raise ToolNotExecuted(f"{shown(parts)}: is a folder")
                 data = _read_regular(base, fd, name, max_file_bytes, shown(parts))
         except OSError as exc:
             raise _refusal(exc, shown(parts)) from None
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
-            raise ToolError(f"{shown(parts)}: is not UTF-8 text") from None
+            raise ToolNotExecuted(f"{shown(parts)}: is not UTF-8 text") from None
 
     def write_draft(path: str, text: str) -> str:
         """Create or replace a text file in the workspace (folders are created as needed).
@@ -423,9 +430,11 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
             text: The whole new content of the file (UTF-8).
         """
         parts = parse(path)
+        committed = False  # the rename is the one step that changes the file
         data = text.encode("utf-8")
         if len(data) > max_file_bytes:
-            raise ToolError(f"text is {len(data)} bytes, more than the limit of {max_file_bytes}")
+            raise ToolNotExecuted(f"text is {len(data)} bytes, more than the limit of "
+                                  f"{max_file_bytes}")
         try:
             with base.walk(parts, create=True, last="name") as (fd, final):
                 name = str(final)
@@ -434,7 +443,7 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
                 except FileNotFoundError:
                     existing = None
                 if existing is not None and not stat.S_ISREG(existing.st_mode):
-                    raise ToolError(f"{shown(parts)}: exists and is not a regular file")
+                    raise ToolNotExecuted(f"{shown(parts)}: exists and is not a regular file")
                 temp = f".{name[:200]}.{secrets.token_hex(6)}.tmp"
                 tfd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
                               | os.O_CLOEXEC, 0o644, dir_fd=fd)
@@ -449,11 +458,16 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
                     # rename replaces the name itself: a link swapped in here is replaced,
                     # never followed
                     os.rename(temp, name, src_dir_fd=fd, dst_dir_fd=fd)
+                    committed = True
                 except BaseException:
-                    with suppress(OSError):
-                        os.unlink(temp, dir_fd=fd)
+                    if not committed:
+                        with suppress(OSError):
+                            os.unlink(temp, dir_fd=fd)
                     raise
         except OSError as exc:
+            if committed:  # replaced, then a failure: the write happened
+                raise ToolError(f"{shown(parts)}: written, then {os.strerror(exc.errno or 0)}",
+                                executed=True) from None
             raise _refusal(exc, shown(parts)) from None
         verb = "replaced" if existing is not None else "created"
         return f"{verb} {'/'.join(parts)} ({len(data)} bytes)"
@@ -467,16 +481,21 @@ def files(root: str | os.PathLike[str], *, trusted: bool = False,
             path: A file relative to the workspace, e.g. "drafts/old.md".
         """
         parts = parse(path)
+        deleted = False  # the unlink is the one step that changes anything
         try:
             with base.walk(parts, last="name") as (fd, final):
                 name = str(final)
                 info = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 if not stat.S_ISREG(info.st_mode):
-                    raise ToolError(f"{shown(parts)}: is a {_kind(info.st_mode)}, "
-                                    "not a regular file")
+                    raise ToolNotExecuted(f"{shown(parts)}: is a {_kind(info.st_mode)}, "
+                                          "not a regular file")
                 # unlink removes the name only: if a link was swapped in, the link goes
                 os.unlink(name, dir_fd=fd)
+                deleted = True
         except OSError as exc:
+            if deleted:
+                raise ToolError(f"{shown(parts)}: deleted, then {os.strerror(exc.errno or 0)}",
+                                executed=True) from None
             raise _refusal(exc, shown(parts)) from None
         return f"deleted {'/'.join(parts)}"
 

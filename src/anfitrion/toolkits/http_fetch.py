@@ -31,7 +31,7 @@ from urllib.parse import urljoin, urlsplit
 import anyio
 
 from ..conversation import Provenance
-from ..exceptions import MissingDependencyError, ToolDefinitionError, ToolError
+from ..exceptions import MissingDependencyError, ToolDefinitionError, ToolError, ToolNotExecuted
 from ..tools import ArgumentError, Effect, Tool
 
 __all__ = ["Resolver", "address_is_public", "http_fetch", "numeric_host", "static_resolver"]
@@ -301,20 +301,20 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
         try:
             found = list(await resolve(target.host))
         except OSError as exc:
-            raise ToolError(f"cannot resolve {target.host!r}: {exc}") from None
+            raise ToolNotExecuted(f"cannot resolve {target.host!r}: {exc}") from None
         if not found:
-            raise ToolError(f"cannot resolve {target.host!r}")
+            raise ToolNotExecuted(f"cannot resolve {target.host!r}")
         for text in found:
             try:
                 ip = ipaddress.ip_address(text.split("%")[0])
             except ValueError:
-                raise ToolError(f"{target.host!r} resolved to an invalid address") from None
+                raise ToolNotExecuted(f"{target.host!r} resolved to an invalid address") from None
             loopback_ok = allow_http_loopback and target.scheme == "http" and _is_loopback(ip)
             if not address_is_public(ip) and not loopback_ok:
-                raise ToolError(f"{target.host!r} resolves to {text}, which is not a public "
-                                "address; refused")
+                raise ToolNotExecuted(f"{target.host!r} resolves to {text}, which is not a "
+                                      "public address; refused")
             if target.scheme == "http" and not _is_loopback(ip):
-                raise ToolError("http is allowed only to loopback addresses (development)")
+                raise ToolNotExecuted("http is allowed only to loopback addresses (development)")
         return found[0].split("%")[0]
 
     async def one_hop(target: _Target) -> tuple[int, str | None, str, bytes, bool]:

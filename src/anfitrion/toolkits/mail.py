@@ -40,6 +40,7 @@ import anyio.to_thread
 from ..conversation import Provenance
 from ..drafts import Draft, Drafts
 from ..exceptions import ToolDefinitionError
+from ..gate import ToolNotExecuted
 from ..store import Store
 from ..tools import ArgumentError, Effect, Tool, Toolbox, ToolContext
 
@@ -174,12 +175,28 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
             box = mailbox.Maildir(str(maildir), create=True)
             box.add(message)
             return
-        with smtplib.SMTP(smtp.host, smtp.port, timeout=smtp.timeout) as client:
-            if smtp.starttls:  # smtplib's own default context checks no certificate
-                client.starttls(context=smtp.tls_context or ssl.create_default_context())
-            if smtp.username is not None:
-                client.login(smtp.username, smtp.password or "")
-            client.send_message(message, from_addr=from_address, to_addrs=recipients)
+        # A refusal before the message is handed over provably sent nothing: the call failed
+        # (ToolNotExecuted), so nobody is asked whether it happened. Anything after the
+        # hand-over began (a reply lost, a timeout) leaves the outcome unknown.
+        try:
+            client = smtplib.SMTP(smtp.host, smtp.port, timeout=smtp.timeout)
+        except (OSError, smtplib.SMTPException) as exc:
+            raise ToolNotExecuted(f"cannot reach the mail server {smtp.host}:{smtp.port}: "
+                                  f"{type(exc).__name__}; nothing was sent") from None
+        with client:
+            try:
+                if smtp.starttls:  # smtplib's own default context checks no certificate
+                    client.starttls(context=smtp.tls_context or ssl.create_default_context())
+                if smtp.username is not None:
+                    client.login(smtp.username, smtp.password or "")
+            except (OSError, smtplib.SMTPException) as exc:
+                raise ToolNotExecuted(f"the mail server refused the session before the message "
+                                      f"({type(exc).__name__}); nothing was sent") from None
+            try:
+                client.send_message(message, from_addr=from_address, to_addrs=recipients)
+            except (smtplib.SMTPSenderRefused, smtplib.SMTPRecipientsRefused) as exc:
+                raise ToolNotExecuted(f"the mail server refused the message "
+                                      f"({type(exc).__name__}); nothing was sent") from None
 
     async def draft_email(to: list[str], subject: str, body: str,
                           context: ToolContext) -> dict[str, Any]:

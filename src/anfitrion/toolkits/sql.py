@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..conversation import Provenance
-from ..exceptions import MissingDependencyError, ToolError
+from ..exceptions import MissingDependencyError, ToolError, ToolNotExecuted
 from ..principal import Principal
 from ..tools import ArgumentError, Effect, Tool
 
@@ -351,7 +351,7 @@ def sqlite(path: str | Path, *, name: str = "sql_query", max_rows: int = 200,
         try:
             conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
         except sqlite3.Error as exc:
-            raise ToolError(f"cannot open the database read-only: {exc}") from None
+            raise ToolNotExecuted(f"cannot open the database read-only: {exc}") from None
         try:
             conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max_value_bytes)
             conn.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
@@ -423,11 +423,11 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
         if role is not None:
             db_role = role(principal)
             if not db_role:
-                raise ToolError("no database role is configured for you; ask the operator")
+                raise ToolNotExecuted("no database role is configured for you; ask the operator")
         try:
             conn = await psycopg.AsyncConnection.connect(dsn, autocommit=False)
         except psycopg.Error as exc:
-            raise ToolError(f"cannot connect to the database: {type(exc).__name__}") from None
+            raise ToolNotExecuted(f"cannot connect to the database: {type(exc).__name__}") from None
         try:
             async with conn.cursor() as cur:
                 try:

@@ -376,7 +376,12 @@ def openapi_document() -> dict[str, Any]:
                                "resolved_failed"]},
             "since": {"oneOf": [_TIME, {"type": "null"}]}, "result": {"oneOf": nullable},
             "resolved_by": {"oneOf": nullable}, "note": {"oneOf": nullable},
-            "repeats": {"type": "integer"}}}
+            "repeats": {"type": "integer"},
+            "arguments": {"oneOf": [{"type": "object", "additionalProperties": _STR},
+                                    {"type": "null"}],
+                          "description": "the holding call's arguments, redacted (sensitive "
+                                         "and secret-named ones '[sensitive]'); null for an "
+                                         "effect reserved before they were kept"}}}
 
     def decision(verb: str) -> dict[str, Any]:
         return {

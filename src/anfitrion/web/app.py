@@ -43,6 +43,7 @@ from ._decisions import (
     parse_edited_arguments,
     propose_edit,
 )
+from ._effects import effect_routes
 from ._live import PendingEvents
 from ._render import (
     Intent,
@@ -362,6 +363,8 @@ def create_app(store: Store, *, token: str,
         Route("/sessions", sessions, methods=["GET"]),
         Route("/sessions/{session_id}", session, methods=["GET"]),
         Route("/static/{name}", static, methods=["GET"]),
+        *effect_routes(store, signed_in=signed_in, checked_post=checked_post,
+                       to_login=to_login),
         *api_routes(store, token, on_answer, reviewers=reviewers,
                     callbacks=CallbackVerifier(callback_secrets, store)
                     if callback_secrets else None),
