@@ -189,10 +189,10 @@ def test_the_policy_file_declares_tools_the_operator_does_not_own() -> None:
 
 
 @pytest.mark.parametrize(("text", "key"), [
-    ('[tools."x"]\nsinks = { to = "friend" }\n', 'tools."x"'),
-    ('[tools."x"]\nsinks = ["to"]\n', 'tools."x".sinks'),
-    ('[tools."x"]\noutward = "body"\n', 'tools."x".outward'),
-    ('[tools."x"]\nsinkz = {}\n', 'tools."x".sinkz'),
+    ('[tools."x"]\nsinks = { to = "friend" }\n', 'tools.x'),
+    ('[tools."x"]\nsinks = ["to"]\n', 'tools.x.sinks'),
+    ('[tools."x"]\noutward = "body"\n', 'tools.x.outward'),
+    ('[tools."x"]\nsinkz = {}\n', 'tools.x.sinkz'),
     ('[taint]\nplan = "later"\n', "taint.plan"),
     ('[taint]\nreads = "some"\n', "taint.reads"),
 ])

@@ -546,7 +546,7 @@ def _dataflow_declarations(r: _Reader, data: Mapping[str, Any]) -> dict[str, Dat
                      set(data["tools"]) if isinstance(data["tools"], dict) else set())
     out: dict[str, Dataflow] = {}
     for name, spec in tables.items():
-        key = f'tools."{name}"'
+        key = f"tools.{name}"
         spec = r.table(spec, key, _DATAFLOW | _TOOL_EFFECT_KEYS)
         sinks = spec.get("sinks", {})
         if not isinstance(sinks, dict) or not all(isinstance(v, str) for v in sinks.values()):
