@@ -40,7 +40,7 @@ async def _conversation(calls: int, store: str, sync: bool, audit: bool,
                         otel: bool = False) -> Stamps:
     stamps = Stamps()
     host = Host(model=make_model(calls, stamps), tools=make_tools(sync), store=store,
-                max_turns=calls + 2, audit=audit)
+                max_turns=calls + 2, audit=audit, max_tool_calls=None)
     if otel:  # the OpenTelemetry API with no SDK configured: the no-op providers
         from anfitrion.telemetry import instrument
 

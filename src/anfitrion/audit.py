@@ -23,22 +23,23 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import TYPE_CHECKING, Any
 
-from ._canonical import canonical_json, digest
+from ._canonical import canonical_bytes, canonical_json, digest
 from .events import EventType, HostEvent
 from .store._base import AuditRecord, Store
 
 if TYPE_CHECKING:
     from .tools import Tool
 
-__all__ = ["AuditRecorder", "ChainReport", "RedactingFilter", "chain_hash", "export_jsonl",
-           "iban_valid", "luhn_valid", "record_to_dict", "records_from_jsonl", "redact",
-           "redact_lines", "verify_chain"]
+__all__ = ["AuditRecorder", "ChainReport", "RedactingFilter", "chain_hash", "chain_texts",
+           "export_jsonl", "iban_valid", "luhn_valid", "record_to_dict", "records_from_jsonl",
+           "redact", "redact_lines", "verify_chain"]
 
 PREVIEW_CHARS = 200
 SCAN_MARGIN = 8192
 ARGUMENT_PREVIEW_CHARS = 120
 MAX_PREVIEW_ARGUMENTS = 20
 GENESIS = "0" * 64
+_sha256 = hashlib.sha256
 
 _SECRET_NAME = (r"[\w-]*(?:password|passwd|passcode|passphrase|pwd|secret|api[_-]?key"
                 r"|access[_-]?key|token|auth|credential|private[_-]?key|session[_-]?key|cookie)[\w-]*")
@@ -310,10 +311,30 @@ def chain_hash(seq: int, type: str, session_id: str, at: float, data: Mapping[st
     *data* (*data_text*, when the caller serialised it already). Strings are JSON-quoted, so no
     two different records share the hashed text.
     """
-    body = canonical_json(data) if data_text is None else data_text
-    text = (f"{int(seq)}|{_quoted(type)}|{_quoted(session_id)}|{float(at)!r}|"
-            f"{_quoted(prev_hash)}\n{body}")
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    body = canonical_bytes(data) if data_text is None else \
+        data_text.encode("utf-8", "surrogatepass")
+    return _sha256(_header(seq, type, session_id, at, prev_hash) + body).hexdigest()
+
+
+def chain_texts(seq: int, prev_hash: str, rows: Iterable[tuple[str, str, float, str]]
+                ) -> list[tuple[int, str, str]]:
+    """Chain *rows* (type, session id, at, canonical data text) after the record *seq* whose
+    hash is *prev_hash*, in one pass: each record's ``(seq, prev_hash, hash)``, the hashes
+    being exactly :func:`chain_hash`'s (a store verifies them one record at a time)."""
+    out: list[tuple[int, str, str]] = []
+    for type, session_id, at, text in rows:
+        seq += 1
+        digest = _sha256(_header(seq, type, session_id, at, prev_hash)
+                         + text.encode("utf-8", "surrogatepass")).hexdigest()
+        out.append((seq, prev_hash, digest))
+        prev_hash = digest
+    return out
+
+
+def _header(seq: int, type: str, session_id: str, at: float, prev_hash: str) -> bytes:
+    # ASCII only: _quoted escapes every non-ASCII character
+    return (f"{int(seq)}|{_quoted(type)}|{_quoted(session_id)}|{float(at)!r}|"
+            f"{_quoted(prev_hash)}\n").encode("ascii")
 
 
 def _quoted(value: Any) -> str:

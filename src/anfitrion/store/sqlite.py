@@ -744,17 +744,14 @@ def _append_audit(c: Conn, rows: Sequence[tuple[str, str, float, str]]
                   ) -> list[tuple[int, str, str]]:
     """Chain *rows* (type, session, at, canonical data text) after the head, under the write
     lock; returns each record's (seq, prev_hash, hash)."""
-    from ..audit import chain_hash
+    from ..audit import chain_texts
 
     seq, prev = c.execute("SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1").fetchone()
-    out: list[tuple[int, str, str]] = []
-    inserts = []
-    for type, session_id, at, text in rows:
-        seq += 1
-        digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
-        inserts.append((seq, type, session_id, at, text, prev, digest))
-        out.append((seq, prev, digest))
-        prev = digest
+    out = chain_texts(seq, prev, rows)
+    inserts = [(n, kind, session_id, at, text, before, digest)
+               for (kind, session_id, at, text), (n, before, digest) in zip(rows, out, strict=True)]
+    if out:
+        seq, prev = out[-1][0], out[-1][2]
     c.executemany("INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, "
                   "hash) VALUES (?, ?, ?, ?, ?, ?, ?)", inserts)
     c.execute("UPDATE anfitrion_audit_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
