@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anfitrion import _canonical
-from anfitrion._canonical import canonical_bytes, canonical_json, digest
+from anfitrion._canonical import canonical_bytes, canonical_json, digest, float_free_bytes
 
 # today's encoder, spelled out here so that a change to the module cannot move the reference
 REFERENCE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -47,6 +47,7 @@ def test_canonical_text_is_the_standard_encoders_byte_for_byte(value: Any) -> No
     expected = REFERENCE.encode(value)
     assert canonical_json(value) == expected
     assert canonical_bytes(value) == expected.encode("utf-8")
+    assert float_free_bytes(value) == expected.encode("utf-8")  # finite floats are fine too
     assert digest(value) == hashlib.sha256(expected.encode("utf-8")).hexdigest()
 
 

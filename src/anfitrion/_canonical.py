@@ -20,7 +20,8 @@ import math
 import re
 from typing import Any
 
-__all__ = ["FAST", "canonical_bytes", "canonical_json", "digest"]
+__all__ = ["FAST", "canonical_bytes", "canonical_json", "digest", "float_free_bytes",
+           "standard_json"]
 
 # One encoder for every call: ``json.dumps`` with these options builds an identical one each
 # time (the encoder keeps no state between calls).
@@ -56,8 +57,18 @@ if orjson is not None:
             out = _dumps(value, default=_refuse, option=_OPTIONS)
         except _FAILED:
             return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
-        if (b"null" in out and _non_finite(value)) or \
-                ((b"e-" in out or b"0.0000" in out) and _OTHER_FLOAT.search(out)):
+        if (b"null" in out and _non_finite(value)) or _other_float(out):
+            return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
+        return out
+
+    def float_free_bytes(value: Any) -> bytes:
+        """:func:`canonical_bytes` of a value that holds no float (the data of an audit record,
+        which anfitrion builds from text, integers and booleans): no search for a NaN."""
+        try:
+            out = _dumps(value, default=_refuse, option=_OPTIONS)
+        except _FAILED:
+            return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
+        if _other_float(out):
             return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
         return out
 
@@ -72,8 +83,7 @@ if orjson is not None:
             out = _dumps(value, default=_refuse, option=_OPTIONS)
         except _FAILED:
             return _ENCODER.encode(value)
-        if (b"null" in out and _non_finite(value)) or \
-                ((b"e-" in out or b"0.0000" in out) and _OTHER_FLOAT.search(out)):
+        if (b"null" in out and _non_finite(value)) or _other_float(out):
             return _ENCODER.encode(value)
         return out.decode("utf-8")
 
@@ -83,8 +93,7 @@ if orjson is not None:
             out = _dumps(value, default=_refuse, option=_OPTIONS)
         except _FAILED:
             return hashlib.sha256(_ENCODER.encode(value).encode("utf-8")).hexdigest()
-        if (b"null" in out and _non_finite(value)) or \
-                ((b"e-" in out or b"0.0000" in out) and _OTHER_FLOAT.search(out)):
+        if (b"null" in out and _non_finite(value)) or _other_float(out):
             return hashlib.sha256(_ENCODER.encode(value).encode("utf-8")).hexdigest()
         return hashlib.sha256(out).hexdigest()
 
@@ -95,6 +104,8 @@ else:  # orjson missing (a platform without its wheel): the pin test loads this 
         """The canonical JSON of *value*, UTF-8 encoded (unpaired surrogates kept)."""
         return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
 
+    float_free_bytes = canonical_bytes
+
     def canonical_json(value: Any) -> str:
         """Serialise *value* deterministically: sorted keys, no spaces, UTF-8 characters kept."""
         return _ENCODER.encode(value)
@@ -102,6 +113,14 @@ else:  # orjson missing (a platform without its wheel): the pin test loads this 
     def digest(value: Any) -> str:
         """SHA-256 (hex) of the canonical JSON of *value*."""
         return hashlib.sha256(_ENCODER.encode(value).encode("utf-8")).hexdigest()
+
+
+def _other_float(out: bytes) -> bool:
+    """Whether orjson's text *out* may hold a float written otherwise than repr writes it (a
+    false alarm costs only the standard encoder's time). One-byte searches are the cheapest:
+    they come first."""
+    return bool(((b"-" in out and b"e-" in out) or (b"." in out and b"0.0000" in out))
+                and _OTHER_FLOAT.search(out))
 
 
 def standard_json(value: Any) -> str:

@@ -16,14 +16,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import TYPE_CHECKING, Any
 
-from ._canonical import canonical_bytes, canonical_json, digest
+from ._canonical import canonical_json, digest, float_free_bytes
 from .events import EventType, HostEvent
 from .store._base import AuditRecord, Store
 
@@ -39,6 +40,7 @@ SCAN_MARGIN = 8192
 ARGUMENT_PREVIEW_CHARS = 120
 MAX_PREVIEW_ARGUMENTS = 20
 GENESIS = "0" * 64
+log = logging.getLogger("anfitrion.audit")
 _sha256 = hashlib.sha256
 
 _SECRET_NAME = (r"[\w-]*(?:password|passwd|passcode|passphrase|pwd|secret|api[_-]?key"
@@ -311,7 +313,7 @@ def chain_hash(seq: int, type: str, session_id: str, at: float, data: Mapping[st
     *data* (*data_text*, when the caller serialised it already). Strings are JSON-quoted, so no
     two different records share the hashed text.
     """
-    body = canonical_bytes(data) if data_text is None else \
+    body = float_free_bytes(data) if data_text is None else \
         data_text.encode("utf-8", "surrogatepass")
     return _sha256(_header(seq, type, session_id, at, prev_hash) + body).hexdigest()
 
@@ -332,7 +334,10 @@ def chain_texts(seq: int, prev_hash: str, rows: Iterable[tuple[str, str, float, 
 
 
 def _header(seq: int, type: str, session_id: str, at: float, prev_hash: str) -> bytes:
-    # ASCII only: _quoted escapes every non-ASCII character
+    # ASCII only: a quoted string has every non-ASCII character escaped
+    if type.__class__ is str and session_id.__class__ is str and prev_hash.__class__ is str:
+        return (f"{int(seq)}|{_encode_ascii(type)}|{_encode_ascii(session_id)}|{float(at)!r}|"
+                f"{_encode_ascii(prev_hash)}\n").encode("ascii")
     return (f"{int(seq)}|{_quoted(type)}|{_quoted(session_id)}|{float(at)!r}|"
             f"{_quoted(prev_hash)}\n").encode("ascii")
 
@@ -496,21 +501,57 @@ class AuditRecorder:
                 self._sensitive[tool.name] = frozenset(tool.sensitive)
 
     async def __call__(self, event: HostEvent) -> None:
+        if self._add(event):
+            await self.flush()
+
+    def record(self, event: HostEvent) -> Awaitable[None] | None:
+        """:meth:`__call__` as the runtime's listener: buffer *event*'s record, and return the
+        flush to await when it ends a batch, else ``None`` (no coroutine for most events).
+        Like any listener's, a failure is logged and never ends the run."""
+        try:
+            flush = self._add(event)
+        except Exception:
+            log.exception("the audit recorder failed on %s", event.type)
+            return None
+        return self._flush_logged() if flush else None
+
+    def _add(self, event: HostEvent) -> bool:
+        """Buffer *event*'s record; whether the buffer must be written now."""
         kind = event.type
         if kind not in self._skip:
             record = (kind.value, event.session_id, event.at, event_record_data(
                 event, self._sensitive.get(event.tool or "", ())))
             with self._lock:
                 self._buffer.append(record)
-        if self._buffer and (kind in FLUSH_ON or len(self._buffer) >= MAX_BUFFERED):
+        if kind is EventType.MODEL_REQUESTED and event.turn == 0:
+            # a new session's first model request ends no turn: its start is written with
+            # the records of its first turn (nothing of the session is stored before either)
+            return len(self._buffer) >= MAX_BUFFERED
+        return bool(self._buffer) and (kind in FLUSH_ON or len(self._buffer) >= MAX_BUFFERED)
+
+    async def _flush_logged(self) -> None:
+        try:
             await self.flush()
+        except Exception:
+            log.exception("the audit recorder could not store its records")
 
     async def flush(self) -> None:
         """Write the buffered records (one transaction)."""
-        with self._lock:
-            batch, self._buffer = self._buffer, []
+        batch = self.take()
         if batch:
             await self._store.append_audit_many(batch)
+
+    def take(self) -> list[tuple[str, str, float, dict[str, Any]]]:
+        """The buffered records, leaving the buffer empty: the caller writes them (in the
+        transaction that saves the session) or hands them back with :meth:`give_back`."""
+        with self._lock:
+            batch, self._buffer = self._buffer, []
+        return batch
+
+    def give_back(self, batch: list[tuple[str, str, float, dict[str, Any]]]) -> None:
+        """Records :meth:`take` returned that were not written: first in the buffer again."""
+        with self._lock:
+            self._buffer[:0] = batch
 
 
 # Logs get the audit log's redaction: every ``anfitrion.*`` record, whatever the handler

@@ -162,7 +162,13 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
     provider_details: Mapping[str, JsonValue] | None = None
+    _tool_calls: tuple[ToolCall, ...] = field(init=False, repr=False, compare=False)
     kind: ClassVar[Literal["reply"]] = "reply"
+
+    def __post_init__(self) -> None:
+        # the host, the gate, the session and the audit log each ask for the calls: found once
+        object.__setattr__(self, "_tool_calls",
+                           tuple(p for p in self.parts if isinstance(p, ToolCall)))
 
     @property
     def text(self) -> str:
@@ -170,7 +176,7 @@ class Reply:
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+        return self._tool_calls
 
 
 Message: TypeAlias = UserMessage | Reply

@@ -53,7 +53,7 @@ from .audit import AuditRecorder
 from .conversation import Provenance, Reply, ToolCall, ToolResult
 from .events import EventType, HostEvent, Listener, dispatch
 from .exceptions import ConflictError, SessionNotFound, UserError
-from .gate import CallOutcome, Gate, GateLimits, _silent
+from .gate import CallOutcome, Emit, Gate, GateLimits, _silent
 from .policy import Decision, Policy
 from .principal import Principal
 from .session import Session
@@ -198,13 +198,17 @@ class Runtime:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         """This runtime's lease owner id."""
         self._recorder = AuditRecorder(self.store) if audit else None
-        self._listeners: list[Listener] = [self._recorder] if self._recorder else []
+        # the recorder's own entry point: no coroutine for an event that only joins its buffer
+        self._listeners: list[Listener] = [self._recorder.record] if self._recorder else []
         self._listeners.extend(listeners)
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
                          emit=self._emitter(), limits=limits)
 
-    def _emitter(self) -> Callable[[HostEvent], Awaitable[None]]:
-        # the gate hands its events straight to the listeners (one coroutine less per event)
+    def _emitter(self) -> Emit:
+        # the gate hands its events straight to the listeners (one coroutine less per event),
+        # or to the recorder alone, when it is the only one (none for most events)
+        if self._recorder is not None and len(self._listeners) == 1:
+            return self._recorder.record
         return functools.partial(dispatch, self._listeners) if self._listeners else _silent
 
     @property
@@ -402,9 +406,23 @@ class GatedSession:
         self.session.record_outside_result(result)
 
     async def save(self) -> None:
-        """Store the session now (compare-and-set on its version)."""
-        self.session.saved(await self.runtime.store.save_session(self.session.to_state()))
-        await self.runtime.flush()
+        """Store the session now (compare-and-set on its version), and the audit records
+        buffered so far — in the same transaction where the store can."""
+        store, recorder = self.runtime.store, self.runtime._recorder
+        # looked up on the class: a wrapper that forwards unknown attributes to a store inside
+        # it must see its own save_session called
+        both = getattr(type(store), "save_session_and_audit", None)
+        if both is None or recorder is None:
+            self.session.saved(await store.save_session(self.session.to_state()))
+            await self.runtime.flush()
+            return
+        batch = recorder.take()
+        try:
+            state = await both(store, self.session.to_state(), batch)
+        except BaseException:
+            recorder.give_back(batch)  # not written: they go with the next write
+            raise
+        self.session.saved(state)
 
     async def renew(self) -> bool:
         """Extend the lease; False (and :attr:`lease_lost`) if another run took it."""
