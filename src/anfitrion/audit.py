@@ -515,6 +515,21 @@ class AuditRecorder:
             return None
         return self._flush_logged() if flush else None
 
+    def add_unflushed(self, event: HostEvent) -> None:
+        """Buffer *event*'s record without writing the buffer: the caller's next write takes
+        it (:meth:`take`), or :meth:`forget` removes it."""
+        self._add(event)
+
+    def forget(self, event: HostEvent) -> None:
+        """Drop the record of *event* if it is still buffered (what it reported did not
+        happen: the save it went with failed)."""
+        key = (event.type.value, event.session_id, event.at)
+        with self._lock:
+            for i in range(len(self._buffer) - 1, -1, -1):
+                if self._buffer[i][:3] == key:
+                    del self._buffer[i]
+                    break
+
     def _add(self, event: HostEvent) -> bool:
         """Buffer *event*'s record; whether the buffer must be written now."""
         kind = event.type

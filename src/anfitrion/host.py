@@ -359,15 +359,14 @@ class Host:
         pending: tuple[ApprovalRequest, ...] = ()
         if status is RunStatus.SUSPENDED:
             pending = await gated.pending_requests()
+        if status is RunStatus.BUDGET_EXHAUSTED and error is None:
+            error = "a budget ran out (tool calls or invalid-call retries)"
         try:
-            await gated.end(status.value)
+            await gated.end(status.value, detail=error, announce=True)  # and run.ended
         except ConflictError:
             log.warning("session %s was changed by another worker; this run's state is not "
                         "saved", session.id)
             raise
-        if status is RunStatus.BUDGET_EXHAUSTED and error is None:
-            error = "a budget ran out (tool calls or invalid-call retries)"
-        await gated.emit(EventType.RUN_ENDED, status=status.value, detail=error)
         await self.runtime.flush()
         return RunResult(session.id, status, output, session.transcript, tuple(records),
                          pending, usage, error)

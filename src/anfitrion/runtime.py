@@ -219,8 +219,13 @@ class Runtime:
         self._listeners.append(listener)
         self.gate.emit = self._emitter()
 
-    async def emit(self, event: HostEvent) -> None:
-        await dispatch(self._listeners, event)
+    async def emit(self, event: HostEvent, *, recorded: bool = False) -> None:
+        """Give *event* to the listeners (*recorded*: the audit recorder has it already)."""
+        listeners = self._listeners
+        if recorded and self._recorder is not None:
+            listeners = listeners[1:]  # the recorder is the first
+        if listeners:
+            await dispatch(listeners, event)
 
     async def flush(self) -> None:
         """Store the audit records buffered so far."""
@@ -442,12 +447,37 @@ class GatedSession:
             await anyio.sleep(self.runtime.lease_seconds / 3)
             await self.renew()
 
-    async def end(self, status: str) -> None:
-        """Save the session with *status*, releasing its lease."""
-        self.session.status = status
-        self.session.lease_owner = None
-        self.session.lease_expires = None
-        await self.save()
+    async def end(self, status: str, *, detail: str | None = None,
+                  announce: bool = False) -> None:
+        """Save the session with *status*, releasing its lease; then, with *announce*, emit
+        ``run.ended`` (*detail*: why, for a failed run).
+
+        Where the store saves a session and audit records together, the ``run.ended`` record
+        is written in the save's transaction (one commit, not two), and the listeners hear of
+        it once the save succeeded, as before; a save that fails leaves no such record.
+        """
+        session = self.session
+        session.status = status
+        session.lease_owner = None
+        session.lease_expires = None
+        if not announce:
+            await self.save()
+            return
+        event = HostEvent(EventType.RUN_ENDED, session.id, session.turn, session.principal.id,
+                          status=status, detail=detail)
+        runtime = self.runtime
+        recorder = runtime._recorder
+        together = recorder is not None and \
+            getattr(type(runtime.store), "save_session_and_audit", None) is not None
+        if recorder is not None and together:
+            recorder.add_unflushed(event)
+        try:
+            await self.save()
+        except BaseException:
+            if recorder is not None and together:
+                recorder.forget(event)
+            raise
+        await runtime.emit(event, recorded=together)
 
     async def suspend(self) -> None:
         """Leave the session for a person: suspended, its lease released."""

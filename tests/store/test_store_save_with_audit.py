@@ -1,8 +1,9 @@
 """A session's save carries the audit records buffered so far, in the same SQLite transaction.
 
 A one-call conversation used to commit five times (its start, its turn, the save, the records
-of the save, its end); a commit is an fsync with ``synchronous=full``. The save now writes the
-records with the session, and a save that fails writes neither.
+of the save, its end); a commit is an fsync with ``synchronous=full``. It now commits twice:
+its first turn with its start, and the session with the records of its last turn and its end.
+A save that fails writes neither.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class CountingStore(SQLiteStore):
         return await super()._write(fn)
 
 
-async def test_a_one_call_conversation_commits_three_times_and_its_chain_verifies(
+async def test_a_one_call_conversation_commits_twice_and_its_chain_verifies(
         tmp_path: Path) -> None:
     store = CountingStore(tmp_path / "a.db")
     await store.migrate()
@@ -50,8 +51,9 @@ async def test_a_one_call_conversation_commits_three_times_and_its_chain_verifie
                     StopReason.TOOL_USE), "done"]
     run = await Host(model=ScriptedModel(script), tools=_tools(), store=store).run("go")
     assert run.status.value == "completed"
-    # the first turn with the run's start; the session with the second turn's records; the end
-    assert store.writes == 3
+    # the first turn with the run's start; the session with the second turn's records and
+    # the run's end
+    assert store.writes == 2
     records = await store.audit_records()
     assert [r.type for r in records] == [
         "run.started", "model.requested", "model.replied", "call.proposed", "call.validated",
