@@ -245,7 +245,10 @@ def _secret_argument_short(name: str) -> bool:
 
 
 def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[str, Any]:
-    """What the audit log keeps of one event: identities, digests, redacted previews."""
+    """What the audit log keeps of one event: identities, digests, redacted previews.
+
+    Enum members are written as ``str(member)`` (their value: they are ``StrEnum``s), not
+    ``member.value``, a Python-level property, on the hot path."""
     data: dict[str, Any] = {} if event.turn is None else {"turn": event.turn}
     # written by the model: may carry anything
     if event.call_id is not None:
@@ -265,7 +268,7 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
         data["arguments_preview"] = _redact_arguments(event.arguments, sensitive)
     if event.decision is not None:
         decision = event.decision
-        data["decision"] = {"verdict": decision.verdict.value,
+        data["decision"] = {"verdict": str(decision.verdict),
                             "reason": redact(decision.reason),
                             "rule_id": decision.rule_id,
                             "warnings": [redact(w) for w in decision.warnings]}
@@ -286,12 +289,12 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                           "error_kind": result.error_kind,
                           "chars": len(result.content),
                           "truncated": result.truncated,
-                          "provenance": result.provenance.value,
+                          "provenance": str(result.provenance),
                           "sha256": _text_digest(result.content),
                           "preview": redact(result.content)}
     if event.reply is not None:
         reply = event.reply
-        data["reply"] = {"stop_reason": reply.stop_reason.value,
+        data["reply"] = {"stop_reason": str(reply.stop_reason),
                          "tool_calls": [redact(c.name, 80) for c in reply.tool_calls],
                          "text_chars": len(reply.text),
                          "usage": {"input_tokens": reply.usage.input_tokens,
@@ -523,7 +526,7 @@ class AuditRecorder:
     def forget(self, event: HostEvent) -> None:
         """Drop the record of *event* if it is still buffered (what it reported did not
         happen: the save it went with failed)."""
-        key = (event.type.value, event.session_id, event.at)
+        key = (str(event.type), event.session_id, event.at)
         with self._lock:
             for i in range(len(self._buffer) - 1, -1, -1):
                 if self._buffer[i][:3] == key:
@@ -534,7 +537,7 @@ class AuditRecorder:
         """Buffer *event*'s record; whether the buffer must be written now."""
         kind = event.type
         if kind not in self._skip:
-            record = (kind.value, event.session_id, event.at, event_record_data(
+            record = (str(kind), event.session_id, event.at, event_record_data(
                 event, self._sensitive.get(event.tool or "", ())))
             with self._lock:
                 self._buffer.append(record)

@@ -196,7 +196,7 @@ def _part_to_dict(part: Text | ToolCall | ToolResult) -> dict[str, JsonValue]:
         return d
     return {"kind": "tool_result", "call_id": part.call_id, "name": part.name,
             "content": part.content, "is_error": part.is_error, "error_kind": part.error_kind,
-            "truncated": part.truncated, "provenance": part.provenance.value}
+            "truncated": part.truncated, "provenance": str(part.provenance)}
 
 
 def message_to_dict(message: Message) -> dict[str, JsonValue]:
@@ -205,7 +205,7 @@ def message_to_dict(message: Message) -> dict[str, JsonValue]:
     if isinstance(message, UserMessage):
         return {"kind": "user", "parts": parts}
     d: dict[str, JsonValue] = {
-        "kind": "reply", "parts": parts, "stop_reason": message.stop_reason.value,
+        "kind": "reply", "parts": parts, "stop_reason": str(message.stop_reason),
         "usage": {"input_tokens": message.usage.input_tokens,
                   "output_tokens": message.usage.output_tokens},
         "model": message.model,
