@@ -520,8 +520,12 @@ class AuditRecorder:
 
     def add_unflushed(self, event: HostEvent) -> None:
         """Buffer *event*'s record without writing the buffer: the caller's next write takes
-        it (:meth:`take`), or :meth:`forget` removes it."""
-        self._add(event)
+        it (:meth:`take`), or :meth:`forget` removes it. A failure is logged, as in
+        :meth:`record`."""
+        try:
+            self._add(event)
+        except Exception:
+            log.exception("the audit recorder failed on %s", event.type)
 
     def forget(self, event: HostEvent) -> None:
         """Drop the record of *event* if it is still buffered (what it reported did not
