@@ -4,6 +4,10 @@ The workload: one conversation in which a fake model asks for a trivial read too
 (``get_weather(location)`` returning a small dict) on every turn, then answers in text. We stamp
 the process CPU time each time the fake model is called; the difference between two stamps is
 one tool round trip (the fake model's own cost is a few list operations).
+
+The second scenario is many short conversations — an API behind a product: each conversation
+makes one tool call and answers (two model requests); the figure is the process CPU time of
+all of them divided by their number.
 """
 
 from __future__ import annotations
@@ -22,12 +26,17 @@ TOOL_SCHEMA = {
     "additionalProperties": False,
 }
 
+SCENARIOS = ("200", "1000", "200x1")
+"""200 calls in one conversation, 1,000 calls in one conversation, 200 one-call conversations."""
+
 
 class Stamps:
     """CPU-time stamps taken by a fake model, one per model request."""
 
     def __init__(self) -> None:
         self.values: list[float] = []
+        self.total: float | None = None
+        """For many conversations: CPU µs per conversation, measured around all of them."""
 
     def stamp(self) -> int:
         self.values.append(time.process_time())
@@ -38,8 +47,16 @@ class Stamps:
         return [(b - a) * 1e6 for a, b in itertools.pairwise(v)]
 
 
+def one_call_request(n: int) -> bool:
+    """In the one-call conversations, whether model request *n* (1-based) asks for the tool
+    (odd: the conversation's first request) or answers (even: its second)."""
+    return n % 2 == 1
+
+
 def mean_per_call_us(stamps: Stamps, calls: int) -> float:
     """Mean CPU µs per round trip over the whole conversation (first request to last)."""
+    if stamps.total is not None:
+        return stamps.total
     v = stamps.values
     return (v[-1] - v[0]) * 1e6 / calls
 

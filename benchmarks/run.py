@@ -4,10 +4,12 @@ Each figure is the median over several fresh processes (``--repeat``, default 3)
 table and writes JSON to ``benchmarks/results/latest.json``. Offline: every model is a fake.
 
 Parts:
-  1. host overhead per tool round trip (memory, SQLite, PostgreSQL) vs the floor
-  2. the same workload in Pydantic AI, the OpenAI Agents SDK and LangGraph
-  3. cost per call at call 10, 100 and 1,000 of one session
-  4. concurrency: 1,000 sessions × 10 calls in one process; PostgreSQL with two processes
+  1. CPU µs per tool round trip of the floor and each anfitrion configuration (memory with and
+     without the audit log, SQLite ``synchronous=full`` and ``normal``, PostgreSQL) in three
+     scenarios: 200 calls in one conversation, 1,000 calls in one, 200 one-call conversations
+  2. the same for Pydantic AI, the OpenAI Agents SDK and LangGraph ``create_agent``
+  3. cost per call at call 10, 100 and 1,000 of one session (from the 1,000-call runs)
+  4. concurrency: 100 and 1,000 sessions × 10 calls in one process; PostgreSQL with two
   5. store: audit events per second with the hash chain; approval suspend → resume round trip
   6. memory: RSS per suspended session in process, stored bytes per session
 """
@@ -32,43 +34,60 @@ sys.path.insert(0, str(HERE))
 
 from _harness import mean_per_call_us, window_us  # noqa: E402
 
-PEERS = {"pydantic_ai": "peers.pydantic_ai_bench", "openai_agents": "peers.openai_agents_bench",
-         "langgraph": "peers.langgraph_bench"}
+PEERS = {"langgraph": "peers.langgraph_bench", "openai_agents": "peers.openai_agents_bench",
+         "pydantic_ai": "peers.pydantic_ai_bench"}
+# configuration -> (store kind, variant)
+CONFIGS = {"memory": ("memory", "async"), "memory_no_audit": ("memory", "noaudit"),
+           "memory_sync_tool": ("memory", "sync"), "memory_otel_no_sdk": ("memory", "otel"),
+           "sqlite": ("sqlite", "async"), "sqlite_synchronous_normal": ("sqlite_normal", "async"),
+           "postgres": ("postgres", "async")}
 
 
 # -- measurements run in a child process ---------------------------------------------------
+
+def _scenario(stamps_of: Any, scenario: str) -> dict[str, Any]:
+    """Run one scenario (``200``, ``1000``: calls in one conversation; ``200x1``: one-call
+    conversations) with *stamps_of(calls)* / *stamps_of.many(n)*."""
+    if scenario.endswith("x1"):
+        n = int(scenario[:-2])
+        return {"per_call_us": mean_per_call_us(stamps_of.many(n), n)}
+    calls = int(scenario)
+    stamps = stamps_of(calls)
+    out = {"per_call_us": mean_per_call_us(stamps, calls)}
+    if calls >= 1000:
+        deltas = stamps.deltas_us()
+        out.update({f"at_{n}": window_us(deltas, n) for n in (10, 100, 1000)})
+    return out
+
+
+class _Runner:
+    def __init__(self, one: Any, many: Any) -> None:
+        self.one, self.many = one, many
+
+    def __call__(self, calls: int) -> Any:
+        return self.one(calls)
+
 
 def one(kind: str, arg: str) -> dict[str, Any]:
     if kind == "floor":
         import floor
 
-        calls = int(arg)
-        return {"per_call_us": mean_per_call_us(floor.conversation(calls), calls)}
+        return _scenario(_Runner(floor.conversation, floor.conversations), arg)
     if kind == "peer":
-        name, calls_text = arg.split(":")
+        name, scenario = arg.split(":")
         module = importlib.import_module(PEERS[name])
-        calls = int(calls_text)
-        stamps = module.conversation(calls)
-        deltas = stamps.deltas_us()
-        out = {"per_call_us": mean_per_call_us(stamps, calls)}
-        if calls >= 1000:
-            out.update({f"at_{n}": window_us(deltas, n) for n in (10, 100, 1000)})
-        return out
+        return _scenario(_Runner(module.conversation, module.conversations), scenario)
     if kind == "anfitrion":
         import anfitrion_bench
 
-        store_kind, calls_text, variant = arg.split(":")
-        calls = int(calls_text)
+        store_kind, scenario, variant = arg.split(":")
+        options = {"sync": variant == "sync", "audit": variant != "noaudit",
+                   "otel": variant == "otel"}
         with tempfile.TemporaryDirectory() as tmp:
             url = anfitrion_bench.store_url(store_kind, tmp)
-            stamps = anfitrion_bench.conversation(calls, url, sync=variant == "sync",
-                                                  audit=variant != "noaudit",
-                                                  otel=variant == "otel")
-        deltas = stamps.deltas_us()
-        out = {"per_call_us": mean_per_call_us(stamps, calls)}
-        if calls >= 1000:
-            out.update({f"at_{n}": window_us(deltas, n) for n in (10, 100, 1000)})
-        return out
+            return _scenario(_Runner(
+                lambda calls: anfitrion_bench.conversation(calls, url, **options),
+                lambda n: anfitrion_bench.conversations(n, url, **options)), scenario)
     if kind in ("concurrency", "store", "memory"):
         import parts
 
@@ -107,10 +126,12 @@ def main() -> None:
         return
     repeat = 1 if args.quick else args.repeat
     parts = {int(p) for p in args.parts.split(",")}
-    long_calls = 200 if args.quick else 1000
+    scenarios = ("200", "200x1") if args.quick else ("200", "1000", "200x1")
+    load = os.getloadavg()
     results: dict[str, Any] = {"machine": {"python": platform.python_version(),
                                            "cpus": os.cpu_count(),
-                                           "platform": platform.platform()},
+                                           "platform": platform.platform(),
+                                           "load_average_at_start": [round(x, 2) for x in load]},
                                "repeat": repeat, "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     started = time.monotonic()
 
@@ -118,48 +139,33 @@ def main() -> None:
         progress(f"[{time.monotonic() - started:6.0f}s] {label} …")
         return measure(kind, arg, repeat)
 
+    table: dict[str, dict[str, Any]] = {}
     if parts & {1, 2, 3}:
-        results["floor"] = step("floor", "floor", "200")
-    if 1 in parts:
-        results["host"] = {
-            "memory": step("anfitrion, memory store", "anfitrion", "memory:200:async"),
-            "memory_sync_tool": step("anfitrion, memory store, sync tool", "anfitrion",
-                                     "memory:200:sync"),
-            "memory_no_audit": step("anfitrion, memory store, no audit", "anfitrion",
-                                    "memory:200:noaudit"),
-            "memory_otel_no_sdk": step("anfitrion, memory store, instrumented, no SDK",
-                                       "anfitrion", "memory:200:otel"),
-            "sqlite": step("anfitrion, SQLite", "anfitrion", "sqlite:200:async"),
-            "sqlite_synchronous_normal": step("anfitrion, SQLite synchronous=normal",
-                                              "anfitrion", "sqlite_normal:200:async"),
-            "postgres": step("anfitrion, PostgreSQL", "anfitrion", "postgres:200:async"),
-        }
-    if 2 in parts:
-        results["peers"] = {name: {"1": step(f"{name}, 1 call", "peer", f"{name}:1"),
-                                   "200": step(f"{name}, 200 calls", "peer", f"{name}:200")}
-                            for name in PEERS}
-    if 3 in parts:
-        results["scaling"] = {
-            "anfitrion": step(f"anfitrion, {long_calls} calls", "anfitrion",
-                              f"memory:{long_calls}:async"),
-            "anfitrion_sqlite": step(f"anfitrion SQLite, {long_calls} calls", "anfitrion",
-                                     f"sqlite:{long_calls}:async"),
-            **{name: step(f"{name}, {long_calls} calls", "peer", f"{name}:{long_calls}")
-               for name in PEERS},
-        }
+        table["floor"] = {sc: step(f"floor, {sc}", "floor", sc) for sc in scenarios}
+    if parts & {1, 3}:
+        for name, (store, variant) in CONFIGS.items():
+            table[name] = {sc: step(f"anfitrion {name}, {sc}", "anfitrion",
+                                    f"{store}:{sc}:{variant}") for sc in scenarios}
+    if parts & {2, 3}:
+        for name in PEERS:
+            table[name] = {sc: step(f"{name}, {sc}", "peer", f"{name}:{sc}")
+                           for sc in scenarios}
+    if table:
+        results["scenarios"] = table
     if 4 in parts:
-        sessions = "100" if args.quick else "1000"
-        results["concurrency"] = {
-            "memory": step(f"{sessions} sessions, memory", "concurrency", f"memory:{sessions}"),
-            "sqlite": step(f"{sessions} sessions, SQLite", "concurrency", f"sqlite:{sessions}"),
-            "postgres_2_workers": step(f"{sessions} sessions, PostgreSQL, 2 processes",
-                                       "concurrency", f"postgres2:{sessions}"),
-        }
+        results["concurrency"] = {}
+        for sessions in ("100",) if args.quick else ("100", "1000"):
+            for name, kind in (("memory", "memory"), ("sqlite", "sqlite"),
+                               ("postgres_2_workers", "postgres2")):
+                results["concurrency"][f"{name}_{sessions}"] = step(
+                    f"{sessions} sessions, {name}", "concurrency", f"{kind}:{sessions}")
     if 5 in parts:
         results["store"] = {kind: step(f"store {kind}", "store", kind)
                             for kind in ("memory", "sqlite", "postgres")}
     if 6 in parts:
         results["memory"] = step("memory per session", "memory", "1000")
+    results["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    results["seconds"] = round(time.monotonic() - started)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2))
     import report

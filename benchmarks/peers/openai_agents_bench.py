@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from _harness import ARGS_TEXT, RESULT, Stamps
+from _harness import ARGS_TEXT, RESULT, Stamps, one_call_request
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
 from agents.models.interface import Model
@@ -19,13 +20,13 @@ from openai.types.responses import (
 
 
 class FakeModel(Model):
-    def __init__(self, calls: int, stamps: Stamps) -> None:
-        self.calls = calls
+    def __init__(self, call: Callable[[int], bool], stamps: Stamps) -> None:
+        self.call = call
         self.stamps = stamps
 
     async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
         n = self.stamps.stamp()
-        if n > self.calls:
+        if not self.call(n):
             output: list[Any] = [ResponseOutputMessage(
                 id="msg", type="message", role="assistant", status="completed",
                 content=[ResponseOutputText(type="output_text", text="done", annotations=[])])]
@@ -39,16 +40,36 @@ class FakeModel(Model):
         raise NotImplementedError
 
 
-def conversation(calls: int) -> Stamps:
+def _agent(stamps: Stamps, call: Callable[[int], bool]) -> Agent[Any]:
     set_tracing_disabled(True)
-    stamps = Stamps()
 
     @function_tool
     async def get_weather(location: str) -> dict[str, Any]:
         """Get the current weather for a given location."""
         return {**RESULT, "location": location}
 
-    agent = Agent(name="bench", model=FakeModel(calls, stamps), tools=[get_weather])
+    return Agent(name="bench", model=FakeModel(call, stamps), tools=[get_weather])
+
+
+def conversation(calls: int) -> Stamps:
+    stamps = Stamps()
+    agent = _agent(stamps, lambda n: n <= calls)
     result = asyncio.run(Runner.run(agent, "go", max_turns=calls + 5))
     assert result.final_output == "done"
+    return stamps
+
+
+def conversations(n: int) -> Stamps:
+    """*n* one-call conversations on one agent: CPU µs per conversation in ``total``."""
+    stamps = Stamps()
+    agent = _agent(stamps, one_call_request)
+
+    async def main() -> None:
+        assert (await Runner.run(agent, "go")).final_output == "done"
+        started = time.process_time()
+        for _ in range(n):
+            assert (await Runner.run(agent, "go")).final_output == "done"
+        stamps.total = (time.process_time() - started) * 1e6 / n
+
+    asyncio.run(main())
     return stamps

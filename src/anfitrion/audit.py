@@ -16,29 +16,32 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import TYPE_CHECKING, Any
 
-from ._canonical import canonical_json, digest
+from ._canonical import canonical_json, digest, float_free_bytes
 from .events import EventType, HostEvent
 from .store._base import AuditRecord, Store
 
 if TYPE_CHECKING:
     from .tools import Tool
 
-__all__ = ["AuditRecorder", "ChainReport", "RedactingFilter", "chain_hash", "export_jsonl",
-           "iban_valid", "luhn_valid", "record_to_dict", "records_from_jsonl", "redact",
-           "redact_lines", "verify_chain"]
+__all__ = ["AuditRecorder", "ChainReport", "RedactingFilter", "chain_hash", "chain_texts",
+           "export_jsonl", "iban_valid", "luhn_valid", "record_to_dict", "records_from_jsonl",
+           "redact", "redact_lines", "verify_chain"]
 
 PREVIEW_CHARS = 200
 SCAN_MARGIN = 8192
 ARGUMENT_PREVIEW_CHARS = 120
 MAX_PREVIEW_ARGUMENTS = 20
 GENESIS = "0" * 64
+log = logging.getLogger("anfitrion.audit")
+_sha256 = hashlib.sha256
 
 _SECRET_NAME = (r"[\w-]*(?:password|passwd|passcode|passphrase|pwd|secret|api[_-]?key"
                 r"|access[_-]?key|token|auth|credential|private[_-]?key|session[_-]?key|cookie)[\w-]*")
@@ -242,7 +245,10 @@ def _secret_argument_short(name: str) -> bool:
 
 
 def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[str, Any]:
-    """What the audit log keeps of one event: identities, digests, redacted previews."""
+    """What the audit log keeps of one event: identities, digests, redacted previews.
+
+    Enum members are written as ``str(member)`` (their value: they are ``StrEnum``s), not
+    ``member.value``, a Python-level property, on the hot path."""
     data: dict[str, Any] = {} if event.turn is None else {"turn": event.turn}
     # written by the model: may carry anything
     if event.call_id is not None:
@@ -262,7 +268,7 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
         data["arguments_preview"] = _redact_arguments(event.arguments, sensitive)
     if event.decision is not None:
         decision = event.decision
-        data["decision"] = {"verdict": decision.verdict.value,
+        data["decision"] = {"verdict": str(decision.verdict),
                             "reason": redact(decision.reason),
                             "rule_id": decision.rule_id,
                             "warnings": [redact(w) for w in decision.warnings]}
@@ -288,12 +294,12 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                           "error_kind": result.error_kind,
                           "chars": len(result.content),
                           "truncated": result.truncated,
-                          "provenance": result.provenance.value,
+                          "provenance": str(result.provenance),
                           "sha256": _text_digest(result.content),
                           "preview": redact(result.content)}
     if event.reply is not None:
         reply = event.reply
-        data["reply"] = {"stop_reason": reply.stop_reason.value,
+        data["reply"] = {"stop_reason": str(reply.stop_reason),
                          "tool_calls": [redact(c.name, 80) for c in reply.tool_calls],
                          "text_chars": len(reply.text),
                          "usage": {"input_tokens": reply.usage.input_tokens,
@@ -315,10 +321,33 @@ def chain_hash(seq: int, type: str, session_id: str, at: float, data: Mapping[st
     *data* (*data_text*, when the caller serialised it already). Strings are JSON-quoted, so no
     two different records share the hashed text.
     """
-    body = canonical_json(data) if data_text is None else data_text
-    text = (f"{int(seq)}|{_quoted(type)}|{_quoted(session_id)}|{float(at)!r}|"
-            f"{_quoted(prev_hash)}\n{body}")
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    body = float_free_bytes(data) if data_text is None else \
+        data_text.encode("utf-8", "surrogatepass")
+    return _sha256(_header(seq, type, session_id, at, prev_hash) + body).hexdigest()
+
+
+def chain_texts(seq: int, prev_hash: str, rows: Iterable[tuple[str, str, float, str]]
+                ) -> list[tuple[int, str, str]]:
+    """Chain *rows* (type, session id, at, canonical data text) after the record *seq* whose
+    hash is *prev_hash*, in one pass: each record's ``(seq, prev_hash, hash)``, the hashes
+    being exactly :func:`chain_hash`'s (a store verifies them one record at a time)."""
+    out: list[tuple[int, str, str]] = []
+    for type, session_id, at, text in rows:
+        seq += 1
+        digest = _sha256(_header(seq, type, session_id, at, prev_hash)
+                         + text.encode("utf-8", "surrogatepass")).hexdigest()
+        out.append((seq, prev_hash, digest))
+        prev_hash = digest
+    return out
+
+
+def _header(seq: int, type: str, session_id: str, at: float, prev_hash: str) -> bytes:
+    # ASCII only: a quoted string has every non-ASCII character escaped
+    if type.__class__ is str and session_id.__class__ is str and prev_hash.__class__ is str:
+        return (f"{int(seq)}|{_encode_ascii(type)}|{_encode_ascii(session_id)}|{float(at)!r}|"
+                f"{_encode_ascii(prev_hash)}\n").encode("ascii")
+    return (f"{int(seq)}|{_quoted(type)}|{_quoted(session_id)}|{float(at)!r}|"
+            f"{_quoted(prev_hash)}\n").encode("ascii")
 
 
 def _quoted(value: Any) -> str:
@@ -480,21 +509,76 @@ class AuditRecorder:
                 self._sensitive[tool.name] = frozenset(tool.sensitive)
 
     async def __call__(self, event: HostEvent) -> None:
+        if self._add(event):
+            await self.flush()
+
+    def record(self, event: HostEvent) -> Awaitable[None] | None:
+        """:meth:`__call__` as the runtime's listener: buffer *event*'s record, and return the
+        flush to await when it ends a batch, else ``None`` (no coroutine for most events).
+        Like any listener's, a failure is logged and never ends the run."""
+        try:
+            flush = self._add(event)
+        except Exception:
+            log.exception("the audit recorder failed on %s", event.type)
+            return None
+        return self._flush_logged() if flush else None
+
+    def add_unflushed(self, event: HostEvent) -> None:
+        """Buffer *event*'s record without writing the buffer: the caller's next write takes
+        it (:meth:`take`), or :meth:`forget` removes it. A failure is logged, as in
+        :meth:`record`."""
+        try:
+            self._add(event)
+        except Exception:
+            log.exception("the audit recorder failed on %s", event.type)
+
+    def forget(self, event: HostEvent) -> None:
+        """Drop the record of *event* if it is still buffered (what it reported did not
+        happen: the save it went with failed)."""
+        key = (str(event.type), event.session_id, event.at)
+        with self._lock:
+            for i in range(len(self._buffer) - 1, -1, -1):
+                if self._buffer[i][:3] == key:
+                    del self._buffer[i]
+                    break
+
+    def _add(self, event: HostEvent) -> bool:
+        """Buffer *event*'s record; whether the buffer must be written now."""
         kind = event.type
         if kind not in self._skip:
-            record = (kind.value, event.session_id, event.at, event_record_data(
+            record = (str(kind), event.session_id, event.at, event_record_data(
                 event, self._sensitive.get(event.tool or "", ())))
             with self._lock:
                 self._buffer.append(record)
-        if self._buffer and (kind in FLUSH_ON or len(self._buffer) >= MAX_BUFFERED):
+        if kind is EventType.MODEL_REQUESTED and event.turn == 0:
+            # a new session's first model request ends no turn: its start is written with
+            # the records of its first turn (nothing of the session is stored before either)
+            return len(self._buffer) >= MAX_BUFFERED
+        return bool(self._buffer) and (kind in FLUSH_ON or len(self._buffer) >= MAX_BUFFERED)
+
+    async def _flush_logged(self) -> None:
+        try:
             await self.flush()
+        except Exception:
+            log.exception("the audit recorder could not store its records")
 
     async def flush(self) -> None:
         """Write the buffered records (one transaction)."""
-        with self._lock:
-            batch, self._buffer = self._buffer, []
+        batch = self.take()
         if batch:
             await self._store.append_audit_many(batch)
+
+    def take(self) -> list[tuple[str, str, float, dict[str, Any]]]:
+        """The buffered records, leaving the buffer empty: the caller writes them (in the
+        transaction that saves the session) or hands them back with :meth:`give_back`."""
+        with self._lock:
+            batch, self._buffer = self._buffer, []
+        return batch
+
+    def give_back(self, batch: list[tuple[str, str, float, dict[str, Any]]]) -> None:
+        """Records :meth:`take` returned that were not written: first in the buffer again."""
+        with self._lock:
+            self._buffer[:0] = batch
 
 
 # Logs get the audit log's redaction: every ``anfitrion.*`` record, whatever the handler

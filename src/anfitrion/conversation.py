@@ -162,7 +162,13 @@ class Reply:
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
     provider_details: Mapping[str, JsonValue] | None = None
+    _tool_calls: tuple[ToolCall, ...] = field(init=False, repr=False, compare=False)
     kind: ClassVar[Literal["reply"]] = "reply"
+
+    def __post_init__(self) -> None:
+        # the host, the gate, the session and the audit log each ask for the calls: found once
+        object.__setattr__(self, "_tool_calls",
+                           tuple(p for p in self.parts if isinstance(p, ToolCall)))
 
     @property
     def text(self) -> str:
@@ -170,7 +176,7 @@ class Reply:
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(p for p in self.parts if isinstance(p, ToolCall))
+        return self._tool_calls
 
 
 Message: TypeAlias = UserMessage | Reply
@@ -190,7 +196,7 @@ def _part_to_dict(part: Text | ToolCall | ToolResult) -> dict[str, JsonValue]:
         return d
     return {"kind": "tool_result", "call_id": part.call_id, "name": part.name,
             "content": part.content, "is_error": part.is_error, "error_kind": part.error_kind,
-            "truncated": part.truncated, "provenance": part.provenance.value}
+            "truncated": part.truncated, "provenance": str(part.provenance)}
 
 
 def message_to_dict(message: Message) -> dict[str, JsonValue]:
@@ -199,7 +205,7 @@ def message_to_dict(message: Message) -> dict[str, JsonValue]:
     if isinstance(message, UserMessage):
         return {"kind": "user", "parts": parts}
     d: dict[str, JsonValue] = {
-        "kind": "reply", "parts": parts, "stop_reason": message.stop_reason.value,
+        "kind": "reply", "parts": parts, "stop_reason": str(message.stop_reason),
         "usage": {"input_tokens": message.usage.input_tokens,
                   "output_tokens": message.usage.output_tokens},
         "model": message.model,

@@ -96,7 +96,7 @@ async def dispatch(listeners: Sequence[Listener], event: HostEvent) -> None:
     for listener in listeners:
         try:
             outcome = listener(event)
-            if inspect.isawaitable(outcome):
+            if outcome is not None and inspect.isawaitable(outcome):
                 await outcome
         except Exception:
             log.exception("event listener %r failed on %s", listener, event.type)

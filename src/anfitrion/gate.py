@@ -71,7 +71,8 @@ class CallOutcome:
     exhausted: bool = False
 
 
-Emit = Callable[[HostEvent], Awaitable[None]]
+Emit = Callable[[HostEvent], Awaitable[None] | None]
+"""Where the gate's events go: an awaitable to wait for, or ``None`` when nothing waits."""
 
 
 async def _silent(event: HostEvent) -> None:
@@ -153,8 +154,10 @@ class Gate:
                      **fields: Any) -> None:
         if self.emit is _silent:
             return
-        await self.emit(HostEvent(type, session.id, session.turn, session.principal.id,
-                                  proposed.id, proposed.name, **fields))
+        pending = self.emit(HostEvent(type, session.id, session.turn, session.principal.id,
+                                      proposed.id, proposed.name, **fields))
+        if pending is not None:
+            await pending
 
     async def _finish(self, session: Session, outcome: CallOutcome) -> CallOutcome:
         if outcome.result is not None:

@@ -17,8 +17,17 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -258,8 +267,8 @@ class Host:
                     resume_calls: bool) -> RunResult:
         self._active.add(stop)
         try:
-            return await _with_background(gated.keep_lease(),
-                                          self._turns(gated, stop, resume_calls))
+            with _lease_kept(gated):
+                return await self._turns(gated, stop, resume_calls)
         finally:
             self._active.discard(stop)
 
@@ -352,15 +361,14 @@ class Host:
         pending: tuple[ApprovalRequest, ...] = ()
         if status is RunStatus.SUSPENDED:
             pending = await gated.pending_requests()
+        if status is RunStatus.BUDGET_EXHAUSTED and error is None:
+            error = "a budget ran out (tool calls or invalid-call retries)"
         try:
-            await gated.end(status.value)
+            await gated.end(status.value, detail=error, announce=True)  # and run.ended
         except ConflictError:
             log.warning("session %s was changed by another worker; this run's state is not "
                         "saved", session.id)
             raise
-        if status is RunStatus.BUDGET_EXHAUSTED and error is None:
-            error = "a budget ran out (tool calls or invalid-call retries)"
-        await gated.emit(EventType.RUN_ENDED, status=status.value, detail=error)
         await self.runtime.flush()
         return RunResult(session.id, status, output, session.transcript, tuple(records),
                          pending, usage, error)
@@ -394,27 +402,30 @@ def _reply_problem(reply: Reply, used: Callable[[str], bool]) -> str | None:
     return None
 
 
-async def _with_background(background: Coroutine[Any, Any, None],
-                           work: Coroutine[Any, Any, T]) -> T:
-    """Await *work* while *background* runs beside it (cancelled when *work* ends); what
-    *work* raises is raised as it is, not inside an exception group."""
-    results: list[T] = []
-    errors: list[BaseException] = []
+@contextlib.contextmanager
+def _lease_kept(gated: GatedSession) -> Iterator[None]:
+    """Renew *gated*'s lease while the block runs, every third of the lease.
 
-    async def run() -> None:
-        try:
-            results.append(await work)
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller below, unwrapped
-            errors.append(exc)
-        finally:
-            tg.cancel_scope.cancel()
+    A timer, not a task: most runs end before the first renewal is due, and a task group
+    around every run cost a third of a short conversation. The renewing task starts only when
+    a run outlives a third of its lease, and is cancelled when the block ends."""
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[None]] = []
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_quietly, background)
-        tg.start_soon(run)
-    if errors:
-        raise errors[0]
-    return results[0]
+    async def renew_and_keep() -> None:
+        await gated.renew()
+        await gated.keep_lease()
+
+    def start() -> None:
+        tasks.append(loop.create_task(_quietly(renew_and_keep())))
+
+    timer = loop.call_later(gated.runtime.lease_seconds / 3, start)
+    try:
+        yield
+    finally:
+        timer.cancel()
+        for task in tasks:
+            task.cancel()
 
 
 async def _quietly(background: Coroutine[Any, Any, None]) -> None:

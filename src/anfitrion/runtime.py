@@ -53,7 +53,7 @@ from .audit import AuditRecorder
 from .conversation import Provenance, Reply, ToolCall, ToolResult
 from .events import EventType, HostEvent, Listener, dispatch
 from .exceptions import ConflictError, SessionNotFound, UserError
-from .gate import CallOutcome, Gate, GateLimits, _silent
+from .gate import CallOutcome, Emit, Gate, GateLimits, _silent
 from .policy import Decision, Policy
 from .principal import Principal
 from .session import Session
@@ -202,7 +202,8 @@ class Runtime:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         """This runtime's lease owner id."""
         self._recorder = AuditRecorder(self.store) if audit else None
-        self._listeners: list[Listener] = [self._recorder] if self._recorder else []
+        # the recorder's own entry point: no coroutine for an event that only joins its buffer
+        self._listeners: list[Listener] = [self._recorder.record] if self._recorder else []
         self._listeners.extend(listeners)
         self.shadow_policy = shadow_policy or self.policy.shadow
         if self.policy.approvals.webhooks:  # [[approvals.webhooks]]: signed, in the background
@@ -211,8 +212,11 @@ class Runtime:
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
                          emit=self._emitter(), limits=limits, shadow_policy=self.shadow_policy)
 
-    def _emitter(self) -> Callable[[HostEvent], Awaitable[None]]:
-        # the gate hands its events straight to the listeners (one coroutine less per event)
+    def _emitter(self) -> Emit:
+        # the gate hands its events straight to the listeners (one coroutine less per event),
+        # or to the recorder alone, when it is the only one (none for most events)
+        if self._recorder is not None and len(self._listeners) == 1:
+            return self._recorder.record
         return functools.partial(dispatch, self._listeners) if self._listeners else _silent
 
     @property
@@ -223,8 +227,13 @@ class Runtime:
         self._listeners.append(listener)
         self.gate.emit = self._emitter()
 
-    async def emit(self, event: HostEvent) -> None:
-        await dispatch(self._listeners, event)
+    async def emit(self, event: HostEvent, *, recorded: bool = False) -> None:
+        """Give *event* to the listeners (*recorded*: the audit recorder has it already)."""
+        listeners = self._listeners
+        if recorded and self._recorder is not None:
+            listeners = listeners[1:]  # the recorder is the first
+        if listeners:
+            await dispatch(listeners, event)
 
     async def flush(self) -> None:
         """Store the audit records buffered so far."""
@@ -410,9 +419,23 @@ class GatedSession:
         self.session.record_outside_result(result)
 
     async def save(self) -> None:
-        """Store the session now (compare-and-set on its version)."""
-        self.session.saved(await self.runtime.store.save_session(self.session.to_state()))
-        await self.runtime.flush()
+        """Store the session now (compare-and-set on its version), and the audit records
+        buffered so far — in the same transaction where the store can."""
+        store, recorder = self.runtime.store, self.runtime._recorder
+        # looked up on the class: a wrapper that forwards unknown attributes to a store inside
+        # it must see its own save_session called
+        both = getattr(type(store), "save_session_and_audit", None)
+        if both is None or recorder is None:
+            self.session.saved(await store.save_session(self.session.to_state()))
+            await self.runtime.flush()
+            return
+        batch = recorder.take()
+        try:
+            state = await both(store, self.session.to_state(), batch)
+        except BaseException:
+            recorder.give_back(batch)  # not written: they go with the next write
+            raise
+        self.session.saved(state)
 
     async def renew(self) -> bool:
         """Extend the lease; False (and :attr:`lease_lost`) if another run took it."""
@@ -432,12 +455,37 @@ class GatedSession:
             await anyio.sleep(self.runtime.lease_seconds / 3)
             await self.renew()
 
-    async def end(self, status: str) -> None:
-        """Save the session with *status*, releasing its lease."""
-        self.session.status = status
-        self.session.lease_owner = None
-        self.session.lease_expires = None
-        await self.save()
+    async def end(self, status: str, *, detail: str | None = None,
+                  announce: bool = False) -> None:
+        """Save the session with *status*, releasing its lease; then, with *announce*, emit
+        ``run.ended`` (*detail*: why, for a failed run).
+
+        Where the store saves a session and audit records together, the ``run.ended`` record
+        is written in the save's transaction (one commit, not two), and the listeners hear of
+        it once the save succeeded, as before; a save that fails leaves no such record.
+        """
+        session = self.session
+        session.status = status
+        session.lease_owner = None
+        session.lease_expires = None
+        if not announce:
+            await self.save()
+            return
+        event = HostEvent(EventType.RUN_ENDED, session.id, session.turn, session.principal.id,
+                          status=status, detail=detail)
+        runtime = self.runtime
+        recorder = runtime._recorder
+        together = recorder is not None and \
+            getattr(type(runtime.store), "save_session_and_audit", None) is not None
+        if recorder is not None and together:
+            recorder.add_unflushed(event)
+        try:
+            await self.save()
+        except BaseException:
+            if recorder is not None and together:
+                recorder.forget(event)
+            raise
+        await runtime.emit(event, recorded=together)
 
     async def suspend(self) -> None:
         """Leave the session for a person: suspended, its lease released."""

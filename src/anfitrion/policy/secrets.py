@@ -103,6 +103,15 @@ _PROSE_ANCHORS = ("pass", "pin", "pwd", "contrase", "clave", "senha", "kennwort"
 # whether a kind's anchors are looked for in the lower-cased text (enum flag tests are slow)
 _FOLDED = tuple(bool(pattern.flags & re.IGNORECASE) for _, _, pattern, _ in _KINDS)
 _prose: list[re.Pattern[str]] = []
+# every anchor at once: most strings hold none, and then no kind needs a look (one scan of
+# the text as written and one of the lower-cased text, instead of one per anchor)
+_EXACT_ANCHORS = re.compile("|".join(re.escape(anchor) for (_, anchors, _, _), folded
+                                     in zip(_KINDS, _FOLDED, strict=True) if not folded
+                                     for anchor in anchors))
+_FOLDED_ANCHORS = re.compile("|".join(re.escape(anchor) for (_, anchors, _, _), folded
+                                      in zip(_KINDS, _FOLDED, strict=True) if folded
+                                      for anchor in anchors) + "|"
+                             + "|".join(re.escape(anchor) for anchor in _PROSE_ANCHORS))
 
 
 def _hint(text: str) -> str:
@@ -129,6 +138,8 @@ def find_credentials(text: str) -> list[tuple[str, str]]:
     hint is the first six characters, never the secret."""
     text = text[:SCAN_CHARS]
     lower = text.lower()
+    if _EXACT_ANCHORS.search(text) is None and _FOLDED_ANCHORS.search(lower) is None:
+        return []
     found: list[tuple[str, str]] = []
     for (kind, anchors, pattern, check), folded in zip(_KINDS, _FOLDED, strict=True):
         if not _holds(lower if folded else text, anchors):

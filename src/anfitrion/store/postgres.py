@@ -656,16 +656,11 @@ class _AuditAppend:
 def _chain(head: tuple[int, str], rows: Sequence[tuple[str, str, float, str]]
            ) -> list[tuple[int, str, str, float, str, str, str]]:
     """Chain *rows* (type, session, at, canonical data text) after *head* (seq, hash)."""
-    from ..audit import chain_hash
+    from ..audit import chain_texts
 
-    seq, prev = head
-    chained = []
-    for type, session_id, at, text in rows:
-        seq += 1
-        digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
-        chained.append((seq, type, session_id, at, text, prev, digest))
-        prev = digest
-    return chained
+    return [(n, kind, session_id, at, text, before, digest)
+            for (kind, session_id, at, text), (n, before, digest)
+            in zip(rows, chain_texts(head[0], head[1], rows), strict=True)]
 
 
 # The whole append in one statement, if the head is still the one the rows were chained to:

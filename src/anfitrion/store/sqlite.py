@@ -37,6 +37,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import anyio
 
+from .._canonical import float_free_bytes
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
@@ -186,6 +187,25 @@ class SQLiteStore:
     # -- sessions ------------------------------------------------------------------------------
 
     async def save_session(self, state: SessionState) -> SessionState:
+        return await self._write(self._saver(state))
+
+    async def save_session_and_audit(
+            self, state: SessionState,
+            entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> SessionState:
+        """:meth:`save_session` and :meth:`append_audit_many` in one transaction (one commit
+        instead of two: the session runtime saves a session with the records buffered so far).
+        If the save fails, neither is written."""
+        save, rows = self._saver(state), _audit_rows(entries)
+
+        def both(c: Conn) -> SessionState:
+            saved = save(c)
+            if rows:
+                _append_audit(c, rows)
+            return saved
+
+        return await self._write(both)
+
+    def _saver(self, state: SessionState) -> Callable[[Conn], SessionState]:
         data = dump_json(state.data)
         new = [(state.session_id, state.saved_messages + i, dump_json(m))
                for i, m in enumerate(state.messages[state.saved_messages:])]
@@ -222,7 +242,7 @@ class SQLiteStore:
                 state.version + 1, datetime.fromisoformat(now), lease_owner=state.lease_owner,
                 lease_expires=state.lease_expires))
 
-        return await self._write(save)
+        return save
 
     async def load_session(self, session_id: str) -> SessionState | None:
         def load(c: Conn) -> SessionState | None:
@@ -466,7 +486,7 @@ class SQLiteStore:
 
     async def append_audit_many(
             self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> None:
-        rows = [(type, session_id, at, dump_json(data)) for type, session_id, at, data in entries]
+        rows = _audit_rows(entries)
         await self._write(lambda c: _append_audit(c, rows))
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
@@ -771,21 +791,25 @@ def _apply_migrations(conn: Conn) -> list[str]:
     return done
 
 
+def _audit_rows(entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]
+                ) -> list[tuple[str, str, float, str]]:
+    # records hold no floats (audit.event_record_data): no search for a NaN
+    return [(type, session_id, at, float_free_bytes(data).decode("utf-8", "surrogatepass"))
+            for type, session_id, at, data in entries]
+
+
 def _append_audit(c: Conn, rows: Sequence[tuple[str, str, float, str]]
                   ) -> list[tuple[int, str, str]]:
     """Chain *rows* (type, session, at, canonical data text) after the head, under the write
     lock; returns each record's (seq, prev_hash, hash)."""
-    from ..audit import chain_hash
+    from ..audit import chain_texts
 
     seq, prev = c.execute("SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1").fetchone()
-    out: list[tuple[int, str, str]] = []
-    inserts = []
-    for type, session_id, at, text in rows:
-        seq += 1
-        digest = chain_hash(seq, type, session_id, at, {}, prev, data_text=text)
-        inserts.append((seq, type, session_id, at, text, prev, digest))
-        out.append((seq, prev, digest))
-        prev = digest
+    out = chain_texts(seq, prev, rows)
+    inserts = [(n, kind, session_id, at, text, before, digest)
+               for (kind, session_id, at, text), (n, before, digest) in zip(rows, out, strict=True)]
+    if out:
+        seq, prev = out[-1][0], out[-1][2]
     c.executemany("INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, "
                   "hash) VALUES (?, ?, ?, ?, ?, ?, ?)", inserts)
     c.execute("UPDATE anfitrion_audit_head SET seq = ?, hash = ? WHERE id = 1", (seq, prev))
