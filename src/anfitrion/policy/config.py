@@ -263,16 +263,20 @@ def _rule(r: _Reader, spec: Any, key: str, base_dir: str | None) -> Rule:
     count = r.typed(table, "approvals", where, int, "an integer")
     roles = r.strings(table, "roles", where) or []
     quorum = r.built(where, lambda: Quorum(count, tuple(roles)))
-    when = None
-    if "arguments" in table:
-        names = r.table(table["arguments"], f"{where}.arguments",
-                        set(table["arguments"]) if isinstance(table["arguments"], dict)
-                        else set())
-        if not names:
-            r.fail("names no argument", f"{where}.arguments")
-        when = {name: _constraints(r, value, f"{where}.arguments.{name}", base_dir)
-                for name, value in names.items()}
+    when = _argument_constraints(r, table, where, base_dir) if "arguments" in table else None
     return RequireQuorum(rule, quorum, when=when)
+
+
+def _argument_constraints(r: _Reader, spec: Mapping[str, Any], key: str,
+                          base_dir: str | None) -> dict[str, list[Constraint]]:
+    """A rule's (or a quorum's) ``arguments`` table: argument name → its constraints."""
+    arguments = r.table(spec["arguments"], f"{key}.arguments",
+                        set(spec["arguments"]) if isinstance(spec["arguments"], dict)
+                        else set())
+    if not arguments:
+        r.fail("names no argument", f"{key}.arguments")
+    return {name: _constraints(r, value, f"{key}.arguments.{name}", base_dir)
+            for name, value in arguments.items()}
 
 
 def _plain_rule(r: _Reader, spec: Mapping[str, Any], key: str, base_dir: str | None) -> Rule:
@@ -290,13 +294,7 @@ def _plain_rule(r: _Reader, spec: Mapping[str, Any], key: str, base_dir: str | N
     if violation is not None and "arguments" not in spec:
         r.fail("'violation' only goes with 'arguments'", f"{key}.violation")
     if "arguments" in spec:
-        arguments = r.table(spec["arguments"], f"{key}.arguments",
-                            set(spec["arguments"]) if isinstance(spec["arguments"], dict)
-                            else set())
-        if not arguments:
-            r.fail("names no argument", f"{key}.arguments")
-        constraints = {name: _constraints(r, value, f"{key}.arguments.{name}", base_dir)
-                       for name, value in arguments.items()}
+        constraints = _argument_constraints(r, spec, key, base_dir)
         return r.built(key, lambda: ArgumentRule(tools or "*", constraints, verdict,
                                                  reason=reason, violation=violation,
                                                  effect=effect, roles=roles, rule_id=rule_id))
@@ -437,9 +435,9 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
     from ..taint import PLAN_BEFORE_TAINT, READS_MODES, taint_rule
 
     taint: dict[str, Any] = {}
-    declarations = _dataflow_declarations(r, data)
-    if declarations:
-        taint["declarations"] = declarations
+    declared_effects, declared_flows = _tool_declarations(r, data)
+    if declared_flows:
+        taint["declarations"] = declared_flows
     if "taint" in data:
         table = r.table(data["taint"], "taint",
                         {"enabled", "allowed_hosts", "deny_flagged", "reads", "free_reads",
@@ -472,7 +470,7 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
             r.fail(str(exc), "lint")
     policy = Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
                     principals=principals, source=path,
-                    declarations=_tool_effects(r, data))
+                    declarations=declared_effects)
     policy.content_sha256 = _content_sha256(data, text, base_dir)
     if "shadow" in data:
         policy.shadow = _shadow(r, data["shadow"], base_dir)
@@ -527,40 +525,6 @@ def _plan(value: Any) -> list[str]:
     return value
 
 
-_DATAFLOW = {"sinks", "outward", "destructive", "service_ids"}
-"""The data-flow keys of ``[tools."<name>"]`` (issue #20; the effect keys are #16's)."""
-
-
-def _dataflow_declarations(r: _Reader, data: Mapping[str, Any]) -> dict[str, Dataflow]:
-    """``[tools."<name>"]``: the data flow of tools the operator does not own::
-
-        [tools."mail.send"]
-        sinks = { to = "recipient", cc = "recipient" }
-        outward = ["subject", "body"]
-        destructive = []
-        service_ids = ["message_id"]
-    """
-    if "tools" not in data:
-        return {}
-    tables = r.table(data["tools"], "tools",
-                     set(data["tools"]) if isinstance(data["tools"], dict) else set())
-    out: dict[str, Dataflow] = {}
-    for name, spec in tables.items():
-        key = f"tools.{name}"
-        spec = r.table(spec, key, _DATAFLOW | _TOOL_EFFECT_KEYS)
-        sinks = spec.get("sinks", {})
-        if not isinstance(sinks, dict) or not all(isinstance(v, str) for v in sinks.values()):
-            r.fail("must be a table of argument name = kind", f"{key}.sinks")
-        lists = {}
-        for field in ("outward", "destructive", "service_ids"):
-            value = spec.get(field, [])
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                r.fail("must be a list of names", f"{key}.{field}")
-            lists[field] = tuple(value)
-        out[name] = r.built(key, functools.partial(Dataflow, sinks=sinks, **lists))
-    return out
-
-
 def _secrets(r: _Reader, data: Mapping[str, Any]) -> list[Rule]:
     """``[secrets]``: credentials in outgoing arguments ask (the default), deny, or are let
     through (``verdict = "off"``); ``exempt_tools`` are not scanned."""
@@ -577,37 +541,70 @@ def _secrets(r: _Reader, data: Mapping[str, Any]) -> list[Rule]:
 
 
 _TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent"}
+_DATAFLOW = {"sinks", "outward", "destructive", "service_ids"}
 
 
-def _tool_effects(r: _Reader, data: Mapping[str, Any]) -> dict[str, ToolDeclaration]:
-    """``[tools."<name>"]``: a tool's effect and effect identity, for tools the operator does
-    not own (an MCP server's). Whether a template's fields name the tool's arguments is
-    checked when the tool is known (:meth:`ToolDeclaration.apply`)."""
+def _tool_declarations(r: _Reader, data: Mapping[str, Any]
+                       ) -> tuple[dict[str, ToolDeclaration], dict[str, Dataflow]]:
+    """``[tools."<name>"]``: what the operator declares about tools they do not own (an MCP
+    server's), read in one pass: their effect and effect identity (:class:`ToolDeclaration`)
+    and their data flow (:class:`Dataflow`, only for a table that has a data-flow key, so a
+    tool declared for its effect alone keeps the taint rule's behaviour for undeclared
+    tools)::
+
+        [tools."mail.send"]
+        effect = "write"
+        effect_key = "mail:{to}:{subject}"
+        sinks = { to = "recipient", cc = "recipient" }
+        outward = ["subject", "body"]
+        service_ids = ["message_id"]
+
+    Whether a template's fields name the tool's arguments is checked when the tool is known
+    (:meth:`ToolDeclaration.apply`)."""
     tools = data.get("tools", {})
     if not isinstance(tools, dict):
         r.fail("must be a table of tools ([tools.\"<name>\"])", "tools")
-    out: dict[str, ToolDeclaration] = {}
+    effects: dict[str, ToolDeclaration] = {}
+    flows: dict[str, Dataflow] = {}
     for name, spec in tools.items():
         key = f"tools.{name}"
         if not TOOL_NAME.fullmatch(name):
             r.fail(f"{name!r} is not a tool name ([A-Za-z0-9_.-], 1 to 64 characters)", key)
         spec = r.table(spec, key, _TOOL_EFFECT_KEYS | _DATAFLOW)
-        effect = r.typed(spec, "effect", key, str, "'read' or 'write'")
-        if effect is not None and effect not in ("read", "write"):
-            r.fail("must be 'read' or 'write'", f"{key}.effect")
-        template = r.typed(spec, "effect_key", key, str, "a template such as 'refund:{id}'")
-        if template is not None and (problem := check_template_syntax(template)) is not None:
-            r.fail(f"effect_key {template!r}: {problem}", f"{key}.effect_key")
-        scope = r.typed(spec, "effect_scope", key, str, "a string")
-        if scope is not None and scope not in [s.value for s in EffectScope]:
-            r.fail(f"must be one of {', '.join(repr(s.value) for s in EffectScope)}",
-                   f"{key}.effect_scope")
-        idempotent = r.typed(spec, "idempotent", key, bool, "true or false")
-        lines = {k: line for k in spec if (line := r.index.find(f"{key}.{k}")) is not None}
-        out[name] = ToolDeclaration(
-            name, Effect(effect) if effect else None, template,
-            EffectScope(scope) if scope else None, idempotent, r.path, lines)
-    return out
+        effects[name] = _tool_effect(r, name, spec, key)
+        if _DATAFLOW & set(spec):
+            flows[name] = _tool_dataflow(r, spec, key)
+    return effects, flows
+
+
+def _tool_effect(r: _Reader, name: str, spec: Mapping[str, Any], key: str) -> ToolDeclaration:
+    effect = r.typed(spec, "effect", key, str, "'read' or 'write'")
+    if effect is not None and effect not in ("read", "write"):
+        r.fail("must be 'read' or 'write'", f"{key}.effect")
+    template = r.typed(spec, "effect_key", key, str, "a template such as 'refund:{id}'")
+    if template is not None and (problem := check_template_syntax(template)) is not None:
+        r.fail(f"effect_key {template!r}: {problem}", f"{key}.effect_key")
+    scope = r.typed(spec, "effect_scope", key, str, "a string")
+    if scope is not None and scope not in [s.value for s in EffectScope]:
+        r.fail(f"must be one of {', '.join(repr(s.value) for s in EffectScope)}",
+               f"{key}.effect_scope")
+    idempotent = r.typed(spec, "idempotent", key, bool, "true or false")
+    lines = {k: line for k in spec if (line := r.index.find(f"{key}.{k}")) is not None}
+    return ToolDeclaration(name, Effect(effect) if effect else None, template,
+                           EffectScope(scope) if scope else None, idempotent, r.path, lines)
+
+
+def _tool_dataflow(r: _Reader, spec: Mapping[str, Any], key: str) -> Dataflow:
+    sinks = spec.get("sinks", {})
+    if not isinstance(sinks, dict) or not all(isinstance(v, str) for v in sinks.values()):
+        r.fail("must be a table of argument name = kind", f"{key}.sinks")
+    lists = {}
+    for field in ("outward", "destructive", "service_ids"):
+        value = spec.get(field, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            r.fail("must be a list of names", f"{key}.{field}")
+        lists[field] = tuple(value)
+    return r.built(key, functools.partial(Dataflow, sinks=sinks, **lists))
 
 
 def load_policy(path: str | os.PathLike[str]) -> Policy:
