@@ -295,3 +295,15 @@ def test_a_plan_must_be_globs_or_before_taint() -> None:
         taint_rule(plan="later")
     with pytest.raises(ValueError, match="plan"):
         taint_rule(plan=[""])
+
+
+def test_a_tool_declared_in_the_policy_file_for_its_effect_alone_keeps_undeclared_data_flow(
+        ) -> None:
+    """``[tools."<name>"]`` holds effect keys and data-flow keys; a table with only the first
+    must not make the tool count as declared (with no sinks) in ``reads = "sinks"``."""
+    policy = parse_policy('[taint]\nreads = "sinks"\n'
+                          '[tools."mail.send"]\neffect = "write"\n'
+                          '[tools."drive.share"]\nsinks = { email = "recipient" }\n')
+    settings = policy.rules[0].settings  # type: ignore[attr-defined]
+    assert settings["declared_tools"] == ["drive.share"]
+    assert set(policy.declarations) == {"mail.send", "drive.share"}
