@@ -11,7 +11,7 @@ if the key has moved to another call since, the resolution is refused.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -22,8 +22,9 @@ from ..exceptions import ConflictError
 from ..store import EffectEntry, Store
 from . import _pages as pages
 from ._security import SignedIn
+from ._signin import SignIn, to_login
 
-__all__ = ["effect_routes"]
+__all__ = ["EffectPages"]
 
 _KEY = re.compile(r"[0-9a-f]{64}")
 _STATE_CLASS = {"unknown": "pending", "running": "pending", "done": "approved",
@@ -54,39 +55,43 @@ def effect_page(entry: EffectEntry, *, csrf: str, user: str) -> str:
                          state_name=resolutions.effect_state_name, state_class=_state_class)
 
 
-def effect_routes(store: Store, *, signed_in: Callable[[Request], SignedIn | None],
-                  checked_post: Callable[[Request],
-                                         Awaitable[tuple[SignedIn, dict[str, str]] | Response]],
-                  to_login: Callable[[], Response]) -> list[Route]:
-    """The effects pages, with the inbox's sign-in and CSRF checks (given by the app)."""
+@dataclass
+class EffectPages:
+    """The effects pages over *store*, with the inbox's sign-in and CSRF checks (*sign_in*)."""
 
-    def message(who: SignedIn, title: str, text: str, status: int, back: str) -> Response:
-        return HTMLResponse(pages.message_page(title, text, csrf=who.csrf, user=who.name,
-                                               back=back), status_code=status)
+    store: Store
+    sign_in: SignIn
 
-    async def found(key: str) -> EffectEntry | None:
-        return await store.effect_state(key) if _KEY.fullmatch(key) else None
+    def routes(self) -> list[Route]:
+        return [
+            Route("/effects", self.listing, methods=["GET"]),
+            Route("/effects/{key}", self.detail, methods=["GET"]),
+            Route("/effects/{key}/resolve", self.resolve, methods=["POST"]),
+        ]
 
-    async def listing(request: Request) -> Response:
-        who = signed_in(request)
+    async def _found(self, key: str) -> EffectEntry | None:
+        return await self.store.effect_state(key) if _KEY.fullmatch(key) else None
+
+    async def listing(self, request: Request) -> Response:
+        who = self.sign_in.signed_in(request)
         if who is None:
             return to_login()
         show_all = request.query_params.get("show") == "all"
-        effects = list(await store.list_effects(unsettled_only=not show_all))
+        effects = list(await self.store.list_effects(unsettled_only=not show_all))
         return HTMLResponse(effects_page(effects, show_all=show_all, csrf=who.csrf,
                                          user=who.name))
 
-    async def detail(request: Request) -> Response:
-        who = signed_in(request)
+    async def detail(self, request: Request) -> Response:
+        who = self.sign_in.signed_in(request)
         if who is None:
             return to_login()
-        entry = await found(request.path_params["key"])
+        entry = await self._found(request.path_params["key"])
         if entry is None:
-            return message(who, "Not found", "no such effect", 404, "/effects")
+            return _message(who, "Not found", "no such effect", 404, "/effects")
         return HTMLResponse(effect_page(entry, csrf=who.csrf, user=who.name))
 
-    async def resolve(request: Request) -> Response:
-        checked = await checked_post(request)
+    async def resolve(self, request: Request) -> Response:
+        checked = await self.sign_in.checked_post(request)
         if isinstance(checked, Response):
             return checked
         who, form = checked
@@ -94,24 +99,23 @@ def effect_routes(store: Store, *, signed_in: Callable[[Request], SignedIn | Non
         back = f"/effects/{key}" if _KEY.fullmatch(key) else "/effects"
         outcome = form.get("outcome")
         if outcome not in ("done", "failed"):
-            return message(who, "Refused", "say what happened: it happened, or it did not",
-                           422, back)
-        entry = await found(key)
+            return _message(who, "Refused", "say what happened: it happened, or it did not",
+                            422, back)
+        entry = await self._found(key)
         if entry is None:
-            return message(who, "Not found", "no such effect", 404, "/effects")
+            return _message(who, "Not found", "no such effect", 404, "/effects")
         if form.get("call_id") != entry.call_id:
-            return message(who, "Refused", "this effect is held by another call than the one "
-                           "you saw: look at it again", 409, back)
+            return _message(who, "Refused", "this effect is held by another call than the one "
+                            "you saw: look at it again", 409, back)
         note = form.get("note", "").strip()
         try:
-            await resolutions.resolve(store, entry.key, done=outcome == "done",
+            await resolutions.resolve(self.store, entry.key, done=outcome == "done",
                                       by=f"web:{who.name}", note=note, via="web")
         except ConflictError as exc:
-            return message(who, "Refused", str(exc), 409, back)
+            return _message(who, "Refused", str(exc), 409, back)
         return RedirectResponse(back, status_code=303)
 
-    return [
-        Route("/effects", listing, methods=["GET"]),
-        Route("/effects/{key}", detail, methods=["GET"]),
-        Route("/effects/{key}/resolve", resolve, methods=["POST"]),
-    ]
+
+def _message(who: SignedIn, title: str, text: str, status: int, back: str) -> Response:
+    return HTMLResponse(pages.message_page(title, text, csrf=who.csrf, user=who.name,
+                                           back=back), status_code=status)
