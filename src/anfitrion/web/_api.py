@@ -9,6 +9,7 @@ reviewer's own token votes on a request that needs several approvers, as that re
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
@@ -30,7 +31,7 @@ from ._decisions import OnAnswer, Refusal, answer, notify, state_of
 from ._render import findings
 from ._security import token_matches
 
-__all__ = ["api_routes", "error", "openapi_document"]
+__all__ = ["Api", "api_routes", "error", "openapi_document"]
 
 PREFIX = "/api/v1"
 _STATUS = {Refusal.NOT_FOUND: 404, Refusal.STALE: 409, Refusal.ANSWERED: 409,
@@ -170,14 +171,51 @@ def _approval_json(request: ApprovalRequest, answer: ApprovalAnswer | None, used
 def api_routes(store: Store, token: str, on_answer: OnAnswer | None, *,
                reviewers: Reviewers | None = None,
                callbacks: CallbackVerifier | None = None) -> list[Route]:
-    def allowed(request: Request) -> bool:
-        return _authorised(request, token) or _reviewer(request, reviewers) is not None
+    """The ``/api/v1`` routes over *store* (see :class:`Api`)."""
+    return Api(store, token, on_answer, reviewers, callbacks).routes()
 
-    async def votes_of(r: ApprovalRequest) -> tuple[ApprovalVote, ...]:
-        return tuple(await store.list_approval_votes(r.id)) if r.quorum is not None else ()
 
-    async def list_approvals(request: Request) -> Response:
-        if not allowed(request):
+@dataclass
+class Api:
+    """The JSON API over *store*: each route one method.
+
+    Attributes:
+        store: where the hosts keep their approval requests and effects.
+        token: the inbox's shared bearer token.
+        on_answer: awaited after each recorded decision, e.g. to resume the session.
+        reviewers: people with their own bearer tokens; only they vote on a quorum.
+        callbacks: the signed webhook callbacks' verifier; None: callbacks are refused.
+    """
+
+    store: Store
+    token: str
+    on_answer: OnAnswer | None = None
+    reviewers: Reviewers | None = None
+    callbacks: CallbackVerifier | None = None
+
+    def routes(self) -> list[Route]:
+        return [
+            Route(f"{PREFIX}/openapi.json", openapi, methods=["GET"]),
+            Route(f"{PREFIX}/approvals", self.list_approvals, methods=["GET"]),
+            Route(f"{PREFIX}/approvals/callback", self.callback, methods=["POST"]),
+            Route(f"{PREFIX}/approvals/{{request_id}}", self.show_approval, methods=["GET"]),
+            Route(f"{PREFIX}/approvals/{{request_id}}/approve", self.approve,
+                  methods=["POST"]),
+            Route(f"{PREFIX}/approvals/{{request_id}}/deny", self.deny, methods=["POST"]),
+            Route(f"{PREFIX}/effects", self.list_effects, methods=["GET"]),
+            Route(f"{PREFIX}/effects/{{key}}", self.show_effect, methods=["GET"]),
+            Route(f"{PREFIX}/effects/{{key}}/resolve", self.resolve_effect, methods=["POST"]),
+        ]
+
+    def _allowed(self, request: Request) -> bool:
+        return (_authorised(request, self.token)
+                or _reviewer(request, self.reviewers) is not None)
+
+    async def _votes_of(self, r: ApprovalRequest) -> tuple[ApprovalVote, ...]:
+        return tuple(await self.store.list_approval_votes(r.id)) if r.quorum is not None else ()
+
+    async def list_approvals(self, request: Request) -> Response:
+        if not self._allowed(request):
             return _unauthorised()
         status = request.query_params.get("status", "pending")
         if status not in ("pending", "decided", "all"):
@@ -185,9 +223,9 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None, *,
         session_id = request.query_params.get("session_id")
         now = datetime.now(UTC)
         items = []
-        for r in await store.list_approvals(pending_only=status == "pending",
-                                            session_id=session_id):
-            found = await store.get_approval(r.id)
+        for r in await self.store.list_approvals(pending_only=status == "pending",
+                                                 session_id=session_id):
+            found = await self.store.get_approval(r.id)
             if found is None:
                 continue
             _, ans, used = found
@@ -195,21 +233,27 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None, *,
             if (status == "pending" and not open_now) or (status == "decided" and open_now):
                 continue
             items.append(_approval_json(r, ans, used, now, full=False,
-                                        votes=await votes_of(r)))
+                                        votes=await self._votes_of(r)))
         return JSONResponse({"approvals": items})
 
-    async def show_approval(request: Request) -> Response:
-        if not allowed(request):
+    async def show_approval(self, request: Request) -> Response:
+        if not self._allowed(request):
             return _unauthorised()
-        found = await store.get_approval(request.path_params["request_id"])
+        found = await self.store.get_approval(request.path_params["request_id"])
         if found is None:
             return error(404, Refusal.NOT_FOUND.value, "not_found")
         return JSONResponse(_approval_json(*found, datetime.now(UTC), full=True,
-                                           votes=await votes_of(found[0])))
+                                           votes=await self._votes_of(found[0])))
 
-    async def decide(request: Request, approved: bool) -> Response:
-        reviewer = _reviewer(request, reviewers)
-        if reviewer is None and not _authorised(request, token):
+    async def approve(self, request: Request) -> Response:
+        return await self._decide(request, True)
+
+    async def deny(self, request: Request) -> Response:
+        return await self._decide(request, False)
+
+    async def _decide(self, request: Request, approved: bool) -> Response:
+        reviewer = _reviewer(request, self.reviewers)
+        if reviewer is None and not _authorised(request, self.token):
             return _unauthorised()
         body = await _body(request, DecisionBody)
         if isinstance(body, Response):
@@ -218,19 +262,19 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None, *,
             approver = f"api:{reviewer.name}"
         else:
             approver = f"api:{body.approver}" if body.approver else "api"
-        outcome = await answer(store, request.path_params["request_id"], body.digest,
+        outcome = await answer(self.store, request.path_params["request_id"], body.digest,
                                approved=approved, approver=approver, note=body.note, via="api",
                                reviewer=reviewer)
         if not outcome.recorded:
             return refusal_response(outcome)
-        return outcome_response(outcome, on_answer)
+        return outcome_response(outcome, self.on_answer)
 
-    async def callback(request: Request) -> Response:
-        if callbacks is None:
+    async def callback(self, request: Request) -> Response:
+        if self.callbacks is None:
             return error(404, "no webhook callbacks are configured on this server",
                          "not_found")
         raw = await request.body()
-        problem = await callbacks.check(request.headers, raw)
+        problem = await self.callbacks.check(request.headers, raw)
         if problem is not None:
             return error(401, f"callback refused: {problem}", "bad_signature")
         body = await _body(request, CallbackBody, raw)
@@ -238,50 +282,41 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None, *,
             return body
         # the bridge authenticated the person (its secret speaks for them); their roles are
         # the reviewers file's, never the callback's
-        reviewer = reviewers.named(body.reviewer) if reviewers is not None else None
-        outcome = await answer(store, body.request_id, body.digest,
+        reviewer = self.reviewers.named(body.reviewer) if self.reviewers is not None else None
+        outcome = await answer(self.store, body.request_id, body.digest,
                                approved=body.decision == "approve",
                                approver=f"webhook:{body.reviewer}", note=body.note,
                                via="webhook", reviewer=reviewer)
         if not outcome.recorded:
             return refusal_response(outcome)
-        return outcome_response(outcome, on_answer)
+        return outcome_response(outcome, self.on_answer)
 
-    async def approve(request: Request) -> Response:
-        return await decide(request, True)
-
-    async def deny(request: Request) -> Response:
-        return await decide(request, False)
-
-    async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document())
-
-    async def list_effects(request: Request) -> Response:
-        if not _authorised(request, token):
+    async def list_effects(self, request: Request) -> Response:
+        if not _authorised(request, self.token):
             return _unauthorised()
         status = request.query_params.get("status", "unsettled")
         if status not in ("unsettled", "all"):
             return error(400, "status must be unsettled or all", "invalid_query")
-        found = await store.list_effects(unsettled_only=status == "unsettled")
+        found = await self.store.list_effects(unsettled_only=status == "unsettled")
         return JSONResponse({"effects": [resolutions.effect_json(e) for e in found]})
 
-    async def show_effect(request: Request) -> Response:
-        if not _authorised(request, token):
+    async def show_effect(self, request: Request) -> Response:
+        if not _authorised(request, self.token):
             return _unauthorised()
-        found = await store.effect_state(request.path_params["key"])
+        found = await self.store.effect_state(request.path_params["key"])
         if found is None:
             return error(404, "no such effect", "not_found")
         return JSONResponse(resolutions.effect_json(found))
 
-    async def resolve_effect(request: Request) -> Response:
-        if not _authorised(request, token):
+    async def resolve_effect(self, request: Request) -> Response:
+        if not _authorised(request, self.token):
             return _unauthorised()
         body = await _body(request, ResolutionBody)
         if isinstance(body, Response):
             return body
         by = f"api:{body.by}" if body.by else "api"
         try:
-            entry = await resolutions.resolve(store, request.path_params["key"],
+            entry = await resolutions.resolve(self.store, request.path_params["key"],
                                               done=body.outcome == "done", by=by,
                                               note=body.note, via="api")
         except ConflictError as exc:
@@ -290,17 +325,10 @@ def api_routes(store: Store, token: str, on_answer: OnAnswer | None, *,
             return error(404, "no such effect", "not_found")
         return JSONResponse(resolutions.effect_json(entry))
 
-    return [
-        Route(f"{PREFIX}/openapi.json", openapi, methods=["GET"]),
-        Route(f"{PREFIX}/approvals", list_approvals, methods=["GET"]),
-        Route(f"{PREFIX}/approvals/callback", callback, methods=["POST"]),
-        Route(f"{PREFIX}/approvals/{{request_id}}", show_approval, methods=["GET"]),
-        Route(f"{PREFIX}/approvals/{{request_id}}/approve", approve, methods=["POST"]),
-        Route(f"{PREFIX}/approvals/{{request_id}}/deny", deny, methods=["POST"]),
-        Route(f"{PREFIX}/effects", list_effects, methods=["GET"]),
-        Route(f"{PREFIX}/effects/{{key}}", show_effect, methods=["GET"]),
-        Route(f"{PREFIX}/effects/{{key}}/resolve", resolve_effect, methods=["POST"]),
-    ]
+
+async def openapi(request: Request) -> Response:
+    """``GET /api/v1/openapi.json``: :func:`openapi_document`."""
+    return JSONResponse(openapi_document())
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -320,9 +348,44 @@ _STR = {"type": "string"}
 _TIME = {"type": "string", "format": "date-time"}
 
 
+_REQUEST_ID = {"name": "request_id", "in": "path", "required": True, "schema": _STR}
+_EFFECT_KEY = {"name": "key", "in": "path", "required": True, "schema": _STR}
+
+
 def openapi_document() -> dict[str, Any]:
     """The OpenAPI 3.1 description of the JSON API."""
-    request_schema = {
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "anfitrion approval inbox", "version": "1",
+                 "description": "Approve or deny the tool calls a host is waiting on. Every "
+                                "decision names the digest of the request it answers; a "
+                                "request that changed or was decided elsewhere is refused "
+                                "with 409."},
+        "paths": {**_approval_paths(), **_effect_paths()},
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": _schemas()},
+        "security": [{"bearer": []}],
+    }
+
+
+def _schemas() -> dict[str, Any]:
+    return {"ApprovalRequest": _request_schema(), "ApprovalAnswer": _answer_schema(),
+            **_summary_schemas(), "DecisionBody": DecisionBody.model_json_schema(),
+            "Effect": _effect_schema(),
+            "ResolutionBody": ResolutionBody.model_json_schema(),
+            "CallbackBody": CallbackBody.model_json_schema(), "Quorum": _quorum_schema(),
+            "DecisionResult": {
+                "type": "object", "required": ["answer"],
+                "properties": {"answer": {"oneOf": [_ref("ApprovalAnswer"),
+                                                    {"type": "null"}]},
+                               "quorum": _ref("Quorum")}},
+            "Error": {"type": "object", "required": ["error", "message"],
+                      "properties": {"error": _STR, "message": _STR}}}
+
+
+def _request_schema() -> dict[str, Any]:
+    return {
         "type": "object",
         "required": ["id", "digest", "session_id", "principal_id", "call_id", "tool_name",
                      "tool_definition_hash", "arguments", "effect", "reason", "rule_id",
@@ -333,12 +396,18 @@ def openapi_document() -> dict[str, Any]:
             "arguments": {"type": "object"}, "effect": _STR, "reason": _STR, "rule_id": _STR,
             "warnings": {"type": "array", "items": _STR}, "created_at": _TIME,
             "expires_at": _TIME}}
-    answer_schema = {
+
+
+def _answer_schema() -> dict[str, Any]:
+    return {
         "type": "object", "required": ["request_id", "digest", "approved", "approver", "note",
                                        "at"],
         "properties": {"request_id": _STR, "digest": _STR, "approved": {"type": "boolean"},
                        "approver": _STR, "note": _STR, "at": _TIME}}
-    quorum_schema = {
+
+
+def _quorum_schema() -> dict[str, Any]:
+    return {
         "type": "object", "required": ["required", "roles", "needed", "votes"],
         "description": "Who has voted so far on a request that needs several approvers",
         "properties": {
@@ -350,6 +419,9 @@ def openapi_document() -> dict[str, Any]:
                 "properties": {"voter": _STR, "approved": {"type": "boolean"}, "via": _STR,
                                "roles": {"type": "array", "items": _STR}, "note": _STR,
                                "at": _TIME}}}}}
+
+
+def _summary_schemas() -> dict[str, Any]:
     summary = {
         "type": "object", "required": ["request", "state", "answer", "used"],
         "properties": {"request": _ref("ApprovalRequest"),
@@ -360,11 +432,12 @@ def openapi_document() -> dict[str, Any]:
     detail = {"allOf": [_ref("ApprovalSummary"), {
         "type": "object", "required": ["findings", "description"],
         "properties": {"findings": {"type": "array", "items": _STR}, "description": _STR}}]}
-    body_schema = DecisionBody.model_json_schema()
-    request_id = {"name": "request_id", "in": "path", "required": True, "schema": _STR}
-    effect_key = {"name": "key", "in": "path", "required": True, "schema": _STR}
+    return {"ApprovalSummary": summary, "ApprovalDetail": detail}
+
+
+def _effect_schema() -> dict[str, Any]:
     nullable = [_STR, {"type": "null"}]
-    effect_schema = {
+    return {
         "type": "object",
         "required": ["key", "display", "scope", "tool", "session_id", "call_id", "state",
                      "since", "result", "resolved_by", "note", "repeats"],
@@ -383,107 +456,91 @@ def openapi_document() -> dict[str, Any]:
                                          "and secret-named ones '[sensitive]'); null for an "
                                          "effect reserved before they were kept"}}}
 
-    def decision(verb: str) -> dict[str, Any]:
-        return {
-            "summary": f"{verb.title()} one request, bound to the digest you reviewed",
-            "operationId": f"{verb}Approval", "parameters": [request_id],
+
+def _decision(verb: str) -> dict[str, Any]:
+    return {
+        "summary": f"{verb.title()} one request, bound to the digest you reviewed",
+        "operationId": f"{verb}Approval", "parameters": [_REQUEST_ID],
+        "requestBody": {"required": True, "content": {
+            "application/json": {"schema": _ref("DecisionBody")}}},
+        "responses": {
+            "200": _json(_ref("DecisionResult"), "The decision was recorded"),
+            "202": _json(_ref("DecisionResult"),
+                         "The vote was counted; the request needs more approvers"),
+            "403": _json(_ref("Error"), "A quorum vote without a reviewer's own token, "
+                                        "or without the role"),
+            "409": _json(_ref("Error"), "Stale digest, already decided, expired, or "
+                                        "this reviewer voted already"),
+            "422": _json(_ref("Error"), "The body does not match DecisionBody"),
+            **_ERRORS}}
+
+
+def _approval_paths() -> dict[str, Any]:
+    return {
+        f"{PREFIX}/approvals": {"get": {
+            "summary": "List approval requests, newest first (pending: open and unexpired; "
+                       "decided: answered or expired)", "operationId":
+            "listApprovals",
+            "parameters": [
+                {"name": "status", "in": "query", "required": False,
+                 "schema": {"enum": ["pending", "decided", "all"], "default": "pending"}},
+                {"name": "session_id", "in": "query", "required": False, "schema": _STR}],
+            "responses": {"200": _json({"type": "object", "required": ["approvals"],
+                                        "properties": {"approvals": {
+                                            "type": "array",
+                                            "items": _ref("ApprovalSummary")}}},
+                                       "The requests"),
+                          "400": _ERRORS["400"], "401": _ERRORS["401"]}}},
+        f"{PREFIX}/approvals/{{request_id}}": {"get": {
+            "summary": "Show one request with its findings", "operationId": "showApproval",
+            "parameters": [_REQUEST_ID],
+            "responses": {"200": _json(_ref("ApprovalDetail"), "The request"),
+                          **_ERRORS}}},
+        f"{PREFIX}/approvals/callback": {"post": {
+            "summary": "Answer through a signed webhook callback (Anfitrion-Delivery and "
+                       "Anfitrion-Signature headers; see docs/approvals.md)",
+            "operationId": "approvalCallback", "security": [],
             "requestBody": {"required": True, "content": {
-                "application/json": {"schema": _ref("DecisionBody")}}},
+                "application/json": {"schema": _ref("CallbackBody")}}},
             "responses": {
                 "200": _json(_ref("DecisionResult"), "The decision was recorded"),
                 "202": _json(_ref("DecisionResult"),
                              "The vote was counted; the request needs more approvers"),
-                "403": _json(_ref("Error"), "A quorum vote without a reviewer's own token, "
-                                            "or without the role"),
-                "409": _json(_ref("Error"), "Stale digest, already decided, expired, or "
-                                            "this reviewer voted already"),
-                "422": _json(_ref("Error"), "The body does not match DecisionBody"),
-                **_ERRORS}}
+                "401": _json(_ref("Error"), "Forged, stale or replayed callback"),
+                "403": _json(_ref("Error"), "The reviewer may not vote on this request"),
+                "404": _json(_ref("Error"), "No such request, or no callbacks configured"),
+                "409": _json(_ref("Error"), "Stale digest, decided, expired, or voted"),
+                "422": _json(_ref("Error"), "The body does not match CallbackBody")}}},
+        f"{PREFIX}/approvals/{{request_id}}/approve": {"post": _decision("approve")},
+        f"{PREFIX}/approvals/{{request_id}}/deny": {"post": _decision("deny")},
+    }
 
+
+def _effect_paths() -> dict[str, Any]:
     return {
-        "openapi": "3.1.0",
-        "info": {"title": "anfitrion approval inbox", "version": "1",
-                 "description": "Approve or deny the tool calls a host is waiting on. Every "
-                                "decision names the digest of the request it answers; a "
-                                "request that changed or was decided elsewhere is refused "
-                                "with 409."},
-        "paths": {
-            f"{PREFIX}/approvals": {"get": {
-                "summary": "List approval requests, newest first (pending: open and unexpired; "
-                           "decided: answered or expired)", "operationId":
-                "listApprovals",
-                "parameters": [
-                    {"name": "status", "in": "query", "required": False,
-                     "schema": {"enum": ["pending", "decided", "all"], "default": "pending"}},
-                    {"name": "session_id", "in": "query", "required": False, "schema": _STR}],
-                "responses": {"200": _json({"type": "object", "required": ["approvals"],
-                                            "properties": {"approvals": {
-                                                "type": "array",
-                                                "items": _ref("ApprovalSummary")}}},
-                                           "The requests"),
-                              "400": _ERRORS["400"], "401": _ERRORS["401"]}}},
-            f"{PREFIX}/approvals/{{request_id}}": {"get": {
-                "summary": "Show one request with its findings", "operationId": "showApproval",
-                "parameters": [request_id],
-                "responses": {"200": _json(_ref("ApprovalDetail"), "The request"),
-                              **_ERRORS}}},
-            f"{PREFIX}/approvals/callback": {"post": {
-                "summary": "Answer through a signed webhook callback (Anfitrion-Delivery and "
-                           "Anfitrion-Signature headers; see docs/approvals.md)",
-                "operationId": "approvalCallback", "security": [],
-                "requestBody": {"required": True, "content": {
-                    "application/json": {"schema": _ref("CallbackBody")}}},
-                "responses": {
-                    "200": _json(_ref("DecisionResult"), "The decision was recorded"),
-                    "202": _json(_ref("DecisionResult"),
-                                 "The vote was counted; the request needs more approvers"),
-                    "401": _json(_ref("Error"), "Forged, stale or replayed callback"),
-                    "403": _json(_ref("Error"), "The reviewer may not vote on this request"),
-                    "404": _json(_ref("Error"), "No such request, or no callbacks configured"),
-                    "409": _json(_ref("Error"), "Stale digest, decided, expired, or voted"),
-                    "422": _json(_ref("Error"), "The body does not match CallbackBody")}}},
-            f"{PREFIX}/approvals/{{request_id}}/approve": {"post": decision("approve")},
-            f"{PREFIX}/approvals/{{request_id}}/deny": {"post": decision("deny")},
-            f"{PREFIX}/effects": {"get": {
-                "summary": "List side effects by key (unsettled: running or outcome unknown)",
-                "operationId": "listEffects",
-                "parameters": [{"name": "status", "in": "query", "required": False,
-                                "schema": {"enum": ["unsettled", "all"],
-                                           "default": "unsettled"}}],
-                "responses": {"200": _json({"type": "object", "required": ["effects"],
-                                            "properties": {"effects": {
-                                                "type": "array", "items": _ref("Effect")}}},
-                                           "The effects"),
-                              "400": _ERRORS["400"], "401": _ERRORS["401"]}}},
-            f"{PREFIX}/effects/{{key}}": {"get": {
-                "summary": "Show one effect", "operationId": "showEffect",
-                "parameters": [effect_key],
-                "responses": {"200": _json(_ref("Effect"), "The effect"), **_ERRORS}}},
-            f"{PREFIX}/effects/{{key}}/resolve": {"post": {
-                "summary": "Say what happened to an effect whose outcome is unknown (audited)",
-                "operationId": "resolveEffect", "parameters": [effect_key],
-                "requestBody": {"required": True, "content": {
-                    "application/json": {"schema": _ref("ResolutionBody")}}},
-                "responses": {
-                    "200": _json(_ref("Effect"), "The resolution was recorded"),
-                    "409": _json(_ref("Error"), "The effect is not unsettled"),
-                    "422": _json(_ref("Error"), "The body does not match ResolutionBody"),
-                    **_ERRORS}}},
-        },
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {"ApprovalRequest": request_schema, "ApprovalAnswer": answer_schema,
-                        "ApprovalSummary": summary, "ApprovalDetail": detail,
-                        "DecisionBody": body_schema, "Effect": effect_schema,
-                        "ResolutionBody": ResolutionBody.model_json_schema(),
-                        "CallbackBody": CallbackBody.model_json_schema(),
-                        "Quorum": quorum_schema,
-                        "DecisionResult": {
-                            "type": "object", "required": ["answer"],
-                            "properties": {"answer": {"oneOf": [_ref("ApprovalAnswer"),
-                                                                {"type": "null"}]},
-                                           "quorum": _ref("Quorum")}},
-                        "Error": {"type": "object", "required": ["error", "message"],
-                                  "properties": {"error": _STR, "message": _STR}}}},
-        "security": [{"bearer": []}],
+        f"{PREFIX}/effects": {"get": {
+            "summary": "List side effects by key (unsettled: running or outcome unknown)",
+            "operationId": "listEffects",
+            "parameters": [{"name": "status", "in": "query", "required": False,
+                            "schema": {"enum": ["unsettled", "all"],
+                                       "default": "unsettled"}}],
+            "responses": {"200": _json({"type": "object", "required": ["effects"],
+                                        "properties": {"effects": {
+                                            "type": "array", "items": _ref("Effect")}}},
+                                       "The effects"),
+                          "400": _ERRORS["400"], "401": _ERRORS["401"]}}},
+        f"{PREFIX}/effects/{{key}}": {"get": {
+            "summary": "Show one effect", "operationId": "showEffect",
+            "parameters": [_EFFECT_KEY],
+            "responses": {"200": _json(_ref("Effect"), "The effect"), **_ERRORS}}},
+        f"{PREFIX}/effects/{{key}}/resolve": {"post": {
+            "summary": "Say what happened to an effect whose outcome is unknown (audited)",
+            "operationId": "resolveEffect", "parameters": [_EFFECT_KEY],
+            "requestBody": {"required": True, "content": {
+                "application/json": {"schema": _ref("ResolutionBody")}}},
+            "responses": {
+                "200": _json(_ref("Effect"), "The resolution was recorded"),
+                "409": _json(_ref("Error"), "The effect is not unsettled"),
+                "422": _json(_ref("Error"), "The body does not match ResolutionBody"),
+                **_ERRORS}}},
     }
