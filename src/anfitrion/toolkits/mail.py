@@ -131,22 +131,47 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
         raise ToolDefinitionError(str(exc)) from None
     allowed = None if allowed_domains is None else frozenset(
         d.lower().lstrip("@") for d in allowed_domains)
-    drafts = Drafts(store, kind="email", namespace=namespace)
+    mailer = _Mailer(Drafts(store, kind="email", namespace=namespace), from_address,
+                     maildir, smtp, allowed, max_recipients, max_body_chars)
+    return Toolbox([
+        Tool.from_function(mailer.draft_email, effect=Effect.READ,
+                           provenance=Provenance.TRUSTED, validator=mailer.validate,
+                           metadata={"draft": "propose"}),
+        # one effect per draft (sent once), and a send that is not its draft is refused
+        # before a person is asked
+        Tool.from_function(mailer.send_email, effect=Effect.WRITE,
+                           provenance=Provenance.TRUSTED, validator=mailer.validate,
+                           metadata={"draft": "commit"}, effect_key="draft:{draft_id}",
+                           effect_scope="principal", precheck=mailer.send_precheck),
+    ])
 
-    def validate(arguments: Mapping[str, Any]) -> None:
+
+@dataclass(frozen=True)
+class _Mailer:
+    """The mail tools' configuration, their validator, and delivery."""
+
+    drafts: Drafts
+    from_address: str
+    maildir: str | Path | None
+    smtp: SmtpSettings | None
+    allowed: frozenset[str] | None
+    max_recipients: int
+    max_body_chars: int
+
+    def validate(self, arguments: Mapping[str, Any]) -> None:
         to = arguments.get("to")
         if not isinstance(to, list) or not to:
             raise ArgumentError("to: give at least one recipient", field="to")
-        if len(to) > max_recipients:
-            raise ArgumentError(f"to: at most {max_recipients} recipients", field="to")
+        if len(to) > self.max_recipients:
+            raise ArgumentError(f"to: at most {self.max_recipients} recipients", field="to")
         for address in to:
             checked = check_address(address)
             if checked != address:
                 raise ArgumentError(f"to: write {address!r} as {checked!r}", field="to")
             domain = checked.rpartition("@")[2]
-            if allowed is not None and not _domain_allowed(domain, allowed):
+            if self.allowed is not None and not _domain_allowed(domain, self.allowed):
                 raise ArgumentError(f"to: e-mail to {domain!r} is not allowed (allowed: "
-                                    f"{', '.join(sorted(allowed))})", field="to")
+                                    f"{', '.join(sorted(self.allowed))})", field="to")
         if len(set(to)) != len(to):
             raise ArgumentError("to: a recipient is listed twice", field="to")
         subject = arguments.get("subject", "")
@@ -155,24 +180,25 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
             raise ArgumentError(f"subject must be one line of at most {MAX_SUBJECT_CHARS} "
                                 "characters, without control characters", field="subject")
         body = arguments.get("body", "")
-        if not isinstance(body, str) or len(body) > max_body_chars or "\x00" in body:
-            raise ArgumentError(f"body must be text of at most {max_body_chars} characters",
+        if not isinstance(body, str) or len(body) > self.max_body_chars or "\x00" in body:
+            raise ArgumentError(f"body must be text of at most {self.max_body_chars} characters",
                                 field="body")
 
-    def message_for(draft: Draft) -> EmailMessage:
+    def _message_for(self, draft: Draft) -> EmailMessage:
         message = EmailMessage()
-        message["From"] = from_address
+        message["From"] = self.from_address
         message["To"] = ", ".join(str(a) for a in draft.content["to"])  # type: ignore[union-attr]
         message["Subject"] = str(draft.content["subject"])
         message["Date"] = formatdate(localtime=False, usegmt=True)
-        message["Message-ID"] = make_msgid(domain=from_address.rpartition("@")[2])
+        message["Message-ID"] = make_msgid(domain=self.from_address.rpartition("@")[2])
         message["X-Anfitrion-Draft"] = f"{draft.id} sha256:{draft.digest}"
         message.set_content(str(draft.content["body"]))
         return message
 
-    def deliver_now(message: EmailMessage, recipients: list[str]) -> None:
+    def _deliver_now(self, message: EmailMessage, recipients: list[str]) -> None:
+        smtp = self.smtp
         if smtp is None:
-            box = mailbox.Maildir(str(maildir), create=True)
+            box = mailbox.Maildir(str(self.maildir), create=True)
             box.add(message)
             return
         # A refusal before the message is handed over provably sent nothing: the call failed
@@ -193,12 +219,12 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
                 raise ToolNotExecuted(f"the mail server refused the session before the message "
                                       f"({type(exc).__name__}); nothing was sent") from None
             try:
-                client.send_message(message, from_addr=from_address, to_addrs=recipients)
+                client.send_message(message, from_addr=self.from_address, to_addrs=recipients)
             except (smtplib.SMTPSenderRefused, smtplib.SMTPRecipientsRefused) as exc:
                 raise ToolNotExecuted(f"the mail server refused the message "
                                       f"({type(exc).__name__}); nothing was sent") from None
 
-    async def draft_email(to: list[str], subject: str, body: str,
+    async def draft_email(self, to: list[str], subject: str, body: str,
                           context: ToolContext) -> dict[str, Any]:
         """Write an e-mail draft to the outbox; nothing is sent.
 
@@ -210,14 +236,14 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
             subject: One line.
             body: The text of the e-mail.
         """
-        draft = await drafts.propose({"to": list(to), "subject": subject, "body": body},
+        draft = await self.drafts.propose({"to": list(to), "subject": subject, "body": body},
                                      context)
         return {"draft_id": draft.id, "digest": draft.digest, "status": "drafted, not sent",
-                "from": from_address,
+                "from": self.from_address,
                 "next": "to send it, call send_email with this draft_id and the same to, "
                         "subject and body"}
 
-    async def send_email(draft_id: str, to: list[str], subject: str, body: str,
+    async def send_email(self, draft_id: str, to: list[str], subject: str, body: str,
                          context: ToolContext) -> dict[str, Any]:
         """Send one e-mail draft made with draft_email, after a person approves it.
 
@@ -233,25 +259,14 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
         content = {"to": list(to), "subject": subject, "body": body}
 
         async def deliver(draft: Draft) -> str:
-            message = message_for(draft)
-            await anyio.to_thread.run_sync(deliver_now, message, list(to))
+            message = self._message_for(draft)
+            await anyio.to_thread.run_sync(self._deliver_now, message, list(to))
             return str(message["Message-ID"])
 
-        message_id = await drafts.commit(draft_id, content, context, deliver)
+        message_id = await self.drafts.commit(draft_id, content, context, deliver)
         return {"sent": draft_id, "to": list(to), "message_id": message_id}
 
-    async def send_precheck(arguments: dict[str, Any], context: ToolContext) -> str | None:
+    async def send_precheck(self, arguments: dict[str, Any], context: ToolContext) -> str | None:
         content = {"to": list(arguments["to"]), "subject": arguments["subject"],
                    "body": arguments["body"]}
-        return await drafts.problem(arguments["draft_id"], content, context.principal.id)
-
-    return Toolbox([
-        Tool.from_function(draft_email, effect=Effect.READ, provenance=Provenance.TRUSTED,
-                           validator=validate, metadata={"draft": "propose"}),
-        # one effect per draft (sent once), and a send that is not its draft is refused
-        # before a person is asked
-        Tool.from_function(send_email, effect=Effect.WRITE, provenance=Provenance.TRUSTED,
-                           validator=validate, metadata={"draft": "commit"},
-                           effect_key="draft:{draft_id}", effect_scope="principal",
-                           precheck=send_precheck),
-    ])
+        return await self.drafts.problem(arguments["draft_id"], content, context.principal.id)
