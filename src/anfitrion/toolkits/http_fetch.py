@@ -24,9 +24,10 @@ import re
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, urljoin, urlsplit
 
 import anyio
 
@@ -140,6 +141,29 @@ class _Target:
 
 def _check_url(url: Any, allow: frozenset[tuple[str, int | None]],
                dev_http: bool) -> _Target:
+    """*url* as a target, or the :class:`ArgumentError` naming the first rule it breaks.
+
+    The rules in order: the text (:func:`_check_url_text`), the scheme and no credentials
+    (:func:`_check_scheme`), the host (:func:`_host_of`), a numeric host's address
+    (:func:`_check_address`), then the allow-list.
+    """
+    _check_url_text(url)
+    parts = urlsplit(url)
+    scheme = _check_scheme(parts, dev_http)
+    raw_host, host, port, ip = _host_of(parts)
+    if ip is not None:
+        _check_address(raw_host, ip, scheme, dev_http)
+    effective = port or (443 if scheme == "https" else 80)
+    if (host, effective) not in allow and not (port is None and (host, None) in allow):
+        raise ArgumentError(f"host {host!r}" + (f" port {port}" if port else "")
+                            + " is not on the allow-list of this tool", field="url")
+    path = parts.path or "/"
+    if parts.query:
+        path += "?" + parts.query
+    return _Target(scheme, host, effective, path, url, ip)
+
+
+def _check_url_text(url: Any) -> None:
     if not isinstance(url, str) or not url:
         raise ArgumentError("url must be a non-empty string", field="url")
     if len(url) > MAX_URL_CHARS:
@@ -147,7 +171,10 @@ def _check_url(url: Any, allow: frozenset[tuple[str, int | None]],
     if any(ord(c) <= 32 or ord(c) == 127 for c in url) or "\\" in url:
         raise ArgumentError("url contains whitespace, control characters or a backslash",
                             field="url")
-    parts = urlsplit(url)
+
+
+def _check_scheme(parts: SplitResult, dev_http: bool) -> str:
+    """The URL's scheme, lower-cased: https (or http to loopback in development)."""
     scheme = parts.scheme.lower()
     if scheme != "https" and not (scheme == "http" and dev_http):
         raise ArgumentError(f"only https URLs can be fetched, not {scheme or 'no'!r} scheme",
@@ -155,6 +182,12 @@ def _check_url(url: Any, allow: frozenset[tuple[str, int | None]],
     if "@" in parts.netloc:
         raise ArgumentError("url contains a user name or password ('@' before the host); "
                             "credentials are never sent", field="url")
+    return scheme
+
+
+def _host_of(parts: SplitResult) -> tuple[str, str, int | None,
+                                          ipaddress.IPv4Address | ipaddress.IPv6Address | None]:
+    """``(host as written, host as compared, port, address if the host is numeric)``."""
     try:
         port = parts.port
         raw_host = parts.hostname or ""
@@ -170,21 +203,18 @@ def _check_url(url: Any, allow: frozenset[tuple[str, int | None]],
         host = str(ip) if ip is not None else host
     except ValueError as exc:
         raise ArgumentError(f"url host: {exc}", field="url") from None
-    if ip is not None and not address_is_public(ip) \
-            and not (dev_http and scheme == "http" and _is_loopback(ip)):
+    return raw_host, host, port, ip
+
+
+def _check_address(raw_host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
+                   scheme: str, dev_http: bool) -> None:
+    """A numeric host must be public (or loopback over http in development)."""
+    if not address_is_public(ip) and not (dev_http and scheme == "http" and _is_loopback(ip)):
         raise ArgumentError(f"url host {raw_host!r} is the address {ip}, which is not public "
                             "(private, loopback, link-local, multicast or reserved)", field="url")
-    if scheme == "http" and ip is not None and not _is_loopback(ip):
+    if scheme == "http" and not _is_loopback(ip):
         raise ArgumentError("http is allowed only to loopback addresses (development); "
                             "use https", field="url")
-    effective = port or (443 if scheme == "https" else 80)
-    if (host, effective) not in allow and not (port is None and (host, None) in allow):
-        raise ArgumentError(f"host {host!r}" + (f" port {port}" if port else "")
-                            + " is not on the allow-list of this tool", field="url")
-    path = parts.path or "/"
-    if parts.query:
-        path += "?" + parts.query
-    return _Target(scheme, host, effective, path, url, ip)
 
 
 def _split_entry(entry: str) -> tuple[str, str]:
@@ -286,20 +316,40 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
         ToolDefinitionError: the allow-list is empty or has an invalid entry.
     """
     try:
-        import httpx
+        import httpx  # noqa: F401 - only to fail here, at definition, without the extra
     except ImportError:  # pragma: no cover - exercised on a bare install
         raise MissingDependencyError("http", "httpx") from None
-    allow = _parse_allow(allow_hosts)
-    resolve = resolver or _system_resolver
+    fetcher = _Fetcher(_parse_allow(allow_hosts), resolver or _system_resolver,
+                       allow_http_loopback=allow_http_loopback, max_bytes=max_bytes,
+                       max_chars=max_chars, timeout=timeout, max_redirects=max_redirects,
+                       user_agent=user_agent, verify=verify)
+    return Tool.from_function(fetcher.fetch_url, effect=Effect.READ,
+                              provenance=Provenance.UNTRUSTED, validator=fetcher.validate,
+                              idempotent=True, max_result_chars=max_chars + 2048)
 
-    def validate(arguments: Mapping[str, Any]) -> None:
-        _check_url(arguments.get("url"), allow, allow_http_loopback)
 
-    async def addresses_for(target: _Target) -> str:
+@dataclass(frozen=True)
+class _Fetcher:
+    """The ``fetch_url`` tool's configuration, its validator and its hops."""
+
+    allow: frozenset[tuple[str, int | None]]
+    resolve: Resolver
+    allow_http_loopback: bool
+    max_bytes: int
+    max_chars: int
+    timeout: float
+    max_redirects: int
+    user_agent: str
+    verify: ssl.SSLContext | bool
+
+    def validate(self, arguments: Mapping[str, Any]) -> None:
+        _check_url(arguments.get("url"), self.allow, self.allow_http_loopback)
+
+    async def _address_for(self, target: _Target) -> str:
         if target.ip is not None:
             return str(target.ip)
         try:
-            found = list(await resolve(target.host))
+            found = list(await self.resolve(target.host))
         except OSError as exc:
             raise ToolNotExecuted(f"cannot resolve {target.host!r}: {exc}") from None
         if not found:
@@ -309,7 +359,8 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
                 ip = ipaddress.ip_address(text.split("%")[0])
             except ValueError:
                 raise ToolNotExecuted(f"{target.host!r} resolved to an invalid address") from None
-            loopback_ok = allow_http_loopback and target.scheme == "http" and _is_loopback(ip)
+            loopback_ok = (self.allow_http_loopback and target.scheme == "http"
+                           and _is_loopback(ip))
             if not address_is_public(ip) and not loopback_ok:
                 raise ToolNotExecuted(f"{target.host!r} resolves to {text}, which is not a "
                                       "public address; refused")
@@ -317,16 +368,18 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
                 raise ToolNotExecuted("http is allowed only to loopback addresses (development)")
         return found[0].split("%")[0]
 
-    async def one_hop(target: _Target) -> tuple[int, str | None, str, bytes, bool]:
-        address = await addresses_for(target)
+    async def _one_hop(self, target: _Target) -> tuple[int, str | None, str, bytes, bool]:
+        import httpx
+
+        address = await self._address_for(target)
         shown_ip = f"[{address}]" if ":" in address else address
         host_header = target.host if target.port in (80, 443) \
             else f"{target.host}:{target.port}"
-        async with httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout,
-                                     verify=verify) as client:
+        async with httpx.AsyncClient(trust_env=False, follow_redirects=False,
+                                     timeout=self.timeout, verify=self.verify) as client:
             request = client.build_request(
                 "GET", f"{target.scheme}://{shown_ip}:{target.port}{target.path}",
-                headers={"Host": host_header, "User-Agent": user_agent,
+                headers={"Host": host_header, "User-Agent": self.user_agent,
                          "Accept": "text/html, text/plain, application/json;q=0.9, */*;q=0.1",
                          "Accept-Encoding": "identity"},
                 extensions={"sni_hostname": target.host})
@@ -340,15 +393,40 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
                 truncated = False
                 async for chunk in response.aiter_raw():
                     body.extend(chunk)
-                    if len(body) > max_bytes:
-                        del body[max_bytes:]
+                    if len(body) > self.max_bytes:
+                        del body[self.max_bytes:]
                         truncated = True
                         break
                 return response.status_code, None, content_type, bytes(body), truncated
             finally:
                 await response.aclose()
 
-    async def fetch_url(url: str) -> dict[str, Any]:
+    async def _follow(self, target: _Target) -> tuple[_Target, int, str, bytes, bool]:
+        """The last hop from *target*, redirects followed (each one checked like the URL)."""
+        import httpx
+
+        try:
+            with anyio.fail_after(self.timeout):
+                for _ in range(self.max_redirects + 1):
+                    status, location, ctype, body, truncated = await self._one_hop(target)
+                    if location is None:
+                        return target, status, ctype, body, truncated
+                    try:
+                        target = _check_url(urljoin(target.url, location), self.allow,
+                                            self.allow_http_loopback)
+                    except ArgumentError as exc:
+                        raise ToolError(f"refused a redirect to {location[:200]!r}: "
+                                        f"{exc}") from None
+                raise ToolError(f"more than {self.max_redirects} redirects")
+        except TimeoutError:
+            raise ToolError(f"the fetch took longer than {self.timeout:g} seconds") from None
+        except httpx.InvalidURL as exc:  # e.g. a Location httpx cannot parse (not an HTTPError)
+            raise ToolError(f"refused a redirect to a URL that cannot be parsed: {exc}"[:300]) \
+                from None
+        except httpx.HTTPError as exc:
+            raise ToolError(f"the fetch failed: {type(exc).__name__}: {exc}"[:300]) from None
+
+    async def fetch_url(self, url: str) -> dict[str, Any]:
         """Fetch a web page with GET from an allowed site and return its text.
 
         Only sites on the operator's allow-list, over https. The page's text is data written by
@@ -357,52 +435,33 @@ def http_fetch(allow_hosts: Iterable[str], *, resolver: Resolver | None = None,
         Args:
             url: An https URL on an allowed host, e.g. "https://docs.python.org/3/".
         """
-        target = _check_url(url, allow, allow_http_loopback)
-        try:
-            with anyio.fail_after(timeout):
-                for _ in range(max_redirects + 1):
-                    status, location, ctype, body, truncated = await one_hop(target)
-                    if location is None:
-                        break
-                    try:
-                        target = _check_url(urljoin(target.url, location), allow,
-                                            allow_http_loopback)
-                    except ArgumentError as exc:
-                        raise ToolError(f"refused a redirect to {location[:200]!r}: "
-                                        f"{exc}") from None
-                else:
-                    raise ToolError(f"more than {max_redirects} redirects")
-        except TimeoutError:
-            raise ToolError(f"the fetch took longer than {timeout:g} seconds") from None
-        except httpx.InvalidURL as exc:  # e.g. a Location httpx cannot parse (not an HTTPError)
-            raise ToolError(f"refused a redirect to a URL that cannot be parsed: {exc}"[:300]) \
-                from None
-        except httpx.HTTPError as exc:
-            raise ToolError(f"the fetch failed: {type(exc).__name__}: {exc}"[:300]) from None
+        target = _check_url(url, self.allow, self.allow_http_loopback)
+        target, status, ctype, body, truncated = await self._follow(target)
         mime = ctype.split(";")[0].strip().lower()
         if mime and not mime.startswith(_TEXT_TYPES):
             raise ToolError(f"the response is {mime!r}, not text; it is not returned")
-        charset = "utf-8"
-        match = re.search(r"charset=([\w.-]+)", ctype, re.IGNORECASE)
-        if match:
-            charset = match.group(1)
-        try:
-            text = body.decode(charset, errors="replace")
-        except LookupError:
-            text = body.decode("utf-8", errors="replace")
-        # a server-chosen charset (utf-7, unicode_escape) can decode to lone surrogates, which no
-        # JSON store, audit log or provider accepts: replace them
-        text = text.encode("utf-8", errors="replace").decode("utf-8")
+        text = _decoded(body, ctype)
         result: dict[str, Any] = {"url": target.url, "status": status, "content_type": mime}
         if mime in ("text/html", "application/xhtml+xml") or (not mime and "<html" in text[:500]):
             result["title"], text = html_to_text(text)
-        if len(text) > max_chars:
-            text, truncated = text[:max_chars], True
+        if len(text) > self.max_chars:
+            text, truncated = text[:self.max_chars], True
         result["text"] = text
         if truncated:
             result["truncated"] = "the page was longer than the limit; only its start is shown"
         return result
 
-    return Tool.from_function(fetch_url, effect=Effect.READ, provenance=Provenance.UNTRUSTED,
-                              validator=validate, idempotent=True,
-                              max_result_chars=max_chars + 2048)
+
+def _decoded(body: bytes, content_type: str) -> str:
+    """*body* as text in the charset its ``Content-Type`` names (UTF-8 if none or unknown)."""
+    charset = "utf-8"
+    match = re.search(r"charset=([\w.-]+)", content_type, re.IGNORECASE)
+    if match:
+        charset = match.group(1)
+    try:
+        text = body.decode(charset, errors="replace")
+    except LookupError:
+        text = body.decode("utf-8", errors="replace")
+    # a server-chosen charset (utf-7, unicode_escape) can decode to lone surrogates, which no
+    # JSON store, audit log or provider accepts: replace them
+    return text.encode("utf-8", errors="replace").decode("utf-8")
