@@ -39,13 +39,17 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..conversation import Provenance
 from ..exceptions import MissingDependencyError, ToolError, ToolNotExecuted
 from ..principal import Principal
 from ..tools import ArgumentError, Effect, Tool
+
+if TYPE_CHECKING:
+    from psycopg import AsyncCursor
 
 __all__ = ["postgres", "split_statements", "sqlite"]
 
@@ -172,32 +176,10 @@ def _pg_words(sql: str, *, backslash_escapes: bool) -> list[tuple[str, int]]:
         if c == "'":
             escapes = backslash_escapes or (i > 0 and sql[i - 1] in "eE"
                                             and (i < 2 or not _IDENT_CHARS.fullmatch(sql[i - 2])))
-            i += 1
-            while i < n:
-                if escapes and sql[i] == "\\":
-                    i += 2
-                    continue
-                if sql[i] == "'":
-                    if i + 1 < n and sql[i + 1] == "'":
-                        i += 2
-                        continue
-                    break
-                i += 1
-            i += 1
+            i = _past_string(sql, i, escapes=escapes)
         elif c == '"':
-            end = i + 1
-            name: list[str] = []
-            while end < n:
-                if sql[end] == '"':
-                    if end + 1 < n and sql[end + 1] == '"':
-                        name.append('"')
-                        end += 2
-                        continue
-                    break
-                name.append(sql[end])
-                end += 1
-            words.append(("".join(name).lower(), end + 1))
-            i = end + 1
+            name, i = _quoted_identifier(sql, i)
+            words.append((name, i))
         elif c == "$" and (match := re.match(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$", sql[i:])):
             close = sql.find(match.group(0), i + len(match.group(0)))
             i = n if close < 0 else close + len(match.group(0))
@@ -205,14 +187,7 @@ def _pg_words(sql: str, *, backslash_escapes: bool) -> list[tuple[str, int]]:
             end = sql.find("\n", i)
             i = n if end < 0 else end + 1
         elif sql.startswith("/*", i):
-            depth, i = 1, i + 2
-            while i < n and depth:  # PostgreSQL's block comments nest
-                if sql.startswith("/*", i):
-                    depth, i = depth + 1, i + 2
-                elif sql.startswith("*/", i):
-                    depth, i = depth - 1, i + 2
-                else:
-                    i += 1
+            i = _past_block_comment(sql, i)
         elif c in "uU" and sql.startswith("&", i + 1) and sql[i + 2:i + 3] in ("'", '"'):
             raise ArgumentError("U& escaped strings and identifiers are not accepted; write "
                                 "the characters themselves", field="query")
@@ -224,6 +199,55 @@ def _pg_words(sql: str, *, backslash_escapes: bool) -> list[tuple[str, int]]:
         else:
             i += 1
     return words
+
+
+def _past_string(sql: str, i: int, *, escapes: bool) -> int:
+    """The index just past the ``'…'`` string literal opening at *i* (``''`` is a quote;
+    with *escapes*, so is ``\\'``)."""
+    n = len(sql)
+    i += 1
+    while i < n:
+        if escapes and sql[i] == "\\":
+            i += 2
+            continue
+        if sql[i] == "'":
+            if i + 1 < n and sql[i + 1] == "'":
+                i += 2
+                continue
+            break
+        i += 1
+    return i + 1
+
+
+def _quoted_identifier(sql: str, i: int) -> tuple[str, int]:
+    """The ``"…"`` identifier opening at *i*, lower-cased, and the index just past it."""
+    n = len(sql)
+    end = i + 1
+    name: list[str] = []
+    while end < n:
+        if sql[end] == '"':
+            if end + 1 < n and sql[end + 1] == '"':
+                name.append('"')
+                end += 2
+                continue
+            break
+        name.append(sql[end])
+        end += 1
+    return "".join(name).lower(), end + 1
+
+
+def _past_block_comment(sql: str, i: int) -> int:
+    """The index just past the ``/* … */`` comment opening at *i* (PostgreSQL's nest)."""
+    n = len(sql)
+    depth, i = 1, i + 2
+    while i < n and depth:
+        if sql.startswith("/*", i):
+            depth, i = depth + 1, i + 2
+        elif sql.startswith("*/", i):
+            depth, i = depth - 1, i + 2
+        else:
+            i += 1
+    return i
 
 
 # set_config is allowed only with one of these setting names written as a plain literal: it can
@@ -403,12 +427,24 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
         MissingDependencyError: psycopg is not installed.
     """
     try:
-        import psycopg
-        from psycopg import sql as pgsql
+        import psycopg  # noqa: F401 - only to fail here, at definition, without the extra
     except ImportError:  # pragma: no cover - exercised on a bare install
         raise MissingDependencyError("postgres", "psycopg") from None
+    query_tool = _PostgresQuery(dsn, role, max_rows, max_bytes, timeout)
+    return _query_tool(query_tool.run, name, description, _check_pg_query)
 
-    async def run(query: str, principal: Principal) -> dict[str, Any]:
+
+@dataclass(frozen=True)
+class _PostgresQuery:
+    """The PostgreSQL query tool's configuration and its one run."""
+
+    dsn: str
+    role: RoleOf | None
+    max_rows: int
+    max_bytes: int
+    timeout: float
+
+    async def run(self, query: str, principal: Principal) -> dict[str, Any]:
         """Run one read-only SQL query (PostgreSQL dialect) and return columns and rows.
 
         One SELECT statement at a time, in a read-only transaction with your own database
@@ -418,44 +454,25 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
         Args:
             query: One PostgreSQL SELECT statement.
         """
+        import psycopg
+
         _check_pg_query({"query": query})
         db_role = None
-        if role is not None:
-            db_role = role(principal)
+        if self.role is not None:
+            db_role = self.role(principal)
             if not db_role:
                 raise ToolNotExecuted("no database role is configured for you; ask the operator")
         try:
-            conn = await psycopg.AsyncConnection.connect(dsn, autocommit=False)
+            conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=False)
         except psycopg.Error as exc:
             raise ToolNotExecuted(f"cannot connect to the database: {type(exc).__name__}") from None
         try:
             async with conn.cursor() as cur:
                 try:
-                    await cur.execute("SET TRANSACTION READ ONLY, ISOLATION LEVEL REPEATABLE READ")
-                    await cur.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(
-                        pgsql.Literal(max(1, int(timeout * 1000)))))
-                    if db_role is not None:
-                        await cur.execute(pgsql.SQL("SET LOCAL ROLE {}").format(
-                            pgsql.Identifier(db_role)))
-                    # stream() uses the extended protocol, which the server limits to one
-                    # statement (a second one cannot ride along), and single-row mode: rows
-                    # past the caps are read and dropped one at a time, never held together
-                    rows: list[Sequence[Any]] = []
-                    size = 0
-                    async for row in cur.stream(query.encode("utf-8")):
-                        if len(rows) > max_rows or size > max_bytes:
-                            continue  # read to the end, so the role check below can run
-                        item = [_jsonable(v) for v in row]
-                        rows.append(item)
-                        size += len(json.dumps(item, ensure_ascii=False).encode("utf-8")) + 1
-                    if not rows:  # stream() keeps no description of an empty result: run it
-                        # again (same snapshot, see REPEATABLE READ) only to name the columns
-                        await cur.execute(query.encode("utf-8"), prepare=True)
-                    columns = [d.name for d in cur.description or ()]
-                    await cur.execute("SELECT current_user::text, session_user::text")
-                    who = await cur.fetchone()
+                    rows, columns, who = await self._read_only(cur, query, db_role)
                 except psycopg.errors.QueryCanceled:
-                    raise ToolError(f"the query ran longer than {timeout:g} seconds") from None
+                    raise ToolError(f"the query ran longer than {self.timeout:g} seconds") \
+                        from None
                 except psycopg.Error as exc:
                     diag = exc.diag.message_primary or type(exc).__name__
                     raise ToolError(diag) from None
@@ -466,6 +483,34 @@ def postgres(dsn: str, *, role: RoleOf | None = None, name: str = "sql_query",
         if who is None or who[0] != expected:
             raise ToolError("the query changed the database role it runs as; its result is "
                             "discarded")
-        return _shape(columns, rows[:max_rows], len(rows) > max_rows, max_rows, max_bytes)
+        return _shape(columns, rows[:self.max_rows], len(rows) > self.max_rows, self.max_rows,
+                      self.max_bytes)
 
-    return _query_tool(run, name, description, _check_pg_query)
+    async def _read_only(self, cur: AsyncCursor[Any], query: str, db_role: str | None
+                         ) -> tuple[list[Sequence[Any]], list[str], Any]:
+        """*query*'s rows (one past the caps at most) and columns, in a read-only transaction
+        as *db_role*, and ``(current_user, session_user)`` after it ran."""
+        from psycopg import sql as pgsql
+
+        await cur.execute("SET TRANSACTION READ ONLY, ISOLATION LEVEL REPEATABLE READ")
+        await cur.execute(pgsql.SQL("SET LOCAL statement_timeout = {}").format(
+            pgsql.Literal(max(1, int(self.timeout * 1000)))))
+        if db_role is not None:
+            await cur.execute(pgsql.SQL("SET LOCAL ROLE {}").format(pgsql.Identifier(db_role)))
+        # stream() uses the extended protocol, which the server limits to one statement (a
+        # second one cannot ride along), and single-row mode: rows past the caps are read and
+        # dropped one at a time, never held together
+        rows: list[Sequence[Any]] = []
+        size = 0
+        async for row in cur.stream(query.encode("utf-8")):
+            if len(rows) > self.max_rows or size > self.max_bytes:
+                continue  # read to the end, so the role check below can run
+            item = [_jsonable(v) for v in row]
+            rows.append(item)
+            size += len(json.dumps(item, ensure_ascii=False).encode("utf-8")) + 1
+        if not rows:  # stream() keeps no description of an empty result: run it again (same
+            # snapshot, see REPEATABLE READ) only to name the columns
+            await cur.execute(query.encode("utf-8"), prepare=True)
+        columns = [d.name for d in cur.description or ()]
+        await cur.execute("SELECT current_user::text, session_user::text")
+        return rows, columns, await cur.fetchone()
