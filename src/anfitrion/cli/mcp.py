@@ -34,7 +34,7 @@ from ..mcp.pinning import (
     server_key,
     suspicious_text,
 )
-from ..policy.lint import ToolFacts, facts_of_mcp, lint_tools, visible
+from ..policy.lint import LintReport, ToolFacts, facts_of_mcp, lint_tools, visible
 from ..store import Store, open_store
 
 T = TypeVar("T")
@@ -225,6 +225,32 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
     assert config is not None
     url = store_url_for(store_url, config)
     states = with_store(ctx, url, lambda store: _launch_states(store, config))
+    _ask_launch_consent(config, states, consent=consent, as_json=as_json)
+    facts: list[ToolFacts] = []
+    entries = with_store(ctx, url, lambda store: _review_entries(store, config, facts,
+                                                                 show_all=show_all))
+    linted = lint_tools(facts, policy=policy, silenced=silences)
+    by_tool: dict[str, list[dict[str, Any]]] = {}
+    for finding in linted.findings:
+        by_tool.setdefault(finding.tool, []).append(finding.to_dict())
+    for entry in entries:
+        entry_server = config.servers.get(entry["name"].partition(".")[0])
+        entry["trusted"] = bool(entry_server and entry_server.trusted)
+        if "definition" in entry and entry["name"] != entry_server_id(entry, config):
+            entry["lint"] = by_tool.get(visible(entry["name"]), [])
+    fail = fail_on_lint and bool(linted.standing)
+    if as_json:
+        click.echo(json.dumps(entries, indent=2, ensure_ascii=False))
+    else:
+        _echo_review(entries, linted, config, config_path, store_url, show_all=show_all)
+    if fail:
+        raise SystemExit(1)
+
+
+def _ask_launch_consent(config: McpConfig, states: dict[str, str], *, consent: bool,
+                        as_json: bool) -> None:
+    """Print what the review starts or contacts; refuse unless consent is given for what needs
+    it (given up front with ``--launch``, or at the prompt)."""
     plan = ["Servers this review starts or contacts:"]
     for server_id, server in config.servers.items():
         plan += _launch_plan(server, states[server_id])
@@ -239,54 +265,45 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
                 "nothing was started: starting a server runs its command. Read the commands "
                 "above and run review again with --launch (or answer yes) to consent.")
 
-    async def work(store: Store) -> list[dict[str, Any]]:
-        from ..mcp.toolset import McpServers
 
-        entries: list[dict[str, Any]] = []
-        book = PinBook(store)
-        async with McpServers(config, store, launch_changed=True) as servers:
-            listed = await servers.refresh()
-            names = {sid: {n for s in found for n in (s.name, s.upstream_name)}
-                     for sid, found in listed.items() if not isinstance(found, Exception)}
-            for server_id, found in listed.items():
-                others = sorted(n for sid, ns in names.items() if sid != server_id for n in ns)
-                if isinstance(found, Exception):
-                    entries.append({"name": server_id, "server": server_id,
-                                    "state": "unreachable", "problem": str(found)})
-                    continue
-                server_pin = await book.get(server_key(server_id))
-                if server_pin is not None and (show_all or
-                                               server_pin.state is not PinState.APPROVED):
-                    entries.append(_review_entry(server_pin, server_id,
-                                                 server_pin.state.value, "", others))
-                for status in found:
-                    if status.pin is not None:
-                        facts.append(facts_of_mcp(status.pin.seen_definition,
-                                                  f"mcp:{server_id}"))
-                        facts[-1] = dataclasses.replace(facts[-1], name=status.name)
-                    if show_all or status.state != PinState.APPROVED.value:
-                        entries.append(_review_entry(status.pin, status.name, status.state,
-                                                     status.problem, others))
-        return entries
+async def _review_entries(store: Store, config: McpConfig, facts: list[ToolFacts], *,
+                          show_all: bool) -> list[dict[str, Any]]:
+    """Connect, refresh the pins, and the entries to show; the lint facts of every pinned tool
+    are appended to *facts*."""
+    from ..mcp.toolset import McpServers
 
-    facts: list[ToolFacts] = []
+    entries: list[dict[str, Any]] = []
+    book = PinBook(store)
+    async with McpServers(config, store, launch_changed=True) as servers:
+        listed = await servers.refresh()
+        names = {sid: {n for s in found for n in (s.name, s.upstream_name)}
+                 for sid, found in listed.items() if not isinstance(found, Exception)}
+        for server_id, found in listed.items():
+            others = sorted(n for sid, ns in names.items() if sid != server_id for n in ns)
+            if isinstance(found, Exception):
+                entries.append({"name": server_id, "server": server_id,
+                                "state": "unreachable", "problem": str(found)})
+                continue
+            server_pin = await book.get(server_key(server_id))
+            if server_pin is not None and (show_all or
+                                           server_pin.state is not PinState.APPROVED):
+                entries.append(_review_entry(server_pin, server_id,
+                                             server_pin.state.value, "", others))
+            for status in found:
+                if status.pin is not None:
+                    facts.append(facts_of_mcp(status.pin.seen_definition,
+                                              f"mcp:{server_id}"))
+                    facts[-1] = dataclasses.replace(facts[-1], name=status.name)
+                if show_all or status.state != PinState.APPROVED.value:
+                    entries.append(_review_entry(status.pin, status.name, status.state,
+                                                 status.problem, others))
+    return entries
 
-    entries = with_store(ctx, url, work)
-    linted = lint_tools(facts, policy=policy, silenced=silences)
-    by_tool: dict[str, list[dict[str, Any]]] = {}
-    for finding in linted.findings:
-        by_tool.setdefault(finding.tool, []).append(finding.to_dict())
-    for entry in entries:
-        entry_server = config.servers.get(entry["name"].partition(".")[0])
-        entry["trusted"] = bool(entry_server and entry_server.trusted)
-        if "definition" in entry and entry["name"] != entry_server_id(entry, config):
-            entry["lint"] = by_tool.get(visible(entry["name"]), [])
-    fail = fail_on_lint and bool(linted.standing)
-    if as_json:
-        click.echo(json.dumps(entries, indent=2, ensure_ascii=False))
-        if fail:
-            raise SystemExit(1)
-        return
+
+def _echo_review(entries: list[dict[str, Any]], linted: LintReport, config: McpConfig,
+                 config_path: str, store_url: str | None, *, show_all: bool) -> None:
+    """The review for a person: each entry, its definition against the approved one, the
+    findings and the lint, and how to approve it."""
     if not entries:
         click.echo("every tool is approved and unchanged")
     if linted.standing and not show_all:
@@ -294,10 +311,6 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
         hidden = [f for f in linted.standing if f.tool not in shown_names]
         if hidden:
             click.echo(f"lint: {len(hidden)} finding(s) on approved tools (--all shows them)")
-    if not entries:
-        if fail:
-            raise SystemExit(1)
-        return
     noted: set[str] = set()
     for entry in entries:
         click.echo(click.style(f"\n── {make_visible(entry['name'])}  [{entry['state']}]",
@@ -308,34 +321,35 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
         if owner is not None and not owner.trusted and owner.id not in noted:
             noted.add(owner.id)
             click.echo(_trust_note(owner, config_path))
-        if "definition" not in entry:
-            continue
-        click.echo(f"   digest {entry['digest']}")
-        approved = entry["approved_definition"]
-        for key, value in entry["definition"].items():
-            before = approved.get(key) if approved else None
-            mark = "   " if approved is None or before == value else " ! "
-            if isinstance(value, (dict, list)) and value:
-                click.echo(f"{mark}{key}:")
-                click.echo("\n".join("     " + line for line in _render(value)))
-            else:
-                click.echo(f"{mark}{key}: {_scalar(value)}")
-            if approved is not None and before != value:
-                click.echo(click.style(f"     (approved: {json.dumps(before)[:300]})",
-                                       fg="yellow"))
-        for finding in entry["findings"]:
-            click.echo(click.style(f"   ⚠ {finding['path']}: {finding['reason']}: "
-                                   f"{make_visible(finding['excerpt'])}", fg="red"))
-        for finding in entry.get("lint", []):
-            where = f" [{finding['argument']}]" if finding["argument"] else ""
-            text = f"   lint {finding['code']}{where}: {finding['reason']}"
-            click.echo(click.style(f"{text}\n     silenced: {finding['silenced']}", dim=True)
-                       if finding["silenced"] else click.style(text, fg="yellow"))
-        if entry["state"] in ("new", "changed"):
-            click.echo("   approve: " + _approve_hint(config_path, store_url, entry["name"],
-                                                      entry["digest"]))
-    if fail:
-        raise SystemExit(1)
+        if "definition" in entry:
+            _echo_definition(entry, config_path, store_url)
+
+
+def _echo_definition(entry: dict[str, Any], config_path: str, store_url: str | None) -> None:
+    click.echo(f"   digest {entry['digest']}")
+    approved = entry["approved_definition"]
+    for key, value in entry["definition"].items():
+        before = approved.get(key) if approved else None
+        mark = "   " if approved is None or before == value else " ! "
+        if isinstance(value, (dict, list)) and value:
+            click.echo(f"{mark}{key}:")
+            click.echo("\n".join("     " + line for line in _render(value)))
+        else:
+            click.echo(f"{mark}{key}: {_scalar(value)}")
+        if approved is not None and before != value:
+            click.echo(click.style(f"     (approved: {json.dumps(before)[:300]})",
+                                   fg="yellow"))
+    for finding in entry["findings"]:
+        click.echo(click.style(f"   ⚠ {finding['path']}: {finding['reason']}: "
+                               f"{make_visible(finding['excerpt'])}", fg="red"))
+    for finding in entry.get("lint", []):
+        where = f" [{finding['argument']}]" if finding["argument"] else ""
+        text = f"   lint {finding['code']}{where}: {finding['reason']}"
+        click.echo(click.style(f"{text}\n     silenced: {finding['silenced']}", dim=True)
+                   if finding["silenced"] else click.style(text, fg="yellow"))
+    if entry["state"] in ("new", "changed"):
+        click.echo("   approve: " + _approve_hint(config_path, store_url, entry["name"],
+                                                  entry["digest"]))
 
 
 def entry_server_id(entry: dict[str, Any], config: McpConfig) -> str | None:
