@@ -106,7 +106,7 @@ class LocalServer:
                             verbose=False)
         log.info("loaded %s in %.1f s", self.model_path.name, time.perf_counter() - started)
         try:
-            self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), _make_handler(self))
+            self._httpd = _HTTPServer(("127.0.0.1", self._port), self)
         except OSError:
             self._llama.close()
             self._llama = None
@@ -169,98 +169,116 @@ def _error(message: str, code: str, param: str | None = None) -> dict[str, Any]:
                       "code": code}}
 
 
-def _make_handler(server: LocalServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "anfitrion-local"
-        protocol_version = "HTTP/1.0"  # one request per connection: the stream ends at close
+class _HTTPServer(ThreadingHTTPServer):
+    """The HTTP server of one :class:`LocalServer`, which its request handlers serve."""
 
-        def log_message(self, format: str, *args: Any) -> None:
-            log.debug("%s " + format, self.address_string(), *args)
+    def __init__(self, address: tuple[str, int], local: LocalServer) -> None:
+        self.local = local
+        super().__init__(address, _Handler)
 
-        def _send_json(self, status: int, payload: dict[str, Any]) -> None:
-            data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
 
-        def _guard(self) -> bool:
-            if not server.allowed_host(self.headers.get("Host")):
-                self._send_json(HTTPStatus.FORBIDDEN, _error("unexpected Host header",
-                                                             "forbidden"))
-                return False
-            if not server.authorized(self.headers.get("Authorization")):
-                self._send_json(HTTPStatus.UNAUTHORIZED, _error("a valid bearer key is needed",
-                                                                "invalid_api_key"))
-                return False
-            return True
+class _Handler(BaseHTTPRequestHandler):
+    """One request: ``GET /v1/models`` or ``POST /v1/chat/completions``, Host and key checked."""
 
-        def do_GET(self) -> None:
-            if not self._guard():
-                return
-            if self.path.rstrip("/") != "/v1/models":
-                self._send_json(HTTPStatus.NOT_FOUND, _error("no such endpoint", "not_found"))
-                return
-            self._send_json(HTTPStatus.OK, {"object": "list", "data": [
-                {"id": server.model_name, "object": "model", "created": 0,
-                 "owned_by": "local"}]})
+    server_version = "anfitrion-local"
+    protocol_version = "HTTP/1.0"  # one request per connection: the stream ends at close
 
-        def do_POST(self) -> None:
-            if not self._guard():
-                return
-            if self.path.rstrip("/") != "/v1/chat/completions":
-                self._send_json(HTTPStatus.NOT_FOUND, _error("no such endpoint", "not_found"))
-                return
+    @property
+    def local(self) -> LocalServer:
+        assert isinstance(self.server, _HTTPServer)
+        return self.server.local
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _send_json(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _guard(self) -> bool:
+        if not self.local.allowed_host(self.headers.get("Host")):
+            self._send_json(HTTPStatus.FORBIDDEN, _error("unexpected Host header", "forbidden"))
+            return False
+        if not self.local.authorized(self.headers.get("Authorization")):
+            self._send_json(HTTPStatus.UNAUTHORIZED, _error("a valid bearer key is needed",
+                                                            "invalid_api_key"))
+            return False
+        return True
+
+    def do_GET(self) -> None:
+        if not self._guard():
+            return
+        if self.path.rstrip("/") != "/v1/models":
+            self._send_json(HTTPStatus.NOT_FOUND, _error("no such endpoint", "not_found"))
+            return
+        self._send_json(HTTPStatus.OK, {"object": "list", "data": [
+            {"id": self.local.model_name, "object": "model", "created": 0,
+             "owned_by": "local"}]})
+
+    def do_POST(self) -> None:
+        if not self._guard():
+            return
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send_json(HTTPStatus.NOT_FOUND, _error("no such endpoint", "not_found"))
+            return
+        body = self._json_body()
+        if body is None:
+            return
+        with self.local.busy:
             try:
-                length = int(self.headers.get("Content-Length") or "0")
-            except ValueError:
-                length = -1
-            if not 0 < length <= MAX_BODY_BYTES:
-                self._send_json(HTTPStatus.BAD_REQUEST,
-                                _error(f"a JSON body of 1 to {MAX_BODY_BYTES} bytes is needed",
-                                       "invalid_body"))
-                return
-            try:
-                body = json.loads(self.rfile.read(length))
-            except ValueError as exc:
-                self._send_json(HTTPStatus.BAD_REQUEST, _error(f"invalid JSON: {exc}",
-                                                               "invalid_body"))
-                return
-            if not isinstance(body, dict):
-                self._send_json(HTTPStatus.BAD_REQUEST, _error("the body must be an object",
-                                                               "invalid_body"))
-                return
-            with server.busy:
-                try:
-                    result = server.complete(body)
-                    if isinstance(result, dict):
-                        self._send_json(HTTPStatus.OK, result)
-                    else:
-                        self._stream(result)
-                except RequestError as exc:
-                    status = (HTTPStatus.SERVICE_UNAVAILABLE if exc.code == "unavailable"
-                              else HTTPStatus.BAD_REQUEST)
-                    self._send_json(status, _error(str(exc), exc.code, exc.param))
+                result = self.local.complete(body)
+                if isinstance(result, dict):
+                    self._send_json(HTTPStatus.OK, result)
+                else:
+                    self._stream(result)
+            except RequestError as exc:
+                status = (HTTPStatus.SERVICE_UNAVAILABLE if exc.code == "unavailable"
+                          else HTTPStatus.BAD_REQUEST)
+                self._send_json(status, _error(str(exc), exc.code, exc.param))
 
-        def _stream(self, chunks: Iterator[dict[str, Any]]) -> None:
-            first = next(chunks)  # request errors surface here, before any header is sent
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.end_headers()
-            try:
-                self.wfile.write(f"data: {json.dumps(first)}\n\n".encode())
-                for chunk in chunks:
-                    self.wfile.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
-                                     .encode())
-                    self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
-            except (BrokenPipeError, ConnectionResetError):
-                log.debug("the client went away during a stream")
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
+    def _json_body(self) -> dict[str, Any] | None:
+        """The request's JSON object; None when it is refused (the 400 is sent)."""
+        try:
+            length = int(self.headers.get("Content-Length") or "0")
+        except ValueError:
+            length = -1
+        if not 0 < length <= MAX_BODY_BYTES:
+            self._send_json(HTTPStatus.BAD_REQUEST,
+                            _error(f"a JSON body of 1 to {MAX_BODY_BYTES} bytes is needed",
+                                   "invalid_body"))
+            return None
+        try:
+            body = json.loads(self.rfile.read(length))
+        except ValueError as exc:
+            self._send_json(HTTPStatus.BAD_REQUEST, _error(f"invalid JSON: {exc}",
+                                                           "invalid_body"))
+            return None
+        if not isinstance(body, dict):
+            self._send_json(HTTPStatus.BAD_REQUEST, _error("the body must be an object",
+                                                           "invalid_body"))
+            return None
+        return body
 
-    return Handler
+    def _stream(self, chunks: Iterator[dict[str, Any]]) -> None:
+        first = next(chunks)  # request errors surface here, before any header is sent
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.end_headers()
+        try:
+            self.wfile.write(f"data: {json.dumps(first)}\n\n".encode())
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+                                 .encode())
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+        except (BrokenPipeError, ConnectionResetError):
+            log.debug("the client went away during a stream")
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
