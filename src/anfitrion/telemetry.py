@@ -20,10 +20,10 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._canonical import canonical_json
 from .audit import redact
@@ -142,98 +142,142 @@ class HostTelemetry:
 
     def __call__(self, event: HostEvent) -> None:
         spans = self._sessions.setdefault(event.session_id, _SessionSpans())
-        t = event.type
-        if t in (EventType.RUN_STARTED, EventType.RUN_RESUMED):
-            attrs = {**self._base(), "gen_ai.operation.name": "invoke_agent",
-                     "gen_ai.agent.name": self._agent, "gen_ai.conversation.id": event.session_id,
-                     "anfitrion.resumed": t is EventType.RUN_RESUMED}
-            if event.principal_id:
-                attrs["anfitrion.principal"] = redact(event.principal_id, 120)
-            spans.run = self._start(f"invoke_agent {self._agent}", None, attrs)
-            spans.run_token = otel_context.attach(trace.set_span_in_context(spans.run))
-        elif t is EventType.MODEL_REQUESTED:
-            spans.chat = self._start(f"chat {self._model}", spans.run,
-                                     {**self._base(), "gen_ai.operation.name": "chat"},
-                                     SpanKind.CLIENT)
-        elif t is EventType.MODEL_REPLIED and spans.chat is not None and event.reply is not None:
-            usage = event.reply.usage
-            spans.chat.set_attributes({
-                "gen_ai.usage.input_tokens": usage.input_tokens,
-                "gen_ai.usage.output_tokens": usage.output_tokens,
-                "gen_ai.response.finish_reasons": [event.reply.stop_reason.value],
-            })
-            if self._capture and event.reply.text:
-                spans.chat.set_attribute("anfitrion.reply.text", self._content(event.reply.text))
-            spans.chat.end()
-            spans.chat = None
-            for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
-                self.tokens.record(count, {**self._base(), "gen_ai.token.type": kind,
-                                           "gen_ai.operation.name": "chat"})
-        elif t is EventType.CALL_PROPOSED and event.call_id is not None:
-            attrs = {**self._base(), "gen_ai.operation.name": "execute_tool",
-                     "gen_ai.tool.name": event.tool or "", "gen_ai.tool.call.id": event.call_id,
-                     "gen_ai.tool.type": "function"}
-            if self._capture and event.call is not None:
-                attrs["gen_ai.tool.call.arguments"] = self._content(event.call.raw_arguments)
-            span = self._start(f"execute_tool {event.tool}", spans.run, attrs)
-            token = otel_context.attach(trace.set_span_in_context(span))
-            spans.tools[event.call_id] = (span, token)
-            spans.started[event.call_id] = event.at
-        elif t is EventType.CALL_REJECTED:
-            self._tool_event(spans, event, "anfitrion.call.rejected",
-                             {"anfitrion.detail": redact(event.detail or "")})
-            self.tool_calls.add(1, {"gen_ai.tool.name": event.tool or "",
-                                    "anfitrion.decision": "rejected"})
-        elif t is EventType.CALL_DECIDED and event.decision is not None:
-            d = event.decision
-            self._tool_event(spans, event, "anfitrion.call.decided",
-                             {"anfitrion.decision": d.verdict.value,
-                              "anfitrion.rule_id": d.rule_id,
-                              "anfitrion.policy.sha256": event.policy_sha256 or ""})
-            self.tool_calls.add(1, {"gen_ai.tool.name": event.tool or "",
-                                    "anfitrion.decision": d.verdict.value})
-            spans.started[event.call_id or ""] = event.at
-        elif t is EventType.CALL_SHADOW_DECIDED:
-            shadow = event.decision.verdict.value if event.decision is not None else "error"
-            enforced = event.enforced.verdict.value if event.enforced is not None else ""
-            self._tool_event(spans, event, "anfitrion.call.shadow_decided",
-                             {"anfitrion.shadow.decision": shadow,
-                              "anfitrion.shadow.rule_id": event.decision.rule_id
-                              if event.decision is not None else "",
-                              "anfitrion.shadow.policy.sha256": event.policy_sha256 or "",
-                              "anfitrion.decision": enforced})
-            self.shadow_decisions.add(1, {"gen_ai.tool.name": event.tool or "",
-                                          "anfitrion.decision": enforced,
-                                          "anfitrion.shadow.decision": shadow,
-                                          "anfitrion.shadow.agrees": shadow == enforced})
-        elif t is EventType.APPROVAL_REQUESTED:
-            spans.asked[event.call_id or ""] = event.at
-            self.approvals.add(1, {"anfitrion.approval.state": "asked"})
-            self._tool_event(spans, event, "anfitrion.approval.requested", {})
-        elif t is EventType.APPROVAL_ANSWERED and event.answer is not None:
-            answer = event.answer
-            wait = answer.at.timestamp() - (event.request.created_at.timestamp()
-                                            if event.request else event.at)
-            state = "approved" if answer.approved else "denied"
-            if event.request is not None and event.request.expired(answer.at):
-                state = "expired"
-            self.approvals.add(1, {"anfitrion.approval.state": state})
-            self.approval_wait.record(max(wait, 0.0), {"gen_ai.tool.name": event.tool or ""})
-            self._tool_event(spans, event, "anfitrion.approval.answered",
-                             {"anfitrion.approval.state": state,
-                              "anfitrion.approval.wait_s": max(wait, 0.0)})
-            spans.started[event.call_id or ""] = time.time()
-        elif t in (EventType.EXECUTION_CLAIMED, EventType.EXECUTION_SETTLED):
-            # the state says duplicate / unknown / claimed_repeat / resolved_… for effects
-            self._tool_event(spans, event, f"anfitrion.{t.value}",
-                             {"anfitrion.ledger.state": event.status or ""}
-                             | ({"anfitrion.effect.key": event.effect_key}
-                                if event.effect_key else {}))
-        elif t is EventType.RESULT_RETURNED and event.result is not None:
+        on_event = self._ON_EVENT.get(event.type)
+        if on_event is not None:
+            on_event(self, spans, event)
+
+    # -- one method per event type (_ON_EVENT, below) -----------------------------------------
+
+    def _run_started(self, spans: _SessionSpans, event: HostEvent) -> None:
+        attrs = {**self._base(), "gen_ai.operation.name": "invoke_agent",
+                 "gen_ai.agent.name": self._agent, "gen_ai.conversation.id": event.session_id,
+                 "anfitrion.resumed": event.type is EventType.RUN_RESUMED}
+        if event.principal_id:
+            attrs["anfitrion.principal"] = redact(event.principal_id, 120)
+        spans.run = self._start(f"invoke_agent {self._agent}", None, attrs)
+        spans.run_token = otel_context.attach(trace.set_span_in_context(spans.run))
+
+    def _model_requested(self, spans: _SessionSpans, event: HostEvent) -> None:
+        spans.chat = self._start(f"chat {self._model}", spans.run,
+                                 {**self._base(), "gen_ai.operation.name": "chat"},
+                                 SpanKind.CLIENT)
+
+    def _model_replied(self, spans: _SessionSpans, event: HostEvent) -> None:
+        if spans.chat is None or event.reply is None:
+            return
+        usage = event.reply.usage
+        spans.chat.set_attributes({
+            "gen_ai.usage.input_tokens": usage.input_tokens,
+            "gen_ai.usage.output_tokens": usage.output_tokens,
+            "gen_ai.response.finish_reasons": [event.reply.stop_reason.value],
+        })
+        if self._capture and event.reply.text:
+            spans.chat.set_attribute("anfitrion.reply.text", self._content(event.reply.text))
+        spans.chat.end()
+        spans.chat = None
+        for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens)):
+            self.tokens.record(count, {**self._base(), "gen_ai.token.type": kind,
+                                       "gen_ai.operation.name": "chat"})
+
+    def _call_proposed(self, spans: _SessionSpans, event: HostEvent) -> None:
+        if event.call_id is None:
+            return
+        attrs = {**self._base(), "gen_ai.operation.name": "execute_tool",
+                 "gen_ai.tool.name": event.tool or "", "gen_ai.tool.call.id": event.call_id,
+                 "gen_ai.tool.type": "function"}
+        if self._capture and event.call is not None:
+            attrs["gen_ai.tool.call.arguments"] = self._content(event.call.raw_arguments)
+        span = self._start(f"execute_tool {event.tool}", spans.run, attrs)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        spans.tools[event.call_id] = (span, token)
+        spans.started[event.call_id] = event.at
+
+    def _call_rejected(self, spans: _SessionSpans, event: HostEvent) -> None:
+        self._tool_event(spans, event, "anfitrion.call.rejected",
+                         {"anfitrion.detail": redact(event.detail or "")})
+        self.tool_calls.add(1, {"gen_ai.tool.name": event.tool or "",
+                                "anfitrion.decision": "rejected"})
+
+    def _call_decided(self, spans: _SessionSpans, event: HostEvent) -> None:
+        d = event.decision
+        if d is None:
+            return
+        self._tool_event(spans, event, "anfitrion.call.decided",
+                         {"anfitrion.decision": d.verdict.value,
+                          "anfitrion.rule_id": d.rule_id,
+                          "anfitrion.policy.sha256": event.policy_sha256 or ""})
+        self.tool_calls.add(1, {"gen_ai.tool.name": event.tool or "",
+                                "anfitrion.decision": d.verdict.value})
+        spans.started[event.call_id or ""] = event.at
+
+    def _call_shadow_decided(self, spans: _SessionSpans, event: HostEvent) -> None:
+        shadow = event.decision.verdict.value if event.decision is not None else "error"
+        enforced = event.enforced.verdict.value if event.enforced is not None else ""
+        self._tool_event(spans, event, "anfitrion.call.shadow_decided",
+                         {"anfitrion.shadow.decision": shadow,
+                          "anfitrion.shadow.rule_id": event.decision.rule_id
+                          if event.decision is not None else "",
+                          "anfitrion.shadow.policy.sha256": event.policy_sha256 or "",
+                          "anfitrion.decision": enforced})
+        self.shadow_decisions.add(1, {"gen_ai.tool.name": event.tool or "",
+                                      "anfitrion.decision": enforced,
+                                      "anfitrion.shadow.decision": shadow,
+                                      "anfitrion.shadow.agrees": shadow == enforced})
+
+    def _approval_requested(self, spans: _SessionSpans, event: HostEvent) -> None:
+        spans.asked[event.call_id or ""] = event.at
+        self.approvals.add(1, {"anfitrion.approval.state": "asked"})
+        self._tool_event(spans, event, "anfitrion.approval.requested", {})
+
+    def _approval_answered(self, spans: _SessionSpans, event: HostEvent) -> None:
+        answer = event.answer
+        if answer is None:
+            return
+        wait = answer.at.timestamp() - (event.request.created_at.timestamp()
+                                        if event.request else event.at)
+        state = "approved" if answer.approved else "denied"
+        if event.request is not None and event.request.expired(answer.at):
+            state = "expired"
+        self.approvals.add(1, {"anfitrion.approval.state": state})
+        self.approval_wait.record(max(wait, 0.0), {"gen_ai.tool.name": event.tool or ""})
+        self._tool_event(spans, event, "anfitrion.approval.answered",
+                         {"anfitrion.approval.state": state,
+                          "anfitrion.approval.wait_s": max(wait, 0.0)})
+        spans.started[event.call_id or ""] = time.time()
+
+    def _execution(self, spans: _SessionSpans, event: HostEvent) -> None:
+        # the state says duplicate / unknown / claimed_repeat / resolved_… for effects
+        self._tool_event(spans, event, f"anfitrion.{event.type.value}",
+                         {"anfitrion.ledger.state": event.status or ""}
+                         | ({"anfitrion.effect.key": event.effect_key}
+                            if event.effect_key else {}))
+
+    def _result_returned(self, spans: _SessionSpans, event: HostEvent) -> None:
+        if event.result is not None:
             self._end_tool(spans, event)
-        elif t is EventType.RUN_ENDED:
-            self._end_run(spans, event)
-            del self._sessions[event.session_id]
+
+    def _run_ended(self, spans: _SessionSpans, event: HostEvent) -> None:
+        self._end_run(spans, event)
+        del self._sessions[event.session_id]
+
+    _ON_EVENT: ClassVar[dict[EventType, Callable[[HostTelemetry, _SessionSpans, HostEvent],
+                                                 None]]] = {
+        EventType.RUN_STARTED: _run_started,
+        EventType.RUN_RESUMED: _run_started,
+        EventType.MODEL_REQUESTED: _model_requested,
+        EventType.MODEL_REPLIED: _model_replied,
+        EventType.CALL_PROPOSED: _call_proposed,
+        EventType.CALL_REJECTED: _call_rejected,
+        EventType.CALL_DECIDED: _call_decided,
+        EventType.CALL_SHADOW_DECIDED: _call_shadow_decided,
+        EventType.APPROVAL_REQUESTED: _approval_requested,
+        EventType.APPROVAL_ANSWERED: _approval_answered,
+        EventType.EXECUTION_CLAIMED: _execution,
+        EventType.EXECUTION_SETTLED: _execution,
+        EventType.RESULT_RETURNED: _result_returned,
+        EventType.RUN_ENDED: _run_ended,
+    }
+    """What each event type does; the types not listed only open the session's record."""
 
     def _tool_event(self, spans: _SessionSpans, event: HostEvent, name: str,
                     attributes: Mapping[str, Any]) -> None:
