@@ -1,6 +1,7 @@
-"""One walker for every string of a JSON value: the scanners (taint, secrets, MCP review) share it.
+"""One walker for every string of a JSON value: the scanners (taint, secrets, MCP review) and
+the inbox's findings share it.
 
-The three walkers it replaced are kept here as the reference: for any JSON value, the one walker
+The four walkers it replaced are kept here as the reference: for any JSON value, the one walker
 yields what each of them yielded, in the same order.
 """
 
@@ -56,6 +57,16 @@ def _pinning_was(value: Any, path: str) -> Iterator[tuple[str, str]]:
             yield from _pinning_was(item, f"{path}[{index}]")
 
 
+def _inbox_was(value: Any, path: str) -> list[tuple[str, str]]:
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _inbox_was(v, f"{path}[{i}]")]
+    if isinstance(value, dict):
+        return [s for k, v in sorted(value.items()) for s in _inbox_was(v, f"{path}.{k}")]
+    return []
+
+
 _KEYS = st.sampled_from(["", "a", "b", "to", "api_key", "0"]) | st.text(max_size=4)
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
@@ -70,6 +81,14 @@ def test_the_one_walker_yields_what_each_of_the_three_did(value: Any,
     assert list(json_strings(value, "", skip, keys=" (its name)", root="(value)")) == \
         list(_secrets_was(value, "", skip))
     assert list(json_strings(value, keys=" (key)")) == list(_pinning_was(value, ""))
+
+
+@given(JSON, _KEYS.filter(bool))
+def test_the_one_walker_in_key_order_yields_what_the_inbox_findings_did(value: Any,
+                                                                        argument: str) -> None:
+    """The inbox walks each argument from its name (an argument named "" would lose the
+    leading dot of its members' paths: ``k``, not ``.k``)."""
+    assert list(json_strings(value, argument, sort_keys=True)) == _inbox_was(value, argument)
 
 
 def test_a_deeply_nested_value_costs_no_recursion() -> None:

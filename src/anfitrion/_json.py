@@ -133,11 +133,12 @@ def check_json_value(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
 
 
 def json_strings(value: Any, path: str = "", skip: Collection[str] = frozenset(), *,
-                 keys: str | None = None, root: str = "") -> Iterator[tuple[str, str]]:
+                 keys: str | None = None, root: str = "",
+                 sort_keys: bool = False) -> Iterator[tuple[str, str]]:
     """Every string in a JSON value with its path (``a.b[2]``), depth first, in order.
 
-    The one walker of the scanners (taint, secrets, MCP definition review). It keeps no
-    recursion, so a deeply nested value costs no stack.
+    The one walker of the scanners (taint, secrets, MCP definition review, the inbox's
+    findings). It keeps no recursion, so a deeply nested value costs no stack.
 
     Args:
         value: a parsed JSON value (objects as mappings, arrays as lists or tuples).
@@ -146,6 +147,7 @@ def json_strings(value: Any, path: str = "", skip: Collection[str] = frozenset()
         keys: when set, every object key is yielded too, at its own path with this suffix
             (``a.b (key)``): a key can carry text as much as a value can.
         root: the path shown for a string whose path is empty (*value* itself).
+        sort_keys: walk each object's members in key order instead of their own order.
 
     Example:
         >>> list(json_strings({"to": ["a@x"], "n": 1}, keys=" (key)"))
@@ -158,7 +160,8 @@ def json_strings(value: Any, path: str = "", skip: Collection[str] = frozenset()
             yield where or root, item
         elif isinstance(item, Mapping):
             children: list[tuple[str, Any, bool]] = []
-            for key, sub in item.items():
+            members = sorted(item.items(), key=lambda kv: kv[0]) if sort_keys else item.items()
+            for key, sub in members:
                 if not where and key in skip:
                     continue
                 child = f"{where}.{key}" if where else str(key)

@@ -22,6 +22,7 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
+from .._json import json_strings
 from ..approvals import make_visible
 from ..conversation import JsonValue
 from ..taint import TAINT_WARNING
@@ -277,22 +278,12 @@ def punycode(domain: str) -> str | None:
     return ".".join(labels)
 
 
-def _strings(value: JsonValue, path: str) -> list[tuple[str, str]]:
-    if isinstance(value, str):
-        return [(path, value)]
-    if isinstance(value, list):
-        return [s for i, v in enumerate(value) for s in _strings(v, f"{path}[{i}]")]
-    if isinstance(value, dict):
-        return [s for k, v in sorted(value.items()) for s in _strings(v, f"{path}.{k}")]
-    return []
-
-
 def finding_parts(arguments: Mapping[str, JsonValue]) -> list[Parts]:
     """:func:`findings` with the argument each one is about kept apart (quoted), unescaped:
     the page shows it as code, its own hidden characters marked."""
     found: list[Parts] = []
     for key in sorted(arguments):
-        for path, text in _strings(arguments[key], key):
+        for path, text in json_strings(arguments[key], key, sort_keys=True):
             bidi = sorted({c for c in text if c in _BIDI})
             if bidi:
                 names = ", ".join(make_visible(c).strip("⟨⟩") for c in bidi)
