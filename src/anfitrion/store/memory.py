@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import canonical_json
+from .._chain import GENESIS, chain_hash
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
@@ -320,8 +321,6 @@ class MemoryStore:
     def _append_audit(
             self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> AuditRecord:
         """Chain *entries* in order under one lock; the last record."""
-        from ..audit import GENESIS, chain_hash  # audit imports the store package: not at the top
-
         with self._lock:
             audit = self._audit
             for type, session_id, at, data in entries:

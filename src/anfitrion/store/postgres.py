@@ -33,6 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 
+from .._chain import chain_texts
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
@@ -656,8 +657,6 @@ class _AuditAppend:
 def _chain(head: tuple[int, str], rows: Sequence[tuple[str, str, float, str]]
            ) -> list[tuple[int, str, str, float, str, str, str]]:
     """Chain *rows* (type, session, at, canonical data text) after *head* (seq, hash)."""
-    from ..audit import chain_texts
-
     return [(n, kind, session_id, at, text, before, digest)
             for (kind, session_id, at, text), (n, before, digest)
             in zip(rows, chain_texts(head[0], head[1], rows), strict=True)]

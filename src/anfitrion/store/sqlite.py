@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import anyio
 
 from .._canonical import float_free_bytes
+from .._chain import chain_texts
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
@@ -802,8 +803,6 @@ def _append_audit(c: Conn, rows: Sequence[tuple[str, str, float, str]]
                   ) -> list[tuple[int, str, str]]:
     """Chain *rows* (type, session, at, canonical data text) after the head, under the write
     lock; returns each record's (seq, prev_hash, hash)."""
-    from ..audit import chain_texts
-
     seq, prev = c.execute("SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1").fetchone()
     out = chain_texts(seq, prev, rows)
     inserts = [(n, kind, session_id, at, text, before, digest)
