@@ -18,13 +18,15 @@ from ._base import (
     LedgerState,
     SessionState,
     Store,
+    StoredApproval,
     VoteOutcome,
     VoteState,
 )
 from .memory import MemoryStore
 
 __all__ = ["AuditRecord", "Claim", "ClaimState", "EffectEntry", "LedgerEntry", "LedgerState",
-           "MemoryStore", "SessionState", "Store", "VoteOutcome", "VoteState", "open_store"]
+           "MemoryStore", "SessionState", "Store", "StoredApproval", "VoteOutcome", "VoteState",
+           "open_store"]
 
 
 def open_store(url: str | Store | None) -> Store:

@@ -13,7 +13,7 @@ from ..conversation import ToolResult
 from ..effects import EffectKey
 
 __all__ = ["AuditRecord", "Claim", "ClaimState", "EffectEntry", "LedgerEntry", "LedgerState",
-           "SessionState", "Store", "VoteOutcome", "VoteState"]
+           "SessionState", "Store", "StoredApproval", "VoteOutcome", "VoteState"]
 
 
 @dataclass
@@ -147,6 +147,17 @@ class AuditRecord:
     hash: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class StoredApproval:
+    """What :meth:`ApprovalStore.get_approval` returns: a request as the store keeps it."""
+
+    request: ApprovalRequest
+    answer: ApprovalAnswer | None = None
+    """The answer recorded (first one wins), if any."""
+    used: bool = False
+    """Whether the answer was consumed (:meth:`ApprovalStore.consume_approval`: once)."""
+
+
 class VoteState(StrEnum):
     RECORDED = "recorded"
     """The vote counts (and may have decided the request: see ``answer``)."""
@@ -206,7 +217,7 @@ class Store(Protocol):
 
     async def get_approval(
         self, request_id: str
-    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+    ) -> StoredApproval | None:
         """The request, its answer (if any) and whether the answer was used."""
         ...
 

@@ -23,6 +23,7 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    StoredApproval,
     VoteOutcome,
     VoteState,
 )
@@ -140,12 +141,12 @@ class MemoryStore:
 
     async def get_approval(
         self, request_id: str
-    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+    ) -> StoredApproval | None:
         with self._lock:
             request = self._requests.get(request_id)
             if request is None:
                 return None
-            return request, self._answers.get(request_id), request_id in self._used
+            return StoredApproval(request, self._answers.get(request_id), request_id in self._used)
 
     async def list_approvals(self, *, pending_only: bool = True,
                              session_id: str | None = None) -> Sequence[ApprovalRequest]:

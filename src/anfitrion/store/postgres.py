@@ -46,6 +46,7 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    StoredApproval,
     VoteOutcome,
     VoteState,
 )
@@ -356,7 +357,7 @@ class PostgresStore:
 
     async def get_approval(
         self, request_id: str
-    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+    ) -> StoredApproval | None:
         rows = await self._fetch("SELECT request, answer, used FROM anfitrion_approvals "
                                  "WHERE id = %s", (request_id,))
         if not rows:

@@ -51,6 +51,7 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    StoredApproval,
     VoteOutcome,
     VoteState,
 )
@@ -320,7 +321,7 @@ class SQLiteStore:
 
     async def get_approval(
         self, request_id: str
-    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+    ) -> StoredApproval | None:
         rows = await self._run(lambda c: c.execute(
             "SELECT request, answer, used FROM anfitrion_approvals WHERE id = ?",
             (request_id,)).fetchall())

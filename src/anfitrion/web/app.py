@@ -218,7 +218,7 @@ def create_app(store: Store, *, token: str,
             return HTMLResponse(pages.message_page("Not found", Refusal.NOT_FOUND.value,
                                                    csrf=who.csrf, user=who.name),
                                 status_code=404)
-        req, ans, used = found
+        req, ans, used = found.request, found.answer, found.used
         found_notices, intent = await context_for(req)
         view = pages.Detail(req, ans, used, found_notices, file_diff(req.arguments, root),
                             email_preview(req.arguments), await edit_for(store, req.id), intent,
@@ -238,7 +238,7 @@ def create_app(store: Store, *, token: str,
 
     async def with_request(request_id: str) -> ApprovalRequest | None:
         found = await store.get_approval(request_id)
-        return None if found is None else found[0]
+        return None if found is None else found.request
 
     async def decide(request: Request) -> Response:
         checked = await checked_post(request)
@@ -288,8 +288,8 @@ def create_app(store: Store, *, token: str,
         out: list[tuple[ApprovalRequest, ApprovalAnswer | None]] = []
         for r in await store.list_approvals(pending_only=False):
             found = await store.get_approval(r.id)
-            if found is not None and (found[1] is not None or r.expired(now)):
-                out.append((r, found[1]))
+            if found is not None and (found.answer is not None or r.expired(now)):
+                out.append((r, found.answer))
             if len(out) >= limit:
                 break
         return out
@@ -321,7 +321,7 @@ def create_app(store: Store, *, token: str,
         approvals: list[tuple[ApprovalRequest, ApprovalAnswer | None]] = []
         for r in await store.list_approvals(pending_only=False, session_id=session_id):
             found = await store.get_approval(r.id)
-            approvals.append((r, found[1] if found else None))
+            approvals.append((r, found.answer if found else None))
         records = await store.audit_records(session_id)
         if state is None and not approvals and not records:
             return HTMLResponse(pages.message_page("Not found", "no such session",
