@@ -34,7 +34,7 @@ from ._redaction import SCAN_MARGIN as SCAN_MARGIN
 from ._redaction import _redact_arguments as _redact_arguments  # resolutions use it too
 from ._redaction import iban_valid, luhn_valid, redact, redact_lines
 from .events import EventType, HostEvent
-from .store._base import AuditRecord, Store
+from .store._base import AuditRecord, AuditStore
 
 if TYPE_CHECKING:
     from .tools import Tool
@@ -248,7 +248,7 @@ class AuditRecorder:
     everything that preceded an action is stored before the action.
     """
 
-    def __init__(self, store: Store, *, sensitive_by_tool: Mapping[str, Iterable[str]]
+    def __init__(self, store: AuditStore, *, sensitive_by_tool: Mapping[str, Iterable[str]]
                  | None = None, skip: Iterable[EventType] = ()) -> None:
         self._store = store
         self._sensitive: dict[str, frozenset[str]] = {
