@@ -22,10 +22,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -95,6 +96,11 @@ _SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at
 _Conn = psycopg.AsyncConnection[Any]
 
 
+def _pg_errors() -> contextlib.AbstractContextManager[None]:
+    """The store's one exception mapping: a psycopg error is a :class:`StoreError`."""
+    return map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store")
+
+
 class PostgresStore:
     """A :class:`~anfitrion.store.Store` in PostgreSQL.
 
@@ -159,7 +165,7 @@ class PostgresStore:
                 pool = AsyncConnectionPool(self.conninfo, min_size=self.min_size,
                                            max_size=self.max_size, open=False,
                                            kwargs={"autocommit": True})
-                with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+                with _pg_errors():
                     await pool.open(wait=True)
                 self._pool, self._loop = pool, loop
             return self._pool
@@ -185,7 +191,7 @@ class PostgresStore:
 
     async def _migrate(self, pool: AsyncConnectionPool) -> list[str]:
         done: list[str] = []
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+        with _pg_errors():
             async with pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 await conn.execute(MIGRATIONS_TABLE)
@@ -204,26 +210,35 @@ class PostgresStore:
         return await self._migration_status(await self._get_pool())
 
     async def _migration_status(self, pool: AsyncConnectionPool) -> list[tuple[str, str | None]]:
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+        with _pg_errors():
             async with pool.connection() as conn:
                 await conn.execute(MIGRATIONS_TABLE)
                 cur = await conn.execute("SELECT name, applied_at FROM anfitrion_migrations")
                 applied = {r[0]: r[1] for r in await cur.fetchall()}
         return [(m.name, applied.get(m.name)) for m in MIGRATIONS]
 
-    async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    @contextlib.asynccontextmanager
+    async def _connection(self, *, transaction: bool = False) -> AsyncIterator[_Conn]:
+        """A pooled connection (in a transaction with *transaction*), the store migrated, and
+        psycopg's errors raised as :class:`StoreError` (ours pass through)."""
         pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+        with _pg_errors():
             async with pool.connection() as conn:
-                cur = await conn.execute(sql, args)  # type: ignore[arg-type]
-                return await cur.fetchall() if cur.description else []
+                if not transaction:
+                    yield conn
+                    return
+                async with conn.transaction():
+                    yield conn
+
+    async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        async with self._connection() as conn:
+            cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+            return await cur.fetchall() if cur.description else []
 
     async def _rowcount(self, sql: str, args: Sequence[Any] = ()) -> int:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn:
-                cur = await conn.execute(sql, args)  # type: ignore[arg-type]
-                return int(cur.rowcount)
+        async with self._connection() as conn:
+            cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+            return int(cur.rowcount)
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -231,35 +246,33 @@ class PostgresStore:
         data, now = dump_json(state.data), now_iso()
         new = [(state.session_id, state.saved_messages + i, dump_json(m))
                for i, m in enumerate(state.messages[state.saved_messages:])]
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                if state.version == 0:
-                    cur = await conn.execute(
-                        "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, "
-                        "version, updated_at, lease_owner, lease_expires) "
-                        "VALUES (%s, %s, %s, %s, 1, %s, %s, %s) ON CONFLICT DO NOTHING",
-                        (state.session_id, state.principal_id, state.status, data, now,
-                         state.lease_owner, state.lease_expires))
-                else:
-                    cur = await conn.execute(
-                        "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, "
-                        "data = %s, version = version + 1, updated_at = %s, lease_owner = %s, "
-                        "lease_expires = %s WHERE session_id = %s AND version = %s",
-                        (state.principal_id, state.status, data, now, state.lease_owner,
-                         state.lease_expires, state.session_id, state.version))
-                if cur.rowcount != 1:
-                    raise ConflictError(f"session {state.session_id!r} was changed "
-                                        "concurrently")
-                if state.messages:  # only what changed: messages after the saved ones
-                    await conn.execute("DELETE FROM anfitrion_session_messages "
-                                       "WHERE session_id = %s AND idx >= %s",
-                                       (state.session_id, state.saved_messages))
-                if new:
-                    async with conn.cursor() as many:
-                        await many.executemany(
-                            "INSERT INTO anfitrion_session_messages (session_id, idx, data) "
-                            "VALUES (%s, %s, %s)", new)
+        async with self._connection(transaction=True) as conn:
+            if state.version == 0:
+                cur = await conn.execute(
+                    "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, "
+                    "version, updated_at, lease_owner, lease_expires) "
+                    "VALUES (%s, %s, %s, %s, 1, %s, %s, %s) ON CONFLICT DO NOTHING",
+                    (state.session_id, state.principal_id, state.status, data, now,
+                     state.lease_owner, state.lease_expires))
+            else:
+                cur = await conn.execute(
+                    "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, "
+                    "data = %s, version = version + 1, updated_at = %s, lease_owner = %s, "
+                    "lease_expires = %s WHERE session_id = %s AND version = %s",
+                    (state.principal_id, state.status, data, now, state.lease_owner,
+                     state.lease_expires, state.session_id, state.version))
+            if cur.rowcount != 1:
+                raise ConflictError(f"session {state.session_id!r} was changed "
+                                    "concurrently")
+            if state.messages:  # only what changed: messages after the saved ones
+                await conn.execute("DELETE FROM anfitrion_session_messages "
+                                   "WHERE session_id = %s AND idx >= %s",
+                                   (state.session_id, state.saved_messages))
+            if new:
+                async with conn.cursor() as many:
+                    await many.executemany(
+                        "INSERT INTO anfitrion_session_messages (session_id, idx, data) "
+                        "VALUES (%s, %s, %s)", new)
         messages = state.messages or await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, state.status, state.data,
                             state.version + 1, datetime.fromisoformat(now), messages,
@@ -299,27 +312,25 @@ class PostgresStore:
         a different session, never the same one. Resume it with
         ``Host.resume(id, force=True)`` under the same owner.
         """
-        pool = await self._ready()
         at = time.time()
         until = at + lease_seconds if owner else None
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                cur = await conn.execute(
-                    f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
-                    "(s.lease_owner IS NULL OR s.lease_expires < %s) AND ("
-                    "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
-                    "anfitrion_approvals a WHERE a.session_id = s.session_id AND "
-                    "a.answer IS NULL)) OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
-                    "ORDER BY s.updated_at LIMIT %s FOR UPDATE SKIP LOCKED",
-                    (at, CLAIM_CANDIDATES))
-                row = _first_readable(await cur.fetchall())
-                if row is None:
-                    return None
-                now = now_iso()
-                await conn.execute("UPDATE anfitrion_sessions SET status = 'running', "
-                                   "version = version + 1, updated_at = %s, lease_owner = %s, "
-                                   "lease_expires = %s WHERE session_id = %s",
-                                   (now, owner, until, row[0]))
+        async with self._connection(transaction=True) as conn:
+            cur = await conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
+                "(s.lease_owner IS NULL OR s.lease_expires < %s) AND ("
+                "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
+                "anfitrion_approvals a WHERE a.session_id = s.session_id AND "
+                "a.answer IS NULL)) OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
+                "ORDER BY s.updated_at LIMIT %s FOR UPDATE SKIP LOCKED",
+                (at, CLAIM_CANDIDATES))
+            row = _first_readable(await cur.fetchall())
+            if row is None:
+                return None
+            now = now_iso()
+            await conn.execute("UPDATE anfitrion_sessions SET status = 'running', "
+                               "version = version + 1, updated_at = %s, lease_owner = %s, "
+                               "lease_expires = %s WHERE session_id = %s",
+                               (now, owner, until, row[0]))
         state = _session(row)
         messages = await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, "running", state.data,
@@ -385,34 +396,32 @@ class PostgresStore:
         return count == 1
 
     async def add_approval_vote(self, vote: ApprovalVote) -> VoteOutcome:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                # the request row's lock orders concurrent votes: each tallies all before it
-                cur = await conn.execute(
-                    "SELECT quorum FROM anfitrion_approvals WHERE id = %s AND digest = %s "
-                    "AND answer IS NULL AND quorum > 0 FOR UPDATE",
-                    (vote.request_id, vote.digest))
-                row = await cur.fetchone()
-                if row is None:
-                    return VoteOutcome(VoteState.CLOSED, await _votes(conn, vote.request_id))
-                cur = await conn.execute(
-                    "INSERT INTO anfitrion_approval_votes (request_id, voter, seq, digest, "
-                    "approved, data) VALUES (%s, %s, (SELECT COUNT(*) FROM "
-                    "anfitrion_approval_votes WHERE request_id = %s), %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    (vote.request_id, vote.voter, vote.request_id, vote.digest,
-                     int(vote.approved), dump_json(vote.to_dict())))
-                inserted = cur.rowcount
-                votes = await _votes(conn, vote.request_id)
-                if inserted != 1:
-                    return VoteOutcome(VoteState.DUPLICATE, votes)
-                decided = tally(votes, int(row[0]))
-                if decided is not None:
-                    await conn.execute("UPDATE anfitrion_approvals SET answer = %s WHERE id = %s "
-                                       "AND answer IS NULL",
-                                       (dump_json(decided.to_dict()), vote.request_id))
-                return VoteOutcome(VoteState.RECORDED, votes, decided)
+        async with self._connection(transaction=True) as conn:
+            # the request row's lock orders concurrent votes: each tallies all before it
+            cur = await conn.execute(
+                "SELECT quorum FROM anfitrion_approvals WHERE id = %s AND digest = %s "
+                "AND answer IS NULL AND quorum > 0 FOR UPDATE",
+                (vote.request_id, vote.digest))
+            row = await cur.fetchone()
+            if row is None:
+                return VoteOutcome(VoteState.CLOSED, await _votes(conn, vote.request_id))
+            cur = await conn.execute(
+                "INSERT INTO anfitrion_approval_votes (request_id, voter, seq, digest, "
+                "approved, data) VALUES (%s, %s, (SELECT COUNT(*) FROM "
+                "anfitrion_approval_votes WHERE request_id = %s), %s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                (vote.request_id, vote.voter, vote.request_id, vote.digest,
+                 int(vote.approved), dump_json(vote.to_dict())))
+            inserted = cur.rowcount
+            votes = await _votes(conn, vote.request_id)
+            if inserted != 1:
+                return VoteOutcome(VoteState.DUPLICATE, votes)
+            decided = tally(votes, int(row[0]))
+            if decided is not None:
+                await conn.execute("UPDATE anfitrion_approvals SET answer = %s WHERE id = %s "
+                                   "AND answer IS NULL",
+                                   (dump_json(decided.to_dict()), vote.request_id))
+            return VoteOutcome(VoteState.RECORDED, votes, decided)
 
     async def list_approval_votes(self, request_id: str) -> Sequence[ApprovalVote]:
         rows = await self._fetch("SELECT data FROM anfitrion_approval_votes "
@@ -420,29 +429,25 @@ class PostgresStore:
         return tuple(vote_of(r[0]) for r in rows)
 
     async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                cur = await conn.execute(
-                    "UPDATE anfitrion_approvals SET used = 1 WHERE id = %s AND digest = %s "
-                    "AND answer IS NOT NULL AND used = 0 RETURNING answer, session_id, call_id",
-                    (request_id, digest))
-                row = await cur.fetchone()
-                if row is None:
-                    return None
-                answer = ApprovalAnswer.from_dict(load_json(row[0]))
-                if answer.approved:
-                    await _advance(conn, row[1], row[2], LedgerState.APPROVED, digest)
-                return answer
+        async with self._connection(transaction=True) as conn:
+            cur = await conn.execute(
+                "UPDATE anfitrion_approvals SET used = 1 WHERE id = %s AND digest = %s "
+                "AND answer IS NOT NULL AND used = 0 RETURNING answer, session_id, call_id",
+                (request_id, digest))
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            answer = ApprovalAnswer.from_dict(load_json(row[0]))
+            if answer.approved:
+                await _advance(conn, row[1], row[2], LedgerState.APPROVED, digest)
+            return answer
 
     # -- execution ledger ----------------------------------------------------------------------
 
     async def advance_execution(self, session_id: str, call_id: str, state: LedgerState,
                                 digest: str) -> None:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn:
-                await _advance(conn, session_id, call_id, state, digest)
+        async with self._connection() as conn:
+            await _advance(conn, session_id, call_id, state, digest)
 
     async def execution_state(self, session_id: str, call_id: str) -> LedgerEntry | None:
         rows = await self._fetch("SELECT session_id, call_id, state, digest, result, updated_at "
@@ -460,15 +465,13 @@ class PostgresStore:
         if effect is None:
             rows = await self._fetch(sql, args)
         else:
-            pool = await self._ready()
-            with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-                async with pool.connection() as conn, conn.transaction():
-                    duplicate = await _reserve_effect(conn, effect, (session_id, call_id),
-                                                      repeat_of, retry_unknown)
-                    if duplicate is not None:
-                        return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
-                    cur = await conn.execute(sql, args)  # type: ignore[arg-type]
-                    rows = list(await cur.fetchall())
+            async with self._connection(transaction=True) as conn:
+                duplicate = await _reserve_effect(conn, effect, (session_id, call_id),
+                                                  repeat_of, retry_unknown)
+                if duplicate is not None:
+                    return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
+                cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+                rows = list(await cur.fetchall())
         state, result, stored_token = rows[0]
         # the token is fresh: the entry holds it only if this statement claimed it
         claimed = ClaimState(state) is ClaimState.CLAIMED and stored_token == token
@@ -485,29 +488,27 @@ class PostgresStore:
 
     async def resolve_effect(self, key: str, *, done: bool, by: str,
                              note: str = "") -> EffectEntry | None:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                found = await _locked_effect(conn, key)
-                if found is None:
-                    return None
-                if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
-                    state = found.state.value if found.state else "never claimed"
-                    raise ConflictError(f"effect {key[:12]}… is not unsettled ({state})")
-                result = resolution_result(found.call_id, found.tool, done=done, by=by,
-                                           note=note)
-                cur = await conn.execute(
-                    "UPDATE anfitrion_ledger SET state = %s, result = %s, updated_at = %s, "
-                    "claim_token = NULL WHERE session_id = %s AND call_id = %s AND state = %s",
-                    (settled_state(result).value, dump_result(result), now_iso(),
-                     found.session_id, found.call_id, found.state.value))
-                if cur.rowcount != 1:
-                    raise ConflictError(f"effect {key[:12]}… changed while it was resolved")
-                await conn.execute(
-                    "UPDATE anfitrion_effects SET resolved_by = %s, resolution_note = %s, "
-                    "updated_at = %s WHERE key = %s", (by, note, now_iso(), key))
-                cur = await conn.execute(_EFFECTS + " WHERE e.key = %s", (key,))
-                row = await cur.fetchone()
+        async with self._connection(transaction=True) as conn:
+            found = await _locked_effect(conn, key)
+            if found is None:
+                return None
+            if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
+                state = found.state.value if found.state else "never claimed"
+                raise ConflictError(f"effect {key[:12]}… is not unsettled ({state})")
+            result = resolution_result(found.call_id, found.tool, done=done, by=by,
+                                       note=note)
+            cur = await conn.execute(
+                "UPDATE anfitrion_ledger SET state = %s, result = %s, updated_at = %s, "
+                "claim_token = NULL WHERE session_id = %s AND call_id = %s AND state = %s",
+                (settled_state(result).value, dump_result(result), now_iso(),
+                 found.session_id, found.call_id, found.state.value))
+            if cur.rowcount != 1:
+                raise ConflictError(f"effect {key[:12]}… changed while it was resolved")
+            await conn.execute(
+                "UPDATE anfitrion_effects SET resolved_by = %s, resolution_note = %s, "
+                "updated_at = %s WHERE key = %s", (by, note, now_iso(), key))
+            cur = await conn.execute(_EFFECTS + " WHERE e.key = %s", (key,))
+            row = await cur.fetchone()
         assert row is not None
         return effect_row(row)
 
@@ -683,7 +684,7 @@ async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str,
     known) the head is locked (``SELECT … FOR UPDATE``) and the rows appended after it in the
     same transaction, which always succeeds.
     """
-    with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+    with _pg_errors():
         async with pool.connection() as conn:
             if head is not None:
                 chained = _chain(head, rows)
