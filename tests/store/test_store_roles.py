@@ -16,6 +16,7 @@ from anfitrion.store import (
     CallCounterStore,
     LedgerStore,
     RecordStore,
+    SessionAuditStore,
     SessionStore,
     Store,
     StoredApproval,
@@ -44,6 +45,11 @@ def test_the_roles_split_the_store_protocol_with_no_method_in_two_roles() -> Non
 async def test_every_backend_implements_every_role(store: Store) -> None:
     for role in (*ROLES, Store):
         assert isinstance(store, role), role
+
+
+async def test_the_durable_backends_save_a_session_with_its_audit_records_in_one_call(
+        store: Store, store_url: str) -> None:
+    assert isinstance(store, SessionAuditStore) == (not store_url.startswith("memory"))
 
 
 async def test_a_stored_approval_is_read_by_name_never_by_position(store: Store) -> None:

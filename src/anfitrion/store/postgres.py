@@ -243,36 +243,33 @@ class PostgresStore:
     # -- sessions ------------------------------------------------------------------------------
 
     async def save_session(self, state: SessionState) -> SessionState:
+        return await self.save_session_and_audit(state, ())
+
+    async def save_session_and_audit(
+            self, state: SessionState,
+            entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> SessionState:
+        """:meth:`save_session` and :meth:`append_audit_many` in one transaction (one commit
+        instead of two: the session runtime saves a session with the records buffered so far,
+        and a run's end with its ``run.ended`` record). If the save fails, neither is written.
+
+        The records are chained last, just before the commit, so the chain head's row lock
+        (which orders every appender of every process) is held for one statement.
+        """
         data, now = dump_json(state.data), now_iso()
         new = [(state.session_id, state.saved_messages + i, dump_json(m))
                for i, m in enumerate(state.messages[state.saved_messages:])]
-        async with self._connection(transaction=True) as conn:
-            if state.version == 0:
-                cur = await conn.execute(
-                    "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, "
-                    "version, updated_at, lease_owner, lease_expires) "
-                    "VALUES (%s, %s, %s, %s, 1, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (state.session_id, state.principal_id, state.status, data, now,
-                     state.lease_owner, state.lease_expires))
-            else:
-                cur = await conn.execute(
-                    "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, "
-                    "data = %s, version = version + 1, updated_at = %s, lease_owner = %s, "
-                    "lease_expires = %s WHERE session_id = %s AND version = %s",
-                    (state.principal_id, state.status, data, now, state.lease_owner,
-                     state.lease_expires, state.session_id, state.version))
-            if cur.rowcount != 1:
-                raise ConflictError(f"session {state.session_id!r} was changed "
-                                    "concurrently")
-            if state.messages:  # only what changed: messages after the saved ones
-                await conn.execute("DELETE FROM anfitrion_session_messages "
-                                   "WHERE session_id = %s AND idx >= %s",
-                                   (state.session_id, state.saved_messages))
-            if new:
-                async with conn.cursor() as many:
-                    await many.executemany(
-                        "INSERT INTO anfitrion_session_messages (session_id, idx, data) "
-                        "VALUES (%s, %s, %s)", new)
+        rows = [(kind, session_id, at, dump_json(fields))
+                for kind, session_id, at, fields in entries]
+        try:
+            async with self._connection(transaction=True) as conn:
+                await _save_session(conn, state, data, new, now)
+                chained = await _chain_on(conn, rows, self._audit_head) if rows else None
+        except BaseException:
+            if rows:
+                self._audit_head = None  # not known any more: the next append locks the head
+            raise
+        if chained:
+            self._audit_head = (chained[-1][0], chained[-1][6])
         messages = state.messages or await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, state.status, state.data,
                             state.version + 1, datetime.fromisoformat(now), messages,
@@ -677,35 +674,77 @@ _APPEND_AFTER = (
 async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str, float, str]],
                        head: tuple[int, str] | None) -> list[tuple[int, str, str, float, str,
                                                                    str, str]]:
+    """Append *rows* after the chain head on a connection of its own (:func:`_chain_on`)."""
+    with _pg_errors():
+        async with pool.connection() as conn:
+            return await _chain_on(conn, rows, head)
+
+
+async def _chain_on(conn: _Conn, rows: Sequence[tuple[str, str, float, str]],
+                    head: tuple[int, str] | None) -> list[tuple[int, str, str, float, str,
+                                                                str, str]]:
     """Append *rows* after the chain head, in one writer order across every process.
 
     With the head this process last wrote (*head*), one statement appends the rows if the
     head has not moved since: one round trip. Otherwise (another process appended, or no head
     known) the head is locked (``SELECT … FOR UPDATE``) and the rows appended after it in the
-    same transaction, which always succeeds.
+    same transaction (a savepoint, inside a caller's transaction), which always succeeds.
     """
-    with _pg_errors():
-        async with pool.connection() as conn:
-            if head is not None:
-                chained = _chain(head, rows)
-                cur = await conn.execute(_APPEND_AFTER, (
-                    chained[-1][0], chained[-1][6], head[0], head[1],
-                    *(list(column) for column in zip(*chained, strict=True))))
-                if cur.rowcount == len(chained):
-                    return chained
-            async with conn.transaction():
-                cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
-                                         "WHERE id = 1 FOR UPDATE")
-                found = await cur.fetchone()
-                assert found is not None
-                chained = _chain((int(found[0]), str(found[1])), rows)
-                async with conn.cursor() as many:
-                    await many.executemany(
-                        "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
-                        "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", chained)
-                await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
-                                   "WHERE id = 1", (chained[-1][0], chained[-1][6]))
+    if head is not None:
+        chained = _chain(head, rows)
+        cur = await conn.execute(_APPEND_AFTER, (
+            chained[-1][0], chained[-1][6], head[0], head[1],
+            *(list(column) for column in zip(*chained, strict=True))))
+        if cur.rowcount == len(chained):
             return chained
+    async with conn.transaction():
+        cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
+                                 "WHERE id = 1 FOR UPDATE")
+        found = await cur.fetchone()
+        assert found is not None
+        chained = _chain((int(found[0]), str(found[1])), rows)
+        async with conn.cursor() as many:
+            await many.executemany(
+                "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
+                "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", chained)
+        await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
+                           "WHERE id = 1", (chained[-1][0], chained[-1][6]))
+    return chained
+
+
+async def _save_session(conn: _Conn, state: SessionState, data: str,
+                        new: Sequence[tuple[str, int, str]], now: str) -> None:
+    """Insert or update the session (compare-and-set on its version) and write its messages
+    after the saved ones.
+
+    Raises:
+        ConflictError: *state.version* is stale (or a new session's id is taken).
+    """
+    if state.version == 0:
+        cur = await conn.execute(
+            "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, "
+            "version, updated_at, lease_owner, lease_expires) "
+            "VALUES (%s, %s, %s, %s, 1, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (state.session_id, state.principal_id, state.status, data, now,
+             state.lease_owner, state.lease_expires))
+    else:
+        cur = await conn.execute(
+            "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, "
+            "data = %s, version = version + 1, updated_at = %s, lease_owner = %s, "
+            "lease_expires = %s WHERE session_id = %s AND version = %s",
+            (state.principal_id, state.status, data, now, state.lease_owner,
+             state.lease_expires, state.session_id, state.version))
+    if cur.rowcount != 1:
+        raise ConflictError(f"session {state.session_id!r} was changed concurrently")
+    if state.messages:  # only what changed: messages after the saved ones
+        await conn.execute("DELETE FROM anfitrion_session_messages "
+                           "WHERE session_id = %s AND idx >= %s",
+                           (state.session_id, state.saved_messages))
+    if new:
+        async with conn.cursor() as many:
+            await many.executemany(
+                "INSERT INTO anfitrion_session_messages (session_id, idx, data) "
+                "VALUES (%s, %s, %s)", new)
 
 
 async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerState,
