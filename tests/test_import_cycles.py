@@ -30,11 +30,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
         "anfitrion.taint", "anfitrion.tools",
     }): "issue #21 part 1: policy and taint import each other (lazily), and tools imports "
         "policy.constraints while the policy imports tools",
-    frozenset({
-        "anfitrion._logging", "anfitrion.audit", "anfitrion.store", "anfitrion.store.memory",
-        "anfitrion.store.postgres", "anfitrion.store.sqlite",
-    }): "issue #21 part 2: the stores import audit.chain_hash (lazily) while audit imports "
-        "the store package; _logging and audit import each other",
 }
 """Cycles that exist today, each with the part of issue #21 that is to break it."""
 

@@ -32,7 +32,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from .audit import redact, redact_lines
+from ._redaction import redact, redact_lines
 
 __all__ = ["MESSAGE_CHARS", "TRACEBACKS_ENV", "RedactingFilter", "install", "redact_record",
            "tracebacks_enabled"]

@@ -39,7 +39,7 @@ from ._canonical import canonical_json
 from ._json import JsonError, parse_json_strict
 from .approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from .events import EventType, HostEvent
-from .store import Store, VoteState
+from .store import Store, StoredApproval, VoteState
 
 __all__ = ["Outcome", "Refusal", "RequestState", "answer", "edit_for", "find_request", "notify",
            "parse_edited_arguments", "propose_edit", "state_of", "votes_needed", "withdraw"]
@@ -197,7 +197,7 @@ async def answer(store: Store, request_id: str, seen_digest: str | None, *, appr
     found = await store.get_approval(request_id)
     if found is None:
         return Outcome(None, Refusal.NOT_FOUND)
-    request, existing, _ = found
+    request, existing = found.request, found.answer
     if existing is not None:
         return Outcome(None, Refusal.ANSWERED, existing.note if existing.withdrawn else "",
                        request)
@@ -228,17 +228,16 @@ async def answer(store: Store, request_id: str, seen_digest: str | None, *, appr
 async def withdraw(store: Store, request_id: str, reason: str, *, via: str = "host") -> bool:
     """Withdraw an unanswered request (audited); False if it was answered already."""
     found = await store.get_approval(request_id)
-    if found is None or found[1] is not None:
+    if found is None or found.answer is not None:
         return False
-    withdrawal = ApprovalAnswer.withdrawal(found[0], reason)
+    withdrawal = ApprovalAnswer.withdrawal(found.request, reason)
     if not await store.answer_approval(withdrawal):
         return False
-    await _audit(store, found[0], withdrawal, via)
+    await _audit(store, found.request, withdrawal, via)
     return True
 
 
-async def find_request(store: Store, request_id: str
-                       ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+async def find_request(store: Store, request_id: str) -> StoredApproval | None:
     """A request by its id, or by a unique prefix of at least :data:`MIN_PREFIX` characters."""
     found = await store.get_approval(request_id)
     if found is None and len(request_id) >= MIN_PREFIX:  # a unique prefix, as people type them
@@ -276,7 +275,7 @@ async def propose_edit(store: Store, request_id: str, seen_digest: str,
     found = await store.get_approval(request_id)
     if found is None:
         return Outcome(None, Refusal.NOT_FOUND)
-    if canonical_json(dict(arguments)) == canonical_json(dict(found[0].arguments)):
+    if canonical_json(dict(arguments)) == canonical_json(dict(found.request.arguments)):
         return Outcome(None, Refusal.INVALID, "the edited arguments equal the proposed ones: "
                        "approve the call instead")
     return await answer(store, request_id, seen_digest, approved=True, approver=approver,
@@ -287,10 +286,10 @@ async def propose_edit(store: Store, request_id: str, seen_digest: str,
 async def edit_for(store: Store, request_id: str) -> Mapping[str, Any] | None:
     """The edit a reviewer made to *request_id*, if any, and the request it became."""
     found = await store.get_approval(request_id)
-    if found is None or found[1] is None or found[1].edited_arguments is None:
+    if found is None or found.answer is None or found.answer.edited_arguments is None:
         return None
-    answer_ = found[1]
+    answer_ = found.answer
     replacement = next((r.id for r in await store.list_approvals(
-        pending_only=False, session_id=found[0].session_id) if r.edit_of == request_id), None)
+        pending_only=False, session_id=found.request.session_id) if r.edit_of == request_id), None)
     return {"arguments": dict(answer_.edited_arguments or {}), "editor": answer_.approver,
             "note": answer_.note, "replacement_id": replacement}

@@ -358,24 +358,24 @@ class Gate:
                             pending: str) -> tuple[ToolCall, str, int] | CallOutcome | None:
         """If the pending request holds an approver's edit of *call*, the edited call."""
         stored = await self.store.get_approval(pending)
-        if stored is None or stored[0].edit_of is None:
+        if stored is None or stored.request.edit_of is None:
             return None
-        request, first_parent = stored[0], stored[0].edit_of
+        request, first_parent = stored.request, stored.request.edit_of
         child, depth = request, 0
         parent_id: str | None = first_parent
         while parent_id is not None and depth <= self.policy.approvals.max_edits:
             parent = await self.store.get_approval(parent_id)
-            answer = parent[1] if parent is not None else None
+            answer = parent.answer if parent is not None else None
             if parent is None or answer is None or answer.edited_arguments is None or \
                     canonical_json(dict(answer.edited_arguments)) != \
                     canonical_json(dict(child.arguments)) or \
-                    (parent[0].session_id, parent[0].principal_id, parent[0].call_id,
-                     parent[0].tool_name) != (session.id, session.principal.id, call.id,
+                    (parent.request.session_id, parent.request.principal_id, parent.request.call_id,
+                     parent.request.tool_name) != (session.id, session.principal.id, call.id,
                                               call.name):
                 result = _error(call, "denied", "denied by policy: the edited call does not "
                                 "match the approval it came from")
                 return CallOutcome(call, "approve", result, None, request)
-            child, parent_id, depth = parent[0], parent[0].edit_of, depth + 1
+            child, parent_id, depth = parent.request, parent.request.edit_of, depth + 1
         edited = ToolCall.from_object(call.id, call.name, dict(request.arguments),
                                       call.provider_details)
         return edited, first_parent, depth
@@ -408,7 +408,7 @@ class Gate:
             unanswered = 0
             for r in recent:
                 found = await self.store.get_approval(r.id)
-                if found is None or found[1] is None or not found[1].approved:
+                if found is None or found.answer is None or not found.answer.approved:
                     unanswered += 1
             if unanswered >= limits.max_asks:
                 return "approval requests are being raised too fast in this session"
@@ -426,9 +426,9 @@ class Gate:
             if request.call_id != call.id or request.digest != digest:
                 continue
             found = await self.store.get_approval(request.id)
-            if found is None or found[2]:  # gone, or its answer already used
+            if found is None or found.used:  # gone, or its answer already used
                 continue
-            if found[1] is None and request.expired(self.policy.now()):
+            if found.answer is None and request.expired(self.policy.now()):
                 continue
             return request.id
         return None
@@ -463,7 +463,7 @@ class Gate:
             stored = await self.store.get_approval(pending)
             if stored is None:
                 return denied("the approval request no longer exists", None)
-            request, answer, _ = stored
+            request, answer = stored.request, stored.answer
             if request.digest != fresh.digest:
                 return denied("the call or the tool changed after approval was asked", request)
             if answer is None:

@@ -23,7 +23,7 @@ from typing import Any
 from .events import EventType, HostEvent
 from .exceptions import ConflictError
 from .principal import Principal
-from .store import EffectEntry, LedgerState, Store
+from .store import EffectEntry, LedgerState, LedgerStore, Store
 from .tools import Tool, ToolContext
 
 __all__ = ["MAX_NOTE_CHARS", "MIN_PREFIX", "Reconciled", "arguments_preview",
@@ -38,7 +38,7 @@ MIN_PREFIX = 8
 MAX_NOTE_CHARS = 1000
 
 
-async def find_effect(store: Store, key: str) -> EffectEntry | list[EffectEntry] | None:
+async def find_effect(store: LedgerStore, key: str) -> EffectEntry | list[EffectEntry] | None:
     """The effect with this key or unique prefix (≥ 8 characters); the matches if several."""
     found = await store.effect_state(key)
     if found is not None or len(key) < MIN_PREFIX:

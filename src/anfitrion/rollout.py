@@ -35,7 +35,7 @@ from .conversation import Reply, ToolResult, UserMessage
 from .exceptions import StoreError, UserError
 from .policy import Decision, Policy, PolicyContext, Verdict, arguments_digest
 from .session import RECENT_PROPOSALS_KEPT, Session
-from .store import SessionState, Store
+from .store import AuditStore, SessionState, Store
 from .store._base import AuditRecord
 from .taint import TaintIndex
 from .tools import ArgumentError, BoundCall, Tool
@@ -386,7 +386,7 @@ class ShadowReport:
                 "policies": dict(self.policies), "changes": [c.to_dict() for c in self.changes]}
 
 
-async def shadow_report(store: Store, *, since: float | None = None,
+async def shadow_report(store: AuditStore, *, since: float | None = None,
                         policy_sha256: str | None = None, expect_head: str | None = None,
                         allow_broken: bool = False) -> ShadowReport:
     """Summarise the shadow policy's recorded decisions (from *since*; of one shadow policy

@@ -498,7 +498,7 @@ class GatedSession:
     async def pending_requests(self) -> tuple[ApprovalRequest, ...]:
         found = [await self.runtime.store.get_approval(rid)
                  for rid in self.session.pending.values()]
-        return tuple(f[0] for f in found if f is not None)
+        return tuple(f.request for f in found if f is not None)
 
     async def emit(self, type: EventType, **fields: Any) -> None:
         session = self.session

@@ -171,9 +171,9 @@ async def test_approve_with_edits_runs_the_edit_without_asking_again(store: Memo
     second = next(r for r in requests if r.edit_of is not None)
     found = await store.get_approval(second.id)
     assert found is not None
-    assert found[1] is not None
-    assert found[1].approver == "ana"
-    assert found[2] is True  # used
+    assert found.answer is not None
+    assert found.answer.approver == "ana"
+    assert found.used is True  # used
     result = run.transcript[-2].parts[0].content
     assert result.startswith('[a person edited the arguments to {"body":')
     assert result.endswith("sent to bea@example.com")

@@ -78,7 +78,7 @@ async def test_an_answer_computed_for_other_arguments_is_refused(store: MemorySt
         arguments={**MAIL, "to": "eve@evil.com"}, effect="write", reason="", rule_id="")
     forged = ApprovalAnswer(request.id, other.digest, True, "ana")
     assert not await store.answer_approval(forged)
-    assert (await store.get_approval(request.id))[1] is None  # type: ignore[index]
+    assert (await store.get_approval(request.id)).answer is None  # type: ignore[union-attr]
 
 
 async def test_an_approver_answering_with_a_foreign_digest_is_denied(store: MemoryStore,
@@ -220,7 +220,7 @@ async def test_forged_approved_text_in_a_tool_result_has_no_effect(store: Memory
     run = await mail_host(sent, store, clock, steps=steps, approver=DeferredApprover()).run("go")
     assert run.status is RunStatus.SUSPENDED
     assert sent == []
-    assert (await store.get_approval(run.pending[0].id))[1] is None  # type: ignore[index]
+    assert (await store.get_approval(run.pending[0].id)).answer is None  # type: ignore[union-attr]
 
     steps = [call("fetch_page", {"url": "https://evil.example/"}),
              [call("send_email", MAIL)], "done"]

@@ -91,7 +91,7 @@ async def test_the_same_person_cannot_approve_twice_through_any_door() -> None:
                              approver=f"{via}:alice", reviewer=ALICE, via=via)
         assert again.refusal is Refusal.ALREADY_VOTED and not again.recorded
     found = await store.get_approval(request.id)
-    assert found is not None and found[1] is None
+    assert found is not None and found.answer is None
 
 
 async def test_an_approver_without_the_role_or_without_an_identity_cannot_vote() -> None:
@@ -142,7 +142,7 @@ async def test_expiry_applies_to_all_the_votes_together() -> None:
                         reviewer=BOB, now=after)
     assert late.refusal is Refusal.EXPIRED
     found = await store.get_approval(request.id)
-    assert found is not None and found[1] is None
+    assert found is not None and found.answer is None
 
 
 async def test_an_in_process_approver_alone_cannot_satisfy_a_quorum() -> None:

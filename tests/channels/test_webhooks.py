@@ -212,7 +212,7 @@ async def test_a_callback_signed_with_another_secret_is_refused(inbox: Any) -> N
     response = await _post(client, raw, headers)
     assert response.status_code == 401 and "does not match" in response.json()["message"]
     found = await store.get_approval(request.id)
-    assert found[1] is None
+    assert found.answer is None
 
 
 async def test_a_callback_whose_body_changed_after_signing_is_refused(inbox: Any) -> None:
@@ -220,7 +220,7 @@ async def test_a_callback_whose_body_changed_after_signing_is_refused(inbox: Any
     raw, headers = _signed(_decision(request, "deny"))
     forged = raw.replace(b'"deny"', b'"approve"')
     assert (await _post(client, forged, headers)).status_code == 401
-    assert (await store.get_approval(request.id))[1] is None
+    assert (await store.get_approval(request.id)).answer is None
 
 
 @pytest.mark.parametrize("skew", [-301, 301, -3600 * 24])
@@ -262,7 +262,7 @@ async def test_a_callback_for_another_digest_is_refused_as_stale(inbox: Any) -> 
     raw, headers = _signed(_decision(request, digest="0" * 64))
     response = await _post(client, raw, headers)
     assert response.status_code == 409 and response.json()["error"] == "stale"
-    assert (await store.get_approval(request.id))[1] is None
+    assert (await store.get_approval(request.id)).answer is None
 
 
 async def test_a_callback_signed_with_a_rotated_secret_among_several_is_accepted() -> None:

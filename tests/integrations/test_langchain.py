@@ -110,7 +110,7 @@ async def test_a_write_suspends_and_is_approved_in_the_framework(lc_tools: list[
     assert "send_mail" in value["description"]
     assert ran.calls == []
     found = await runtime.store.get_approval(value["request_id"])
-    assert found is not None and found[0].digest == value["digest"]
+    assert found is not None and found.request.digest == value["digest"]
 
     result = await agent.ainvoke(Command(resume=approve(value, approver="bob")), THREAD)
     assert _tool_messages(result)[-1].content == "sent to ana@example.org"
@@ -160,7 +160,7 @@ async def test_an_approval_for_another_digest_is_refused(lc_tools: list[BaseTool
     assert message.status == "error" and "digest mismatch" in message.content
     assert ran.calls == []
     found = await runtime.store.get_approval(value["request_id"])
-    assert found is not None and found[1] is not None and found[1].withdrawn
+    assert found is not None and found.answer is not None and found.answer.withdrawn
     await _chain_ok(runtime)
 
 

@@ -162,7 +162,7 @@ async def test_an_approval_of_changed_arguments_is_refused(
     assert world.sent == []
     (request,) = await session.pending_requests()
     found = await session.runtime.store.get_approval(request.id)
-    assert found is not None and found[1] is None
+    assert found is not None and found.answer is None
     assert await chain_ok(session)
 
 

@@ -135,7 +135,7 @@ async def test_a_write_suspends_and_is_approved_in_the_framework(
     second = await bot.run(message_history=first.all_messages(), deferred_tool_results=results)
     assert world.sent == ["ana@example.org"] and "sent to ana@example.org" in second.output
     found = await session.runtime.store.get_approval(meta[REQUEST_ID])
-    assert found is not None and found[1] is not None and found[1].approver == "bob"
+    assert found is not None and found.answer is not None and found.answer.approver == "bob"
     records = await session.runtime.store.audit_records()
     assert any(r.type == "approval.answered" and "pydantic-ai" in json.dumps(r.data)
                for r in records)
@@ -181,7 +181,7 @@ async def test_an_approval_of_changed_arguments_is_refused(
     assert "changed" in second.output
     meta = first.output.metadata["c1"]
     found = await session.runtime.store.get_approval(meta[REQUEST_ID])
-    assert found is not None and found[1] is None  # no approval was recorded
+    assert found is not None and found.answer is None  # no approval was recorded
     assert await chain_ok(session)
 
 

@@ -114,7 +114,8 @@ async def test_a_reviewers_assistant_lists_shows_and_approves_bound_to_the_diges
                 assert done == {"recorded": "answer", "approved": True,
                                 "approver": "mcp:alice"}
         found = await store.get_approval(request.id)
-        assert found is not None and found[1] is not None and found[1].approver == "mcp:alice"
+        assert found is not None and found.answer is not None
+        assert found.answer.approver == "mcp:alice"
         details = [r.data["detail"] for r in await store.audit_records()
                    if r.type == "approval.answered"]
         assert details == ["answered via mcp"]
@@ -136,7 +137,7 @@ async def test_an_agent_holding_a_reviewer_token_cannot_approve_its_own_call(
                                                             "digest": request.digest})
                     assert refused.isError and "proposed it" in refused.content[0].text
         found = await store.get_approval(request.id)
-        assert found is not None and found[1] is None
+        assert found is not None and found.answer is None
     finally:
         await store.close()
 

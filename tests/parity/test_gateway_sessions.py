@@ -69,8 +69,8 @@ async def test_each_client_session_is_its_own_session_and_its_waiting_calls_are_
                     while await store.list_approvals():
                         await anyio.sleep(0.01)
     found = await store.get_approval(request_id)
-    assert found is not None and found[1] is not None and found[1].withdrawn
-    assert answers.state_of(found[0], found[1]) is answers.RequestState.WITHDRAWN
+    assert found is not None and found.answer is not None and found.answer.withdrawn
+    assert answers.state_of(found.request, found.answer) is answers.RequestState.WITHDRAWN
     refused = await answers.answer(store, request_id, None, approved=True, approver="bob",
                                    via="cli")
     assert refused.answer is None and refused.refusal is answers.Refusal.ANSWERED

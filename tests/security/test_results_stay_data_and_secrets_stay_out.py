@@ -159,7 +159,7 @@ class _ScanSpy:
 
 def test_the_audit_redactor_scans_a_bounded_prefix_of_a_hostile_value(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from anfitrion import audit
+    from anfitrion import _redaction as audit  # where the audit log's redaction lives
 
     scanned: list[int] = []
     spies = tuple((_ScanSpy(p, scanned), r) for p, r in audit._SECRET_PATTERNS)

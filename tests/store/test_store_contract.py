@@ -66,7 +66,7 @@ async def test_an_approval_is_answered_once_and_used_once(store: Store) -> None:
     assert [r.id for r in await store.list_approvals(pending_only=False)] == [request.id]
     found = await store.get_approval(request.id)
     assert found is not None
-    stored, answer, used = found
+    stored, answer, used = found.request, found.answer, found.used
     assert stored == request
     assert answer is not None
     assert (answer.approver, answer.note, used) == ("bob", "fine", False)
@@ -75,7 +75,7 @@ async def test_an_approval_is_answered_once_and_used_once(store: Store) -> None:
     assert await store.consume_approval(request.id, request.digest) is None
     found = await store.get_approval(request.id)
     assert found is not None
-    assert found[2] is True
+    assert found.used is True
 
 
 async def test_approvals_are_filtered_by_session(store: Store) -> None:
@@ -172,9 +172,9 @@ async def test_two_approvers_answering_at_once_record_exactly_one_answer(
     assert sorted(outcomes.values()) == [False, True]
     found = await store.get_approval(request.id)
     assert found is not None
-    assert found[1] is not None
+    assert found.answer is not None
     winner = next(who for who, ok in outcomes.items() if ok)
-    assert found[1].approver == winner
+    assert found.answer.approver == winner
     used = [await store.consume_approval(request.id, request.digest),
             await second.consume_approval(request.id, request.digest)]
     assert sum(u is not None for u in used) == 1
@@ -241,8 +241,8 @@ async def test_everything_survives_closing_and_reopening(store_url: str) -> None
         assert (await second.load_session("s")) is not None
         found = await second.get_approval(request.id)
         assert found is not None
-        assert found[1] is not None
-        assert found[1].approved
+        assert found.answer is not None
+        assert found.answer.approved
         assert list(await second.list_unknown_executions()) == [("s", "c9")]
         assert verify_chain(await second.audit_records()).ok
     finally:

@@ -33,13 +33,13 @@ async def test_the_required_number_of_distinct_votes_approves_and_names_every_ap
     first = await store.add_approval_vote(_vote(request, "alice"))
     assert (first.state, first.answer) == (VoteState.RECORDED, None)
     found = await store.get_approval(request.id)
-    assert found is not None and found[1] is None  # one vote does not decide
+    assert found is not None and found.answer is None  # one vote does not decide
     second = await store.add_approval_vote(_vote(request, "bob"))
     assert second.state is VoteState.RECORDED
     assert second.answer is not None and second.answer.approved
     assert second.answer.approver == "alice, bob"
     found = await store.get_approval(request.id)
-    assert found is not None and found[1] == second.answer
+    assert found is not None and found.answer == second.answer
     assert [v.voter for v in await store.list_approval_votes(request.id)] == ["alice", "bob"]
 
 
@@ -51,7 +51,7 @@ async def test_a_second_vote_by_the_same_person_is_not_counted(store: Store) -> 
     assert again.state is VoteState.DUPLICATE and again.answer is None
     assert len(again.votes) == 1
     found = await store.get_approval(request.id)
-    assert found is not None and found[1] is None
+    assert found is not None and found.answer is None
 
 
 async def test_one_rejection_rejects_the_whole_request(store: Store) -> None:
@@ -84,7 +84,7 @@ async def test_a_single_approving_answer_cannot_bypass_the_quorum(store: Store) 
     await store.create_approval(request)
     assert not await store.answer_approval(ApprovalAnswer.to(request, True, "alice"))
     found = await store.get_approval(request.id)
-    assert found is not None and found[1] is None
+    assert found is not None and found.answer is None
     # a denial (or the host's withdrawal) needs nobody's quorum
     assert await store.answer_approval(ApprovalAnswer.to(request, False, "host"))
 
@@ -108,7 +108,7 @@ async def test_concurrent_votes_of_many_people_record_one_answer_and_lose_no_vot
     assert len(deciding) == 1  # exactly the tenth vote decided
     assert len(await store.list_approval_votes(request.id)) == 10
     found = await store.get_approval(request.id)
-    assert found is not None and found[1] == deciding[0].answer
+    assert found is not None and found.answer == deciding[0].answer
 
 
 async def test_concurrent_votes_of_one_person_count_once(
@@ -127,7 +127,7 @@ async def test_concurrent_votes_of_one_person_count_once(
                 tg.start_soon(vote, handle)
     assert sorted(states) == sorted([VoteState.RECORDED] + [VoteState.DUPLICATE] * 5)
     found = await store.get_approval(request.id)
-    assert found is not None and found[1] is None
+    assert found is not None and found.answer is None
 
 
 async def test_concurrent_votes_through_the_answer_path_audit_one_answer(

@@ -31,7 +31,7 @@ def test_a_browser_session_cookie_does_not_authorise_the_api(
     response = client.post(f"/api/v1/approvals/{request.id}/approve",
                            json={"digest": request.digest}, headers={"origin": ORIGIN})
     assert response.status_code == 401
-    assert anyio.run(store.get_approval, request.id)[1] is None  # type: ignore[index]
+    assert anyio.run(store.get_approval, request.id).answer is None  # type: ignore[union-attr]
 
 
 def test_api_lists_and_shows_pending_requests_with_findings(

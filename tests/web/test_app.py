@@ -29,7 +29,7 @@ def _form(csrf: str, request: ApprovalRequest, decision: str = "approve",
 async def _answer(store: MemoryStore, request_id: str) -> ApprovalAnswer | None:
     found = await store.get_approval(request_id)
     assert found is not None
-    return found[1]
+    return found.answer
 
 
 def answer_of(store: MemoryStore, request_id: str) -> ApprovalAnswer | None:
@@ -360,10 +360,10 @@ def test_approve_with_edits_runs_the_edited_call_after_validation_and_policy(
                      if r.edit_of == request.id]
     used = anyio.run(store.get_approval, replacement.id)
     assert used is not None
-    assert used[0].arguments == EDITED
-    assert used[0].call_id == request.call_id
-    assert used[1] is not None and used[1].approved and used[1].approver == "web:carol"
-    assert used[2] is True
+    assert used.request.arguments == EDITED
+    assert used.request.call_id == request.call_id
+    assert used.answer is not None and used.answer.approved and used.answer.approver == "web:carol"
+    assert used.used is True
     assert "Edited proposal" in client.get(f"/approvals/{request.id}").text
 
 

@@ -140,9 +140,9 @@ def test_a_stale_page_cannot_approve_a_request_decided_elsewhere(
         assert "already decided" in page.inner_text("main")
     found = off_loop(lambda: anyio.run(store.get_approval, request.id))
     assert found is not None
-    assert found[1] is not None
-    assert found[1].approver == "api:ticket-7"
-    assert not found[1].approved
+    assert found.answer is not None
+    assert found.answer.approver == "api:ticket-7"
+    assert not found.answer.approved
     assert mailroom.sent == []
 
 

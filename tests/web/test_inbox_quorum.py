@@ -73,7 +73,7 @@ def test_a_reviewer_signs_in_with_their_own_token_and_votes_once(
                        headers={"authorization": f"Bearer {BOB}"})
     assert done.status_code == 200 and done.json()["answer"]["approver"] == "alice, bob"
     found = anyio.run(store.get_approval, request.id)
-    assert found is not None and found[1] is not None and found[1].approved
+    assert found is not None and found.answer is not None and found.answer.approved
 
 
 def test_the_shared_token_and_a_reviewer_without_the_role_cannot_vote(

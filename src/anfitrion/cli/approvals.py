@@ -23,7 +23,7 @@ from .. import answers
 from .._apps import DEMO_APP, GATEWAY_APP
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from ..exceptions import AnfitrionError
-from ..store import Store
+from ..store import Store, StoredApproval
 from ._common import resolve_url, run_with_store, shown, shown_store, store_option
 
 
@@ -69,8 +69,7 @@ def _votes_line(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> st
             f"{answers.votes_needed(request, votes)} more")
 
 
-async def _find(store: Store, request_id: str, where: str = ""
-                ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool]:
+async def _find(store: Store, request_id: str, where: str = "") -> StoredApproval:
     """The request with this id, or with this unique prefix of at least 6 characters."""
     found = await store.get_approval(request_id)
     in_store = f" in {where}" if where else ""
@@ -132,7 +131,7 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
         for request in await store.list_approvals(pending_only=not show_all,
                                                   session_id=session_id):
             found = await store.get_approval(request.id)
-            answer, used = (found[1], found[2]) if found else (None, False)
+            answer, used = (found.answer, found.used) if found else (None, False)
             votes = tuple(await store.list_approval_votes(request.id)) if request.quorum else ()
             out.append((request, answer, used, votes))
         return out
@@ -169,7 +168,8 @@ def show(request_id: str, store_url: str | None, as_json: bool) -> None:
 
     async def load(store: Store) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool,
                                           tuple[ApprovalVote, ...]]:
-        request, answer, used = await _find(store, request_id, where)
+        found = await _find(store, request_id, where)
+        request, answer, used = found.request, found.answer, found.used
         votes = tuple(await store.list_approval_votes(request.id)) if request.quorum else ()
         return request, answer, used, votes
 
@@ -215,7 +215,7 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
     who = reviewer.name if reviewer is not None else approver or getpass.getuser()
 
     async def work(store: Store) -> tuple[ApprovalRequest, answers.Outcome, str]:
-        request, _, _ = await _find(store, request_id)
+        request = (await _find(store, request_id)).request
         outcome = await answers.answer(store, request.id, None, approved=approved,
                                        approver=who, note=note, via="cli", reviewer=reviewer)
         state = await store.load_session(request.session_id)

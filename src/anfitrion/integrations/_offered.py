@@ -117,7 +117,7 @@ async def pending_request(session: GatedSession, call_id: str
     found = await session.runtime.store.get_approval(request_id)
     if found is None:
         return None
-    return found[0], found[1] is not None
+    return found.request, found.answer is not None
 
 
 async def approve_in_framework(session: GatedSession, tool: Tool | None, call_id: str,

@@ -322,7 +322,7 @@ class ToolGate:
                 if waited_on is not None:
                     # a person's answer counts even if the policy no longer asks on resume
                     found = await store.get_approval(waited_on)
-                    if found is None or found[1] is None or not found[1].approved:
+                    if found is None or found.answer is None or not found.answer.approved:
                         raise ToolError("a person declined this call; it was not run")
                 to_run = request.override(tool_call={**request.tool_call, "args": arguments})
                 try:

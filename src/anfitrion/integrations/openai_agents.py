@@ -155,7 +155,7 @@ class AgentsGate:
                 waiting.append(item)
                 continue
             stored = await self.session.runtime.store.get_approval(found[0].id)
-            given = stored[1] if stored is not None else None
+            given = stored.answer if stored is not None else None
             if given is None or given.withdrawn:
                 waiting.append(item)
             elif given.approved:

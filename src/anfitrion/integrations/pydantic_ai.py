@@ -166,9 +166,9 @@ class GatedToolset(WrapperToolset[Any]):
         for call in requests.approvals:
             meta = requests.metadata.get(call.tool_call_id, {})
             found = await store.get_approval(meta[REQUEST_ID]) if REQUEST_ID in meta else None
-            if found is None or found[1] is None or found[1].withdrawn:
+            if found is None or found.answer is None or found.answer.withdrawn:
                 continue
-            given = found[1]
+            given = found.answer
             results[call.tool_call_id] = True if given.approved else ToolDenied(
                 given.note or "a person declined this call")
         return DeferredToolResults(approvals=dict(results), metadata={

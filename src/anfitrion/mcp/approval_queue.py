@@ -97,7 +97,7 @@ def approval_queue(store: Store, reviewer: Reviewer, *,
         found = await answers.find_request(store, request_id)
         if found is None:
             raise ToolError(answers.Refusal.NOT_FOUND.value)
-        return found[0], found[1]
+        return found.request, found.answer
 
     @server.tool(annotations=read_only)
     async def list_pending() -> dict[str, Any]:

@@ -375,7 +375,7 @@ class Gateway:
                 found = await self.store.get_approval(request_id)
                 if found is None:
                     return False
-                if found[1] is not None:
+                if found.answer is not None:
                     return True
                 await anyio.sleep(self.poll_interval)
         return False

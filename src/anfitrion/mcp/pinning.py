@@ -42,7 +42,7 @@ from typing import Any
 from .._canonical import digest
 from .._json import json_strings
 from ..exceptions import UserError
-from ..store import Store
+from ..store import RecordStore
 from .config import ServerConfig
 
 __all__ = [
@@ -198,9 +198,9 @@ def tool_key(server: str, tool: str) -> str:
 
 
 class PinBook:
-    """Pins kept in a :class:`~anfitrion.store.Store` (records namespace ``mcp.pins``)."""
+    """Pins kept in a :class:`~anfitrion.store.RecordStore` (namespace ``mcp.pins``)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: RecordStore) -> None:
         self.store = store
 
     async def get(self, key: str) -> Pin | None:

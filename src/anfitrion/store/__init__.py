@@ -1,6 +1,8 @@
 """Stores: where sessions, approvals, the execution ledger and the audit log live.
 
-One async protocol (:class:`Store`), chosen by URL with :func:`open_store`:
+One async protocol per role — :class:`SessionStore`, :class:`ApprovalStore`,
+:class:`LedgerStore`, :class:`AuditStore`, :class:`CallCounterStore`, :class:`RecordStore` —
+and :class:`Store`, all of them in one backend, chosen by URL with :func:`open_store`:
 
 - ``memory://`` — in process, for tests;
 - ``sqlite:///path/to/file.db`` — the embedded default;
@@ -10,21 +12,31 @@ One async protocol (:class:`Store`), chosen by URL with :func:`open_store`:
 from __future__ import annotations
 
 from ._base import (
+    ApprovalStore,
     AuditRecord,
+    AuditStore,
+    CallCounterStore,
     Claim,
     ClaimState,
     EffectEntry,
     LedgerEntry,
     LedgerState,
+    LedgerStore,
+    RecordStore,
+    SessionAuditStore,
     SessionState,
+    SessionStore,
     Store,
+    StoredApproval,
     VoteOutcome,
     VoteState,
 )
 from .memory import MemoryStore
 
-__all__ = ["AuditRecord", "Claim", "ClaimState", "EffectEntry", "LedgerEntry", "LedgerState",
-           "MemoryStore", "SessionState", "Store", "VoteOutcome", "VoteState", "open_store"]
+__all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
+           "EffectEntry", "LedgerEntry", "LedgerState", "LedgerStore", "MemoryStore",
+           "RecordStore", "SessionAuditStore", "SessionState", "SessionStore", "Store",
+           "StoredApproval", "VoteOutcome", "VoteState", "open_store"]
 
 
 def open_store(url: str | Store | None) -> Store:

@@ -12,8 +12,10 @@ from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
 
-__all__ = ["AuditRecord", "Claim", "ClaimState", "EffectEntry", "LedgerEntry", "LedgerState",
-           "SessionState", "Store", "VoteOutcome", "VoteState"]
+__all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
+           "EffectEntry", "LedgerEntry", "LedgerState", "LedgerStore", "RecordStore",
+           "SessionAuditStore", "SessionState", "SessionStore", "Store", "StoredApproval",
+           "VoteOutcome", "VoteState"]
 
 
 @dataclass
@@ -147,6 +149,17 @@ class AuditRecord:
     hash: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class StoredApproval:
+    """What :meth:`ApprovalStore.get_approval` returns: a request as the store keeps it."""
+
+    request: ApprovalRequest
+    answer: ApprovalAnswer | None = None
+    """The answer recorded (first one wins), if any."""
+    used: bool = False
+    """Whether the answer was consumed (:meth:`ApprovalStore.consume_approval`: once)."""
+
+
 class VoteState(StrEnum):
     RECORDED = "recorded"
     """The vote counts (and may have decided the request: see ``answer``)."""
@@ -158,8 +171,8 @@ class VoteState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class VoteOutcome:
-    """What :meth:`Store.add_approval_vote` did: the votes so far, in the order cast, and the
-    answer they decided (recorded in the same transaction), if they decided it now."""
+    """What :meth:`ApprovalStore.add_approval_vote` did: the votes so far, in the order cast,
+    and the answer they decided (recorded in the same transaction), if they decided it now."""
 
     state: VoteState
     votes: tuple[ApprovalVote, ...] = ()
@@ -167,10 +180,9 @@ class VoteOutcome:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """What the host needs from durable storage. Every method is safe under concurrency."""
+class SessionStore(Protocol):
+    """Sessions, their transcripts and their leases (the session runtime's role)."""
 
-    # sessions
     async def save_session(self, state: SessionState) -> SessionState:
         """Insert or update; raises ConflictError if *state.version* is stale."""
         ...
@@ -201,12 +213,16 @@ class Store(Protocol):
         """Extend *owner*'s lease; False if the lease is no longer theirs."""
         ...
 
-    # approvals
+
+@runtime_checkable
+class ApprovalStore(Protocol):
+    """Approval requests, their answers and quorum votes (the gate's and every door's role)."""
+
     async def create_approval(self, request: ApprovalRequest) -> None: ...
 
     async def get_approval(
         self, request_id: str
-    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+    ) -> StoredApproval | None:
         """The request, its answer (if any) and whether the answer was used."""
         ...
 
@@ -243,7 +259,12 @@ class Store(Protocol):
         """
         ...
 
-    # execution ledger
+
+@runtime_checkable
+class LedgerStore(Protocol):
+    """The execution ledger and the effect keys it reserves: every side-effecting call runs
+    at most once (the gate's, the drafts' and the effect resolutions' role)."""
+
     async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
                               retry_unknown: bool = False, effect: EffectKey | None = None,
                               repeat_of: tuple[str, str] | None = None) -> Claim:
@@ -295,7 +316,12 @@ class Store(Protocol):
         """(session id, call id) of claims never settled: ``claimed`` or ``unknown``."""
         ...
 
-    # audit
+
+@runtime_checkable
+class AuditStore(Protocol):
+    """The hash-chained audit log (the recorder's and the readers' role). The store chains
+    each record (:func:`anfitrion.audit.chain_hash`) in one writer order."""
+
     async def append_audit(self, type: str, session_id: str, at: float,
                            data: Mapping[str, Any]) -> AuditRecord: ...
 
@@ -306,16 +332,45 @@ class Store(Protocol):
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]: ...
 
-    # counters for rate limits
+
+@runtime_checkable
+class CallCounterStore(Protocol):
+    """Counted calls for rate limits (:mod:`anfitrion.policy.ratelimit`)."""
+
     async def count_calls(self, principal_id: str, tool: str, since: float) -> int: ...
 
     async def record_call(self, principal_id: str, tool: str, at: float) -> None: ...
 
-    # small named records (MCP definition pins, mail drafts, ...): namespace + key -> JSON
+
+@runtime_checkable
+class RecordStore(Protocol):
+    """Small named records: namespace + key -> JSON (MCP definition pins, mail drafts, ...)."""
+
     async def get_record(self, namespace: str, key: str) -> Mapping[str, Any] | None: ...
 
     async def put_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> None: ...
 
     async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]: ...
 
+
+@runtime_checkable
+class Store(SessionStore, ApprovalStore, LedgerStore, AuditStore, CallCounterStore, RecordStore,
+            Protocol):
+    """What the host needs from durable storage: every role, in one backend. Every method is
+    safe under concurrency. Code that needs one role types against that role's protocol."""
+
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class SessionAuditStore(Protocol):
+    """An optional role: a session's save and the audit records buffered with it, in one
+    transaction (the SQLite and PostgreSQL stores). The session runtime uses it where the store
+    class has it: one commit where it would take two."""
+
+    async def save_session_and_audit(
+            self, state: SessionState,
+            entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> SessionState:
+        """:meth:`SessionStore.save_session` and :meth:`AuditStore.append_audit_many` in one
+        transaction; if the save fails (a conflict), neither is written."""
+        ...

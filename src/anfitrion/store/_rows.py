@@ -33,6 +33,7 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    StoredApproval,
 )
 
 __all__ = [
@@ -357,18 +358,19 @@ def message_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Any]:
 
 
 def approval_row(request_id: str, request: str, answer: str | None,
-                 used: Any) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool]:
+                 used: Any) -> StoredApproval:
     """One ``anfitrion_approvals`` row (request, answer, used) as the store returns it."""
     with row_of("anfitrion_approvals", f"id={request_id!r}"):
-        return (ApprovalRequest.from_dict(_json_object(request, "the request")),
-                None if answer is None
-                else ApprovalAnswer.from_dict(_json_object(answer, "the answer")),
-                bool(used))
+        return StoredApproval(
+            ApprovalRequest.from_dict(_json_object(request, "the request")),
+            None if answer is None
+            else ApprovalAnswer.from_dict(_json_object(answer, "the answer")),
+            bool(used))
 
 
 def approval_rows(rows: Iterable[Sequence[Any]]) -> Rows[ApprovalRequest]:
     """Listed approval requests from (id, request, answer, used) rows; corrupt rows skipped."""
-    return _loaded(rows, lambda r: approval_row(*r)[0])
+    return _loaded(rows, lambda r: approval_row(*r).request)
 
 
 def entry_row(row: Sequence[Any]) -> LedgerEntry:

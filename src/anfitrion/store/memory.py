@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._canonical import canonical_json
+from .._chain import GENESIS, chain_hash
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
@@ -22,6 +23,7 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    StoredApproval,
     VoteOutcome,
     VoteState,
 )
@@ -139,12 +141,12 @@ class MemoryStore:
 
     async def get_approval(
         self, request_id: str
-    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+    ) -> StoredApproval | None:
         with self._lock:
             request = self._requests.get(request_id)
             if request is None:
                 return None
-            return request, self._answers.get(request_id), request_id in self._used
+            return StoredApproval(request, self._answers.get(request_id), request_id in self._used)
 
     async def list_approvals(self, *, pending_only: bool = True,
                              session_id: str | None = None) -> Sequence[ApprovalRequest]:
@@ -320,8 +322,6 @@ class MemoryStore:
     def _append_audit(
             self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> AuditRecord:
         """Chain *entries* in order under one lock; the last record."""
-        from ..audit import GENESIS, chain_hash  # audit imports the store package: not at the top
-
         with self._lock:
             audit = self._audit
             for type, session_id, at, data in entries:

@@ -22,10 +22,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -33,6 +34,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 
+from .._chain import chain_texts
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
@@ -45,6 +47,7 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    StoredApproval,
     VoteOutcome,
     VoteState,
 )
@@ -91,6 +94,11 @@ _MIGRATION_LOCK = 0x616E6669  # "anfi": one migrator at a time across processes
 _SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
                     "lease_expires")
 _Conn = psycopg.AsyncConnection[Any]
+
+
+def _pg_errors() -> contextlib.AbstractContextManager[None]:
+    """The store's one exception mapping: a psycopg error is a :class:`StoreError`."""
+    return map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store")
 
 
 class PostgresStore:
@@ -157,7 +165,7 @@ class PostgresStore:
                 pool = AsyncConnectionPool(self.conninfo, min_size=self.min_size,
                                            max_size=self.max_size, open=False,
                                            kwargs={"autocommit": True})
-                with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+                with _pg_errors():
                     await pool.open(wait=True)
                 self._pool, self._loop = pool, loop
             return self._pool
@@ -183,7 +191,7 @@ class PostgresStore:
 
     async def _migrate(self, pool: AsyncConnectionPool) -> list[str]:
         done: list[str] = []
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+        with _pg_errors():
             async with pool.connection() as conn, conn.transaction():
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 await conn.execute(MIGRATIONS_TABLE)
@@ -202,62 +210,66 @@ class PostgresStore:
         return await self._migration_status(await self._get_pool())
 
     async def _migration_status(self, pool: AsyncConnectionPool) -> list[tuple[str, str | None]]:
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+        with _pg_errors():
             async with pool.connection() as conn:
                 await conn.execute(MIGRATIONS_TABLE)
                 cur = await conn.execute("SELECT name, applied_at FROM anfitrion_migrations")
                 applied = {r[0]: r[1] for r in await cur.fetchall()}
         return [(m.name, applied.get(m.name)) for m in MIGRATIONS]
 
-    async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    @contextlib.asynccontextmanager
+    async def _connection(self, *, transaction: bool = False) -> AsyncIterator[_Conn]:
+        """A pooled connection (in a transaction with *transaction*), the store migrated, and
+        psycopg's errors raised as :class:`StoreError` (ours pass through)."""
         pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
+        with _pg_errors():
             async with pool.connection() as conn:
-                cur = await conn.execute(sql, args)  # type: ignore[arg-type]
-                return await cur.fetchall() if cur.description else []
+                if not transaction:
+                    yield conn
+                    return
+                async with conn.transaction():
+                    yield conn
+
+    async def _fetch(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        async with self._connection() as conn:
+            cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+            return await cur.fetchall() if cur.description else []
 
     async def _rowcount(self, sql: str, args: Sequence[Any] = ()) -> int:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn:
-                cur = await conn.execute(sql, args)  # type: ignore[arg-type]
-                return int(cur.rowcount)
+        async with self._connection() as conn:
+            cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+            return int(cur.rowcount)
 
     # -- sessions ------------------------------------------------------------------------------
 
     async def save_session(self, state: SessionState) -> SessionState:
+        return await self.save_session_and_audit(state, ())
+
+    async def save_session_and_audit(
+            self, state: SessionState,
+            entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> SessionState:
+        """:meth:`save_session` and :meth:`append_audit_many` in one transaction (one commit
+        instead of two: the session runtime saves a session with the records buffered so far,
+        and a run's end with its ``run.ended`` record). If the save fails, neither is written.
+
+        The records are chained last, just before the commit, so the chain head's row lock
+        (which orders every appender of every process) is held for one statement.
+        """
         data, now = dump_json(state.data), now_iso()
         new = [(state.session_id, state.saved_messages + i, dump_json(m))
                for i, m in enumerate(state.messages[state.saved_messages:])]
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                if state.version == 0:
-                    cur = await conn.execute(
-                        "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, "
-                        "version, updated_at, lease_owner, lease_expires) "
-                        "VALUES (%s, %s, %s, %s, 1, %s, %s, %s) ON CONFLICT DO NOTHING",
-                        (state.session_id, state.principal_id, state.status, data, now,
-                         state.lease_owner, state.lease_expires))
-                else:
-                    cur = await conn.execute(
-                        "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, "
-                        "data = %s, version = version + 1, updated_at = %s, lease_owner = %s, "
-                        "lease_expires = %s WHERE session_id = %s AND version = %s",
-                        (state.principal_id, state.status, data, now, state.lease_owner,
-                         state.lease_expires, state.session_id, state.version))
-                if cur.rowcount != 1:
-                    raise ConflictError(f"session {state.session_id!r} was changed "
-                                        "concurrently")
-                if state.messages:  # only what changed: messages after the saved ones
-                    await conn.execute("DELETE FROM anfitrion_session_messages "
-                                       "WHERE session_id = %s AND idx >= %s",
-                                       (state.session_id, state.saved_messages))
-                if new:
-                    async with conn.cursor() as many:
-                        await many.executemany(
-                            "INSERT INTO anfitrion_session_messages (session_id, idx, data) "
-                            "VALUES (%s, %s, %s)", new)
+        rows = [(kind, session_id, at, dump_json(fields))
+                for kind, session_id, at, fields in entries]
+        try:
+            async with self._connection(transaction=True) as conn:
+                await _save_session(conn, state, data, new, now)
+                chained = await _chain_on(conn, rows, self._audit_head) if rows else None
+        except BaseException:
+            if rows:
+                self._audit_head = None  # not known any more: the next append locks the head
+            raise
+        if chained:
+            self._audit_head = (chained[-1][0], chained[-1][6])
         messages = state.messages or await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, state.status, state.data,
                             state.version + 1, datetime.fromisoformat(now), messages,
@@ -297,27 +309,25 @@ class PostgresStore:
         a different session, never the same one. Resume it with
         ``Host.resume(id, force=True)`` under the same owner.
         """
-        pool = await self._ready()
         at = time.time()
         until = at + lease_seconds if owner else None
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                cur = await conn.execute(
-                    f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
-                    "(s.lease_owner IS NULL OR s.lease_expires < %s) AND ("
-                    "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
-                    "anfitrion_approvals a WHERE a.session_id = s.session_id AND "
-                    "a.answer IS NULL)) OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
-                    "ORDER BY s.updated_at LIMIT %s FOR UPDATE SKIP LOCKED",
-                    (at, CLAIM_CANDIDATES))
-                row = _first_readable(await cur.fetchall())
-                if row is None:
-                    return None
-                now = now_iso()
-                await conn.execute("UPDATE anfitrion_sessions SET status = 'running', "
-                                   "version = version + 1, updated_at = %s, lease_owner = %s, "
-                                   "lease_expires = %s WHERE session_id = %s",
-                                   (now, owner, until, row[0]))
+        async with self._connection(transaction=True) as conn:
+            cur = await conn.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
+                "(s.lease_owner IS NULL OR s.lease_expires < %s) AND ("
+                "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
+                "anfitrion_approvals a WHERE a.session_id = s.session_id AND "
+                "a.answer IS NULL)) OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
+                "ORDER BY s.updated_at LIMIT %s FOR UPDATE SKIP LOCKED",
+                (at, CLAIM_CANDIDATES))
+            row = _first_readable(await cur.fetchall())
+            if row is None:
+                return None
+            now = now_iso()
+            await conn.execute("UPDATE anfitrion_sessions SET status = 'running', "
+                               "version = version + 1, updated_at = %s, lease_owner = %s, "
+                               "lease_expires = %s WHERE session_id = %s",
+                               (now, owner, until, row[0]))
         state = _session(row)
         messages = await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, "running", state.data,
@@ -355,7 +365,7 @@ class PostgresStore:
 
     async def get_approval(
         self, request_id: str
-    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+    ) -> StoredApproval | None:
         rows = await self._fetch("SELECT request, answer, used FROM anfitrion_approvals "
                                  "WHERE id = %s", (request_id,))
         if not rows:
@@ -383,34 +393,32 @@ class PostgresStore:
         return count == 1
 
     async def add_approval_vote(self, vote: ApprovalVote) -> VoteOutcome:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                # the request row's lock orders concurrent votes: each tallies all before it
-                cur = await conn.execute(
-                    "SELECT quorum FROM anfitrion_approvals WHERE id = %s AND digest = %s "
-                    "AND answer IS NULL AND quorum > 0 FOR UPDATE",
-                    (vote.request_id, vote.digest))
-                row = await cur.fetchone()
-                if row is None:
-                    return VoteOutcome(VoteState.CLOSED, await _votes(conn, vote.request_id))
-                cur = await conn.execute(
-                    "INSERT INTO anfitrion_approval_votes (request_id, voter, seq, digest, "
-                    "approved, data) VALUES (%s, %s, (SELECT COUNT(*) FROM "
-                    "anfitrion_approval_votes WHERE request_id = %s), %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING",
-                    (vote.request_id, vote.voter, vote.request_id, vote.digest,
-                     int(vote.approved), dump_json(vote.to_dict())))
-                inserted = cur.rowcount
-                votes = await _votes(conn, vote.request_id)
-                if inserted != 1:
-                    return VoteOutcome(VoteState.DUPLICATE, votes)
-                decided = tally(votes, int(row[0]))
-                if decided is not None:
-                    await conn.execute("UPDATE anfitrion_approvals SET answer = %s WHERE id = %s "
-                                       "AND answer IS NULL",
-                                       (dump_json(decided.to_dict()), vote.request_id))
-                return VoteOutcome(VoteState.RECORDED, votes, decided)
+        async with self._connection(transaction=True) as conn:
+            # the request row's lock orders concurrent votes: each tallies all before it
+            cur = await conn.execute(
+                "SELECT quorum FROM anfitrion_approvals WHERE id = %s AND digest = %s "
+                "AND answer IS NULL AND quorum > 0 FOR UPDATE",
+                (vote.request_id, vote.digest))
+            row = await cur.fetchone()
+            if row is None:
+                return VoteOutcome(VoteState.CLOSED, await _votes(conn, vote.request_id))
+            cur = await conn.execute(
+                "INSERT INTO anfitrion_approval_votes (request_id, voter, seq, digest, "
+                "approved, data) VALUES (%s, %s, (SELECT COUNT(*) FROM "
+                "anfitrion_approval_votes WHERE request_id = %s), %s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                (vote.request_id, vote.voter, vote.request_id, vote.digest,
+                 int(vote.approved), dump_json(vote.to_dict())))
+            inserted = cur.rowcount
+            votes = await _votes(conn, vote.request_id)
+            if inserted != 1:
+                return VoteOutcome(VoteState.DUPLICATE, votes)
+            decided = tally(votes, int(row[0]))
+            if decided is not None:
+                await conn.execute("UPDATE anfitrion_approvals SET answer = %s WHERE id = %s "
+                                   "AND answer IS NULL",
+                                   (dump_json(decided.to_dict()), vote.request_id))
+            return VoteOutcome(VoteState.RECORDED, votes, decided)
 
     async def list_approval_votes(self, request_id: str) -> Sequence[ApprovalVote]:
         rows = await self._fetch("SELECT data FROM anfitrion_approval_votes "
@@ -418,29 +426,25 @@ class PostgresStore:
         return tuple(vote_of(r[0]) for r in rows)
 
     async def consume_approval(self, request_id: str, digest: str) -> ApprovalAnswer | None:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                cur = await conn.execute(
-                    "UPDATE anfitrion_approvals SET used = 1 WHERE id = %s AND digest = %s "
-                    "AND answer IS NOT NULL AND used = 0 RETURNING answer, session_id, call_id",
-                    (request_id, digest))
-                row = await cur.fetchone()
-                if row is None:
-                    return None
-                answer = ApprovalAnswer.from_dict(load_json(row[0]))
-                if answer.approved:
-                    await _advance(conn, row[1], row[2], LedgerState.APPROVED, digest)
-                return answer
+        async with self._connection(transaction=True) as conn:
+            cur = await conn.execute(
+                "UPDATE anfitrion_approvals SET used = 1 WHERE id = %s AND digest = %s "
+                "AND answer IS NOT NULL AND used = 0 RETURNING answer, session_id, call_id",
+                (request_id, digest))
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            answer = ApprovalAnswer.from_dict(load_json(row[0]))
+            if answer.approved:
+                await _advance(conn, row[1], row[2], LedgerState.APPROVED, digest)
+            return answer
 
     # -- execution ledger ----------------------------------------------------------------------
 
     async def advance_execution(self, session_id: str, call_id: str, state: LedgerState,
                                 digest: str) -> None:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn:
-                await _advance(conn, session_id, call_id, state, digest)
+        async with self._connection() as conn:
+            await _advance(conn, session_id, call_id, state, digest)
 
     async def execution_state(self, session_id: str, call_id: str) -> LedgerEntry | None:
         rows = await self._fetch("SELECT session_id, call_id, state, digest, result, updated_at "
@@ -458,15 +462,13 @@ class PostgresStore:
         if effect is None:
             rows = await self._fetch(sql, args)
         else:
-            pool = await self._ready()
-            with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-                async with pool.connection() as conn, conn.transaction():
-                    duplicate = await _reserve_effect(conn, effect, (session_id, call_id),
-                                                      repeat_of, retry_unknown)
-                    if duplicate is not None:
-                        return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
-                    cur = await conn.execute(sql, args)  # type: ignore[arg-type]
-                    rows = list(await cur.fetchall())
+            async with self._connection(transaction=True) as conn:
+                duplicate = await _reserve_effect(conn, effect, (session_id, call_id),
+                                                  repeat_of, retry_unknown)
+                if duplicate is not None:
+                    return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
+                cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+                rows = list(await cur.fetchall())
         state, result, stored_token = rows[0]
         # the token is fresh: the entry holds it only if this statement claimed it
         claimed = ClaimState(state) is ClaimState.CLAIMED and stored_token == token
@@ -483,29 +485,27 @@ class PostgresStore:
 
     async def resolve_effect(self, key: str, *, done: bool, by: str,
                              note: str = "") -> EffectEntry | None:
-        pool = await self._ready()
-        with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-            async with pool.connection() as conn, conn.transaction():
-                found = await _locked_effect(conn, key)
-                if found is None:
-                    return None
-                if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
-                    state = found.state.value if found.state else "never claimed"
-                    raise ConflictError(f"effect {key[:12]}… is not unsettled ({state})")
-                result = resolution_result(found.call_id, found.tool, done=done, by=by,
-                                           note=note)
-                cur = await conn.execute(
-                    "UPDATE anfitrion_ledger SET state = %s, result = %s, updated_at = %s, "
-                    "claim_token = NULL WHERE session_id = %s AND call_id = %s AND state = %s",
-                    (settled_state(result).value, dump_result(result), now_iso(),
-                     found.session_id, found.call_id, found.state.value))
-                if cur.rowcount != 1:
-                    raise ConflictError(f"effect {key[:12]}… changed while it was resolved")
-                await conn.execute(
-                    "UPDATE anfitrion_effects SET resolved_by = %s, resolution_note = %s, "
-                    "updated_at = %s WHERE key = %s", (by, note, now_iso(), key))
-                cur = await conn.execute(_EFFECTS + " WHERE e.key = %s", (key,))
-                row = await cur.fetchone()
+        async with self._connection(transaction=True) as conn:
+            found = await _locked_effect(conn, key)
+            if found is None:
+                return None
+            if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
+                state = found.state.value if found.state else "never claimed"
+                raise ConflictError(f"effect {key[:12]}… is not unsettled ({state})")
+            result = resolution_result(found.call_id, found.tool, done=done, by=by,
+                                       note=note)
+            cur = await conn.execute(
+                "UPDATE anfitrion_ledger SET state = %s, result = %s, updated_at = %s, "
+                "claim_token = NULL WHERE session_id = %s AND call_id = %s AND state = %s",
+                (settled_state(result).value, dump_result(result), now_iso(),
+                 found.session_id, found.call_id, found.state.value))
+            if cur.rowcount != 1:
+                raise ConflictError(f"effect {key[:12]}… changed while it was resolved")
+            await conn.execute(
+                "UPDATE anfitrion_effects SET resolved_by = %s, resolution_note = %s, "
+                "updated_at = %s WHERE key = %s", (by, note, now_iso(), key))
+            cur = await conn.execute(_EFFECTS + " WHERE e.key = %s", (key,))
+            row = await cur.fetchone()
         assert row is not None
         return effect_row(row)
 
@@ -656,8 +656,6 @@ class _AuditAppend:
 def _chain(head: tuple[int, str], rows: Sequence[tuple[str, str, float, str]]
            ) -> list[tuple[int, str, str, float, str, str, str]]:
     """Chain *rows* (type, session, at, canonical data text) after *head* (seq, hash)."""
-    from ..audit import chain_texts
-
     return [(n, kind, session_id, at, text, before, digest)
             for (kind, session_id, at, text), (n, before, digest)
             in zip(rows, chain_texts(head[0], head[1], rows), strict=True)]
@@ -676,35 +674,77 @@ _APPEND_AFTER = (
 async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str, float, str]],
                        head: tuple[int, str] | None) -> list[tuple[int, str, str, float, str,
                                                                    str, str]]:
+    """Append *rows* after the chain head on a connection of its own (:func:`_chain_on`)."""
+    with _pg_errors():
+        async with pool.connection() as conn:
+            return await _chain_on(conn, rows, head)
+
+
+async def _chain_on(conn: _Conn, rows: Sequence[tuple[str, str, float, str]],
+                    head: tuple[int, str] | None) -> list[tuple[int, str, str, float, str,
+                                                                str, str]]:
     """Append *rows* after the chain head, in one writer order across every process.
 
     With the head this process last wrote (*head*), one statement appends the rows if the
     head has not moved since: one round trip. Otherwise (another process appended, or no head
     known) the head is locked (``SELECT … FOR UPDATE``) and the rows appended after it in the
-    same transaction, which always succeeds.
+    same transaction (a savepoint, inside a caller's transaction), which always succeeds.
     """
-    with map_exceptions({psycopg.Error: StoreError}, "PostgreSQL store"):
-        async with pool.connection() as conn:
-            if head is not None:
-                chained = _chain(head, rows)
-                cur = await conn.execute(_APPEND_AFTER, (
-                    chained[-1][0], chained[-1][6], head[0], head[1],
-                    *(list(column) for column in zip(*chained, strict=True))))
-                if cur.rowcount == len(chained):
-                    return chained
-            async with conn.transaction():
-                cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
-                                         "WHERE id = 1 FOR UPDATE")
-                found = await cur.fetchone()
-                assert found is not None
-                chained = _chain((int(found[0]), str(found[1])), rows)
-                async with conn.cursor() as many:
-                    await many.executemany(
-                        "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
-                        "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", chained)
-                await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
-                                   "WHERE id = 1", (chained[-1][0], chained[-1][6]))
+    if head is not None:
+        chained = _chain(head, rows)
+        cur = await conn.execute(_APPEND_AFTER, (
+            chained[-1][0], chained[-1][6], head[0], head[1],
+            *(list(column) for column in zip(*chained, strict=True))))
+        if cur.rowcount == len(chained):
             return chained
+    async with conn.transaction():
+        cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
+                                 "WHERE id = 1 FOR UPDATE")
+        found = await cur.fetchone()
+        assert found is not None
+        chained = _chain((int(found[0]), str(found[1])), rows)
+        async with conn.cursor() as many:
+            await many.executemany(
+                "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
+                "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", chained)
+        await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
+                           "WHERE id = 1", (chained[-1][0], chained[-1][6]))
+    return chained
+
+
+async def _save_session(conn: _Conn, state: SessionState, data: str,
+                        new: Sequence[tuple[str, int, str]], now: str) -> None:
+    """Insert or update the session (compare-and-set on its version) and write its messages
+    after the saved ones.
+
+    Raises:
+        ConflictError: *state.version* is stale (or a new session's id is taken).
+    """
+    if state.version == 0:
+        cur = await conn.execute(
+            "INSERT INTO anfitrion_sessions (session_id, principal_id, status, data, "
+            "version, updated_at, lease_owner, lease_expires) "
+            "VALUES (%s, %s, %s, %s, 1, %s, %s, %s) ON CONFLICT DO NOTHING",
+            (state.session_id, state.principal_id, state.status, data, now,
+             state.lease_owner, state.lease_expires))
+    else:
+        cur = await conn.execute(
+            "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, "
+            "data = %s, version = version + 1, updated_at = %s, lease_owner = %s, "
+            "lease_expires = %s WHERE session_id = %s AND version = %s",
+            (state.principal_id, state.status, data, now, state.lease_owner,
+             state.lease_expires, state.session_id, state.version))
+    if cur.rowcount != 1:
+        raise ConflictError(f"session {state.session_id!r} was changed concurrently")
+    if state.messages:  # only what changed: messages after the saved ones
+        await conn.execute("DELETE FROM anfitrion_session_messages "
+                           "WHERE session_id = %s AND idx >= %s",
+                           (state.session_id, state.saved_messages))
+    if new:
+        async with conn.cursor() as many:
+            await many.executemany(
+                "INSERT INTO anfitrion_session_messages (session_id, idx, data) "
+                "VALUES (%s, %s, %s)", new)
 
 
 async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerState,

@@ -38,6 +38,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import anyio
 
 from .._canonical import float_free_bytes
+from .._chain import chain_texts
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from ..conversation import ToolResult
 from ..effects import EffectKey
@@ -50,6 +51,7 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     SessionState,
+    StoredApproval,
     VoteOutcome,
     VoteState,
 )
@@ -319,7 +321,7 @@ class SQLiteStore:
 
     async def get_approval(
         self, request_id: str
-    ) -> tuple[ApprovalRequest, ApprovalAnswer | None, bool] | None:
+    ) -> StoredApproval | None:
         rows = await self._run(lambda c: c.execute(
             "SELECT request, answer, used FROM anfitrion_approvals WHERE id = ?",
             (request_id,)).fetchall())
@@ -802,8 +804,6 @@ def _append_audit(c: Conn, rows: Sequence[tuple[str, str, float, str]]
                   ) -> list[tuple[int, str, str]]:
     """Chain *rows* (type, session, at, canonical data text) after the head, under the write
     lock; returns each record's (seq, prev_hash, hash)."""
-    from ..audit import chain_texts
-
     seq, prev = c.execute("SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1").fetchone()
     out = chain_texts(seq, prev, rows)
     inserts = [(n, kind, session_id, at, text, before, digest)

@@ -228,7 +228,7 @@ class Api:
             found = await self.store.get_approval(r.id)
             if found is None:
                 continue
-            _, ans, used = found
+            ans, used = found.answer, found.used
             open_now = ans is None and not r.expired(now)
             if (status == "pending" and not open_now) or (status == "decided" and open_now):
                 continue
@@ -242,8 +242,9 @@ class Api:
         found = await self.store.get_approval(request.path_params["request_id"])
         if found is None:
             return error(404, Refusal.NOT_FOUND.value, "not_found")
-        return JSONResponse(_approval_json(*found, datetime.now(UTC), full=True,
-                                           votes=await self._votes_of(found[0])))
+        return JSONResponse(_approval_json(found.request, found.answer, found.used,
+                                           datetime.now(UTC), full=True,
+                                           votes=await self._votes_of(found.request)))
 
     async def approve(self, request: Request) -> Response:
         return await self._decide(request, True)

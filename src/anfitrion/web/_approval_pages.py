@@ -113,8 +113,8 @@ class ApprovalPages:
         out: Decided = []
         for r in await self.store.list_approvals(pending_only=False):
             found = await self.store.get_approval(r.id)
-            if found is not None and (found[1] is not None or r.expired(now)):
-                out.append((r, found[1]))
+            if found is not None and (found.answer is not None or r.expired(now)):
+                out.append((r, found.answer))
             if len(out) >= limit:
                 break
         return out
@@ -154,7 +154,7 @@ class ApprovalPages:
             return HTMLResponse(pages.message_page("Not found", Refusal.NOT_FOUND.value,
                                                    csrf=who.csrf, user=who.name),
                                 status_code=404)
-        req, ans, used = found
+        req, ans, used = found.request, found.answer, found.used
         found_notices, intent = await self.context_for(req)
         view = pages.Detail(req, ans, used, found_notices,
                             file_diff(req.arguments, self.files_root),
@@ -190,7 +190,7 @@ class ApprovalPages:
         approvals: Decided = []
         for r in await self.store.list_approvals(pending_only=False, session_id=session_id):
             found = await self.store.get_approval(r.id)
-            approvals.append((r, found[1] if found else None))
+            approvals.append((r, found.answer if found else None))
         records = await self.store.audit_records(session_id)
         if state is None and not approvals and not records:
             return HTMLResponse(pages.message_page("Not found", "no such session",
@@ -244,7 +244,7 @@ class ApprovalPages:
         """Back to the request's page, telling *on_answer* about the decision on the way."""
         found = await self.store.get_approval(request_id)
         assert found is not None
-        task = (BackgroundTask(notify, self.on_answer, found[0], decision)
+        task = (BackgroundTask(notify, self.on_answer, found.request, decision)
                 if self.on_answer else None)
         return RedirectResponse(f"/approvals/{request_id}", status_code=303, background=task)
 

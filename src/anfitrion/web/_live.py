@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 import anyio
 
-from ..store import Store
+from ..store import ApprovalStore
 
 __all__ = ["MAX_STREAMS", "STREAM_SECONDS", "PendingEvents", "pending_state"]
 
@@ -29,7 +29,7 @@ STREAM_SECONDS = 600.0
 KEEPALIVE_SECONDS = 15.0
 
 
-async def pending_state(store: Store) -> tuple[int, tuple[tuple[str, int], ...]]:
+async def pending_state(store: ApprovalStore) -> tuple[int, tuple[tuple[str, int], ...]]:
     """The pending count, and what identifies the pending list (ids and votes so far)."""
     now = datetime.now(UTC)
     pending = [r for r in await store.list_approvals(pending_only=True) if not r.expired(now)]
@@ -42,7 +42,7 @@ async def pending_state(store: Store) -> tuple[int, tuple[tuple[str, int], ...]]
 class PendingEvents:
     """The event streams of one inbox app (module docstring)."""
 
-    def __init__(self, store: Store, *, interval: float = 1.0) -> None:
+    def __init__(self, store: ApprovalStore, *, interval: float = 1.0) -> None:
         self.store = store
         self.interval = interval
         self.open = 0
