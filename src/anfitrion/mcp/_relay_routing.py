@@ -5,8 +5,9 @@ in flight on it at once. What the server sends during a call — log messages, s
 elicitation requests — must reach the caller whose call caused it, and no other:
 
 - progress carries the call's ``progressToken`` (the SDK routes it to that call's callback);
-- a request or notification that says which call it belongs to (the related request id, where
-  the transport provides it) goes to that call;
+- a message whose transport tells which call it belongs to (the related request id) goes to
+  that call — never an id the server wrote itself (:mod:`anfitrion.mcp._server_requests`:
+  neither stdio nor the SDK's HTTP client tells it today);
 - otherwise, with exactly one call in flight, to that call;
 - with several calls in flight and no relation, the owner is ambiguous: nothing is guessed.
   A request is refused (the server gets the reason) and a log message stays in anfitrion's own

@@ -13,13 +13,18 @@ own call, the toolset answers itself:
 A message that belongs to no call, or to one of several with nothing saying which, is never
 handed to a caller: a request is refused with the reason, a log message stays in anfitrion's
 log. Every request, answer and withheld message is audited (``mcp.relayed``).
+
+Nothing the server puts in a message is taken as the relation: a stdio server cannot say which
+call a message belongs to, and the SDK's HTTP client does not tell which response stream a
+message came on, so a message during one call has one owner and during several has none (a
+server-provided id would let a hostile server address another client's call).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -39,33 +44,11 @@ if TYPE_CHECKING:
 
     from .toolset import McpToolset, _Connection
 
-__all__ = ["RELATED_KEY", "ServerRequests"]
+__all__ = ["Callbacks", "ServerRequests"]
 
 log = logging.getLogger("anfitrion.mcp")
 
-RELATED_KEY = "anfitrion.dev/related-request"
-"""The ``_meta`` key the transport sets on a message to say which request's stream it came on
-(a server's own value under this key is removed before anything reads it)."""
 SAMPLING, ELICITATION = "sampling/createMessage", "elicitation/create"
-
-
-def related(params: Any) -> Hashable | None:
-    """The request id the transport says *params*' message belongs to (``None``: unknown)."""
-    meta = getattr(params, "meta", None)
-    extra = getattr(meta, "model_extra", None) or {}
-    value = extra.get(RELATED_KEY)
-    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
-
-
-def without_related(params: Any) -> Any:
-    """*params* without the transport's mark (it is anfitrion's, not the server's)."""
-    meta = getattr(params, "meta", None)
-    extra = getattr(meta, "model_extra", None)
-    if meta is None or not extra or RELATED_KEY not in extra:
-        return params
-    kept = meta.model_dump(exclude_unset=True, by_alias=True)
-    kept.pop(RELATED_KEY, None)
-    return params.model_copy(update={"meta": type(meta).model_validate(kept)})
 
 
 def _hints(params: Any) -> str:
@@ -130,8 +113,7 @@ class ServerRequests:
 
     async def on_log(self, conn: _Connection, params: mt.LoggingMessageNotificationParams
                      ) -> None:
-        owner = conn.calls.owner(related(params))
-        params = without_related(params)
+        owner = conn.calls.owner()
         call = owner.call
         if call is not None:
             if call.caller is not None and call.caller.log is not None:
@@ -147,8 +129,7 @@ class ServerRequests:
 
     async def on_request(self, conn: _Connection, method: str, context: Any, params: Any
                          ) -> Any:
-        owner = conn.calls.owner(related(params))
-        params = without_related(params)
+        owner = conn.calls.owner()
         call = owner.call
         if call is None:
             hints = _hints(params)
