@@ -120,8 +120,9 @@ class ServerRequests:
                 await call.caller.log(params)
             return
         # anfitrion's own log (redacted like every anfitrion record), never another caller
-        log.info("MCP server %r logged (%s, not relayed: %s): %s", self.server, params.level,
-                 owner.problem, str(params.data)[:2000])
+        log.log(logging.INFO if owner.ambiguous else logging.DEBUG,
+                "MCP server %r logged (%s, not relayed: %s): %s", self.server, params.level,
+                owner.problem, str(params.data)[:2000])
         if owner.ambiguous:
             await self.audit("", f"{self.server}.notifications/message",
                              f"log message ({params.level}) kept in anfitrion's log, not "

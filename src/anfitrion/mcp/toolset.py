@@ -30,6 +30,11 @@ What the host gets from a server, and what it refuses to take on trust:
   SHA-256, never shown; resource links are described and never fetched; ``structuredContent``
   must match the pinned ``outputSchema``; hidden characters (tag characters, zero-width, bidi,
   controls) are made visible and the result begins with :data:`HIDDEN_NOTICE`.
+- **requests** — a server's ``elicitation/create`` reaches the application's ``elicitation=``
+  handler only where its entry says ``"elicitation": true``, checked first (flat schema, no
+  secrets: :mod:`anfitrion.mcp._elicitation`); ``sampling/createMessage`` is refused; log
+  messages and requests go to the call in flight that caused them, never to a guess
+  (:mod:`anfitrion.mcp._server_requests`); all audited.
 - **failures** — a per-call timeout cancels the request (``notifications/cancelled``) and
   restarts the server; a server that dies is reported in the call's error result and started
   again on the next use. A stdio server runs in its own process group, ended with it; a line
