@@ -5,7 +5,8 @@ model proposing the calls the scenario (``$MCP_CONFORMANCE_SCENARIO``) expects.
     python tests/conformance/client.py http://127.0.0.1:PORT/mcp
 
 Every listed tool is approved first (the operator's review), every call is allowed; what the
-host did is printed, and the exit status is 1 when a call did not succeed.
+host did is printed, and the exit status is 1 when a call did not succeed. The server may ask
+the person (``"elicitation": true``); the person accepts with the server's defaults.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import anyio
 from anfitrion import Host
 from anfitrion.approvals import CallbackApprover
 from anfitrion.conversation import ToolCall
+from anfitrion.mcp import Elicitation, ElicitationAnswer
 from anfitrion.mcp.config import ServerConfig
 from anfitrion.mcp.toolset import McpToolset
 from anfitrion.policy import Policy
@@ -34,13 +36,20 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
 """Scenario → the tools the model calls (by the server's names), in one turn."""
 
 
+async def accept_defaults(asked: Elicitation) -> ElicitationAnswer:
+    """The person accepts, leaving every field at the server's default (SEP-1034)."""
+    print(f"elicitation from {asked.server}: {asked.message!r} fields={asked.fields}")
+    return ElicitationAnswer("accept")
+
+
 async def main(url: str, scenario: str) -> int:
     store = MemoryStore()
     calls = CALLS.get(scenario)
     if calls is None:
         print(f"client: scenario {scenario!r} is not supported", file=sys.stderr)
         return 2
-    async with McpToolset(ServerConfig(id=SERVER_ID, url=url, timeout=20), store) as toolset:
+    config = ServerConfig(id=SERVER_ID, url=url, timeout=20, elicitation=True)
+    async with McpToolset(config, store, elicitation=accept_defaults) as toolset:
         for status in await toolset.refresh():
             await toolset.pins.approve(status.name, by="conformance")
         script: list[Any] = []

@@ -17,11 +17,7 @@ from conformance_suite import CLIENT, CLIENT_SCENARIOS, Outcome, Suite, read_out
 # a module's first test also waits for the suite's run (tens of seconds, more under load)
 pytestmark = [pytest.mark.mcp_servers, pytest.mark.timeout(300)]
 
-CLIENT_GAPS: dict[str, str] = {
-    "elicitation-sep1034-client-defaults": "the client toolset declares no elicitation "
-    "capability: a host has no person to ask in the middle of a call, so the server's "
-    "request is refused",
-}
+CLIENT_GAPS: dict[str, str] = {}
 """Scenario → why the client fails it (a strict xfail: remove the entry once fixed)."""
 
 

@@ -5,6 +5,8 @@ server; the config and the pins (:mod:`.config`, :mod:`.pinning`) work without i
 
 - :class:`~anfitrion.mcp.toolset.McpServers` / :class:`~anfitrion.mcp.toolset.McpToolset` —
   tool sources for a :class:`~anfitrion.tools.Toolbox`;
+- :class:`Elicitation` / :class:`ElicitationAnswer` — what a server asks the host's person,
+  and the answer, for the ``elicitation=`` handler of a toolset (:mod:`._elicitation`);
 - :class:`~anfitrion.mcp.pinning.PinBook` — approved definitions, in the store;
 - :class:`~anfitrion.mcp.gateway.Gateway` — ``anfitrion gateway``: an MCP server in front of
   the configured servers, every ``tools/call`` through the gate.
@@ -18,6 +20,9 @@ from .config import GatewaySettings, McpConfig, ServerConfig, load_config, parse
 from .pinning import Pin, PinBook, PinState
 
 __all__ = [
+    "Elicitation",
+    "ElicitationAnswer",
+    "ElicitationHandler",
     "Gateway",
     "GatewaySettings",
     "McpConfig",
@@ -34,7 +39,8 @@ __all__ = [
 ]
 
 _LAZY = {"McpServerError": "toolset", "McpServers": "toolset", "McpTool": "toolset",
-         "McpToolset": "toolset", "Gateway": "gateway"}
+         "McpToolset": "toolset", "Gateway": "gateway", "Elicitation": "_elicitation",
+         "ElicitationAnswer": "_elicitation", "ElicitationHandler": "_elicitation"}
 
 
 def __getattr__(name: str) -> Any:

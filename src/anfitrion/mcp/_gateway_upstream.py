@@ -39,7 +39,7 @@ from .toolset import MAX_LIST_PAGES, McpServerError, McpToolset
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession
 
-    from .gateway import Gateway
+    from .gateway import Gateway, _Client
 
 __all__ = ["LOG_LEVELS", "UpstreamProtocol", "page"]
 
@@ -83,6 +83,7 @@ class UpstreamProtocol:
         for toolset in gateway.servers.toolsets.values():
             toolset.relay_requests = True
             toolset.on_notification = self._notified(toolset.id)
+            toolset.requests.on_audit = self._audit_unrouted
 
     @property
     def toolsets(self) -> dict[str, McpToolset]:
@@ -372,7 +373,7 @@ class UpstreamProtocol:
     # -- the servers' requests to the client ---------------------------------------------------
 
     async def relay(self, server: str, method: str, params: Any, session: ServerSession,
-                    request_id: Any) -> Any:
+                    request_id: Any, client: _Client | None = None) -> Any:
         """A server's ``sampling/createMessage`` or ``elicitation/create`` during a call:
         passed to the client when the server's entry allows it, else refused; audited."""
         config = self.toolsets[server].config
@@ -383,7 +384,7 @@ class UpstreamProtocol:
         hints = "; ".join(f"{f.path}: {f.reason}" for f in findings[:5])
         if not allowed:
             await self._audit(f"{server}.{method}", f"refused (\"{key}\" is not allowed for "
-                              f"{server!r}){'; ' + hints if hints else ''}")
+                              f"{server!r}){'; ' + hints if hints else ''}", client)
             return mt.ErrorData(code=mt.INVALID_REQUEST, message=(
                 f"{method} refused by anfitrion's gateway: server {server!r} may not ask the "
                 f"client for {key}. The operator can allow it with \"{key}\": true in the "
@@ -394,7 +395,8 @@ class UpstreamProtocol:
             narrowed = f"; includeContext {params.includeContext!r} narrowed to 'none'"
             params = params.model_copy(update={"includeContext": "none"})
         await self._audit(f"{server}.{method}",
-                          f"relayed to the client{narrowed}{'; ' + hints if hints else ''}")
+                          f"relayed to the client{narrowed}{'; ' + hints if hints else ''}",
+                          client)
         request: Any
         result_type: type[mt.Result]
         if sampling:
@@ -408,8 +410,15 @@ class UpstreamProtocol:
         except McpError as exc:
             return exc.error
 
-    async def _audit(self, name: str, detail: str) -> None:
-        gated = await self.gateway._client().session()
+    async def _audit_unrouted(self, name: str, detail: str) -> None:
+        """What belongs to no client (or to one of several, unsaid) goes in the gateway's own
+        session, never in a client's."""
+        await self._audit(name, detail, self.gateway._default)
+
+    async def _audit(self, name: str, detail: str, client: _Client | None = None) -> None:
+        """An ``mcp.relayed`` record in *client*'s session (default: the request's client, or
+        the gateway's own session outside any)."""
+        gated = await (client or self.gateway._client()).session()
         await gated.emit(EventType.MCP_RELAYED, tool=name, detail=detail)
         await self.gateway.runtime.flush()
 

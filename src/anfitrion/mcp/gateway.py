@@ -319,7 +319,8 @@ class Gateway:
                                            related_request_id=request_id)
 
         async def request(method: str, params: Any) -> Any:
-            return await self.protocol.relay(server, method, params, session, request_id)
+            return await self.protocol.relay(server, method, params, session, request_id,
+                                             client)
 
         return UpstreamCall(progress=progress, log=log_message, request=request)
 

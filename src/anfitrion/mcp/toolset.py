@@ -30,6 +30,11 @@ What the host gets from a server, and what it refuses to take on trust:
   SHA-256, never shown; resource links are described and never fetched; ``structuredContent``
   must match the pinned ``outputSchema``; hidden characters (tag characters, zero-width, bidi,
   controls) are made visible and the result begins with :data:`HIDDEN_NOTICE`.
+- **requests** — a server's ``elicitation/create`` reaches the application's ``elicitation=``
+  handler only where its entry says ``"elicitation": true``, checked first (flat schema, no
+  secrets: :mod:`anfitrion.mcp._elicitation`); ``sampling/createMessage`` is refused; log
+  messages and requests go to the call in flight that caused them, never to a guess
+  (:mod:`anfitrion.mcp._server_requests`); all audited.
 - **failures** — a per-call timeout cancels the request (``notifications/cancelled``) and
   restarts the server; a server that dies is reported in the call's error result and started
   again on the next use. A stdio server runs in its own process group, ended with it; a line
@@ -76,6 +81,9 @@ from ..tools import (
     schema_errors,
 )
 from . import _media
+from ._elicitation import ElicitationHandler
+from ._relay_routing import InFlight, PendingCall
+from ._server_requests import ServerRequests
 from .config import McpConfig, ServerConfig
 from .pinning import (
     Pin,
@@ -201,28 +209,11 @@ class _Connection:
     dead: bool = False
     error: str = ""
     stop: anyio.Event = field(default_factory=anyio.Event)
-    callers: list[UpstreamCall] = field(default_factory=list)
-    """The calls in flight whose caller wants their messages (the latest gets them)."""
+    calls: InFlight = field(default_factory=InFlight)
+    """The calls in flight: the server's log messages and requests go to the one that caused
+    them (:mod:`anfitrion.mcp._relay_routing`)."""
     forward: Callable[[mt.ServerNotification], Awaitable[None]] | None = None
     """Where the server's other notifications go (resources, prompts: the gateway)."""
-
-    async def on_log(self, params: mt.LoggingMessageNotificationParams) -> None:
-        caller = self.callers[-1] if self.callers else None
-        if caller is not None and caller.log is not None:
-            await caller.log(params)
-
-    async def on_sampling(self, context: Any, params: mt.CreateMessageRequestParams) -> Any:
-        return await self._relay("sampling/createMessage", params)
-
-    async def on_elicitation(self, context: Any, params: Any) -> Any:
-        return await self._relay("elicitation/create", params)
-
-    async def _relay(self, method: str, params: Any) -> Any:
-        caller = self.callers[-1] if self.callers else None
-        if caller is None or caller.request is None:
-            return mt.ErrorData(code=mt.INVALID_REQUEST, message=(
-                f"{method} refused: the server may ask only during a call it is answering"))
-        return await caller.request(method, params)
 
     async def on_message(self, message: Any) -> None:
         if isinstance(message, mt.ServerNotification) and \
@@ -485,10 +476,16 @@ class McpToolset:
         launch_changed: start the server even when what it launches changed since it was
             approved (``anfitrion mcp review`` does, after the operator consented); by default
             such a server is not started and offers nothing.
+        elicitation: asks the host's person when the server asks (``elicitation/create``)
+            during a call; offered only to a server whose entry says ``"elicitation": true``
+            (:mod:`anfitrion.mcp._elicitation`). Without it, or for another server, the
+            capability is not declared and a request is refused with the reason. Sampling
+            requests are always refused. Both are audited (``mcp.relayed``).
     """
 
     def __init__(self, config: ServerConfig, store: Store, *,
-                 errlog: TextIO | None = None, launch_changed: bool = False) -> None:
+                 errlog: TextIO | None = None, launch_changed: bool = False,
+                 elicitation: ElicitationHandler | None = None) -> None:
         self.config = config
         self.identity = server_identity(config)
         self.launch_changed = launch_changed
@@ -510,6 +507,9 @@ class McpToolset:
         self.relay_requests = False
         """Accept the server's sampling and elicitation requests (answered by the caller's
         :class:`UpstreamCall`, refused outside a call); set before the server starts."""
+        self.requests = ServerRequests(self, store, elicitation,
+                                       reveal=lambda text: reveal_hidden(text)[0])
+        """The server's log messages and requests to the client, routed to their caller."""
         self._lock = anyio.Lock()
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
@@ -553,16 +553,15 @@ class McpToolset:
                     read, write, _ = await stack.enter_async_context(
                         streamablehttp_client(cfg.url, headers=dict(cfg.headers) or None,
                                               timeout=cfg.timeout))
-                relayed: dict[str, Any] = {}
-                if self.relay_requests:
-                    relayed = {"sampling_callback": conn.on_sampling,
-                               "elicitation_callback": conn.on_elicitation}
+                callbacks = self.requests.callbacks(conn)
                 session = await stack.enter_async_context(ClientSession(
-                    read, write, message_handler=conn.on_message, logging_callback=conn.on_log,
+                    read, write, message_handler=conn.on_message,
+                    logging_callback=partial(self.requests.on_log, conn),
                     client_info=mt.Implementation(name="anfitrion", version=__version__),
-                    **relayed))
+                    **callbacks.declared))
                 with anyio.fail_after(max(cfg.timeout, STARTUP_TIMEOUT)):
                     init = await session.initialize()
+                callbacks.install_undeclared(session)
                 conn.session = session
                 conn.instructions = init.instructions
                 conn.server_name = init.serverInfo.name
@@ -836,8 +835,8 @@ class McpToolset:
         request_id = getattr(session, "_request_id", None)
         conn.called = True  # what it lists may change with the call: the next offer re-lists
         caller = UPSTREAM_CALL.get()
-        if caller is not None:
-            conn.callers.append(caller)
+        pending = PendingCall(request_id, name, session_id=turn[0], caller=caller)
+        conn.calls.add(pending)
         try:
             with anyio.fail_after(self.config.timeout):
                 # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
@@ -873,8 +872,7 @@ class McpToolset:
                 await self._cancel_upstream(session, request_id)
             raise
         finally:
-            if caller is not None:
-                conn.callers.remove(caller)
+            conn.calls.remove(pending)
         if caller is not None:
             caller.results.append(result)
         return self._result_value(result, output)
@@ -935,10 +933,12 @@ class McpServers:
     """
 
     def __init__(self, config: McpConfig | Iterable[ServerConfig], store: Store, *,
-                 errlog: TextIO | None = None, launch_changed: bool = False) -> None:
+                 errlog: TextIO | None = None, launch_changed: bool = False,
+                 elicitation: ElicitationHandler | None = None) -> None:
         servers = config.servers.values() if isinstance(config, McpConfig) else config
         self.toolsets: dict[str, McpToolset] = {
-            s.id: McpToolset(s, store, errlog=errlog, launch_changed=launch_changed)
+            s.id: McpToolset(s, store, errlog=errlog, launch_changed=launch_changed,
+                             elicitation=elicitation)
             for s in servers}
         self.store = store
         self._stack: AsyncExitStack | None = None
