@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._canonical import canonical_json, digest, float_free_bytes
 from .events import EventType, HostEvent
+from .media import record as record_media
 from .store._base import AuditRecord, Store
 
 if TYPE_CHECKING:
@@ -297,6 +298,8 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                           "provenance": str(result.provenance),
                           "sha256": _text_digest(result.content),
                           "preview": redact(result.content)}
+        if result.media:  # what was attached, never the bytes
+            data["result"]["media"] = record_media(result.media)
     if event.reply is not None:
         reply = event.reply
         data["reply"] = {"stop_reason": str(reply.stop_reason),
