@@ -24,8 +24,8 @@ async def through_gate(tools: Any, name: str, arguments: dict[str, Any], store: 
     from anfitrion.policy import Policy
     from anfitrion.testing import gate_session
 
-    gate = Gate(policy=policy or Policy.default(), approver=approver or CallbackApprover(lambda r: True),
-                store=store, emit=_ignore)
+    gate = Gate(policy=policy or Policy.default(),
+                approver=approver or CallbackApprover(lambda r: True), store=store, emit=_ignore)
     scope = gate_session("tester", "session-1", turn=turn,
                          waiting={call_id: pending} if pending else None)
     return await gate.process(ToolCall.from_object(call_id, name, arguments),
