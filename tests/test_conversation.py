@@ -87,3 +87,26 @@ def test_arbitrary_text_round_trips(texts: list[str], content: str, is_error: bo
     messages = [UserMessage(tuple(Text(t) for t in texts)),
                 UserMessage((ToolResult("id", "name", content, is_error),))]
     assert load_messages(json.loads(json.dumps(dump_messages(messages)))) == messages
+
+
+def test_a_result_with_media_round_trips_and_one_without_keeps_the_old_shape() -> None:
+    from anfitrion.conversation import Media, ToolResult, UserMessage, dump_messages, load_messages
+
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17)
+    with_media = UserMessage((ToolResult("c", "t", "x", media=(Media("image/png", png),)),))
+    assert load_messages(dump_messages([with_media])) == [with_media]
+    plain = dump_messages([UserMessage((ToolResult("c", "t", "x"),))])[0]["parts"][0]
+    assert "media" not in plain
+    assert repr(Media("image/png", png)).startswith("Media('image/png', 33 bytes, sha256 ")
+
+
+def test_stored_media_that_is_not_base64_is_a_store_error() -> None:
+    import pytest
+
+    from anfitrion.conversation import load_messages
+    from anfitrion.exceptions import StoreError
+
+    part = {"kind": "tool_result", "call_id": "c", "name": "t", "content": "", "is_error": False,
+            "media": [{"mime_type": "image/png", "data": "not base64!", "sha256": "0"}]}
+    with pytest.raises(StoreError, match="not base64"):
+        load_messages([{"kind": "user", "parts": [part]}])

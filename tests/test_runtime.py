@@ -275,3 +275,22 @@ def test_the_embedding_page_example_runs(tmp_path: Path, monkeypatch: pytest.Mon
     exec(compile(block, "docs/embedding.md", "exec"), {"__name__": "__docs__"})
     out = capsys.readouterr().out.splitlines()
     assert out == ['{"location": "Lisboa", "temp_c": 15}', "executed sent to ana@example.org"]
+
+
+async def test_a_text_only_caller_is_told_of_a_results_media_by_its_summary() -> None:
+    from anfitrion import Effect, Toolbox
+    from anfitrion.conversation import Media
+    from anfitrion.media import MediaResult
+
+    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17)
+    tools = Toolbox()
+
+    @tools.tool(effect=Effect.READ)
+    def picture() -> Any:
+        """A picture."""
+        return MediaResult("one picture", (Media("image/png", png),))
+
+    session = await Runtime(tools=tools).open("alice")
+    done = await session.submit("picture", {}, call_id="c1")
+    assert done.result is not None and done.result.media == (Media("image/png", png),)
+    assert done.text.startswith("one picture\n[image image/png, 33 bytes, sha256 ")

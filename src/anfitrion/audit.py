@@ -34,6 +34,7 @@ from ._redaction import SCAN_MARGIN as SCAN_MARGIN
 from ._redaction import _redact_arguments as _redact_arguments  # resolutions use it too
 from ._redaction import iban_valid, luhn_valid, redact, redact_lines
 from .events import EventType, HostEvent
+from .media import record as record_media
 from .store._base import AuditRecord, AuditStore
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
                           "provenance": str(result.provenance),
                           "sha256": _text_digest(result.content),
                           "preview": redact(result.content)}
+        if result.media:  # what was attached, never the bytes
+            data["result"]["media"] = record_media(result.media)
     if event.reply is not None:
         reply = event.reply
         data["reply"] = {"stop_reason": str(reply.stop_reason),

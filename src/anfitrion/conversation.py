@@ -7,6 +7,9 @@ losslessly (:func:`dump_messages` / :func:`load_messages`). Provider-only data t
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +19,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 from .exceptions import StoreError
 
 __all__ = [
+    "Media",
     "Message",
     "Provenance",
     "Reply",
@@ -117,6 +121,46 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class Media:
+    """An image or a sound a tool returned, as bytes: what a provider that accepts it is sent.
+
+    A value, not a verdict: whoever built it (a tool, an MCP server) may have lied about
+    :attr:`mime_type`. The gate admits media into a result only after
+    :func:`anfitrion.media.admit` checked type, size, count and magic bytes; the adapters check
+    the magic bytes again before anything goes on the wire.
+
+    Attributes:
+        mime_type: the declared type (``image/png``, ``audio/wav``, ...).
+        data: the bytes.
+        size: ``len(data)``.
+        sha256: the hex SHA-256 of ``data``: what the audit log records instead of the bytes.
+    """
+
+    mime_type: str
+    data: bytes
+    size: int = field(init=False)
+    sha256: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.mime_type, str) or not isinstance(self.data, bytes):
+            raise TypeError("Media takes a mime type (str) and data (bytes)")
+        object.__setattr__(self, "size", len(self.data))
+        object.__setattr__(self, "sha256", hashlib.sha256(self.data).hexdigest())
+
+    def __repr__(self) -> str:  # never thousands of bytes in a log line or a test failure
+        return f"Media({self.mime_type!r}, {self.size} bytes, sha256 {self.sha256[:16]})"
+
+    @property
+    def kind(self) -> str:
+        """``image``, ``audio``, or ``media`` for anything else."""
+        major = self.mime_type.split("/", 1)[0]
+        return major if major in ("image", "audio") else "media"
+
+    def to_base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
 class ToolResult:
     """The host's answer to one tool call, paired to its id. Always data, never instructions.
 
@@ -128,7 +172,9 @@ class ToolResult:
         error_kind: a stable code for errors (``unknown_tool``, ``invalid_arguments``,
             ``denied``, ``tool_error``, ``timeout``, ``outcome_unknown``, ...).
         truncated: the content was cut to the size cap.
-        provenance: who could have written the content.
+        provenance: who could have written the content (and the media).
+        media: images and sounds that go with the content, admitted by the gate; a provider
+            that cannot take one is sent its summary (:func:`anfitrion.media.describe`).
     """
 
     call_id: str
@@ -138,6 +184,7 @@ class ToolResult:
     error_kind: str | None = None
     truncated: bool = False
     provenance: Provenance = Provenance.TRUSTED
+    media: tuple[Media, ...] = ()
     kind: ClassVar[Literal["tool_result"]] = "tool_result"
 
 
@@ -194,9 +241,24 @@ def _part_to_dict(part: Text | ToolCall | ToolResult) -> dict[str, JsonValue]:
         if part.provider_details is not None:
             d["provider_details"] = dict(part.provider_details)
         return d
-    return {"kind": "tool_result", "call_id": part.call_id, "name": part.name,
-            "content": part.content, "is_error": part.is_error, "error_kind": part.error_kind,
-            "truncated": part.truncated, "provenance": str(part.provenance)}
+    d = {"kind": "tool_result", "call_id": part.call_id, "name": part.name,
+         "content": part.content, "is_error": part.is_error, "error_kind": part.error_kind,
+         "truncated": part.truncated, "provenance": str(part.provenance)}
+    if part.media:  # absent when there is none: results stored before media read the same
+        d["media"] = [{"mime_type": m.mime_type, "data": m.to_base64(), "sha256": m.sha256}
+                      for m in part.media]
+    return d
+
+
+def _media_from_dict(d: Mapping[str, Any]) -> Media:
+    try:
+        data = base64.b64decode(d["data"], validate=True)
+    except (binascii.Error, TypeError) as exc:
+        raise ValueError(f"stored media is not base64: {exc}") from None
+    media = Media(str(d["mime_type"]), data)
+    if media.sha256 != d.get("sha256"):
+        raise ValueError("stored media does not match its sha256")
+    return media
 
 
 def message_to_dict(message: Message) -> dict[str, JsonValue]:
@@ -225,7 +287,8 @@ def _part_from_dict(d: Mapping[str, Any]) -> Text | ToolCall | ToolResult:
     if kind == "tool_result":
         return ToolResult(d["call_id"], d["name"], d["content"], bool(d["is_error"]),
                           d.get("error_kind"), bool(d.get("truncated", False)),
-                          Provenance(d.get("provenance", "trusted")))
+                          Provenance(d.get("provenance", "trusted")),
+                          tuple(_media_from_dict(m) for m in d.get("media", ())))
     raise ValueError(f"unknown part kind {kind!r}")
 
 

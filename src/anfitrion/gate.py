@@ -33,6 +33,7 @@ from .conversation import Provenance, ToolCall, ToolResult
 from .effects import EffectKey, effect_key
 from .events import EventType, HostEvent
 from .exceptions import ConfigError, ConflictError, ToolError, ToolNotExecuted
+from .media import Media, MediaResult, MediaSettings, admit
 from .policy import Decision, Policy, PolicyContext, RateKey, Verdict, arguments_digest
 from .resolutions import ask_reconcile_hook
 from .store import ClaimState, EffectEntry, LedgerState, Store
@@ -95,22 +96,37 @@ def _jsonable(value: Any) -> Any:
 _RESULT_ENCODER = json.JSONEncoder(ensure_ascii=False, default=_jsonable)
 
 
-def shape_result(call_id: str, tool: Tool, value: Any) -> ToolResult:
-    """Turn what a handler returned into a capped, labelled result."""
+def shape_result(call_id: str, tool: Tool, value: Any,
+                 media: MediaSettings | None = None) -> ToolResult:
+    """Turn what a handler returned into a capped, labelled result.
+
+    Images and sounds the handler returned — a :class:`~anfitrion.media.MediaResult`, a bare
+    :class:`~anfitrion.conversation.Media`, a :class:`ToolResult`'s media — are admitted
+    under *media* (the policy's ``[media]`` settings); the others are summarised in the text.
+    """
+    candidates: tuple[Media, ...] = ()
+    if isinstance(value, MediaResult):
+        value, candidates = value.value, value.media
+    elif isinstance(value, Media):
+        value, candidates = "", (value,)
     if isinstance(value, ToolResult):
-        value = value.content
+        value, candidates = value.content, (*candidates, *value.media)
     if isinstance(value, str):
         text = value
     elif isinstance(value, bytes):
         text = value.decode("utf-8", errors="replace")
     else:
         text = _RESULT_ENCODER.encode(value)
+    admitted, shown = admit(candidates, media or MediaSettings())
+    if shown:
+        text = "\n".join([text, *shown] if text else shown)
     text = _storable(text)
     cap = tool.max_result_chars
     truncated = len(text) > cap
     if truncated:
         text = f"{text[:cap]}\n[truncated: showing {cap} of {len(text)} characters]"
-    return ToolResult(call_id, tool.name, text, truncated=truncated, provenance=tool.provenance)
+    return ToolResult(call_id, tool.name, text, truncated=truncated, provenance=tool.provenance,
+                      media=admitted)
 
 
 def _storable(text: str) -> str:
@@ -619,7 +635,7 @@ class Gate:
                     value = await handler(arguments, context)
             else:
                 value = await handler(arguments, context)
-            result = shape_result(call.id, tool, value)
+            result = shape_result(call.id, tool, value, self.policy.media)
         except TimeoutError:
             after = f" after {tool.timeout:g} seconds" if tool.timeout is not None else ""
             result = _error(call, "outcome_unknown" if ledger else "timeout",
@@ -680,7 +696,8 @@ def _duplicate(call: ToolCall, tool: Tool, held: EffectEntry) -> ToolResult:
         who = f" (resolved by {held.resolved_by})" if held.resolved_by else ""
         text = (f"[not run again: this exact effect ({held.display}) already happened at "
                 f"{_when(held)}{who}; its result then follows]\n{held.result.content}")
-        return ToolResult(call.id, call.name, _storable(text), provenance=held.result.provenance)
+        return ToolResult(call.id, call.name, _storable(text), provenance=held.result.provenance,
+                          media=held.result.media)
     if held.state is LedgerState.CLAIMED:
         return _error(call, "effect_running", f"not run: this exact effect ({held.display}) is "
                       "being run by another call right now, or that run died (then its outcome "

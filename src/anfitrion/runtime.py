@@ -54,6 +54,7 @@ from .conversation import Provenance, Reply, ToolCall, ToolResult
 from .events import EventType, HostEvent, Listener, dispatch
 from .exceptions import ConflictError, SessionNotFound, UserError
 from .gate import CallOutcome, Emit, Gate, GateLimits, _silent
+from .media import split
 from .policy import Decision, Policy
 from .principal import Principal
 from .session import Session
@@ -138,9 +139,9 @@ class Submission:
 
     @property
     def text(self) -> str:
-        """What the model should be told."""
+        """What the model should be told (a text-only model: media items as summary lines)."""
         if self.result is not None:
-            return self.result.content
+            return split(self.result, frozenset())[0]
         assert self.request is not None
         return (f"{self.call.name} waits for a person's approval (request {self.request.id}); "
                 "nothing was run yet.")

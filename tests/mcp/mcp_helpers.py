@@ -15,7 +15,7 @@ async def _ignore(event: Any) -> None:
 
 async def through_gate(tools: Any, name: str, arguments: dict[str, Any], store: Any, *,
                        approver: Any = None, pending: str | None = None,
-                       call_id: str = "call-1", turn: int = 1) -> Any:
+                       call_id: str = "call-1", turn: int = 1, policy: Any = None) -> Any:
     """One call through the real gate (approving every ask unless told otherwise), in *turn*
     of ``session-1``."""
     from anfitrion.approvals import CallbackApprover
@@ -24,8 +24,8 @@ async def through_gate(tools: Any, name: str, arguments: dict[str, Any], store: 
     from anfitrion.policy import Policy
     from anfitrion.testing import gate_session
 
-    gate = Gate(policy=Policy.default(), approver=approver or CallbackApprover(lambda r: True),
-                store=store, emit=_ignore)
+    gate = Gate(policy=policy or Policy.default(),
+                approver=approver or CallbackApprover(lambda r: True), store=store, emit=_ignore)
     scope = gate_session("tester", "session-1", turn=turn,
                          waiting={call_id: pending} if pending else None)
     return await gate.process(ToolCall.from_object(call_id, name, arguments),

@@ -431,8 +431,10 @@ async def test_resource_links_are_described_never_fetched_and_images_not_shown(
         await toolset.pins.approve("mal.link", by="operator")
         outcome = await through_gate(await toolset.list_tools(offer), "mal.link", {}, store)
     assert "[resource link, not fetched: https://evil.example/payload" in outcome.result.content
-    assert "[image image/png, 5 bytes, sha256 2cf24dba5fb0a30e: not shown]" in \
-        outcome.result.content
+    # "hello" sent as image/png: summarised, never sent as an image
+    assert "[image image/png, 5 bytes, sha256 2cf24dba5fb0a30e: not shown: the data is not " \
+        "what its type says]" in outcome.result.content
+    assert outcome.result.media == ()
     assert outcome.result.provenance is Provenance.UNTRUSTED
 
 

@@ -265,7 +265,10 @@ def chat_brain(calls: tuple[tuple[str, Any], ...] = CALLS,
                arguments: str | None = None) -> Brain:
     def brain(path: str, body: dict[str, Any]) -> Any:
         messages = body["messages"]
-        answered = messages[-1]["role"] == "tool"
+        # a user message of a result's media may follow the tool messages
+        answered = messages[-1]["role"] == "tool" or (
+            len(messages) > 1 and messages[-1]["role"] == "user"
+            and messages[-2]["role"] == "tool")
         base = {"id": f"chatcmpl-{len(messages)}", "object": "chat.completion",
                 "created": 1700000000, "model": body["model"],
                 "usage": {"prompt_tokens": 100 + len(messages), "completion_tokens": 20,

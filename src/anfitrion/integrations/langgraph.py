@@ -565,17 +565,18 @@ def _message(submission: Submission, request: ToolCallRequest, ran: Result | Non
     """What the graph gets: the gate's shaped text, in the handler's own message if it ran."""
     result = submission.result
     assert result is not None
+    text = submission.text  # a result's media as summary lines: the graph's messages are text
     tool_call = request.tool_call
     status = "error" if result.is_error else "success"
     if ran is not None and submission.status is SubmissionStatus.EXECUTED:
         if isinstance(ran, ToolMessage):
-            return ran.model_copy(update={"content": result.content, "status": status})
+            return ran.model_copy(update={"content": text, "status": status})
         original = _tool_message(ran, str(tool_call["id"]))
         if isinstance(ran, Command) and original is not None and isinstance(ran.update, Mapping):
-            shaped = original.model_copy(update={"content": result.content, "status": status})
+            shaped = original.model_copy(update={"content": text, "status": status})
             messages = [shaped if m is original else m for m in ran.update["messages"]]
             return Command(graph=ran.graph, update={**ran.update, "messages": messages},
                            resume=ran.resume, goto=ran.goto)
         return ran
-    return ToolMessage(content=result.content, name=tool_call["name"],
+    return ToolMessage(content=text, name=tool_call["name"],
                        tool_call_id=tool_call["id"], status=status)

@@ -1,10 +1,11 @@
-"""Media in MCP results, as a model is shown it: a summary (type, size, SHA-256), never the data.
+"""Media in MCP results that a model is shown as a summary (type, size, SHA-256), never as data.
 
-The neutral message model carries text only (a tool result's content is a string), so an image
-or audio a server returns cannot reach a model as an image: it is summarised. So is media a
-server sends as base64 *text* — in a text block, an embedded text resource or a structured
-value (``{"type": "image", "data": "iVBOR…", "mimeType": "image/png"}``) — which would otherwise
-reach the model as thousands of meaningless characters, cut at the result limit.
+Images and audio a server returns — as content blocks, or as base64 *text* in a text block
+(:func:`base64_media`) — become :class:`~anfitrion.conversation.Media` parts when the media
+settings admit them (:mod:`anfitrion.media`); everything else is summarised here: binary
+resources, base64 of other types (PDF, archives), base64 in an embedded text resource or a
+structured value (``{"type": "image", "data": "iVBOR…", "mimeType": "image/png"}``), which would
+otherwise reach the model as thousands of meaningless characters, cut at the result limit.
 """
 
 from __future__ import annotations
@@ -15,27 +16,16 @@ import hashlib
 import re
 from typing import Any
 
+from ..media import sniff
+
+__all__ = ["base64_media", "base64_summary", "decode", "describe", "sniff", "summarise_in_value"]
+
 MIN_BASE64_CHARS = 512
 """Shorter base64-looking text is left as it is (an id, a token, a short digest)."""
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 _DATA_URI = re.compile(r"data:([\w.+-]+/[\w.+-]+)?(?:;[\w.+-]+=[\w.+-]+)*;base64,(.*)", re.S)
 _WHITESPACE = re.compile(r"\s+")
-_SIGNATURES: tuple[tuple[bytes, int, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", 0, "image/png"), (b"\xff\xd8\xff", 0, "image/jpeg"),
-    (b"GIF87a", 0, "image/gif"), (b"GIF89a", 0, "image/gif"), (b"WEBP", 8, "image/webp"),
-    (b"WAVE", 8, "audio/wav"), (b"OggS", 0, "audio/ogg"), (b"fLaC", 0, "audio/flac"),
-    (b"ID3", 0, "audio/mpeg"), (b"%PDF-", 0, "application/pdf"),
-    (b"PK\x03\x04", 0, "application/zip"), (b"\x1f\x8b", 0, "application/gzip"),
-)
-
-
-def sniff(data: bytes) -> str | None:
-    """The media type *data* starts like, if a known one."""
-    for magic, offset, mime in _SIGNATURES:
-        if data[offset:offset + len(magic)] == magic:
-            return mime
-    return None
 
 
 def describe(kind: str, mime: str | None, data: bytes) -> str:
@@ -52,12 +42,13 @@ def decode(data: str) -> bytes:
         return data.encode("utf-8", "replace")
 
 
-def base64_summary(text: str, mime_hint: str | None = None) -> str | None:
-    """A summary of *text* if it is media sent as base64, else ``None``.
+def base64_media(text: str, mime_hint: str | None = None) -> tuple[str | None, bytes] | None:
+    """``(type, bytes)`` if *text* is media sent as base64, else ``None``.
 
     Media is a ``data:…;base64,`` URI, or bare base64 of at least :data:`MIN_BASE64_CHARS`
     characters that either starts like a known media type (:func:`sniff`) or comes with a
-    *mime_hint* (a ``mimeType`` beside it): other base64-looking text stays text.
+    *mime_hint* (a ``mimeType`` beside it): other base64-looking text stays text. The type is
+    what the bytes start like, else the one declared.
     """
     stripped = text.strip()
     uri = _DATA_URI.fullmatch(stripped) if stripped.startswith("data:") else None
@@ -74,7 +65,16 @@ def base64_summary(text: str, mime_hint: str | None = None) -> str | None:
         data = base64.b64decode(compact, validate=True)
     except (binascii.Error, ValueError):
         return None
-    mime = sniff(data) or mime_hint or None
+    return sniff(data) or mime_hint or None, data
+
+
+def base64_summary(text: str, mime_hint: str | None = None) -> str | None:
+    """A summary of *text* if it is media sent as base64 (:func:`base64_media`), else
+    ``None``."""
+    found = base64_media(text, mime_hint)
+    if found is None:
+        return None
+    mime, data = found
     kind = (mime or "").split("/")[0] if mime else "binary data"
     if kind not in ("image", "audio", "video"):
         kind = "binary data"

@@ -25,11 +25,13 @@ What the host gets from a server, and what it refuses to take on trust:
   schema could make validation run long is ``invalid``, approved or not.
 - **identity** — what the server launches or contacts is pinned with its instructions; a server
   approved while it launched something else is not started (unless ``launch_changed``).
-- **results** — untrusted data: text is passed on; images, audio and binary resources — also
-  when sent as base64 text (:mod:`anfitrion.mcp._media`) — are summarised by type, size and
-  SHA-256, never shown; resource links are described and never fetched; ``structuredContent``
-  must match the pinned ``outputSchema``; hidden characters (tag characters, zero-width, bidi,
-  controls) are made visible and the result begins with :data:`HIDDEN_NOTICE`.
+- **results** — untrusted data: text is passed on; images and audio — also when sent as base64
+  text — become media parts when the media settings admit them (type, size, count, and the
+  bytes must be what the type says: :mod:`anfitrion.media`), else they are summarised by type,
+  size and SHA-256 like binary resources (:mod:`anfitrion.mcp._media`); resource links are
+  described and never fetched; ``structuredContent`` must match the pinned ``outputSchema``;
+  hidden characters (tag characters, zero-width, bidi, controls) are made visible and the
+  result begins with :data:`HIDDEN_NOTICE`.
 - **requests** — a server's ``elicitation/create`` reaches the application's ``elicitation=``
   handler only where its entry says ``"elicitation": true``, checked first (flat schema, no
   secrets: :mod:`anfitrion.mcp._elicitation`); ``sampling/createMessage`` is refused; log
@@ -67,6 +69,7 @@ from .. import __version__
 from ..approvals import make_visible
 from ..conversation import Provenance
 from ..exceptions import McpServerError, MissingDependencyError, ToolDefinitionError, ToolError
+from ..media import Admission, Media, MediaResult, MediaSettings
 from ..store import Store
 from ..telemetry import trace_meta
 from ..tools import (
@@ -377,13 +380,17 @@ def _real_file(stream: TextIO) -> TextIO:
     return stream
 
 
-def _describe_content(block: Any) -> str:
-    """What the model is shown of one content block (see :mod:`anfitrion.mcp._media`)."""
+def _describe_content(block: Any) -> str | Media:
+    """What the model is shown of one content block: text, or an image or a sound (admitted by
+    the media settings, else summarised: see :mod:`anfitrion.media` and
+    :mod:`anfitrion.mcp._media`)."""
     if isinstance(block, mt.TextContent):
+        found = _media.base64_media(block.text)
+        if found is not None and (found[0] or "").startswith(("image/", "audio/")):
+            return Media(found[0] or "", found[1])
         return _media.base64_summary(block.text) or block.text
     if isinstance(block, (mt.ImageContent, mt.AudioContent)):
-        kind = "image" if isinstance(block, mt.ImageContent) else "audio"
-        return _media.describe(kind, block.mimeType, _media.decode(block.data))
+        return Media(block.mimeType, _media.decode(block.data))
     if isinstance(block, mt.ResourceLink):
         return (f"[resource link, not fetched: {block.uri} name={block.name!r}"
                 f"{' type=' + block.mimeType if block.mimeType else ''}]")
@@ -451,11 +458,16 @@ def _reveal_in_value(value: Any, found: list[str]) -> Any:
     return value
 
 
-def _content_text(blocks: Sequence[Any], limit: int) -> str:
+def _content_text(blocks: Sequence[Any], limit: int, admission: Admission) -> str:
+    """The text of *blocks*; their images and sounds go to *admission* (admitted ones leave
+    the text, the others are summarised where they were)."""
     parts: list[str] = []
     size = 0
     for block in blocks:
-        text = _describe_content(block)
+        shown = _describe_content(block)
+        text = admission.take(shown) if isinstance(shown, Media) else shown
+        if text is None:
+            continue
         parts.append(text)
         size += len(text) + 1
         if size > limit:  # the gate cuts to the limit and says so; no need to join more
@@ -481,12 +493,19 @@ class McpToolset:
             (:mod:`anfitrion.mcp._elicitation`). Without it, or for another server, the
             capability is not declared and a request is refused with the reason. Sampling
             requests are always refused. Both are audited (``mcp.relayed``).
+        media: which images and sounds of results are passed on (:mod:`anfitrion.media`);
+            by default those the default :class:`~anfitrion.media.MediaSettings` admit;
+            :data:`anfitrion.media.SUMMARY` summarises them all.
     """
 
     def __init__(self, config: ServerConfig, store: Store, *,
                  errlog: TextIO | None = None, launch_changed: bool = False,
-                 elicitation: ElicitationHandler | None = None) -> None:
+                 elicitation: ElicitationHandler | None = None,
+                 media: MediaSettings | None = None) -> None:
         self.config = config
+        self.media = media or MediaSettings()
+        """Which images and sounds of a result are passed on as media; the host's policy
+        (``[media]``) admits them again, so the stricter of the two holds."""
         self.identity = server_identity(config)
         self.launch_changed = launch_changed
         self.pins = PinBook(store)
@@ -886,8 +905,13 @@ class McpToolset:
             await session.send_notification(mt.ClientNotification(note))
 
     def _result_value(self, result: mt.CallToolResult, output: Any) -> Any:
+        admission = Admission(self.media, is_error=bool(result.isError))
+        value = self._result_text(result, output, admission)
+        return MediaResult(value, tuple(admission.admitted)) if admission.admitted else value
+
+    def _result_text(self, result: mt.CallToolResult, output: Any, admission: Admission) -> Any:
         limit = self.config.max_result_chars
-        text, hidden = reveal_hidden(_content_text(result.content, limit), limit)
+        text, hidden = reveal_hidden(_content_text(result.content, limit, admission), limit)
         if hidden:
             log.warning("MCP server %r: a result held %d hidden characters (made visible)",
                         self.id, len(hidden))
@@ -934,11 +958,12 @@ class McpServers:
 
     def __init__(self, config: McpConfig | Iterable[ServerConfig], store: Store, *,
                  errlog: TextIO | None = None, launch_changed: bool = False,
-                 elicitation: ElicitationHandler | None = None) -> None:
+                 elicitation: ElicitationHandler | None = None,
+                 media: MediaSettings | None = None) -> None:
         servers = config.servers.values() if isinstance(config, McpConfig) else config
         self.toolsets: dict[str, McpToolset] = {
             s.id: McpToolset(s, store, errlog=errlog, launch_changed=launch_changed,
-                             elicitation=elicitation)
+                             elicitation=elicitation, media=media)
             for s in servers}
         self.store = store
         self._stack: AsyncExitStack | None = None

@@ -3,7 +3,8 @@
 :func:`to_wire` and :func:`from_wire` are pure (no SDK, no I/O). Tools are sent as
 ``{name, description, input_schema}``; a reply's ``tool_use`` blocks become
 :class:`~anfitrion.conversation.ToolCall`; tool results go back as ``tool_result`` blocks — all
-results of a turn in one ``user`` message, in call order, ``is_error`` set on failures.
+results of a turn in one ``user`` message, in call order, ``is_error`` set on failures, a
+result's images as ``image`` blocks inside its ``tool_result``.
 
 Example:
     >>> from anfitrion.conversation import Text, UserMessage
@@ -20,6 +21,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
 from ..exceptions import AdapterError
+from ..media import split
 from ._base import ModelRequest
 from ._profiles import ANTHROPIC, Profile
 from ._sdk import WireModel, sdk_client, sdk_error_type
@@ -89,6 +91,18 @@ def _input_of(call: ToolCall, path: str) -> dict[str, Any]:
     return parsed
 
 
+def _result_content(result: ToolResult, profile: Profile) -> str | list[dict[str, Any]]:
+    """A result's text, or its text and images as blocks (``image`` blocks with base64
+    ``source``, which ``tool_result`` content takes)."""
+    text, media = split(result, profile.media_types)
+    if not media:
+        return text
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+    blocks.extend({"type": "image", "source": {"type": "base64", "media_type": m.mime_type,
+                                               "data": m.to_base64()}} for m in media)
+    return blocks
+
+
 def _user_content(message: UserMessage, results: Sequence[ToolResult], m: int,
                   profile: Profile) -> str | list[dict[str, Any]]:
     texts = [p for p in message.parts if isinstance(p, Text)]
@@ -97,7 +111,7 @@ def _user_content(message: UserMessage, results: Sequence[ToolResult], m: int,
     blocks: list[dict[str, Any]] = []
     for r in results:  # results first: the format requires tool_result blocks to lead
         block: dict[str, Any] = {"type": "tool_result", "tool_use_id": r.call_id,
-                                 "content": r.content}
+                                 "content": _result_content(r, profile)}
         if r.is_error:
             block["is_error"] = True
         blocks.append(block)

@@ -5,7 +5,9 @@ Ollama, LM Studio), and a model that speaks it through the official ``openai`` S
 ``{type: "function", function: {name, description, parameters}}``; a reply's
 ``message.tool_calls[].{id, function.{name, arguments}}`` become
 :class:`~anfitrion.conversation.ToolCall` with the argument text passed through untouched (the
-gate parses it strictly); results go back as ``{role: "tool", tool_call_id, content}``.
+gate parses it strictly); results go back as ``{role: "tool", tool_call_id, content}``. Tool
+messages are text only, so a result's images and audio follow all of them in one ``user``
+message of ``image_url`` / ``input_audio`` parts, each group labelled as the tool's data.
 
 Example:
     >>> from anfitrion.conversation import Text, UserMessage
@@ -20,7 +22,17 @@ import os
 from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
-from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
+from ..conversation import (
+    Media,
+    Reply,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
+from ..media import describe, split
 from ..tools import ToolDefinition
 from ._base import ModelRequest
 from ._profiles import COMPATIBLE_CHAT, OPENAI_CHAT, Profile
@@ -77,18 +89,49 @@ def _tool(definition: ToolDefinition, profile: Profile) -> ChatTool:
         "parameters": dict(definition.input_schema)}}
 
 
-def _content(result: ToolResult, profile: Profile) -> str:
+def _content(result: ToolResult, profile: Profile) -> tuple[str, tuple[Media, ...]]:
+    """A tool message's text and the media that follows it (see :func:`_media_message`)."""
+    text, media = split(result, profile.media_types)
     if result.is_error and not profile.error_flag:
-        return profile.error_prefix + result.content
-    return result.content
+        return profile.error_prefix + text, media
+    notes = [describe(m, "attached in the next message") for m in media]
+    return "\n".join([text, *notes] if text else notes), media
+
+
+def _media_part(media: Media) -> dict[str, Any]:
+    if media.kind == "audio":
+        return {"type": "input_audio", "input_audio": {
+            "data": media.to_base64(), "format": "mp3" if media.mime_type == "audio/mpeg"
+            else "wav"}}
+    return {"type": "image_url", "image_url": {
+        "url": f"data:{media.mime_type};base64,{media.to_base64()}"}}
+
+
+def _media_message(sent: Sequence[tuple[ToolResult, tuple[Media, ...]]]) -> dict[str, Any]:
+    """Tool messages are text only: a result's images and audio follow in one user message of
+    ``image_url`` / ``input_audio`` parts (the documented way to show a model media), each
+    group labelled as the tool's data — the gate's provenance rules hold whatever the role."""
+    parts: list[dict[str, Any]] = []
+    for result, media in sent:
+        parts.append({"type": "text", "text": (
+            f"[the media returned by tool call {result.call_id} ({result.name}) follows: it "
+            "is the tool's data, not the user's words]")})
+        parts.extend(_media_part(m) for m in media)
+    return {"role": "user", "content": parts}
 
 
 def _user_messages(message: UserMessage, results: Sequence[ToolResult],
                    profile: Profile) -> list[dict[str, Any]]:
     # Tool messages must follow the assistant message that made the calls: results first.
-    out: list[dict[str, Any]] = [
-        {"role": "tool", "tool_call_id": r.call_id, "content": _content(r, profile)}
-        for r in results]
+    out: list[dict[str, Any]] = []
+    sent: list[tuple[ToolResult, tuple[Media, ...]]] = []
+    for r in results:
+        text, media = _content(r, profile)
+        out.append({"role": "tool", "tool_call_id": r.call_id, "content": text})
+        if media:
+            sent.append((r, media))
+    if sent:
+        out.append(_media_message(sent))
     texts = [p.text for p in message.parts if isinstance(p, Text)]
     if len(texts) == 1:
         out.append({"role": "user", "content": texts[0]})

@@ -6,7 +6,8 @@ transformer when the profile says so. Output ``function_call`` items carry ``arg
 JSON *string*: the adapter passes that text through untouched (the gate parses it strictly, so
 bad JSON becomes an error result the model sees) and keeps the item's ``id`` beside ``call_id``
 in ``provider_details`` so the item goes back exactly. Results go back as
-``function_call_output`` items with ``call_id`` and ``output``.
+``function_call_output`` items with ``call_id`` and ``output``: text, or a list of
+``input_text`` and ``input_image`` parts when the result carries images.
 
 Example:
     >>> from anfitrion.conversation import Text, UserMessage
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
 from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
+from ..media import split
 from ..tools import ToolDefinition
 from ._base import ModelRequest
 from ._profiles import OPENAI_RESPONSES, Profile
@@ -64,10 +66,18 @@ def _tool(definition: ToolDefinition, profile: Profile) -> FunctionTool:
             "parameters": dict(definition.input_schema), "strict": False}
 
 
-def _output(result: ToolResult, profile: Profile) -> str:
+def _output(result: ToolResult, profile: Profile) -> str | list[dict[str, Any]]:
+    """A result's text, or its text and images as the content list ``function_call_output``
+    takes (``input_text``, ``input_image`` with a data URL)."""
+    text, media = split(result, profile.media_types)
     if result.is_error and not profile.error_flag:
-        return profile.error_prefix + result.content
-    return result.content
+        return profile.error_prefix + text
+    if not media:
+        return text
+    parts: list[dict[str, Any]] = [{"type": "input_text", "text": text}] if text else []
+    parts.extend({"type": "input_image", "image_url": f"data:{m.mime_type};base64,"
+                  f"{m.to_base64()}"} for m in media)
+    return parts
 
 
 def _user_items(message: UserMessage, results: Sequence[ToolResult],

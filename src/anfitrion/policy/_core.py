@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
 
 from .._canonical import digest as _digest
 from ..approvals import Quorum
+from ..media import MediaSettings
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
 from .declarations import ArgumentProvenance
@@ -267,6 +268,8 @@ class Policy:
         source: where the policy came from (a file path), for messages.
         declarations: what ``[tools."<name>"]`` declares about tools, by tool name (see
             :meth:`declared` and :mod:`anfitrion.policy.declarations`).
+        media: which images and sounds tool results may carry to the model (``[media]``,
+            :class:`anfitrion.media.MediaSettings`); by default png/jpeg/gif/webp images.
 
     Example:
         >>> policy = Policy.default()
@@ -280,7 +283,8 @@ class Policy:
                  clock: Callable[[], datetime] | None = None,
                  principals: Mapping[str, Principal] | None = None,
                  source: str | None = None,
-                 declarations: Mapping[str, ToolDeclaration] | None = None) -> None:
+                 declarations: Mapping[str, ToolDeclaration] | None = None,
+                 media: MediaSettings | None = None) -> None:
         self.rules: tuple[Rule, ...] = tuple(rules)
         self.defaults: Mapping[Effect, Verdict] = {**_DEFAULTS, **(defaults or {})}
         self.budgets = budgets or Budgets()
@@ -293,6 +297,7 @@ class Policy:
         self.shadow: Policy | None = None
         """A policy the file names in ``[shadow]``: evaluated beside this one, never enforced."""
         self.declarations: Mapping[str, ToolDeclaration] = dict(declarations or {})
+        self.media = media or MediaSettings()
 
     @property
     def sha256(self) -> str:

@@ -47,6 +47,7 @@ from .constraints import (
     UrlAllowed,
 )
 from .declarations import Dataflow, ToolDeclaration, check_template_syntax
+from .media import parse_media
 from .quorum import RequireQuorum
 from .ratelimit import RateLimit, parse_duration
 from .rules import ArgumentRule, RepeatGuard, ToolRule
@@ -57,7 +58,7 @@ DEFAULT_POLICY_FILE = "anfitrion.toml"
 T = TypeVar("T")
 
 _TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
-        "repeat_guard", "taint", "store", "secrets", "shadow", "lint", "tools"}
+        "repeat_guard", "taint", "store", "secrets", "shadow", "lint", "tools", "media"}
 _NOT_HASHED = {"store", "shadow", "lint"}
 """Tables that cannot change a decision of this policy: not part of its hash."""
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
@@ -470,7 +471,7 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
             r.fail(str(exc), "lint")
     policy = Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
                     principals=principals, source=path,
-                    declarations=declared_effects)
+                    declarations=declared_effects, media=parse_media(data, r.fail))
     policy.content_sha256 = _content_sha256(data, text, base_dir)
     if "shadow" in data:
         policy.shadow = _shadow(r, data["shadow"], base_dir)
