@@ -47,7 +47,7 @@ from urllib.parse import unquote, urlsplit
 
 from ._json import json_strings
 from .conversation import Message, Provenance, Reply, ToolResult, UserMessage
-from .policy import Decision, PolicyContext, Rule, Verdict
+from .policy import BaseRule, Decision, PolicyContext, RuleRole, Verdict
 from .policy.declarations import Dataflow
 from .policy.secrets import encoded_forms
 from .tools import BoundCall, Effect
@@ -62,6 +62,7 @@ __all__ = [
     "UNPROVEN_WARNING",
     "Origin",
     "TaintIndex",
+    "TaintRule",
     "egress_warnings",
     "normalise",
     "taint_rule",
@@ -766,10 +767,140 @@ class _DataflowCheck:
         return out
 
 
+class TaintRule(BaseRule):
+    """The rule that makes a person look at calls an injected instruction could have caused:
+    an escalation (:attr:`RuleRole.ESCALATION`) — it can make a person look at an allowed
+    call, never grant a denied one. Built by :func:`taint_rule`, which documents the settings.
+    """
+
+    role = RuleRole.ESCALATION
+
+    def __init__(self, *, allowed_hosts: Iterable[str] | None = None,
+                 deny_flagged: bool = False, reads: str = "url", free_reads: Iterable[str] = (),
+                 declarations: Mapping[str, Dataflow | Mapping[str, Any]] | None = None,
+                 plan: str | Iterable[str] | None = None) -> None:
+        if reads not in READS_MODES:
+            raise ValueError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
+                             f"not {reads!r}")
+        self.rule_id = "taint"
+        self.reads = reads
+        self.deny_flagged = deny_flagged
+        self.allowed_hosts = None if allowed_hosts is None else tuple(allowed_hosts)
+        self.free_reads = tuple(free_reads)
+        for glob in self.free_reads:
+            if not isinstance(glob, str) or not glob:
+                raise ValueError("free_reads takes tool-name globs (non-empty strings), "
+                                 f"not {glob!r}")
+        declared = {name: Dataflow.coerce(flow) for name, flow in (declarations or {}).items()}
+        self.plan = plan
+        self.planned: tuple[str, ...] | None
+        if plan is None or plan == PLAN_BEFORE_TAINT:
+            self.planned = None
+        elif isinstance(plan, str):
+            raise ValueError(f"plan takes tool-name globs or {PLAN_BEFORE_TAINT!r}, "
+                             f"not {plan!r}")
+        else:
+            self.planned = tuple(plan)
+            if not all(isinstance(g, str) and g for g in self.planned):
+                raise ValueError("plan takes tool-name globs (non-empty strings)")
+        self._check = _DataflowCheck(declared)
+        self.trade_off = TRADE_OFFS[reads]
+        # what `anfitrion policy validate` shows of this rule
+        self.settings: dict[str, Any] = {
+            "reads": reads, "free_reads": list(self.free_reads),
+            "allowed_hosts": None if self.allowed_hosts is None else list(self.allowed_hosts),
+            "deny_flagged": deny_flagged,
+            **({"declared_tools": sorted(declared)} if declared else {}),
+            **({"plan": plan if isinstance(plan, str) else list(self.planned or ())}
+               if plan is not None else {})}
+
+    def description(self) -> Mapping[str, Any]:
+        """What the policy hash covers: the shape earlier versions hashed (the rule was a
+        function carrying these attributes), so a policy's hash does not change with the
+        class. The settings say everything that can change a decision."""
+        return {"id": self.rule_id, "kind": "taint_rule.<locals>.rule",
+                "attributes": {"kind": "function", "escalates_only": True,
+                               "rule_id": self.rule_id, "settings": dict(self.settings),
+                               "trade_off": self.trade_off}}
+
+    def __call__(self, call: BoundCall, context: PolicyContext) -> Decision | None:
+        write = call.tool.effect is Effect.WRITE
+        flow = self._check.flow_of(call) if self.reads == "sinks" else None
+        flagged = self._flagged(call, context, flow)
+        egress = ([] if self.allowed_hosts is None
+                  else egress_warnings(call.arguments, self.allowed_hosts))
+        off_plan = self._outside_plan(call, context)
+        tainted_read = (not write and self.reads == "all" and context.tainted
+                        and not any(fnmatch.fnmatchcase(call.name, g) for g in self.free_reads))
+        warnings: list[str] = []
+        if ((write and flow is None) or tainted_read) and context.tainted:
+            warnings.append(f"{TAINT_WARNING} {', '.join(context.untrusted_sources)}")
+        warnings += flagged + egress + off_plan
+        if not warnings:
+            return None
+        return self._decision(warnings, flagged, egress, off_plan, tainted_read)
+
+    def _flagged(self, call: BoundCall, context: PolicyContext,
+                 flow: Dataflow | None) -> list[str]:
+        """Warnings on arguments: flagged values, and a declared tool's unproven sinks."""
+        write = call.tool.effect is Effect.WRITE
+        flagged_items = dict(context.flagged_arguments)
+        # a read, or a declared write (its sinks say what matters): only URL flags count
+        if flagged_items and (flow is not None or (not write and self.reads in ("url", "sinks"))):
+            values = dict(_strings(call.arguments))
+            flagged_items = {path: why for path, why in flagged_items.items()
+                             if _is_url(values.get(path, "").strip().casefold())
+                             or EGRESS_WARNING in why}
+        declared: list[str] = []
+        if flow is not None and context.tainted and context.provenance is not None:
+            declared = self._check.warnings(call, flow, context.provenance)
+            # a sink's own warning says more than the flag on the same argument
+            flagged_items = {p: why for p, why in flagged_items.items()
+                             if EGRESS_WARNING in why or not any(
+                                 w.startswith(f"{FLAG_WARNING}{_plain(p)} (") for w in declared)}
+        return [f"{FLAG_WARNING}{path}: {why}" for path, why in flagged_items.items()] + declared
+
+    def _outside_plan(self, call: BoundCall, context: PolicyContext) -> list[str]:
+        if self.plan is None or not context.tainted:
+            return []
+        if self.planned is not None:
+            globs = self.planned
+            source = "the application's plan"
+        else:
+            provenance = context.provenance
+            globs = tuple(provenance.planned_tools) if provenance is not None else ()
+            source = "the tools proposed before untrusted content was read"
+        if any(fnmatch.fnmatchcase(call.name, g) for g in globs):
+            return []
+        return [f"{PLAN_WARNING}{call.name} is not among {source} "
+                f"({', '.join(globs) or 'none'})"]
+
+    def _decision(self, warnings: list[str], flagged: list[str], egress: list[str],
+                  off_plan: list[str], tainted_read: bool) -> Decision:
+        if flagged or egress:
+            rule_id = "taint.egress" if egress and not flagged else "taint.argument"
+            if self.deny_flagged:
+                reason = ("an argument came from untrusted content or leaves the allow-list: "
+                          f"{(flagged + egress)[0]}")
+                return Decision(Verdict.DENY, reason, rule_id, tuple(warnings))
+            return Decision.ask("an argument came from untrusted content or leaves the "
+                                "allow-list; a person must check it", rule_id, warnings)
+        if off_plan:
+            return Decision.ask("the session read untrusted content and this tool is not in "
+                                "the task's plan; a person must check it", "taint.plan",
+                                warnings)
+        if tainted_read:
+            return Decision.ask("the session read untrusted content; under this policy every "
+                                "call after that, reads included, needs a person's approval",
+                                "taint.read", warnings)
+        return Decision.ask("the session read untrusted content; a side-effecting call needs "
+                            "a person's approval", "taint", warnings)
+
+
 def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool = False,
                reads: str = "url", free_reads: Iterable[str] = (),
                declarations: Mapping[str, Dataflow | Mapping[str, Any]] | None = None,
-               plan: str | Iterable[str] | None = None) -> Rule:
+               plan: str | Iterable[str] | None = None) -> TaintRule:
     """The rule that makes a person look at calls an injected instruction could have caused.
 
     Args:
@@ -805,109 +936,13 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             *reads* says. ``None``: no plan.
 
     Returns:
-        a rule: side-effecting calls in a tainted session ask, naming the untrusted sources;
-        calls with flagged arguments ask (or are denied), naming each value and its origin.
+        a :class:`TaintRule`: side-effecting calls in a tainted session ask, naming the
+        untrusted sources; calls with flagged arguments ask (or are denied), naming each
+        value and its origin.
 
     Raises:
         ValueError: *reads* is not one of :data:`READS_MODES`, or a declaration or plan is
             malformed.
     """
-    if reads not in READS_MODES:
-        raise ValueError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
-                         f"not {reads!r}")
-    allowed = None if allowed_hosts is None else tuple(allowed_hosts)
-    free = tuple(free_reads)
-    for glob in free:
-        if not isinstance(glob, str) or not glob:
-            raise ValueError(f"free_reads takes tool-name globs (non-empty strings), not {glob!r}")
-    declared = {name: Dataflow.coerce(flow) for name, flow in (declarations or {}).items()}
-    planned: tuple[str, ...] | None
-    if plan is None or plan == PLAN_BEFORE_TAINT:
-        planned = None
-    elif isinstance(plan, str):
-        raise ValueError(f"plan takes tool-name globs or {PLAN_BEFORE_TAINT!r}, not {plan!r}")
-    else:
-        planned = tuple(plan)
-        if not all(isinstance(g, str) and g for g in planned):
-            raise ValueError("plan takes tool-name globs (non-empty strings)")
-    check = _DataflowCheck(declared)
-
-    def outside_plan(call: BoundCall, context: PolicyContext) -> list[str]:
-        if plan is None or not context.tainted:
-            return []
-        if planned is not None:
-            globs = planned
-            source = "the application's plan"
-        else:
-            provenance = context.provenance
-            globs = tuple(provenance.planned_tools) if provenance is not None else ()
-            source = "the tools proposed before untrusted content was read"
-        if any(fnmatch.fnmatchcase(call.name, g) for g in globs):
-            return []
-        return [f"{PLAN_WARNING}{call.name} is not among {source} "
-                f"({', '.join(globs) or 'none'})"]
-
-    def url_flags(call: BoundCall, flagged_items: dict[str, str]) -> dict[str, str]:
-        values = dict(_strings(call.arguments))
-        return {path: why for path, why in flagged_items.items()
-                if _is_url(values.get(path, "").strip().casefold()) or EGRESS_WARNING in why}
-
-    def rule(call: BoundCall, context: PolicyContext) -> Decision | None:
-        write = call.tool.effect is Effect.WRITE
-        flow = check.flow_of(call) if reads == "sinks" else None
-        flagged_items = dict(context.flagged_arguments)
-        # a read, or a declared write (its sinks say what matters): only URL flags count
-        if flagged_items and (flow is not None or (not write and reads in ("url", "sinks"))):
-            flagged_items = url_flags(call, flagged_items)
-        if flow is not None and context.tainted and context.provenance is not None:
-            declared = check.warnings(call, flow, context.provenance)
-            # a sink's own warning says more than the flag on the same argument
-            flagged_items = {p: why for p, why in flagged_items.items()
-                             if EGRESS_WARNING in why or not any(
-                                 w.startswith(f"{FLAG_WARNING}{_plain(p)} (") for w in declared)}
-        else:
-            declared = []
-        flagged = [f"{FLAG_WARNING}{path}: {why}" for path, why in flagged_items.items()]
-        flagged += declared
-        egress = [] if allowed is None else egress_warnings(call.arguments, allowed)
-        off_plan = outside_plan(call, context)
-        tainted_read = (not write and reads == "all" and context.tainted
-                        and not any(fnmatch.fnmatchcase(call.name, g) for g in free))
-        warnings: list[str] = []
-        if ((write and flow is None) or tainted_read) and context.tainted:
-            warnings.append(f"{TAINT_WARNING} {', '.join(context.untrusted_sources)}")
-        warnings += flagged + egress + off_plan
-        if not warnings:
-            return None
-        if flagged or egress:
-            rule_id = "taint.egress" if egress and not flagged else "taint.argument"
-            if deny_flagged:
-                reason = ("an argument came from untrusted content or leaves the allow-list: "
-                          f"{(flagged + egress)[0]}")
-                return Decision(Verdict.DENY, reason, rule_id, tuple(warnings))
-            return Decision.ask("an argument came from untrusted content or leaves the "
-                                "allow-list; a person must check it", rule_id, warnings)
-        if off_plan:
-            return Decision.ask("the session read untrusted content and this tool is not in "
-                                "the task's plan; a person must check it", "taint.plan",
-                                warnings)
-        if tainted_read:
-            return Decision.ask("the session read untrusted content; under this policy every "
-                                "call after that, reads included, needs a person's approval",
-                                "taint.read", warnings)
-        return Decision.ask("the session read untrusted content; a side-effecting call needs "
-                            "a person's approval", "taint", warnings)
-
-    rule.rule_id = "taint"  # type: ignore[attr-defined]
-    # what `anfitrion policy validate` shows of this rule
-    rule.settings = {  # type: ignore[attr-defined]
-        "reads": reads, "free_reads": list(free),
-        "allowed_hosts": None if allowed is None else list(allowed),
-        "deny_flagged": deny_flagged,
-        **({"declared_tools": sorted(declared)} if declared else {}),
-        **({"plan": plan if isinstance(plan, str) else list(planned or ())}
-           if plan is not None else {})}
-    rule.trade_off = TRADE_OFFS[reads]  # type: ignore[attr-defined]
-    # an escalation: it can make a person look at an allowed call, never grant a denied one
-    rule.escalates_only = True  # type: ignore[attr-defined]
-    return rule
+    return TaintRule(allowed_hosts=allowed_hosts, deny_flagged=deny_flagged, reads=reads,
+                     free_reads=free_reads, declarations=declarations, plan=plan)

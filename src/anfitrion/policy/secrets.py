@@ -33,6 +33,7 @@ from urllib.parse import unquote, unquote_plus
 
 from .._json import json_strings
 from ..tools import BoundCall
+from ._contract import BaseRule, RuleRole
 from ._core import Decision, PolicyContext, Verdict
 
 __all__ = ["SECRETS_RULE_ID", "SecretArguments", "encoded_forms", "find_credentials"]
@@ -279,7 +280,7 @@ def credential_warnings(arguments: Mapping[str, Any], sensitive: Iterable[str] =
     return warnings
 
 
-class SecretArguments:
+class SecretArguments(BaseRule):
     """Asks (or denies) when an outgoing argument looks like a credential.
 
     Args:
@@ -291,7 +292,7 @@ class SecretArguments:
         ValueError: *verdict* is not ``ask`` or ``deny``.
     """
 
-    escalates_only = True  # it asks or denies, never allows (Policy.decide, Policy.may_allow)
+    role = RuleRole.ESCALATION  # it asks or denies, never allows
 
     def __init__(self, verdict: Verdict | str = Verdict.ASK, *,
                  exempt_tools: Iterable[str] = (), rule_id: str = SECRETS_RULE_ID) -> None:
