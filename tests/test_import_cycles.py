@@ -24,13 +24,6 @@ SRC = Path(__file__).parents[1] / "src"
 
 KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({
-        "anfitrion.policy", "anfitrion.policy._core", "anfitrion.policy.config",
-        "anfitrion.policy.lint", "anfitrion.policy.quorum", "anfitrion.policy.ratelimit",
-        "anfitrion.policy.rules", "anfitrion.policy.secrets",
-        "anfitrion.taint", "anfitrion.tools",
-    }): "issue #21 part 1: policy and taint import each other (lazily), and tools imports "
-        "policy.constraints while the policy imports tools",
-    frozenset({
         "anfitrion._logging", "anfitrion.audit", "anfitrion.store", "anfitrion.store.memory",
         "anfitrion.store.postgres", "anfitrion.store.sqlite",
     }): "issue #21 part 2: the stores import audit.chain_hash (lazily) while audit imports "

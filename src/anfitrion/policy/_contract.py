@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 if TYPE_CHECKING:
     from ..principal import Principal
     from ..tools import BoundCall, Tool
-    from ._core import Decision, PolicyContext, RateKey
+    from ._decision import Decision, PolicyContext, RateKey
 
 __all__ = ["BaseRule", "PolicyRule", "Reach", "RuleRole", "as_rule"]
 

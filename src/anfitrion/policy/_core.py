@@ -31,17 +31,19 @@ import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._canonical import digest as _digest
 from ..approvals import Quorum
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
 from ._contract import PolicyRule, Reach, RuleRole, as_rule
-from .declarations import ArgumentProvenance
+from ._decision import Decision, PolicyContext, RateKey, Rule, Verdict
+from .secrets import SecretArguments
+from .taint import taint_rule
 
 if TYPE_CHECKING:
     from ..channels.webhooks import WebhookTarget
@@ -66,109 +68,12 @@ __all__ = [
 log = logging.getLogger("anfitrion.policy")
 
 
-class Verdict(StrEnum):
-    ALLOW = "allow"
-    ASK = "ask"
-    DENY = "deny"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What the policy decided for one call, why, and which rule decided it.
-
-    Attributes:
-        reason: the operator's words; the model sees ``denied by policy: <reason>`` only.
-        rule_id: which rule decided (audit log and ``anfitrion policy check``; never shown
-            to the model).
-        warnings: things a person approving the call should see (flagged arguments, taint).
-        quorum: on an ask, how many distinct people (with which roles) must approve; the
-            strictest of the asking rules' quorums applies.
-    """
-
-    verdict: Verdict
-    reason: str
-    rule_id: str
-    warnings: tuple[str, ...] = ()
-    quorum: Quorum | None = None
-
-    @classmethod
-    def allow(cls, reason: str, rule_id: str) -> Decision:
-        return cls(Verdict.ALLOW, reason, rule_id)
-
-    @classmethod
-    def ask(cls, reason: str, rule_id: str, warnings: Iterable[str] = ()) -> Decision:
-        return cls(Verdict.ASK, reason, rule_id, tuple(warnings))
-
-    @classmethod
-    def deny(cls, reason: str, rule_id: str) -> Decision:
-        return cls(Verdict.DENY, reason, rule_id)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict.value, "reason": self.reason, "rule_id": self.rule_id,
-                "warnings": list(self.warnings),
-                **({"quorum": self.quorum.to_dict()} if self.quorum is not None else {})}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Decision:
-        quorum = Quorum.from_dict(d["quorum"]) if d.get("quorum") else None
-        return cls(Verdict(d["verdict"]), d["reason"], d["rule_id"], tuple(d.get("warnings", ())),
-                   quorum)
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyContext:
-    """Everything a rule may look at besides the call. Built by the gate; no I/O in rules.
-
-    Attributes:
-        counters: per-session counts: ``tool_calls`` (executed), ``approvals_asked``,
-            ``invalid_calls``.
-        recent_calls: ``(tool, canonical-arguments digest)`` of the calls this session
-            proposed (validated), oldest first, for the repeated-call guard.
-        untrusted_sources: tools whose untrusted results entered the conversation (taint).
-        flagged_arguments: argument paths whose values came only from untrusted content.
-        rate_counts: calls the principal made in each window a rate limit needs, keyed by
-            :attr:`RateKey.id` (filled by the gate from the store).
-        provenance: where the session's values came from (the session's
-            :class:`anfitrion.taint.TaintIndex`): ``unproven(value)``,
-            ``unproven_entities(text)``, ``planned_tools``; ``None`` outside a session.
-    """
-
-    principal: Principal
-    session_id: str
-    turn: int = 0
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-    counters: Mapping[str, int] = field(default_factory=dict)
-    recent_calls: tuple[tuple[str, str], ...] = ()
-    untrusted_sources: tuple[str, ...] = ()
-    flagged_arguments: Mapping[str, str] = field(default_factory=dict)
-    rate_counts: Mapping[str, int] = field(default_factory=dict)
-    provenance: ArgumentProvenance | None = None
-
-    @property
-    def tainted(self) -> bool:
-        return bool(self.untrusted_sources)
-
-
-Rule: TypeAlias = Callable[[BoundCall, PolicyContext], "Decision | None"]
-
 
 def rule_id_of(rule: Rule) -> str:
     """The id a rule reports: its declared :attr:`~PolicyRule.rule_id`; for a plain callable
     its ``rule_id`` attribute, else its name."""
     return as_rule(rule).rule_id
 
-
-@dataclass(frozen=True, slots=True)
-class RateKey:
-    """One count the gate must fetch: calls of *tool* (``*`` = all tools) by the principal
-    in the last *seconds*."""
-
-    tool: str
-    seconds: int
-
-    @property
-    def id(self) -> str:
-        return f"{self.tool}/{self.seconds}s"
 
 
 @runtime_checkable
@@ -344,11 +249,8 @@ class Policy:
     def default(cls) -> Policy:
         """Reads are allowed, writes ask a person, and taint containment is on: in a session
         that read untrusted content every write asks, and arguments that came only from such
-        content are flagged (:func:`anfitrion.taint.taint_rule`). A call whose arguments carry
-        a credential asks too (:class:`anfitrion.policy.SecretArguments`)."""
-        from ..taint import taint_rule  # taint builds on this module
-        from .secrets import SecretArguments
-
+        content are flagged (:func:`anfitrion.policy.taint.taint_rule`). A call whose arguments
+        carry a credential asks too (:class:`anfitrion.policy.SecretArguments`)."""
         return cls([taint_rule(), SecretArguments()])
 
     def _copy(self, **changes: Any) -> Policy:

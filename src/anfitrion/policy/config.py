@@ -50,6 +50,7 @@ from .declarations import Dataflow, ToolDeclaration, check_template_syntax
 from .quorum import RequireQuorum
 from .ratelimit import RateLimit, parse_duration
 from .rules import ArgumentRule, RepeatGuard, ToolRule
+from .taint import PLAN_BEFORE_TAINT, READS_MODES, taint_rule
 
 __all__ = ["DEFAULT_POLICY_FILE", "find_policy", "load_policy", "parse_policy"]
 
@@ -432,8 +433,6 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
 
     # Taint containment is on unless the file turns it off: writes in a session that read
     # untrusted content ask a person, and arguments that came only from such content are flagged.
-    from ..taint import PLAN_BEFORE_TAINT, READS_MODES, taint_rule
-
     taint: dict[str, Any] = {}
     declared_effects, declared_flows = _tool_declarations(r, data)
     if declared_flows:

@@ -18,7 +18,7 @@ from ..approvals import Quorum
 from ..principal import Principal
 from ..tools import BoundCall, Tool
 from ._contract import Reach, RuleRole, as_rule
-from ._core import Decision, PolicyContext, RateKey, Rule, Verdict
+from ._decision import Decision, PolicyContext, RateKey, Rule, Verdict
 from .constraints import Constraint
 from .rules import ArgumentRule
 

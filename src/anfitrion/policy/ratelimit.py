@@ -23,7 +23,7 @@ from datetime import timedelta
 
 from ..tools import BoundCall
 from ._contract import BaseRule, RuleRole
-from ._core import Decision, PolicyContext, RateKey
+from ._decision import Decision, PolicyContext, RateKey
 
 __all__ = ["ALL_TOOLS", "MAX_DURATION", "RateLimit", "parse_duration"]
 

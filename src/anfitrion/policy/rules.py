@@ -22,7 +22,7 @@ from .._canonical import digest
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
 from ._contract import BaseRule, Reach, RuleRole
-from ._core import Decision, PolicyContext, Verdict
+from ._decision import Decision, PolicyContext, Verdict
 from .constraints import Constraint
 
 __all__ = ["RECENT_CALLS_KEPT", "ArgumentRule", "EffectRule", "RepeatGuard", "ToolRule",
