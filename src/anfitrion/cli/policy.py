@@ -181,13 +181,8 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
         "rule_settings": {rule.rule_id: dict(rule.settings) for rule in rules
                           if rule.settings is not None},
         "principals": {pid: p.to_dict() for pid, p in policy.principals.items()},
-        "budgets": {"tool_calls": policy.budgets.tool_calls, "turns": policy.budgets.turns,
-                    "approvals_asked": policy.budgets.approvals_asked},
-        "approvals": {"ttl_seconds": policy.approvals.ttl.total_seconds(),
-                      "max_pending": policy.approvals.max_pending,
-                      "max_asks": policy.approvals.max_asks,
-                      "per_seconds": policy.approvals.per.total_seconds(),
-                      "max_edits": policy.approvals.max_edits},
+        "budgets": policy.budgets.to_dict(),
+        "approvals": policy.approvals.to_dict(),  # durations in seconds
         "untrusted_tools": untrusted,
     }
     if as_json:

@@ -108,6 +108,11 @@ class Budgets:
                                       or value < 0):
                 raise ValueError(f"budget {name} must be a non-negative integer")
 
+    def to_dict(self) -> dict[str, int | None]:
+        """The budgets as data: what the policy hash covers and ``policy validate`` shows."""
+        return {"tool_calls": self.tool_calls, "turns": self.turns,
+                "approvals_asked": self.approvals_asked}
+
 
 @dataclass(frozen=True, slots=True)
 class ApprovalLimits:
@@ -137,6 +142,14 @@ class ApprovalLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"approvals {name} must be a non-negative integer")
+
+    def to_dict(self) -> dict[str, float | int]:
+        """The limits as data, durations in seconds: what the policy hash covers and ``policy
+        validate`` shows. The webhooks are not in it: where requests are sent changes no
+        decision."""
+        return {"ttl": self.ttl.total_seconds(), "max_pending": self.max_pending,
+                "max_asks": self.max_asks, "per": self.per.total_seconds(),
+                "max_edits": self.max_edits}
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,13 +244,8 @@ class Policy:
                       for rule, (contract, _) in zip(self.rules, self._chain, strict=True)],
             "defaults": {effect.value: verdict.value
                          for effect, verdict in sorted(self.defaults.items())},
-            "budgets": {"tool_calls": self.budgets.tool_calls, "turns": self.budgets.turns,
-                        "approvals_asked": self.budgets.approvals_asked},
-            "approvals": {"ttl": self.approvals.ttl.total_seconds(),
-                          "max_pending": self.approvals.max_pending,
-                          "max_asks": self.approvals.max_asks,
-                          "per": self.approvals.per.total_seconds(),
-                          "max_edits": self.approvals.max_edits},
+            "budgets": self.budgets.to_dict(),
+            "approvals": self.approvals.to_dict(),
             "principals": {pid: p.to_dict() for pid, p in sorted(self.principals.items())},
             "declarations": {name: _plain({"effect": d.effect, "effect_key": d.effect_key,
                                            "effect_scope": d.effect_scope,
