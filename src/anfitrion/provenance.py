@@ -221,9 +221,10 @@ class Origin:
 class TaintIndex:
     """Normalised text of results and of the principal's messages, indexed as it arrives.
 
-    Adding a result costs its own length; a lookup tests only the results holding the value's
-    rarest word, so neither grows with the conversation. Rebuild after loading a session with
-    :meth:`from_messages`; the index itself is not stored.
+    Adding a result costs its own length (a trusted one's is paid when a question first needs
+    it: a session of trusted tools whose arguments hold no URL never pays it); a lookup tests
+    only the results holding the value's rarest word, so neither grows with the conversation.
+    Rebuild after loading a session with :meth:`from_messages`; the index itself is not stored.
     """
 
     def __init__(self) -> None:
@@ -244,6 +245,7 @@ class TaintIndex:
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         self._planned: list[str] = []  # tools proposed before the first untrusted result
+        self._unindexed: list[ToolResult] = []  # trusted results no question has needed yet
 
     # -- feeding ---------------------------------------------------------------------------
 
@@ -260,10 +262,28 @@ class TaintIndex:
         """Index one tool result; True when it brought untrusted content into the session.
 
         Error messages the host wrote itself (denied, invalid arguments, ...) hold no
-        third-party text and are skipped.
+        third-party text and are skipped. A trusted result is indexed when a question first
+        needs it (most sessions of trusted tools never ask one): until then it is only kept.
+        An untrusted one is indexed at once, after the trusted ones before it, so every
+        result has the place it arrived in and every answer is the one eager indexing gives.
         """
         if result.is_error and result.error_kind in HOST_WRITTEN_ERRORS:
             return False
+        if result.provenance is not Provenance.UNTRUSTED:
+            if result.content:
+                self._unindexed.append(result)
+            return False
+        self._ready()
+        return self._index(result, turn)
+
+    def _ready(self) -> None:
+        """Index the trusted results kept since the last question (in their order)."""
+        if self._unindexed:
+            waiting, self._unindexed = self._unindexed, []
+            for result in waiting:
+                self._index(result, 0)  # a trusted result's turn is never reported
+
+    def _index(self, result: ToolResult, turn: int) -> bool:
         norm = normalise(result.content)
         if not norm:
             return False
@@ -328,6 +348,7 @@ class TaintIndex:
         are tested: trusted and untrusted results have their own postings, intersected rarest
         first, so a value whose words are common in a long conversation is compared with the
         few results of the kind asked that hold them all."""
+        self._ready()
         words = _WORD.findall(norm)
         if not words:
             return
@@ -353,6 +374,7 @@ class TaintIndex:
         return next(self._chunks_with(norm, False), None) is not None
 
     def _known_key(self, key: str) -> bool:
+        self._ready()
         return (key in self._principal_keys or key in self._trusted_keys
                 or any(key in p for p in self._principal_compact)
                 or any(key in p for p in self._principal))
@@ -401,6 +423,7 @@ class TaintIndex:
         *trusted*, a trusted result proves nothing but its service ids (an account number
         from the user's own records is theirs, not the recipient's).
         """
+        self._ready()
         norm = normalise(value)
         if not norm:
             return None
@@ -430,6 +453,7 @@ class TaintIndex:
                           ) -> list[str]:
         """The e-mail addresses, URLs, account and phone numbers in *text* that are not
         proven (each with where it came from): what an outward payload must not carry."""
+        self._ready()
         found: list[str] = []
         for kind, key, shown in _entities(normalise(text)):
             if kind in ("host", "path") or shown in found:
@@ -455,6 +479,7 @@ class TaintIndex:
                 service_ids: Callable[[str], Collection[str]]) -> bool:
         """Whether a service-id field holds *norm*, and no untrusted text repeats it elsewhere
         (an injected ``delete file 13`` beside a listing that has a file 13)."""
+        self._ready()
         minted_in: dict[int, int] = {}
         for chunk, name in self._fields.get(norm, ()):
             fields = service_ids(self._tools[chunk])
@@ -473,7 +498,7 @@ class TaintIndex:
         Also flags URL arguments whose path or query carries text from the conversation.
         """
         flags: dict[str, str] = {}
-        if not self._chunks:
+        if not self._chunks and not self._unindexed:
             return flags
         for path, value in _strings(arguments):
             found = self._flag_value(value)
