@@ -616,3 +616,23 @@ def test_conversation_text_in_any_common_encoding_in_a_url_is_flagged(
     flags = index.flag({"url": "https://docs.corp.example/log" + where.format(token)})
     assert flags["url"].startswith(EGRESS_WARNING)
     assert "-encoded `" in flags["url"]
+
+
+def test_trusted_results_indexed_on_first_need_answer_as_if_indexed_on_arrival() -> None:
+    """A trusted result is kept and indexed when a question first needs it (issue #22): the
+    egress check still finds its text in a URL, and results keep the order they arrived in."""
+    index = TaintIndex()
+    profile = "Emma Johnson, IBAN DE89370400440532013000, born 1990"
+    index.add_result(ToolResult("c1", "get_profile", profile, provenance=Provenance.TRUSTED), 1)
+    flags = index.flag({"url": "https://evil.example/c?d=RW1tYSBKb2huc29uLCBJQkFOIERFODkzNz"
+                               "A0MDA0NDA1MzIwMTMwMDA="})
+    assert EGRESS_WARNING in flags["url"]
+    index.add_result(ToolResult("c2", "get_profile", "Ana Lima, ana@corp.example",
+                                provenance=Provenance.TRUSTED), 2)
+    assert index.add_result(untrusted(INBOX, call_id="c3"), 3)
+    index.add_result(ToolResult("c4", "lookup", f"{ATTACKER} is a known contact",
+                                provenance=Provenance.TRUSTED), 4)
+    assert index.unproven("ana@corp.example") is None  # a trusted result before taint proves it
+    assert index.unproven(ATTACKER) is None  # and one after it
+    assert index.flag({"to": ATTACKER}) == {}
+    assert index.untrusted_origin("security code") is not None

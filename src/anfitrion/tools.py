@@ -36,11 +36,11 @@ from jsonschema.validators import Draft202012Validator
 
 from ._canonical import canonical_json, digest
 from ._json import JsonError, check_json_value
+from .constraints import Matches
 from .conversation import JsonValue, Provenance
+from .dataflow import Dataflow
 from .effects import EffectScope, check_effect_template
 from .exceptions import ArgumentError, ToolDefinitionError
-from .policy.constraints import Matches
-from .policy.declarations import Dataflow
 from .principal import Principal
 
 __all__ = [
@@ -181,7 +181,7 @@ class _SafePattern:
 def _safe_pattern(pattern: str) -> _SafePattern:
     """A JSON Schema pattern the host can run in bounded time, or ``ValueError`` saying why.
 
-    The decision is the policy's :class:`~anfitrion.policy.constraints.Matches`: one mechanism
+    The decision is the policy's :class:`~anfitrion.constraints.Matches`: one mechanism
     for every regular expression anfitrion runs on hostile input. JSON Schema patterns *search*
     (they are not anchored), which costs one more factor of the length: the input cap is the
     one `Matches` gives the pattern preceded by ``.*``.
@@ -653,7 +653,7 @@ class Tool:
         scopes: principal scopes required to see and call this tool.
         sensitive: argument names never written to the audit log.
         dataflow: where harm can happen — sinks, outward payload, destructive targets and
-            service-id result fields (:class:`anfitrion.policy.declarations.Dataflow`, or a
+            service-id result fields (:class:`anfitrion.dataflow.Dataflow`, or a
             mapping of its fields); read by the taint rule's ``reads="sinks"`` mode.
     """
 

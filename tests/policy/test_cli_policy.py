@@ -127,3 +127,18 @@ def test_validate_shows_how_taint_containment_is_set(tmp_path: Path) -> None:
     assert data["rule_settings"]["taint"] == {"reads": "all", "free_reads": ["clock.*"],
                                               "allowed_hosts": None, "deny_flagged": False}
 
+
+
+def test_validate_shows_budgets_and_approval_limits_as_the_policy_hash_reads_them(
+        tmp_path: Path) -> None:
+    from anfitrion.policy import load_policy
+
+    policy = tmp_path / "anfitrion.toml"
+    policy.write_text('[budgets]\ntool_calls = 40\n[approvals]\nttl = "5m"\nmax_edits = 1\n')
+    data = json.loads(CliRunner().invoke(cli, ["policy", "validate", str(policy),
+                                               "--json"]).output)
+    described = load_policy(policy).describe()
+    assert data["budgets"] == described["budgets"] == {
+        "tool_calls": 40, "turns": None, "approvals_asked": None}
+    assert data["approvals"] == described["approvals"] == {
+        "ttl": 300.0, "max_pending": 5, "max_asks": 20, "per": 60.0, "max_edits": 1}

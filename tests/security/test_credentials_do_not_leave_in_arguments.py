@@ -209,10 +209,11 @@ def test_the_rule_refuses_to_allow() -> None:
 
 
 def test_a_hostile_argument_is_scanned_in_bounded_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    from anfitrion import _encodings
     from anfitrion.policy import secrets
 
     decoded: list[str] = []
-    real = secrets._decode_token
+    real = _encodings._decode_token
 
     def counting(token: str) -> Any:
         decoded.append(token)
@@ -220,7 +221,7 @@ def test_a_hostile_argument_is_scanned_in_bounded_work(monkeypatch: pytest.Monke
 
     rule = SecretArguments()
     huge = ("QUFBQUFBQUFBQUFB/" * 20_000) + "x" * 200_000
-    monkeypatch.setattr(secrets, "_decode_token", counting)
+    monkeypatch.setattr(_encodings, "_decode_token", counting)
     assert rule(_bound({"q": huge}), CONTEXT) is None
     assert len(decoded) <= secrets.MAX_TOKENS * 4  # a few forms of one value, each capped
 

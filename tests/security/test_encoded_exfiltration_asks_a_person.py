@@ -139,17 +139,16 @@ def test_the_warning_says_how_the_text_was_encoded() -> None:
 
 
 def test_decoding_a_hostile_url_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from anfitrion import taint
-    from anfitrion.policy import secrets
+    from anfitrion import _encodings, taint
 
     tried: list[str] = []
-    real = secrets._decode_token
+    real = _encodings._decode_token
 
     def counting(token: str) -> Any:
         tried.append(token)
         return real(token)
 
-    monkeypatch.setattr(secrets, "_decode_token", counting)
+    monkeypatch.setattr(_encodings, "_decode_token", counting)
     index = TaintIndex()
     index.add_result(_result("get_profile", str(PROFILE)), turn=1)
     url = "https://docs.corp.example/" + "/".join(["QUFBQUFBQUFBQUFB"] * 400)

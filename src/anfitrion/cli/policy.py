@@ -18,7 +18,7 @@ from ..policy import (
     Evaluation,
     Policy,
     PolicyContext,
-    rule_id_of,
+    as_rule,
 )
 from ..principal import Principal
 from ..store import Store
@@ -170,23 +170,19 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
     defaults = {e.value: v.value for e, v in policy.defaults.items()}
+    rules = [as_rule(rule) for rule in policy.rules]
     summary: dict[str, Any] = {
         "policy": policy.source,
         "sha256": policy.sha256,
         "shadow": None if policy.shadow is None else {"policy": policy.shadow.source,
                                                       "sha256": policy.shadow.sha256},
         "defaults": defaults,
-        "rules": [rule_id_of(rule) for rule in policy.rules],
-        "rule_settings": {rule_id_of(rule): settings for rule in policy.rules
-                          if isinstance(settings := getattr(rule, "settings", None), dict)},
+        "rules": [rule.rule_id for rule in rules],
+        "rule_settings": {rule.rule_id: dict(rule.settings) for rule in rules
+                          if rule.settings is not None},
         "principals": {pid: p.to_dict() for pid, p in policy.principals.items()},
-        "budgets": {"tool_calls": policy.budgets.tool_calls, "turns": policy.budgets.turns,
-                    "approvals_asked": policy.budgets.approvals_asked},
-        "approvals": {"ttl_seconds": policy.approvals.ttl.total_seconds(),
-                      "max_pending": policy.approvals.max_pending,
-                      "max_asks": policy.approvals.max_asks,
-                      "per_seconds": policy.approvals.per.total_seconds(),
-                      "max_edits": policy.approvals.max_edits},
+        "budgets": policy.budgets.to_dict(),
+        "approvals": policy.approvals.to_dict(),  # durations in seconds
         "untrusted_tools": untrusted,
     }
     if as_json:
@@ -194,13 +190,13 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
         return
     click.echo(f"{policy.source}: valid")
     click.echo("defaults: " + ", ".join(f"{k} → {v}" for k, v in defaults.items()))
-    for rule in policy.rules:
-        settings = summary["rule_settings"].get(rule_id_of(rule))
+    for rule in rules:
+        settings = rule.settings
         shown = "" if not settings else " (" + "; ".join(
             f"{key}: {_setting(value)}" for key, value in settings.items()) + ")"
-        click.echo(f"  rule {rule_id_of(rule)}{shown}")
-        if isinstance(trade_off := getattr(rule, "trade_off", None), str):
-            click.echo(f"    trade-off: {trade_off}")
+        click.echo(f"  rule {rule.rule_id}{shown}")
+        if rule.trade_off is not None:
+            click.echo(f"    trade-off: {rule.trade_off}")
     if untrusted:
         click.echo(f"tools whose results count as untrusted (the default provenance): "
                    f"{', '.join(untrusted)}")

@@ -1,14 +1,16 @@
 """Policy: the host decides whether a checked call may run, must ask a person, or is refused.
 
 The combining rule (any deny wins, then any ask, then allow; else the default per effect) is
-written once, in :mod:`anfitrion.policy._core`. Built-in rules live in :mod:`.rules` (tool
-globs, effects, argument constraints, repeated calls), :mod:`.ratelimit` and :mod:`.secrets`
-(credentials leaving in arguments); constraints in
+written once, in :mod:`anfitrion.policy._core`; what it may know of a rule (its id, its role,
+the counts it needs, its settings) is the rule contract of :mod:`anfitrion.policy._contract`.
+Built-in rules live in :mod:`.rules` (tool globs, effects, argument constraints, repeated
+calls), :mod:`.ratelimit` and :mod:`.secrets` (credentials leaving in arguments); constraints in
 :mod:`.constraints`; loading from ``anfitrion.toml`` in :mod:`.config`.
 """
 
 from __future__ import annotations
 
+from ._contract import BaseRule, PolicyRule, Reach, RuleRole, as_rule
 from ._core import (
     ApprovalLimits,
     Budgets,
@@ -43,6 +45,7 @@ __all__ = [
     "DEFAULT_POLICY_FILE",
     "ApprovalLimits",
     "ArgumentRule",
+    "BaseRule",
     "Budgets",
     "Constraint",
     "Decision",
@@ -57,15 +60,19 @@ __all__ = [
     "PathInside",
     "Policy",
     "PolicyContext",
+    "PolicyRule",
     "RateKey",
     "RateLimit",
+    "Reach",
     "RepeatGuard",
     "Rule",
+    "RuleRole",
     "SecretArguments",
     "ToolRule",
     "UrlAllowed",
     "Verdict",
     "arguments_digest",
+    "as_rule",
     "canonical_host",
     "find_policy",
     "load_policy",

@@ -1,15 +1,18 @@
 """Decisions, the policy context, and the combining rule.
 
-A :class:`Policy` is a chain of rules. A rule is a plain callable ``(call, context) ->
-Decision | None``: ``None`` means "no opinion". The combining rule is written down once, here:
+A :class:`Policy` is a chain of rules. A rule is a callable ``(call, context) -> Decision |
+None`` (``None`` means "no opinion") under the contract of :mod:`._contract`: its id, its
+role, the counts it needs, its settings; a plain callable is an opinion. The combining rule is
+written down once, here:
 
 1. a tool that requires scopes the principal lacks is denied (rule id ``scopes``);
 2. a spent session budget denies (rule ids ``budget.tool_calls``, ``budget.turns``);
 3. every rule runs; **any deny wins**, then **any ask**, then **allow**;
 4. when no rule has an opinion, the default for the tool's effect applies:
    ``read → allow``, ``write → ask`` (rule ids ``default.read`` / ``default.write``);
-   a rule marked ``escalates_only`` (the taint rule) is not an opinion here: its ``ask`` turns
-   an allow into an ask afterwards, and never overrides a deny — the default deny included;
+   an escalation rule (:attr:`RuleRole.ESCALATION`: taint, credentials) is not an opinion
+   here: its ``ask`` turns an allow into an ask afterwards, and never overrides a deny — the
+   default deny included; a deny-only or escalation rule never grants (its allow is ignored);
 5. an ``ask`` when the session has asked for its budget of approvals becomes a deny
    (``budget.approvals_asked``);
 6. a rule that raises denies the call (fail closed, rule id ``<rule>.error``).
@@ -28,17 +31,20 @@ import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .._canonical import digest as _digest
 from ..approvals import Quorum
 from ..media import MediaSettings
 from ..principal import Principal
 from ..tools import BoundCall, Effect, Tool
-from .declarations import ArgumentProvenance
+from ._contract import PolicyRule, Reach, RuleRole, as_rule
+from ._decision import Decision, PolicyContext, RateKey, Rule, Verdict
+from .secrets import SecretArguments
+from .taint import taint_rule
 
 if TYPE_CHECKING:
     from ..channels.webhooks import WebhookTarget
@@ -63,121 +69,23 @@ __all__ = [
 log = logging.getLogger("anfitrion.policy")
 
 
-class Verdict(StrEnum):
-    ALLOW = "allow"
-    ASK = "ask"
-    DENY = "deny"
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What the policy decided for one call, why, and which rule decided it.
-
-    Attributes:
-        reason: the operator's words; the model sees ``denied by policy: <reason>`` only.
-        rule_id: which rule decided (audit log and ``anfitrion policy check``; never shown
-            to the model).
-        warnings: things a person approving the call should see (flagged arguments, taint).
-        quorum: on an ask, how many distinct people (with which roles) must approve; the
-            strictest of the asking rules' quorums applies.
-    """
-
-    verdict: Verdict
-    reason: str
-    rule_id: str
-    warnings: tuple[str, ...] = ()
-    quorum: Quorum | None = None
-
-    @classmethod
-    def allow(cls, reason: str, rule_id: str) -> Decision:
-        return cls(Verdict.ALLOW, reason, rule_id)
-
-    @classmethod
-    def ask(cls, reason: str, rule_id: str, warnings: Iterable[str] = ()) -> Decision:
-        return cls(Verdict.ASK, reason, rule_id, tuple(warnings))
-
-    @classmethod
-    def deny(cls, reason: str, rule_id: str) -> Decision:
-        return cls(Verdict.DENY, reason, rule_id)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"verdict": self.verdict.value, "reason": self.reason, "rule_id": self.rule_id,
-                "warnings": list(self.warnings),
-                **({"quorum": self.quorum.to_dict()} if self.quorum is not None else {})}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Decision:
-        quorum = Quorum.from_dict(d["quorum"]) if d.get("quorum") else None
-        return cls(Verdict(d["verdict"]), d["reason"], d["rule_id"], tuple(d.get("warnings", ())),
-                   quorum)
-
-
-@dataclass(frozen=True, slots=True)
-class PolicyContext:
-    """Everything a rule may look at besides the call. Built by the gate; no I/O in rules.
-
-    Attributes:
-        counters: per-session counts: ``tool_calls`` (executed), ``approvals_asked``,
-            ``invalid_calls``.
-        recent_calls: ``(tool, canonical-arguments digest)`` of the calls this session
-            proposed (validated), oldest first, for the repeated-call guard.
-        untrusted_sources: tools whose untrusted results entered the conversation (taint).
-        flagged_arguments: argument paths whose values came only from untrusted content.
-        rate_counts: calls the principal made in each window a rate limit needs, keyed by
-            :attr:`RateKey.id` (filled by the gate from the store).
-        provenance: where the session's values came from (the session's
-            :class:`anfitrion.taint.TaintIndex`): ``unproven(value)``,
-            ``unproven_entities(text)``, ``planned_tools``; ``None`` outside a session.
-    """
-
-    principal: Principal
-    session_id: str
-    turn: int = 0
-    now: datetime = field(default_factory=lambda: datetime.now(UTC))
-    counters: Mapping[str, int] = field(default_factory=dict)
-    recent_calls: tuple[tuple[str, str], ...] = ()
-    untrusted_sources: tuple[str, ...] = ()
-    flagged_arguments: Mapping[str, str] = field(default_factory=dict)
-    rate_counts: Mapping[str, int] = field(default_factory=dict)
-    provenance: ArgumentProvenance | None = None
-
-    @property
-    def tainted(self) -> bool:
-        return bool(self.untrusted_sources)
-
-
-Rule: TypeAlias = Callable[[BoundCall, PolicyContext], "Decision | None"]
-
 
 def rule_id_of(rule: Rule) -> str:
-    """The id a rule reports: its ``rule_id`` attribute, else its name."""
-    rid = getattr(rule, "rule_id", None)
-    if isinstance(rid, str) and rid:
-        return rid
-    return str(getattr(rule, "__name__", type(rule).__name__))
+    """The id a rule reports: its declared :attr:`~PolicyRule.rule_id`; for a plain callable
+    its ``rule_id`` attribute, else its name."""
+    return as_rule(rule).rule_id
 
-
-@dataclass(frozen=True, slots=True)
-class RateKey:
-    """One count the gate must fetch: calls of *tool* (``*`` = all tools) by the principal
-    in the last *seconds*."""
-
-    tool: str
-    seconds: int
-
-    @property
-    def id(self) -> str:
-        return f"{self.tool}/{self.seconds}s"
-
-
-_UNSEEN = object()
 
 
 @runtime_checkable
 class CountsCalls(Protocol):
-    """A rule that needs rate counts says which, per tool name."""
+    """A rule that needs rate counts says which, per tool name (part of :class:`PolicyRule`;
+    a plain callable with this method has its counts fetched too)."""
 
     def rate_keys(self, tool_name: str) -> Iterable[RateKey]: ...
+
+
+_RATE_KEYS_CACHED = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +108,11 @@ class Budgets:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 0):
                 raise ValueError(f"budget {name} must be a non-negative integer")
+
+    def to_dict(self) -> dict[str, int | None]:
+        """The budgets as data: what the policy hash covers and ``policy validate`` shows."""
+        return {"tool_calls": self.tool_calls, "turns": self.turns,
+                "approvals_asked": self.approvals_asked}
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +144,14 @@ class ApprovalLimits:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"approvals {name} must be a non-negative integer")
 
+    def to_dict(self) -> dict[str, float | int]:
+        """The limits as data, durations in seconds: what the policy hash covers and ``policy
+        validate`` shows. The webhooks are not in it: where requests are sent changes no
+        decision."""
+        return {"ttl": self.ttl.total_seconds(), "max_pending": self.max_pending,
+                "max_asks": self.max_asks, "per": self.per.total_seconds(),
+                "max_edits": self.max_edits}
+
 
 @dataclass(frozen=True, slots=True)
 class Opinion:
@@ -259,7 +180,8 @@ class Policy:
     """A chain of rules, the defaults per effect, budgets and approval limits.
 
     Args:
-        rules: plain callables ``(call, context) -> Decision | None``.
+        rules: :class:`PolicyRule` objects, or plain callables ``(call, context) -> Decision
+            | None`` (opinions; see :func:`as_rule`).
         defaults: verdict per effect when no rule has an opinion (read → allow, write → ask).
         budgets: per-session budgets.
         approvals: TTL and flood guard of approval requests.
@@ -286,6 +208,12 @@ class Policy:
                  declarations: Mapping[str, ToolDeclaration] | None = None,
                  media: MediaSettings | None = None) -> None:
         self.rules: tuple[Rule, ...] = tuple(rules)
+        # each rule under its declared contract, with its role, read once
+        self._chain: tuple[tuple[PolicyRule, RuleRole], ...] = tuple(
+            (contract, contract.role) for contract in map(as_rule, self.rules))
+        self._rate_keys: dict[str, tuple[RateKey, ...]] = {}
+        self._sha256: str | None = None
+        self._declared: dict[int, tuple[Tool, Tool]] = {}
         self.defaults: Mapping[Effect, Verdict] = {**_DEFAULTS, **(defaults or {})}
         self.budgets = budgets or Budgets()
         self.approvals = approvals or ApprovalLimits()
@@ -309,25 +237,20 @@ class Policy:
         approval limits and principals; two operator callables with the same id and no
         ``settings`` hash alike (give them distinct ids). The clock is not part of it.
         """
-        found = self.__dict__.get("_sha256")
-        if found is None:
-            found = self.__dict__["_sha256"] = _digest(self.describe())
-        return str(found)
+        if self._sha256 is None:
+            self._sha256 = _digest(self.describe())
+        return self._sha256
 
     def describe(self) -> dict[str, Any]:
         """What :attr:`sha256` covers, as plain JSON data."""
         return {
             "content": self.content_sha256,
-            "rules": [_rule_description(rule) for rule in self.rules],
+            "rules": [_rule_description(rule, contract)
+                      for rule, (contract, _) in zip(self.rules, self._chain, strict=True)],
             "defaults": {effect.value: verdict.value
                          for effect, verdict in sorted(self.defaults.items())},
-            "budgets": {"tool_calls": self.budgets.tool_calls, "turns": self.budgets.turns,
-                        "approvals_asked": self.budgets.approvals_asked},
-            "approvals": {"ttl": self.approvals.ttl.total_seconds(),
-                          "max_pending": self.approvals.max_pending,
-                          "max_asks": self.approvals.max_asks,
-                          "per": self.approvals.per.total_seconds(),
-                          "max_edits": self.approvals.max_edits},
+            "budgets": self.budgets.to_dict(),
+            "approvals": self.approvals.to_dict(),
             "principals": {pid: p.to_dict() for pid, p in sorted(self.principals.items())},
             "declarations": {name: _plain({"effect": d.effect, "effect_key": d.effect_key,
                                            "effect_scope": d.effect_scope,
@@ -339,11 +262,8 @@ class Policy:
     def default(cls) -> Policy:
         """Reads are allowed, writes ask a person, and taint containment is on: in a session
         that read untrusted content every write asks, and arguments that came only from such
-        content are flagged (:func:`anfitrion.taint.taint_rule`). A call whose arguments carry
-        a credential asks too (:class:`anfitrion.policy.SecretArguments`)."""
-        from ..taint import taint_rule  # taint builds on this module
-        from .secrets import SecretArguments
-
+        content are flagged (:func:`anfitrion.policy.taint.taint_rule`). A call whose arguments
+        carry a credential asks too (:class:`anfitrion.policy.SecretArguments`)."""
         return cls([taint_rule(), SecretArguments()])
 
     def _copy(self, **changes: Any) -> Policy:
@@ -379,7 +299,7 @@ class Policy:
         declaration = self.declarations.get(tool.name)
         if declaration is None:
             return tool
-        cache: dict[int, tuple[Tool, Tool]] = self.__dict__.setdefault("_declared", {})
+        cache = self._declared
         hit = cache.get(id(tool))
         if hit is not None and hit[0] is tool:  # the entry holds the tool: its id is not reused
             return hit[1]
@@ -394,43 +314,41 @@ class Policy:
         return self.principals.get(principal_id) or Principal(principal_id)
 
     def rate_keys(self, tool_name: str) -> tuple[RateKey, ...]:
-        """The counts the gate must fetch before deciding a call of *tool_name*."""
-        counting = self.__dict__.get("_counting")
-        if counting is None:  # found once: the hot path must not isinstance-check every rule
-            counting = tuple(r for r in self.rules if isinstance(r, CountsCalls))
-            self.__dict__["_counting"] = counting
-        if not counting:
-            return ()
-        keys: dict[str, RateKey] = {}
-        for rule in counting:
-            for key in rule.rate_keys(tool_name):
-                keys[key.id] = key
-        return tuple(keys.values())
+        """The counts the gate must fetch before deciding a call of *tool_name* (a rule's
+        :meth:`~PolicyRule.rate_keys` depends on the tool name only: asked once per name)."""
+        found = self._rate_keys.get(tool_name)
+        if found is None:
+            keys: dict[str, RateKey] = {}
+            for rule, _ in self._chain:
+                for key in rule.rate_keys(tool_name):
+                    keys[key.id] = key
+            found = tuple(keys.values())
+            if len(self._rate_keys) >= _RATE_KEYS_CACHED:
+                self._rate_keys.clear()
+            self._rate_keys[tool_name] = found
+        return found
 
     def may_allow(self, tool: Tool, principal: Principal) -> bool:
         """Whether some call of *tool* by *principal* could be allowed or asked about.
 
         False only when the policy denies every call whatever its arguments: a missing scope,
-        a deny rule that matches the tool (by name, effect and role), or a default deny that no
-        rule could lift. Rules the policy cannot see into (operator callables) count as "could
-        allow". The MCP gateway hides tools for which this is False.
+        an opinion rule whose :meth:`~PolicyRule.reach` is :attr:`Reach.DENIES_ALL` (a deny
+        rule that matches the tool by name, effect and role), or a default deny that no rule
+        could lift. Rules the policy cannot see into (operator callables) count as "could
+        allow"; deny-only and escalation rules never grant. The MCP gateway hides tools for
+        which this is False.
         """
         if tool.scopes and not tool.scopes <= principal.scopes:
             return False
-        probe = BoundCall("", tool, {})
-        context = PolicyContext(principal=principal, session_id="")
         could_grant = self.defaults.get(tool.effect, Verdict.DENY) is not Verdict.DENY
-        for rule in self.rules:
-            if getattr(rule, "escalates_only", False) or getattr(rule, "only_denies", False):
+        for rule, role in self._chain:
+            if role is not RuleRole.OPINION:
                 continue
-            match, verdict = getattr(rule, "match", None), getattr(rule, "verdict", _UNSEEN)
-            if match is None or verdict is _UNSEEN:
+            reach = rule.reach(tool, principal)
+            if reach is Reach.DENIES_ALL:
+                return False
+            if reach is Reach.MAY_GRANT:
                 could_grant = True
-            elif match.matches(probe, context):
-                if verdict is Verdict.DENY:
-                    return False
-                if verdict is not None:
-                    could_grant = True
         return could_grant
 
     def decide(self, call: BoundCall, context: PolicyContext) -> Decision:
@@ -457,21 +375,24 @@ class Policy:
         asks: list[Decision] = []
         escalations: list[Decision] = []
         allow: Decision | None = None
-        for rule in self.rules:
+        for rule, role in self._chain:
             try:
                 decision = rule(call, context)
             except Exception:  # a rule is operator code: a failing one must fail closed
-                rid = rule_id_of(rule)
+                rid = rule.rule_id
                 log.exception("policy rule %s raised on %s", rid, tool.name)
                 decision = Decision.deny("a policy rule could not decide", f"{rid}.error")
             if opinions is not None:
-                opinions.append(Opinion(rule_id_of(rule), decision))
+                opinions.append(Opinion(rule.rule_id, decision))
             if decision is None:
                 continue
             if decision.verdict is Verdict.DENY:
                 deny = deny or decision
-            elif decision.verdict is Verdict.ASK and getattr(rule, "escalates_only", False):
-                escalations.append(decision)  # may turn an allow into an ask, never grant
+            elif role is RuleRole.ESCALATION:
+                if decision.verdict is Verdict.ASK:  # may turn an allow into an ask
+                    escalations.append(decision)
+            elif role is RuleRole.DENY_ONLY:
+                continue  # it never grants
             elif decision.verdict is Verdict.ASK:
                 asks.append(decision)
             elif allow is None:
@@ -516,13 +437,21 @@ class Policy:
         return _default_decision(effect, self.defaults.get(effect, Verdict.DENY))
 
 
-def _rule_description(rule: Rule) -> dict[str, Any]:
+@runtime_checkable
+class _Qualified(Protocol):
+    __qualname__: str
+
+
+def _rule_description(rule: Rule, contract: PolicyRule) -> dict[str, Any]:
     """A rule as the policy hash sees it: its id, its kind, and its public attributes (its
     tools, verdict, constraints, settings ...) as plain data — never an object's address, so
-    the hash is the same in every process."""
-    return {"id": rule_id_of(rule),
-            "kind": str(getattr(rule, "__qualname__", type(rule).__qualname__)),
-            "attributes": _plain(rule, 0)}
+    the hash is the same in every process. A rule whose :meth:`~PolicyRule.description`
+    gives its own says so."""
+    own = contract.description()
+    if own is not None:
+        return dict(own)
+    kind = rule.__qualname__ if isinstance(rule, _Qualified) else type(rule).__qualname__
+    return {"id": contract.rule_id, "kind": str(kind), "attributes": _plain(rule, 0)}
 
 
 def _plain(value: Any, depth: int) -> Any:
@@ -557,6 +486,8 @@ def _plain(value: Any, depth: int) -> Any:
 
 def _text_key(item: Any) -> str:
     return repr(item)
+
+
 def _strictest(decisions: Iterable[Decision]) -> Quorum | None:
     """The strictest quorum the asking decisions require (``None``: one approval)."""
     found: Quorum | None = None

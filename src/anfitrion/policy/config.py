@@ -26,6 +26,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
@@ -33,6 +34,7 @@ from .._canonical import canonical_json
 from ..approvals import Quorum
 from ..effects import EffectScope
 from ..exceptions import ConfigError
+from ..media import MediaSettings
 from ..principal import Principal
 from ..tools import TOOL_NAME, Effect
 from ._core import ApprovalLimits, Budgets, Policy, Rule, Verdict
@@ -51,14 +53,15 @@ from .media import parse_media
 from .quorum import RequireQuorum
 from .ratelimit import RateLimit, parse_duration
 from .rules import ArgumentRule, RepeatGuard, ToolRule
+from .secrets import SecretArguments
+from .taint import PLAN_BEFORE_TAINT, READS_MODES, taint_rule
 
-__all__ = ["DEFAULT_POLICY_FILE", "find_policy", "load_policy", "parse_policy"]
+__all__ = ["DEFAULT_POLICY_FILE", "SECTIONS", "Section", "find_policy", "load_policy",
+           "parse_policy"]
 
 DEFAULT_POLICY_FILE = "anfitrion.toml"
 T = TypeVar("T")
 
-_TOP = {"defaults", "principals", "rules", "rate_limits", "budgets", "approvals",
-        "repeat_guard", "taint", "store", "secrets", "shadow", "lint", "tools", "media"}
 _NOT_HASHED = {"store", "shadow", "lint"}
 """Tables that cannot change a decision of this policy: not part of its hash."""
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
@@ -349,100 +352,122 @@ def _rate_limit(r: _Reader, spec: Any, key: str) -> Rule:
                                           rule_id=rule_id))
 
 
-def parse_policy(text: str, *, path: str | None = None) -> Policy:
-    """Build a :class:`Policy` from TOML text.
+@dataclass
+class _Parsed:
+    """What the sections of a policy file build, as each section parser adds its part."""
 
-    Raises:
-        ConfigError: the text is not TOML, or a key or value is unknown or invalid.
-    """
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        found = re.search(r"line (\d+)", str(exc))
-        raise ConfigError(f"not valid TOML: {_printable(str(exc))}", path=path,
-                          line=int(found.group(1)) if found else None) from None
-    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
-        raise ConfigError("not valid TOML: arrays or tables are nested too deeply",
-                          path=path) from None
-    except ValueError as exc:  # an integer of more than 4,300 digits
-        raise ConfigError(f"not valid TOML: {_printable(str(exc))[:120]}", path=path) from None
-    r = _Reader(text, path)
-    r.table(data, "", _TOP)
-    if "store" in data:  # where the commands keep their data: read by anfitrion._home
-        r.typed(r.table(data["store"], "store", {"url"}), "url", "store", str, "a store URL")
-    base_dir = os.path.dirname(os.path.abspath(path)) if path else None
+    base_dir: str | None
+    """The file's directory (relative paths in constraints and ``[shadow]`` start there)."""
+    rules: list[Rule] = field(default_factory=list)
+    defaults: dict[Effect, Verdict] = field(default_factory=dict)
+    principals: dict[str, Principal] = field(default_factory=dict)
+    budgets: Budgets | None = None
+    approvals: ApprovalLimits | None = None
+    declarations: dict[str, ToolDeclaration] = field(default_factory=dict)
+    dataflows: dict[str, Dataflow] = field(default_factory=dict)
+    shadow: Policy | None = None
+    media: MediaSettings = field(default_factory=MediaSettings)
 
-    defaults: dict[Effect, Verdict] = {}
-    if "defaults" in data:
-        table = r.table(data["defaults"], "defaults", {"read", "write"})
-        for effect in ("read", "write"):
-            verdict = r.verdict(table, effect, "defaults")
-            if verdict is not None:
-                defaults[Effect(effect)] = verdict
 
-    principals: dict[str, Principal] = {}
-    if "principals" in data:
-        table = r.table(data["principals"], "principals", set(data["principals"])
-                        if isinstance(data["principals"], dict) else set())
-        for pid, spec in table.items():
-            key = f"principals.{pid}"
-            spec = r.table(spec, key, {"scopes", "roles"})
-            principals[pid] = Principal(pid, frozenset(r.strings(spec, "roles", key) or ()),
-                                        frozenset(r.strings(spec, "scopes", key) or ()))
+Section = Callable[[_Reader, Any, _Parsed], None]
+"""A section parser: the reader, the section's value (``None`` when the file has none) and
+what the file builds so far. It checks its keys through the reader (every error names the
+key and its line) and adds its part."""
 
-    rules: list[Rule] = []
-    for name in ("rules", "rate_limits"):
-        items = data.get(name, [])
-        if not isinstance(items, list):
-            r.fail(f"must be an array of tables ([[{name}]])", name)
-        for i, spec in enumerate(items, 1):
-            key = f"{name}[{i}]"
-            rules.append(_rule(r, spec, key, base_dir) if name == "rules"
-                         else _rate_limit(r, spec, key))
 
-    if "repeat_guard" in data:
-        table = r.table(data["repeat_guard"], "repeat_guard", {"max_repeats", "reason"})
-        repeats = r.typed(table, "max_repeats", "repeat_guard", int, "an integer")
-        reason = r.typed(table, "reason", "repeat_guard", str, "text")
-        rules.append(r.built("repeat_guard.max_repeats",
-                             lambda: RepeatGuard(3 if repeats is None else repeats,
-                                                 reason=reason)))
+def _store_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    """``[store] url``: where the commands keep their data (read by :mod:`anfitrion._home`)."""
+    if value is not None:
+        r.typed(r.table(value, "store", {"url"}), "url", "store", str, "a store URL")
 
-    budgets = None
-    if "budgets" in data:
-        table = r.table(data["budgets"], "budgets", {"tool_calls", "turns", "approvals_asked"})
-        values: dict[str, int] = {k: r.typed(table, k, "budgets", int, "an integer")
-                                  for k in table}
-        budgets = r.built("budgets", lambda: Budgets(**values))
 
-    approvals = None
-    if "approvals" in data:
-        key = "approvals"
-        table = r.table(data[key], key, {"ttl", "max_pending", "max_asks", "per", "max_edits",
-                                         "webhooks"})
-        options: dict[str, Any] = {}
-        if "webhooks" in table:
-            options["webhooks"] = _webhooks(r, table["webhooks"])
-        for name in ("ttl", "per"):
-            if (d := r.duration(table, name, key)) is not None:
-                options[name] = d
-        for name in ("max_pending", "max_asks", "max_edits"):
-            if (n := r.typed(table, name, key, int, "an integer")) is not None:
-                options[name] = n
-        approvals = r.built(key, lambda: ApprovalLimits(**options))
+def _defaults_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    if value is None:
+        return
+    table = r.table(value, "defaults", {"read", "write"})
+    for effect in ("read", "write"):
+        verdict = r.verdict(table, effect, "defaults")
+        if verdict is not None:
+            parsed.defaults[Effect(effect)] = verdict
 
-    # Taint containment is on unless the file turns it off: writes in a session that read
-    # untrusted content ask a person, and arguments that came only from such content are flagged.
-    from ..taint import PLAN_BEFORE_TAINT, READS_MODES, taint_rule
 
-    taint: dict[str, Any] = {}
-    declared_effects, declared_flows = _tool_declarations(r, data)
-    if declared_flows:
-        taint["declarations"] = declared_flows
-    if "taint" in data:
-        table = r.table(data["taint"], "taint",
-                        {"enabled", "allowed_hosts", "deny_flagged", "reads", "free_reads",
-                         "plan"})
+def _principals_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    if value is None:
+        return
+    table = r.table(value, "principals", set(value) if isinstance(value, dict) else set())
+    for pid, spec in table.items():
+        key = f"principals.{pid}"
+        spec = r.table(spec, key, {"scopes", "roles"})
+        parsed.principals[pid] = Principal(pid, frozenset(r.strings(spec, "roles", key) or ()),
+                                           frozenset(r.strings(spec, "scopes", key) or ()))
+
+
+def _array(r: _Reader, value: Any, name: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        r.fail(f"must be an array of tables ([[{name}]])", name)
+    return value
+
+
+def _rules_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    for i, spec in enumerate(_array(r, value, "rules"), 1):
+        parsed.rules.append(_rule(r, spec, f"rules[{i}]", parsed.base_dir))
+
+
+def _rate_limits_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    for i, spec in enumerate(_array(r, value, "rate_limits"), 1):
+        parsed.rules.append(_rate_limit(r, spec, f"rate_limits[{i}]"))
+
+
+def _repeat_guard_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    if value is None:
+        return
+    table = r.table(value, "repeat_guard", {"max_repeats", "reason"})
+    repeats = r.typed(table, "max_repeats", "repeat_guard", int, "an integer")
+    reason = r.typed(table, "reason", "repeat_guard", str, "text")
+    parsed.rules.append(r.built("repeat_guard.max_repeats", lambda: RepeatGuard(
+        3 if repeats is None else repeats, reason=reason)))
+
+
+def _budgets_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    if value is None:
+        return
+    table = r.table(value, "budgets", {"tool_calls", "turns", "approvals_asked"})
+    values: dict[str, int] = {k: r.typed(table, k, "budgets", int, "an integer") for k in table}
+    parsed.budgets = r.built("budgets", lambda: Budgets(**values))
+
+
+def _approvals_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    if value is None:
+        return
+    key = "approvals"
+    table = r.table(value, key, {"ttl", "max_pending", "max_asks", "per", "max_edits",
+                                 "webhooks"})
+    options: dict[str, Any] = {}
+    if "webhooks" in table:
+        options["webhooks"] = _webhooks(r, table["webhooks"])
+    for name in ("ttl", "per"):
+        if (d := r.duration(table, name, key)) is not None:
+            options[name] = d
+    for name in ("max_pending", "max_asks", "max_edits"):
+        if (n := r.typed(table, name, key, int, "an integer")) is not None:
+            options[name] = n
+    parsed.approvals = r.built(key, lambda: ApprovalLimits(**options))
+
+
+def _tools_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    parsed.declarations, parsed.dataflows = _tool_declarations(r, value)
+
+
+def _taint_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    """``[taint]``: containment is on unless the file turns it off — writes in a session that
+    read untrusted content ask a person, and arguments that came only from such content are
+    flagged. The data flows of ``[tools."<name>"]`` go to it."""
+    taint: dict[str, Any] = {"declarations": parsed.dataflows} if parsed.dataflows else {}
+    if value is not None:
+        table = r.table(value, "taint", {"enabled", "allowed_hosts", "deny_flagged", "reads",
+                                         "free_reads", "plan"})
         taint |= {name: r.typed(table, name, "taint", bool, "true or false")
                   for name in ("enabled", "deny_flagged") if name in table}
         if "plan" in table:
@@ -459,22 +484,98 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
                        f"not {reads!r}", "taint.reads")
             taint["reads"] = reads
     if taint.pop("enabled", True):
-        rules.append(r.built("taint", lambda: taint_rule(**taint)))
+        parsed.rules.append(r.built("taint", lambda: taint_rule(**taint)))
 
-    rules += _secrets(r, data)
-    if "lint" in data:  # silenced findings of `anfitrion tools lint`: checked by the linter
-        from .lint import parse_silenced
 
-        try:
-            parse_silenced(data["lint"])
-        except ValueError as exc:
-            r.fail(str(exc), "lint")
-    policy = Policy(rules, defaults=defaults, budgets=budgets, approvals=approvals,
-                    principals=principals, source=path,
-                    declarations=declared_effects, media=parse_media(data, r.fail))
-    policy.content_sha256 = _content_sha256(data, text, base_dir)
-    if "shadow" in data:
-        policy.shadow = _shadow(r, data["shadow"], base_dir)
+def _secrets_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    """``[secrets]``: credentials in outgoing arguments ask (the default), deny, or are let
+    through (``verdict = "off"``); ``exempt_tools`` are not scanned."""
+    table = r.table({} if value is None else value, "secrets", {"verdict", "exempt_tools"})
+    verdict = r.typed(table, "verdict", "secrets", str, "a string") or "ask"
+    if verdict not in ("ask", "deny", "off"):
+        r.fail("must be one of 'ask', 'deny', 'off'", "secrets.verdict")
+    if verdict == "off":
+        return
+    exempt = r.strings(table, "exempt_tools", "secrets") or []
+    parsed.rules.append(r.built("secrets", lambda: SecretArguments(verdict, exempt_tools=exempt)))
+
+
+def _lint_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    """``[lint]``: silenced findings of ``anfitrion tools lint``, checked by the linter."""
+    if value is None:
+        return
+    from .lint import parse_silenced  # the linter reads tool definitions: loaded on use
+
+    try:
+        parse_silenced(value)
+    except ValueError as exc:
+        r.fail(str(exc), "lint")
+
+
+def _media_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    """``[media]``: which images and sounds of tool results reach the model
+    (:mod:`anfitrion.policy.media`)."""
+    parsed.media = parse_media({} if value is None else {"media": value}, r.fail)
+
+
+def _shadow_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    if value is not None:
+        parsed.shadow = _shadow(r, value, parsed.base_dir)
+
+
+SECTIONS: dict[str, Section] = {
+    "store": _store_section,
+    "defaults": _defaults_section,
+    "principals": _principals_section,
+    "rules": _rules_section,
+    "rate_limits": _rate_limits_section,
+    "repeat_guard": _repeat_guard_section,
+    "budgets": _budgets_section,
+    "approvals": _approvals_section,
+    "tools": _tools_section,
+    "taint": _taint_section,
+    "secrets": _secrets_section,
+    "lint": _lint_section,
+    "shadow": _shadow_section,
+    "media": _media_section,
+}
+"""The tables of a policy file and their parsers, run in this order (the rules a file builds
+come in it too: ``[[rules]]``, ``[[rate_limits]]``, ``[repeat_guard]``, taint, secrets). Every
+parser runs, with ``None`` for a table the file does not have (taint and secrets are on by
+default). A new table is one entry here."""
+
+
+def _toml(text: str, path: str | None) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        found = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(f"not valid TOML: {_printable(str(exc))}", path=path,
+                          line=int(found.group(1)) if found else None) from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        raise ConfigError("not valid TOML: arrays or tables are nested too deeply",
+                          path=path) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        raise ConfigError(f"not valid TOML: {_printable(str(exc))[:120]}", path=path) from None
+
+
+def parse_policy(text: str, *, path: str | None = None) -> Policy:
+    """Build a :class:`Policy` from TOML text: each table by its parser in :data:`SECTIONS`.
+
+    Raises:
+        ConfigError: the text is not TOML, or a key or value is unknown or invalid.
+    """
+    data = _toml(text, path)
+    r = _Reader(text, path)
+    r.table(data, "", set(SECTIONS))
+    parsed = _Parsed(os.path.dirname(os.path.abspath(path)) if path else None)
+    for name, section in SECTIONS.items():
+        section(r, data.get(name), parsed)
+    policy = Policy(parsed.rules, defaults=parsed.defaults, budgets=parsed.budgets,
+                    approvals=parsed.approvals, principals=parsed.principals, source=path,
+                    declarations=parsed.declarations, media=parsed.media)
+    policy.content_sha256 = _content_sha256(data, text, parsed.base_dir)
+    policy.shadow = parsed.shadow
     return policy
 
 
@@ -526,26 +627,11 @@ def _plan(value: Any) -> list[str]:
     return value
 
 
-def _secrets(r: _Reader, data: Mapping[str, Any]) -> list[Rule]:
-    """``[secrets]``: credentials in outgoing arguments ask (the default), deny, or are let
-    through (``verdict = "off"``); ``exempt_tools`` are not scanned."""
-    from .secrets import SecretArguments
-
-    table = r.table(data.get("secrets", {}), "secrets", {"verdict", "exempt_tools"})
-    verdict = r.typed(table, "verdict", "secrets", str, "a string") or "ask"
-    if verdict not in ("ask", "deny", "off"):
-        r.fail("must be one of 'ask', 'deny', 'off'", "secrets.verdict")
-    if verdict == "off":
-        return []
-    exempt = r.strings(table, "exempt_tools", "secrets") or []
-    return [r.built("secrets", lambda: SecretArguments(verdict, exempt_tools=exempt))]
-
-
 _TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent"}
 _DATAFLOW = {"sinks", "outward", "destructive", "service_ids"}
 
 
-def _tool_declarations(r: _Reader, data: Mapping[str, Any]
+def _tool_declarations(r: _Reader, value: Any
                        ) -> tuple[dict[str, ToolDeclaration], dict[str, Dataflow]]:
     """``[tools."<name>"]``: what the operator declares about tools they do not own (an MCP
     server's), read in one pass: their effect and effect identity (:class:`ToolDeclaration`)
@@ -562,7 +648,7 @@ def _tool_declarations(r: _Reader, data: Mapping[str, Any]
 
     Whether a template's fields name the tool's arguments is checked when the tool is known
     (:meth:`ToolDeclaration.apply`)."""
-    tools = data.get("tools", {})
+    tools = {} if value is None else value
     if not isinstance(tools, dict):
         r.fail("must be a table of tools ([tools.\"<name>\"])", "tools")
     effects: dict[str, ToolDeclaration] = {}
@@ -600,11 +686,11 @@ def _tool_dataflow(r: _Reader, spec: Mapping[str, Any], key: str) -> Dataflow:
     if not isinstance(sinks, dict) or not all(isinstance(v, str) for v in sinks.values()):
         r.fail("must be a table of argument name = kind", f"{key}.sinks")
     lists = {}
-    for field in ("outward", "destructive", "service_ids"):
-        value = spec.get(field, [])
+    for name in ("outward", "destructive", "service_ids"):
+        value = spec.get(name, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            r.fail("must be a list of names", f"{key}.{field}")
-        lists[field] = tuple(value)
+            r.fail("must be a list of names", f"{key}.{name}")
+        lists[name] = tuple(value)
     return r.built(key, functools.partial(Dataflow, sinks=sinks, **lists))
 
 

@@ -10,7 +10,7 @@ says which arguments choose *who, where or which* (**sinks**, each with its kind
 arguments carry a payload **outward** to another party, which arguments name what a call
 **destroys** (delete, cancel, remove), and which fields of its results hold **service ids**
 (ids a trusted system minted: an e-mail's ``id``, a file's ``id_``). The taint rule in
-``reads="sinks"`` mode (:func:`anfitrion.taint.taint_rule`) asks a person only where an
+``reads="sinks"`` mode (:func:`anfitrion.policy.taint.taint_rule`) asks a person only where an
 injected instruction could act through these. A tool that declares nothing keeps the
 behaviour of the other modes.
 
@@ -48,9 +48,10 @@ from __future__ import annotations
 import dataclasses
 import string
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from ..dataflow import SINK_KINDS, Dataflow
 from ..effects import EffectScope
 from ..exceptions import ConfigError, ToolDefinitionError
 
@@ -60,91 +61,9 @@ if TYPE_CHECKING:  # tools imports this module (a Tool carries its Dataflow)
 __all__ = ["SINK_KINDS", "ArgumentProvenance", "Dataflow", "ToolDeclaration",
            "check_declarations", "check_template_syntax"]
 
-SINK_KINDS = ("recipient", "url", "account", "phone", "reference", "channel")
-"""The kinds of sink: an e-mail address or user name, a URL or host, an account number or
-IBAN, a phone number, a file or object reference (a path, an id), a channel name."""
-
-
-def _names(value: Any, what: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = (value,)
-    if not isinstance(value, Iterable) or isinstance(value, Mapping):
-        raise ValueError(f"{what} must be a list of argument names")
-    names = tuple(value)
-    for name in names:
-        if not isinstance(name, str) or not name or name.startswith(".") or \
-                name.endswith(".") or ".." in name:
-            raise ValueError(f"{what}: {name!r} is not an argument name (a dotted path)")
-    return names
-
-
-@dataclass(frozen=True, slots=True)
-class Dataflow:
-    """Where a tool's arguments and results lead (all optional).
-
-    Attributes:
-        sinks: argument path → kind (one of :data:`SINK_KINDS`): the arguments that choose
-            who, where or which. Their values must be proven — written by the principal or
-            a trusted result, or minted by a service — for the call to run unasked after
-            taint.
-        outward: argument paths whose text goes to another party (an e-mail's body, a
-            message, a page). An unproven e-mail address, URL, account or phone number in it
-            asks.
-        destructive: argument paths naming what the call deletes, cancels or removes.
-        service_ids: result fields (keys of the JSON result, at any depth) whose values a
-            trusted system minted: a value found there is proven even in an untrusted result.
-
-    Raises:
-        ValueError: a name is empty or not a dotted path, or a sink kind is unknown.
-    """
-
-    sinks: Mapping[str, str] = field(default_factory=dict)
-    outward: tuple[str, ...] = ()
-    destructive: tuple[str, ...] = ()
-    service_ids: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.sinks, Mapping):
-            raise ValueError("sinks must map argument names to a kind")
-        _names(tuple(self.sinks), "sinks")
-        for name, kind in self.sinks.items():
-            if kind not in SINK_KINDS:
-                raise ValueError(f"sink {name!r}: kind must be one of "
-                                 f"{', '.join(SINK_KINDS)}, not {kind!r}")
-        object.__setattr__(self, "sinks", dict(self.sinks))
-        object.__setattr__(self, "outward", _names(self.outward, "outward"))
-        object.__setattr__(self, "destructive", _names(self.destructive, "destructive"))
-        service = _names(self.service_ids, "service_ids")
-        if any("." in s for s in service):
-            raise ValueError("service_ids are result field names (no dots)")
-        object.__setattr__(self, "service_ids", service)
-
-    @property
-    def declared(self) -> bool:
-        """Whether the tool says anything about its arguments (service ids alone do not)."""
-        return bool(self.sinks or self.outward or self.destructive)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The declaration as data (hashed into the tool's definition)."""
-        return {"sinks": dict(sorted(self.sinks.items())), "outward": list(self.outward),
-                "destructive": list(self.destructive), "service_ids": list(self.service_ids)}
-
-    @classmethod
-    def coerce(cls, value: Dataflow | Mapping[str, Any]) -> Dataflow:
-        """A :class:`Dataflow` from itself or a mapping of its fields."""
-        if isinstance(value, Dataflow):
-            return value
-        if not isinstance(value, Mapping):
-            raise ValueError("dataflow must be a Dataflow or a mapping of its fields")
-        unknown = set(value) - {"sinks", "outward", "destructive", "service_ids"}
-        if unknown:
-            raise ValueError(f"dataflow: unknown field(s) {', '.join(sorted(unknown))}")
-        return cls(**value)
-
-
 class ArgumentProvenance(Protocol):
     """What a rule may ask of a session's provenance (implemented by
-    :class:`anfitrion.taint.TaintIndex`; see its methods)."""
+    :class:`anfitrion.provenance.TaintIndex`; see its methods)."""
 
     @property
     def planned_tools(self) -> tuple[str, ...]: ...

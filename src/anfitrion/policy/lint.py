@@ -46,6 +46,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .quorum import RequireQuorum
+from .rules import ArgumentRule
+
 if TYPE_CHECKING:
     from ..tools import Tool
     from ._core import Policy
@@ -378,20 +381,20 @@ def _constrained(policy: Policy | None, tool: str, effect: str, argument: str) -
     if policy is None:
         return False
     for rule in policy.rules:
-        constraints = getattr(rule, "constraints", None)
-        match = getattr(rule, "match", None)
-        if not isinstance(constraints, Mapping) or match is None:
+        if isinstance(rule, RequireQuorum):  # the two-person rule wraps an argument rule
+            rule = rule.rule
+        if not isinstance(rule, ArgumentRule):
             continue
+        constraints, match = rule.constraints, rule.match
         if argument not in constraints and not any(k.split(".")[0] == argument
                                                    for k in constraints):
             continue
-        tools = getattr(match, "tools", None)
-        rule_effect = getattr(match, "effect", None)
-        if getattr(match, "roles", None) is not None:
+        if match.roles is not None:
             continue
-        if tools is not None and not any(fnmatch.fnmatchcase(tool, t) for t in tools):
+        if match.tools is not None and not any(fnmatch.fnmatchcase(tool, t)
+                                               for t in match.tools):
             continue
-        if rule_effect is not None and getattr(rule_effect, "value", rule_effect) != effect:
+        if match.effect is not None and match.effect.value != effect:
             continue
         return True
     return False

@@ -10,13 +10,15 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..approvals import Quorum
-from ..tools import BoundCall
-from ._core import Decision, PolicyContext, Rule, Verdict, rule_id_of
+from ..principal import Principal
+from ..tools import BoundCall, Tool
+from ._contract import Reach, RuleRole, as_rule
+from ._decision import Decision, PolicyContext, RateKey, Rule, Verdict
 from .constraints import Constraint
 from .rules import ArgumentRule
 
@@ -28,17 +30,39 @@ class RequireQuorum:
 
     With *when*, only calls whose arguments meet every one of those constraints need the
     quorum (``{"amount": NumberRange(1000, None)}``: payments of 1000 or more); the others
-    need one approval as before. Other decisions pass through unchanged. The wrapper shows
-    the wrapped rule's attributes (``rule_id``, ``match``, ``verdict``), so explanations and
-    :meth:`Policy.may_allow` see the rule it wraps.
+    need one approval as before. Other decisions pass through unchanged. Under the rule
+    contract the wrapper is the rule it wraps (its id, role, counts, reach and settings), so
+    explanations and :meth:`Policy.may_allow` see that rule.
     """
 
     def __init__(self, rule: Rule, quorum: Quorum, *,
                  when: Mapping[str, Constraint | Sequence[Constraint]] | None = None) -> None:
         self.rule = rule
         self.quorum = quorum
-        self.rule_id = rule_id_of(rule)
+        self._wrapped = as_rule(rule)
+        self.rule_id = self._wrapped.rule_id
         self.when = ArgumentRule("*", when) if when else None
+
+    @property
+    def role(self) -> RuleRole:
+        return self._wrapped.role
+
+    @property
+    def settings(self) -> Mapping[str, Any] | None:
+        return self._wrapped.settings
+
+    @property
+    def trade_off(self) -> str | None:
+        return self._wrapped.trade_off
+
+    def rate_keys(self, tool_name: str) -> Iterable[RateKey]:
+        return self._wrapped.rate_keys(tool_name)
+
+    def reach(self, tool: Tool, principal: Principal) -> Reach:
+        return self._wrapped.reach(tool, principal)
+
+    def description(self) -> Mapping[str, Any] | None:
+        return None  # its id, kind and public attributes: the wrapped rule and the quorum
 
     def __call__(self, call: BoundCall, context: PolicyContext) -> Decision | None:
         decision = self.rule(call, context)
@@ -47,8 +71,3 @@ class RequireQuorum:
         if self.when is not None and self.when.violation(call.arguments) is not None:
             return decision
         return replace(decision, quorum=self.quorum.stricter(decision.quorum))
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("rule", "quorum", "rule_id", "when"):  # not set yet (copy, unpickling)
-            raise AttributeError(name)
-        return getattr(self.rule, name)

@@ -22,7 +22,8 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from ..tools import BoundCall
-from ._core import Decision, PolicyContext, RateKey
+from ._contract import BaseRule, RuleRole
+from ._decision import Decision, PolicyContext, RateKey
 
 __all__ = ["ALL_TOOLS", "MAX_DURATION", "RateLimit", "parse_duration"]
 
@@ -66,7 +67,7 @@ def parse_duration(value: str | int | float | timedelta) -> timedelta:
     return duration
 
 
-class RateLimit:
+class RateLimit(BaseRule):
     """At most *max_calls* calls in any window of *per*, per principal.
 
     Args:
@@ -77,7 +78,7 @@ class RateLimit:
         reason: the operator's words for the denial.
     """
 
-    only_denies = True  # it can deny a call, never allow one (Policy.may_allow)
+    role = RuleRole.DENY_ONLY  # it can deny a call, never allow one
 
     def __init__(self, tools: str | Iterable[str], *, max_calls: int,
                  per: timedelta | int | float | str, combined: bool = False,

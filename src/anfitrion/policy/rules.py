@@ -1,7 +1,8 @@
 """Built-in rules: by tool name (globs), by effect, by argument constraints, repeated calls.
 
-Each rule is a small callable object ``(call, context) -> Decision | None`` with a ``rule_id``;
-any plain function with that signature works just as well in a :class:`~.Policy`.
+Each rule is a small callable object ``(call, context) -> Decision | None`` under the rule
+contract (:class:`~anfitrion.policy.PolicyRule`: its id, its role, the counts it needs); any
+plain function with that signature works just as well in a :class:`~.Policy` (an opinion).
 
 Example:
     >>> from anfitrion.policy import ArgumentRule, EmailDomain, Policy, ToolRule, Verdict
@@ -18,8 +19,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._canonical import digest
-from ..tools import BoundCall, Effect
-from ._core import Decision, PolicyContext, Verdict
+from ..principal import Principal
+from ..tools import BoundCall, Effect, Tool
+from ._contract import BaseRule, Reach, RuleRole
+from ._decision import Decision, PolicyContext, Verdict
 from .constraints import Constraint
 
 __all__ = ["RECENT_CALLS_KEPT", "ArgumentRule", "EffectRule", "RepeatGuard", "ToolRule",
@@ -58,11 +61,15 @@ class _Match:
         return hit
 
     def matches(self, call: BoundCall, context: PolicyContext) -> bool:
-        if self.tools is not None and not self._name_matches(call.name):
+        return self.covers(call.tool, context.principal)
+
+    def covers(self, tool: Tool, principal: Principal) -> bool:
+        """Whether calls of *tool* by *principal* are the rule's (arguments aside)."""
+        if self.tools is not None and not self._name_matches(tool.name):
             return False
-        if self.effect is not None and call.tool.effect is not self.effect:
+        if self.effect is not None and tool.effect is not self.effect:
             return False
-        return self.roles is None or bool(self.roles & context.principal.roles)
+        return self.roles is None or bool(self.roles & principal.roles)
 
     def describe(self) -> str:
         parts = []
@@ -80,7 +87,13 @@ def _verdict_reason(verdict: Verdict, what: str) -> str:
             Verdict.DENY: f"{what} is not allowed"}[verdict]
 
 
-class ToolRule:
+def _reach(match: _Match, verdict: Verdict | None, tool: Tool, principal: Principal) -> Reach:
+    if verdict is None or not match.covers(tool, principal):
+        return Reach.SILENT
+    return Reach.DENIES_ALL if verdict is Verdict.DENY else Reach.MAY_GRANT
+
+
+class ToolRule(BaseRule):
     """Gives *verdict* to calls of tools whose names match a glob (``send_*``).
 
     Args:
@@ -99,6 +112,9 @@ class ToolRule:
         self.verdict = Verdict(verdict)
         self.reason = reason or _verdict_reason(self.verdict, self.match.describe())
         self.rule_id = rule_id or f"tool:{'|'.join(self.match.tools or ())}"
+
+    def reach(self, tool: Tool, principal: Principal) -> Reach:
+        return _reach(self.match, self.verdict, tool, principal)
 
     def __call__(self, call: BoundCall, context: PolicyContext) -> Decision | None:
         if not self.match.matches(call, context):
@@ -130,7 +146,7 @@ def _values_at(arguments: Any, path: Sequence[str]) -> list[Any]:
     return [_MISSING]  # the path goes through a scalar: not what the rule expects
 
 
-class ArgumentRule:
+class ArgumentRule(BaseRule):
     """Constraints on the arguments of matching calls; *verdict* when all of them hold.
 
     A violated constraint denies the call. When they all hold, the rule gives *verdict*, or
@@ -165,6 +181,10 @@ class ArgumentRule:
         self.violation_reason = violation
         self.rule_id = rule_id or f"arguments:{'|'.join(self.match.tools or ())}"
 
+    def reach(self, tool: Tool, principal: Principal) -> Reach:
+        # a violation denies, so a deny verdict denies every call; no verdict grants nothing
+        return _reach(self.match, self.verdict, tool, principal)
+
     def violation(self, arguments: Mapping[str, Any]) -> str | None:
         """The first violated constraint, described, or ``None``."""
         for name, constraints in self.constraints.items():
@@ -194,11 +214,11 @@ def arguments_digest(arguments: Mapping[str, Any]) -> str:
     return digest(dict(arguments))
 
 
-class RepeatGuard:
+class RepeatGuard(BaseRule):
     """Denies the same call (tool and canonical arguments) proposed again after *max_repeats*
     identical proposals in a row — a model stuck in a loop, or one probing the gate."""
 
-    only_denies = True  # it can deny a call, never allow one (Policy.may_allow)
+    role = RuleRole.DENY_ONLY  # it can deny a call, never allow one
 
     def __init__(self, max_repeats: int = 3, *, reason: str | None = None,
                  rule_id: str = "repeat_guard") -> None:

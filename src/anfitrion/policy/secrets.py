@@ -21,8 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import fnmatch
 import html
 import re
@@ -31,27 +29,18 @@ from functools import partial
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
+from .._encodings import MAX_TOKEN_CHARS, MAX_TOKENS, MIN_TOKEN_CHARS, SCAN_CHARS, encoded_forms
 from .._json import json_strings
 from ..tools import BoundCall
-from ._core import Decision, PolicyContext, Verdict
+from ._contract import BaseRule, RuleRole
+from ._decision import Decision, PolicyContext, Verdict
 
-__all__ = ["SECRETS_RULE_ID", "SecretArguments", "encoded_forms", "find_credentials"]
+__all__ = ["MAX_TOKENS", "MAX_TOKEN_CHARS", "MIN_TOKEN_CHARS", "SCAN_CHARS", "SECRETS_RULE_ID",
+           "SecretArguments", "encoded_forms", "find_credentials"]
 
 SECRETS_RULE_ID = "secrets"
-SCAN_CHARS = 262_144
-"""Only this much of one string is scanned: the gate caps a call's raw arguments at 256 KiB, so
-an argument is always scanned whole (linear-time patterns, run only where their anchor is)."""
 MAX_STRINGS = 2048
 """At most this many argument strings (of eight or more characters) are scanned per call."""
-MAX_TOKENS = 16
-"""At most this many base64/hex tokens of one string are decoded."""
-MAX_TOKEN_CHARS = 8192
-MIN_TOKEN_CHARS = 12
-"""A base64 token shorter than this decodes to fewer than eight bytes: not worth a look."""
-
-_TOKEN = re.compile(r"[A-Za-z0-9+/_-]{12,}={0,2}")
-_HEX = re.compile(r"(?:[0-9a-fA-F]{2}){8,}")
-_BASE32 = re.compile(r"[A-Z2-7]+|[a-z2-7]+")
 
 
 def _random_looking(token: str) -> bool:
@@ -156,81 +145,6 @@ def find_credentials(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def _decoded_text(data: bytes) -> str | None:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if len(text) < 8 or not all(c.isprintable() or c in "\t\n\r" for c in text):
-        return None
-    return text
-
-
-def _decode_token(token: str) -> list[tuple[str, str]]:
-    """Every reading of *token* (hex, base32, base64) that gives printable text."""
-    found: list[tuple[str, str]] = []
-    if _HEX.fullmatch(token):
-        text = _decoded_text(bytes.fromhex(token))
-        if text is not None:
-            found.append(("hex", text))
-    bare = token.rstrip("=")
-    if len(bare) >= 16 and _BASE32.fullmatch(bare):  # DNS labels: case-insensitive
-        try:
-            text = _decoded_text(base64.b32decode(bare.upper() + "=" * (-len(bare) % 8)))
-        except (binascii.Error, ValueError):
-            text = None
-        if text is not None:
-            found.append(("base32", text))
-    urlsafe = "-" in bare or "_" in bare
-    if len(bare) % 4 == 1 or (urlsafe and ("+" in bare or "/" in bare)):
-        return found
-    try:
-        data = base64.b64decode(bare + "=" * (-len(bare) % 4),
-                                altchars=b"-_" if urlsafe else None, validate=True)
-    except (binascii.Error, ValueError):
-        return found
-    text = _decoded_text(data)
-    if text is not None:
-        found.append(("base64", text))
-    return found
-
-
-def encoded_forms(text: str, *, max_tokens: int = MAX_TOKENS) -> Iterator[tuple[str, str]]:
-    """``(encoding, decoded text)`` for the base64 (standard or URL-safe, padded or not),
-    base32 and hex tokens of *text* that decode to printable UTF-8 of eight or more characters.
-
-    Bounded: at most *max_tokens* candidates, each of at most :data:`MAX_TOKEN_CHARS`; a token
-    holding ``/`` (a path) is also tried from after each slash and segment by segment.
-    """
-    tried = 0
-    for match in _TOKEN.finditer(text[:SCAN_CHARS]):
-        for candidate in _candidates(match.group()[:MAX_TOKEN_CHARS]):
-            if tried >= max_tokens:
-                return
-            tried += 1
-            yield from _decode_token(candidate)
-
-
-def _candidates(token: str) -> Iterator[str]:
-    """The token; for a path, the rest after each slash and then each segment — made one at
-    a time, so a budget spent early costs nothing more."""
-    yield token
-    if "/" not in token:
-        return
-    seen = {token}
-    start = token.find("/")
-    while start != -1:
-        rest = token[start + 1:]
-        if len(rest) >= MIN_TOKEN_CHARS and rest not in seen:
-            seen.add(rest)
-            yield rest
-        start = token.find("/", start + 1)
-    for segment in token.split("/"):
-        if len(segment) >= MIN_TOKEN_CHARS and segment not in seen:
-            seen.add(segment)
-            yield segment
-
-
 def _forms(value: str) -> Iterator[tuple[str, str]]:
     """The value as written, percent-, form- and entity-decoded, and its decoded tokens."""
     seen = {value}
@@ -279,7 +193,7 @@ def credential_warnings(arguments: Mapping[str, Any], sensitive: Iterable[str] =
     return warnings
 
 
-class SecretArguments:
+class SecretArguments(BaseRule):
     """Asks (or denies) when an outgoing argument looks like a credential.
 
     Args:
@@ -291,7 +205,7 @@ class SecretArguments:
         ValueError: *verdict* is not ``ask`` or ``deny``.
     """
 
-    escalates_only = True  # it asks or denies, never allows (Policy.decide, Policy.may_allow)
+    role = RuleRole.ESCALATION  # it asks or denies, never allows
 
     def __init__(self, verdict: Verdict | str = Verdict.ASK, *,
                  exempt_tools: Iterable[str] = (), rule_id: str = SECRETS_RULE_ID) -> None:
