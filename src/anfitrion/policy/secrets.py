@@ -31,6 +31,7 @@ from urllib.parse import unquote, unquote_plus
 
 from .._encodings import MAX_TOKEN_CHARS, MAX_TOKENS, MIN_TOKEN_CHARS, SCAN_CHARS, encoded_forms
 from .._json import json_strings
+from .._redaction import _PROSE_SECRET
 from ..tools import BoundCall
 from ._contract import BaseRule, RuleRole
 from ._decision import Decision, PolicyContext, Verdict
@@ -91,7 +92,6 @@ _PROSE_ANCHORS = ("pass", "pin", "pwd", "contrase", "clave", "senha", "kennwort"
                   "hasło", "haslo", "parola")
 # whether a kind's anchors are looked for in the lower-cased text (enum flag tests are slow)
 _FOLDED = tuple(bool(pattern.flags & re.IGNORECASE) for _, _, pattern, _ in _KINDS)
-_prose: list[re.Pattern[str]] = []
 # every anchor at once: most strings hold none, and then no kind needs a look (one scan of
 # the text as written and one of the lower-cased text, instead of one per anchor)
 _EXACT_ANCHORS = re.compile("|".join(re.escape(anchor) for (_, anchors, _, _), folded
@@ -108,11 +108,7 @@ def _hint(text: str) -> str:
 
 
 def _prose_password() -> re.Pattern[str]:
-    if not _prose:  # the audit log's own pattern; audit imports the store, so not at the top
-        from ..audit import _PROSE_SECRET
-
-        _prose.append(_PROSE_SECRET)
-    return _prose[0]
+    return _PROSE_SECRET  # the audit log's own pattern, from the redaction leaf
 
 
 def _holds(text: str, anchors: tuple[str, ...]) -> bool:
