@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 import mcp.types as mt
-from mcp.server.lowlevel import Server
+from lowlevel import Context, tools_server
 from mcp.server.stdio import stdio_server
 
 
@@ -41,18 +41,15 @@ MEDIA_SCHEMA = {"type": "object", "properties": {"content": {"type": "array", "i
 
 
 def main() -> None:
-    server: Server[Any, Any] = Server("media")
     empty = {"type": "object", "properties": {}}
 
-    @server.list_tools()  # type: ignore[misc,no-untyped-call]
     async def list_tools() -> list[mt.Tool]:
         return [mt.Tool(name="read_media_file", description="Reads an image.", inputSchema=empty,
                         outputSchema=MEDIA_SCHEMA),
                 *(mt.Tool(name=n, description=n, inputSchema=empty)
                   for n in ("png_as_text", "data_uri", "token", "noise", "blob", "audio"))]
 
-    @server.call_tool()  # type: ignore[misc,no-untyped-call]
-    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+    async def call_tool(ctx: Context, name: str, arguments: dict[str, Any]) -> Any:
         def text(s: str) -> list[mt.ContentBlock]:
             return [mt.TextContent(type="text", text=s)]
         if name == "read_media_file":
@@ -74,6 +71,8 @@ def main() -> None:
             return [mt.AudioContent(type="audio", data=base64.b64encode(WAV).decode(),
                                     mimeType="audio/wav")]
         raise ValueError(f"unknown tool {name}")
+
+    server = tools_server("media", list_tools, call_tool)
 
     async def run() -> None:
         async with stdio_server() as (read, write):
