@@ -107,8 +107,14 @@ async def _info(ctx: Context, text: str) -> None:  # type: ignore[type-arg]
 
 def build() -> MCPServer:
     server = MCPServer("anfitrion-conformance-server", log_level="WARNING")
-    subscriptions: set[str] = set()
+    _content_tools(server)
+    _protocol_tools(server)
+    _resources_and_prompts(server)
+    _low_level(server)
+    return server
 
+
+def _content_tools(server: MCPServer) -> None:
     @server.tool(description="Returns simple text")
     def test_simple_text() -> str:
         return "This is a simple text response for testing."
@@ -137,6 +143,8 @@ def build() -> MCPServer:
                 mimeType="application/json", text='{"test":"data","value":123}')),
         ]
 
+
+def _protocol_tools(server: MCPServer) -> None:
     @server.tool(description="Sends three log messages while it runs")
     async def test_tool_with_logging(ctx: Context) -> str:  # type: ignore[type-arg]
         await _info(ctx, "Tool execution started")
@@ -207,6 +215,8 @@ def build() -> MCPServer:
     assert tool is not None
     tool.parameters = JSON_SCHEMA_2020_12
 
+
+def _resources_and_prompts(server: MCPServer) -> None:
     @server.resource("test://static-text", description="A static text resource",
                      mime_type="text/plain")
     def static_text() -> str:
@@ -255,6 +265,9 @@ def build() -> MCPServer:
             UserMessage(mt.TextContent(type="text", text="Please analyze the image above.")),
         ]
 
+
+def _low_level(server: MCPServer) -> None:
+    subscriptions: set[str] = set()
     low = server._lowlevel_server  # the SDK offers these three on the low-level server only
 
     async def set_level(ctx: Any, params: mt.SetLevelRequestParams) -> mt.EmptyResult:
@@ -278,7 +291,6 @@ def build() -> MCPServer:
         values = [v for v in ("hello", "help", "world") if v.startswith(argument.value)]
         return mt.Completion(values=values, total=len(values), hasMore=False)
 
-    return server
 
 
 def main() -> None:
