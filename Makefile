@@ -14,6 +14,7 @@ install: $(PY)
 
 install-test: $(PY)
 	$(PIP) install -e '.[test]'
+	bash tests/mcp/install_mcp1.sh
 
 demo: install
 	$(VENV)/bin/anfitrion demo

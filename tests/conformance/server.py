@@ -18,8 +18,9 @@ from typing import Any
 
 import anyio
 import mcp.types as mt
-from mcp.server.fastmcp import Context, FastMCP
-from mcp.server.fastmcp.prompts.base import UserMessage
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 
 # a 1x1 red PNG and a WAV with one sample
@@ -96,12 +97,24 @@ class MemoryEventStore(EventStore):
         return stream
 
 
-def build(host: str = "127.0.0.1", port: int = 8000) -> FastMCP:
-    server: FastMCP = FastMCP("anfitrion-conformance-server", host=host, port=port,
-                              event_store=MemoryEventStore(), retry_interval=100,
-                              log_level="WARNING")
-    subscriptions: set[str] = set()
+async def _info(ctx: Context, text: str) -> None:  # type: ignore[type-arg]
+    """A log message on the call's stream (``ctx.info`` warns: logging is deprecated in
+    2026-07-28; the scenarios speak 2025-11-25)."""
+    await ctx.request_context.session.send_notification(mt.LoggingMessageNotification(
+        params=mt.LoggingMessageNotificationParams(level="info", data=text)),
+        related_request_id=ctx.request_context.request_id)
 
+
+def build() -> MCPServer:
+    server = MCPServer("anfitrion-conformance-server", log_level="WARNING")
+    _content_tools(server)
+    _protocol_tools(server)
+    _resources_and_prompts(server)
+    _low_level(server)
+    return server
+
+
+def _content_tools(server: MCPServer) -> None:
     @server.tool(description="Returns simple text")
     def test_simple_text() -> str:
         return "This is a simple text response for testing."
@@ -130,13 +143,15 @@ def build(host: str = "127.0.0.1", port: int = 8000) -> FastMCP:
                 mimeType="application/json", text='{"test":"data","value":123}')),
         ]
 
+
+def _protocol_tools(server: MCPServer) -> None:
     @server.tool(description="Sends three log messages while it runs")
     async def test_tool_with_logging(ctx: Context) -> str:  # type: ignore[type-arg]
-        await ctx.info("Tool execution started")
+        await _info(ctx, "Tool execution started")
         await anyio.sleep(STEP)
-        await ctx.info("Tool processing data")
+        await _info(ctx, "Tool processing data")
         await anyio.sleep(STEP)
-        await ctx.info("Tool execution completed")
+        await _info(ctx, "Tool execution completed")
         return "Tool with logging executed successfully"
 
     @server.tool(description="Reports progress 0, 50, 100 of 100")
@@ -149,13 +164,13 @@ def build(host: str = "127.0.0.1", port: int = 8000) -> FastMCP:
 
     @server.tool(description="Always fails")
     def test_error_handling() -> str:
-        raise RuntimeError("This tool intentionally returns an error for testing")
+        raise ToolError("This tool intentionally returns an error for testing")
 
     @server.tool(description="Asks the client's model (sampling)")
     async def test_sampling(prompt: str, ctx: Context) -> str:  # type: ignore[type-arg]
         result = await ctx.session.create_message(
             [mt.SamplingMessage(role="user", content=mt.TextContent(type="text", text=prompt))],
-            max_tokens=100, related_request_id=ctx.request_id)
+            max_tokens=100, related_request_id=ctx.request_context.request_id)
         content = result.content
         text = content.text if isinstance(content, mt.TextContent) else "No response"
         return f"LLM response: {text}"
@@ -163,7 +178,7 @@ def build(host: str = "127.0.0.1", port: int = 8000) -> FastMCP:
     async def elicit(ctx: Context, message: str, schema: dict[str, Any]  # type: ignore[type-arg]
                      ) -> mt.ElicitResult:
         return await ctx.session.elicit(message, schema,  # type: ignore[arg-type]
-                                        related_request_id=ctx.request_id)
+                                        related_request_id=ctx.request_context.request_id)
 
     @server.tool(description="Asks the user (elicitation)")
     async def test_elicitation(message: str, ctx: Context) -> str:  # type: ignore[type-arg]
@@ -184,10 +199,10 @@ def build(host: str = "127.0.0.1", port: int = 8000) -> FastMCP:
 
     @server.tool(description="Closes its SSE stream during the call (SEP-1699)")
     async def test_reconnection(ctx: Context) -> str:  # type: ignore[type-arg]
-        await ctx.info("Before disconnect")
+        await _info(ctx, "Before disconnect")
         await ctx.close_sse_stream()
         await anyio.sleep(0.2)  # the client reconnects meanwhile
-        await ctx.info("After reconnect")
+        await _info(ctx, "After reconnect")
         return "Reconnection test completed"
 
     @server.tool(name="json_schema_2020_12_tool",
@@ -195,11 +210,13 @@ def build(host: str = "127.0.0.1", port: int = 8000) -> FastMCP:
     def json_schema_2020_12_tool(name: str = "", address: dict[str, Any] | None = None) -> str:
         return f"name={name} address={json.dumps(address)}"
 
-    # the listed schema is the scenario's, word for word (FastMCP would derive its own)
+    # the listed schema is the scenario's, word for word (MCPServer would derive its own)
     tool = server._tool_manager.get_tool("json_schema_2020_12_tool")
     assert tool is not None
     tool.parameters = JSON_SCHEMA_2020_12
 
+
+def _resources_and_prompts(server: MCPServer) -> None:
     @server.resource("test://static-text", description="A static text resource",
                      mime_type="text/plain")
     def static_text() -> str:
@@ -248,19 +265,25 @@ def build(host: str = "127.0.0.1", port: int = 8000) -> FastMCP:
             UserMessage(mt.TextContent(type="text", text="Please analyze the image above.")),
         ]
 
-    low = server._mcp_server  # the SDK offers these three handlers on the low-level server only
 
-    @low.set_logging_level()  # type: ignore[misc,no-untyped-call]
-    async def set_level(level: mt.LoggingLevel) -> None:
-        return None
+def _low_level(server: MCPServer) -> None:
+    subscriptions: set[str] = set()
+    low = server._lowlevel_server  # the SDK offers these three on the low-level server only
 
-    @low.subscribe_resource()  # type: ignore[misc,no-untyped-call]
-    async def subscribe(uri: Any) -> None:
-        subscriptions.add(str(uri))
+    async def set_level(ctx: Any, params: mt.SetLevelRequestParams) -> mt.EmptyResult:
+        return mt.EmptyResult()
 
-    @low.unsubscribe_resource()  # type: ignore[misc,no-untyped-call]
-    async def unsubscribe(uri: Any) -> None:
-        subscriptions.discard(str(uri))
+    async def subscribe(ctx: Any, params: mt.SubscribeRequestParams) -> mt.EmptyResult:
+        subscriptions.add(str(params.uri))
+        return mt.EmptyResult()
+
+    async def unsubscribe(ctx: Any, params: mt.UnsubscribeRequestParams) -> mt.EmptyResult:
+        subscriptions.discard(str(params.uri))
+        return mt.EmptyResult()
+
+    low.add_request_handler("logging/setLevel", mt.SetLevelRequestParams, set_level)
+    low.add_request_handler("resources/subscribe", mt.SubscribeRequestParams, subscribe)
+    low.add_request_handler("resources/unsubscribe", mt.UnsubscribeRequestParams, unsubscribe)
 
     @server.completion()  # type: ignore[misc]
     async def complete(ref: Any, argument: mt.CompletionArgument,
@@ -268,7 +291,6 @@ def build(host: str = "127.0.0.1", port: int = 8000) -> FastMCP:
         values = [v for v in ("hello", "help", "world") if v.startswith(argument.value)]
         return mt.Completion(values=values, total=len(values), hasMore=False)
 
-    return server
 
 
 def main() -> None:
@@ -276,8 +298,12 @@ def main() -> None:
     parser.add_argument("--http", action="store_true")
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
-    server = build(port=args.port)
-    server.run("streamable-http" if args.http else "stdio")
+    server = build()
+    if args.http:
+        server.run("streamable-http", port=args.port, event_store=MemoryEventStore(),
+                   retry_interval=100)
+    else:
+        server.run("stdio")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
-import httpx
+import httpx2
 import pytest
 
 pytest.importorskip("mcp")
@@ -103,9 +103,10 @@ class GatewayRun:
 
 
 async def call_by_own_name(url: str, token: str) -> mt.CallToolResult:
-    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"},
-                                 trust_env=False) as http, \
-            streamable_http_client(url, http_client=http) as (read, write, _), \
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300),
+                                  headers={"Authorization": f"Bearer {token}"},
+                                  trust_env=False) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), \
             ClientSession(read, write) as session:
         await session.initialize()
         return await session.call_tool("test_simple_text", {})
@@ -220,7 +221,7 @@ def test_the_gateway_calls_a_tool_by_its_own_name(gateway: GatewayRun) -> None:
     """The suite accepts any text result, an 'unknown tool' error too: the answer is checked
     here, word for word."""
     result = gateway.simple_text
-    assert not result.isError, result.content
+    assert not result.is_error, result.content
     assert [c.model_dump(exclude_none=True) for c in result.content] == [
         {"type": "text", "text": "This is a simple text response for testing."}]
 

@@ -13,6 +13,7 @@ import pytest
 # tests/mcp is not a package (its name would shadow the `mcp` SDK): its helper module is
 # imported from this folder.
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "servers"))  # the servers' helper, for imports
 from mcp_helpers import MALICIOUS
 
 from anfitrion.mcp.config import ServerConfig

@@ -9,8 +9,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.client.session import ClientSession
-from mcp.shared.memory import create_connected_server_and_client_session
+from mcp.shared.memory import create_client_server_memory_streams
 
 from anfitrion.mcp.config import ServerConfig
 from anfitrion.mcp.gateway import Gateway
@@ -53,6 +54,17 @@ async def gateway_client(configs: list[ServerConfig], store: Store, *,
         options: dict[str, Any] = {"policy": writes_allowed(), "approval_wait": 5,
                                    "poll_interval": 0.05, **(gateway_options or {})}
         gateway = Gateway(servers, store=store, **options)
-        async with create_connected_server_and_client_session(
-                gateway.build_server(), **client) as session:
+        async with connected(gateway.build_server(), **client) as session:
             yield gateway, session
+
+
+@asynccontextmanager
+async def connected(server: Any, **client: Any) -> AsyncIterator[ClientSession]:
+    """An SDK client session, initialized, of *server* run in memory."""
+    async with create_client_server_memory_streams() as (client_streams, server_streams), \
+            anyio.create_task_group() as tg:
+        tg.start_soon(server.run, *server_streams, server.create_initialization_options())
+        async with ClientSession(*client_streams, **client) as session:
+            await session.initialize()
+            yield session
+        tg.cancel_scope.cancel()

@@ -79,8 +79,8 @@ async def queue(store_url: str, reviewers: Path, reviewer: str) -> AsyncIterator
 
 
 def _data(result: Any) -> Any:
-    assert not result.isError, result.content
-    return result.structuredContent
+    assert not result.is_error, result.content
+    return result.structured_content
 
 
 @pytest.fixture
@@ -107,7 +107,7 @@ async def test_a_reviewers_assistant_lists_shows_and_approves_bound_to_the_diges
                 assert "ana@example.com" in shown["description"]
                 stale = await client.call_tool("approve", {"request_id": request.id,
                                                            "digest": "0" * 64})
-                assert stale.isError and "digest mismatch" in stale.content[0].text
+                assert stale.is_error and "digest mismatch" in stale.content[0].text
                 done = _data(await client.call_tool(
                     "approve", {"request_id": request.id, "digest": shown["digest"],
                                 "note": "checked"}))
@@ -135,7 +135,7 @@ async def test_an_agent_holding_a_reviewer_token_cannot_approve_its_own_call(
                 for tool in ("approve", "deny"):
                     refused = await client.call_tool(tool, {"request_id": request.id,
                                                             "digest": request.digest})
-                    assert refused.isError and "proposed it" in refused.content[0].text
+                    assert refused.is_error and "proposed it" in refused.content[0].text
         found = await store.get_approval(request.id)
         assert found is not None and found.answer is None
     finally:
@@ -155,14 +155,14 @@ async def test_queue_votes_count_once_per_reviewer_and_need_the_role(
                 first = _data(await client.call_tool("approve", arguments))
                 assert first == {"recorded": "vote", "more_approvals_needed": 1}
                 again = await client.call_tool("approve", arguments)
-                assert again.isError and "voted on this request already" in \
+                assert again.is_error and "voted on this request already" in \
                     again.content[0].text
                 shown = _data(await client.call_tool("show_approval",
                                                      {"request_id": request.id}))
                 assert shown["votes"] == [{"voter": "alice", "approved": True, "via": "mcp"}]
             async with queue(store_url, reviewers_file, "eve") as client:
                 outsider = await client.call_tool("approve", arguments)
-                assert outsider.isError and "roles" in outsider.content[0].text
+                assert outsider.is_error and "roles" in outsider.content[0].text
             async with queue(store_url, reviewers_file, "bob") as client:
                 second = _data(await client.call_tool("approve", arguments))
                 assert second["recorded"] == "answer" and second["approver"] == "alice, bob"

@@ -65,7 +65,7 @@ async def test_a_fresh_gateway_offers_nothing_before_an_operator_reviews(
         async with stdio_gateway(config_file, "memory://") as client:
             assert (await client.list_tools()).tools == []
             refused = await client.call_tool("time.get_current_time", {"timezone": "UTC"})
-    assert refused.isError
+    assert refused.is_error
     assert "unknown tool" in refused.content[0].text
 
 
@@ -94,7 +94,7 @@ async def test_over_stdio_reads_pass_and_writes_wait_for_a_person_via_the_store(
                 names = sorted(t.name for t in (await client.list_tools()).tools)
                 assert names == ["mal.delete_file", "mal.rug", "time.get_current_time"]
                 read = await client.call_tool("time.get_current_time", {"timezone": "UTC"})
-                assert not read.isError
+                assert not read.is_error
 
                 async with anyio.create_task_group() as tg:
                     async def approve_it() -> None:
@@ -105,7 +105,7 @@ async def test_over_stdio_reads_pass_and_writes_wait_for_a_person_via_the_store(
                         assert done.answer is not None
                     tg.start_soon(approve_it)
                     written = await client.call_tool("mal.rug", {"a": 20, "b": 22})
-                assert not written.isError, written.content
+                assert not written.is_error, written.content
                 assert written.content[0].text == "42"
 
                 async with anyio.create_task_group() as tg:
@@ -117,7 +117,7 @@ async def test_over_stdio_reads_pass_and_writes_wait_for_a_person_via_the_store(
                         assert done.answer is not None
                     tg.start_soon(deny_it)
                     denied = await client.call_tool("mal.delete_file", {"name": "precious.txt"})
-                assert denied.isError
+                assert denied.is_error
                 assert "denied" in denied.content[0].text
                 assert "not today" in denied.content[0].text
         assert (tmp_path / "precious.txt").exists()

@@ -108,7 +108,7 @@ def test_hidden_characters_are_made_visible_before_the_person_reads() -> None:
         seen.append(asked)
         return ElicitationAnswer("decline")
 
-    params = mt.ElicitRequestFormParams(message="Name?\u202e", requestedSchema=form(
+    params = mt.ElicitRequestFormParams(message="Name?\u202e", requested_schema=form(
         n={"type": "string", "title": "N\u200b"}))
     result, detail = anyio.run(lambda: answer_elicitation(
         "s", params, person, reveal=lambda t: t.replace("\u202e", "<RLO>").replace(

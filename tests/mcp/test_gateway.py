@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 import pytest
 
 pytest.importorskip("mcp")
@@ -79,8 +80,9 @@ async def mcp_client(url: str, seen: list[Any] | None = None) -> AsyncIterator[C
         if seen is not None:
             seen.append(message)
 
-    async with httpx.AsyncClient(headers=headers) as http, \
-            streamable_http_client(url, http_client=http) as (read, write, _), \
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300),
+                                  headers=headers) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), \
             ClientSession(read, write, message_handler=keep) as session:
         await session.initialize()
         yield session
@@ -105,10 +107,10 @@ async def test_tools_list_shows_only_approved_tools_and_a_read_call_passes(
             listed = await client.list_tools()
             assert sorted(t.name for t in listed.tools) == ["mal.rug", "time.get_current_time"]
             hints = {t.name: t.annotations for t in listed.tools}
-            assert hints["time.get_current_time"].readOnlyHint is True
-            assert hints["mal.rug"].readOnlyHint is False
+            assert hints["time.get_current_time"].read_only_hint is True
+            assert hints["mal.rug"].read_only_hint is False
             result = await client.call_tool("time.get_current_time", {"timezone": "UTC"})
-            assert not result.isError
+            assert not result.is_error
             assert '"timezone": "UTC"' in result.content[0].text
     kinds = [r.type for r in await store.audit_records()]
     assert "call.decided" in kinds
@@ -140,7 +142,7 @@ async def test_a_write_call_waits_for_approval_through_the_store_and_then_runs(
         async with http_gateway(configs, store, on_event=answering(store, True)) as (_, url), \
                 mcp_client(url) as client:
             result = await client.call_tool("mal.rug", {"a": 2, "b": 3})
-    assert not result.isError, result.content
+    assert not result.is_error, result.content
     assert result.content[0].text == "5"
     (request,) = await store.list_approvals(pending_only=False)
     assert request.tool_name == "mal.rug"
@@ -156,7 +158,7 @@ async def test_a_call_denied_by_a_person_returns_an_mcp_tool_error(
         async with http_gateway(configs, store, on_event=answering(store, False)) as (_, url), \
                 mcp_client(url) as client:
             result = await client.call_tool("mal.delete_file", {"name": "precious.txt"})
-    assert result.isError
+    assert result.is_error
     assert "denied" in result.content[0].text
     assert "checked" in result.content[0].text  # the person's note reaches the client
     assert victim.exists()
@@ -174,7 +176,7 @@ async def test_a_call_denied_by_policy_returns_an_mcp_tool_error(
         async with http_gateway(configs, store, policy=Policy([no_deleting])) as (_, url), \
                 mcp_client(url) as client:
             result = await client.call_tool("mal.delete_file", {"name": "x"})
-    assert result.isError
+    assert result.is_error
     assert "denied by policy: deleting is off" in result.content[0].text
 
 
@@ -186,15 +188,15 @@ async def test_without_an_answer_the_call_says_where_to_approve_and_a_retry_runs
         async with http_gateway(configs, store, approval_wait=0.2) as (_, url), \
                 mcp_client(url) as client:
             first = await client.call_tool("mal.rug", {"a": 1, "b": 1})
-            assert first.isError
+            assert first.is_error
             (request,) = await store.list_approvals()
             assert f"anfitrion approvals approve {request.id}" in first.content[0].text
             assert await store.answer_approval(ApprovalAnswer.to(request, True, "alice"))
             retried = await client.call_tool("mal.rug", {"a": 1, "b": 1})
-            assert not retried.isError
+            assert not retried.is_error
             assert retried.content[0].text == "2"
             other = await client.call_tool("mal.rug", {"a": 5, "b": 5})
-            assert other.isError  # the approval covered exactly one call
+            assert other.is_error  # the approval covered exactly one call
 
 
 async def test_unapproved_and_unknown_tools_are_refused(
@@ -204,7 +206,7 @@ async def test_unapproved_and_unknown_tools_are_refused(
     with anyio.fail_after(60):
         async with http_gateway(configs, store) as (_, url), mcp_client(url) as client:
             result = await client.call_tool("mal.delete_file", {"name": "x"})
-    assert result.isError
+    assert result.is_error
     assert "unknown tool" in result.content[0].text
 
 
@@ -246,9 +248,8 @@ async def test_a_definition_changed_while_a_call_waits_voids_the_approval(
             assert len((await client.list_tools()).tools) == 2
             result = await client.call_tool("mal.rug", {"a": 1, "b": 2})
             listed = [t.name for t in (await client.list_tools()).tools]
-    assert any(isinstance(m, mt.ServerNotification) and
-               isinstance(m.root, mt.ToolListChangedNotification) for m in seen)
-    assert result.isError
+    assert any(isinstance(m, mt.ToolListChangedNotification) for m in seen)
+    assert result.is_error
     assert "unknown tool 'mal.rug'" in result.content[0].text
     assert listed == ["mal.flip"]
 

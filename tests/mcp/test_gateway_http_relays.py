@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 import pytest
 
 pytest.importorskip("mcp")
@@ -19,7 +19,6 @@ import mcp.types as mt
 from gateway_helpers import approve_all, protocol_server, writes_allowed
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import AnyUrl
 
 from anfitrion.mcp.gateway import Gateway
 from anfitrion.mcp.toolset import McpServers
@@ -45,9 +44,10 @@ async def http_client(store: MemoryStore, **callbacks: Any) -> AsyncIterator[Cli
                                   started=lambda _: ready.set()))
             await ready.wait()
             try:
-                async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) \
+                async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300),
+                                  headers={"Authorization": f"Bearer {TOKEN}"}) \
                         as http, streamable_http_client(f"http://127.0.0.1:{port}/mcp",
-                                                        http_client=http) as (read, write, _), \
+                                                        http_client=http) as (read, write), \
                         ClientSession(read, write, **callbacks) as session:
                     await session.initialize()
                     yield session
@@ -73,12 +73,13 @@ async def test_progress_logs_and_sampling_reach_the_http_client_during_its_call(
     with anyio.fail_after(90):
         async with http_client(store, logging_callback=on_log,
                                sampling_callback=sampling) as client:
-            await client.set_logging_level("debug")
+            await client.send_request(mt.SetLevelRequest(params=mt.SetLevelRequestParams(
+                level="debug")), mt.EmptyResult)  # its method warns: deprecated in 2026
             await client.call_tool("logging", {})
             await client.call_tool("progress", {}, progress_callback=on_progress)
             sampled = await client.call_tool("sample", {})
             mixed = await client.call_tool("mixed", {})
-            read = await client.read_resource(AnyUrl("note://safe"))
+            read = await client.read_resource("note://safe")
             prompts = await client.list_prompts()
     assert logs == ["started", "working", "done"]
     assert progress == [1, 2, 3]

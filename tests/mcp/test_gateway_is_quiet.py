@@ -62,7 +62,7 @@ async def test_over_stdio_list_call_and_close_leave_stderr_without_warnings(
             assert names == ["p.lookup", "time.get_current_time"]
             for _ in range(2):
                 assert not (await client.call_tool("time.get_current_time",
-                                                   {"timezone": "UTC"})).isError
+                                                   {"timezone": "UTC"})).is_error
             looked = await client.call_tool("p.lookup", {"name": "Ada"})
             assert "Ada sits in room 4" in looked.content[0].text  # type: ignore[union-attr]
     assert noise(errlog.read_text()) == []
@@ -80,6 +80,6 @@ async def test_over_http_sessions_that_end_log_no_warning_and_no_traceback(
                     assert [t.name for t in (await client.list_tools()).tools] == [
                         "time.get_current_time"]
                     assert not (await client.call_tool("time.get_current_time",
-                                                       {"timezone": "UTC"})).isError
+                                                       {"timezone": "UTC"})).is_error
     loud = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
     assert [(r.name, r.getMessage()) for r in loud] == []

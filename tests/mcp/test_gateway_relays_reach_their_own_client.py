@@ -19,15 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 import pytest
 
 pytest.importorskip("mcp")
 import mcp.types as mt
-from gateway_helpers import approve_all, writes_allowed
+from gateway_helpers import approve_all, connected, writes_allowed
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.memory import create_connected_server_and_client_session
 
 from anfitrion.mcp.config import ServerConfig
 from anfitrion.mcp.gateway import Gateway
@@ -72,16 +71,16 @@ async def two_clients(store: MemoryStore, transport: str, seen: list[Seen]
     async with McpServers([config], store) as servers, AsyncExitStack() as stack:
         gateway = Gateway(servers, store=store, policy=writes_allowed(), own_names=True)
         if transport == "memory":  # the stdio code path: one server run per client session
-            sessions = [await stack.enter_async_context(create_connected_server_and_client_session(
+            sessions = [await stack.enter_async_context(connected(
                 gateway.build_server(), **s.callbacks())) for s in seen]
             yield gateway, sessions
             return
         port = await stack.enter_async_context(serving(gateway))
         sessions = []
         for s in seen:
-            http = await stack.enter_async_context(httpx.AsyncClient(
-                headers={"Authorization": f"Bearer {TOKEN}"}))
-            read, write, _ = await stack.enter_async_context(streamable_http_client(
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                timeout=httpx2.Timeout(30, read=300), headers={"Authorization": f"Bearer {TOKEN}"}))
+            read, write = await stack.enter_async_context(streamable_http_client(
                 f"http://127.0.0.1:{port}/mcp", http_client=http))
             session = await stack.enter_async_context(ClientSession(read, write,
                                                                     **s.callbacks()))

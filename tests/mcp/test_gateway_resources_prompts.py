@@ -11,8 +11,7 @@ import pytest
 pytest.importorskip("mcp")
 import mcp.types as mt
 from gateway_helpers import approve_all, gateway_client, protocol_server
-from mcp.shared.exceptions import McpError
-from pydantic import AnyUrl
+from mcp.shared.exceptions import MCPError
 
 from anfitrion.mcp.pinning import PinBook
 from anfitrion.store import MemoryStore
@@ -32,12 +31,12 @@ async def test_resources_are_listed_read_and_templated_through_the_gateway(
         async with gateway_client(configs, store) as (_, client):
             listed = await client.list_resources()
             templates = await client.list_resource_templates()
-            text = await client.read_resource(AnyUrl("note://safe"))
-            blob = await client.read_resource(AnyUrl("blob://one"))
-            templated = await client.read_resource(AnyUrl("note://anything"))
+            text = await client.read_resource("note://safe")
+            blob = await client.read_resource("blob://one")
+            templated = await client.read_resource("note://anything")
     assert sorted(str(r.uri) for r in listed.resources) == [
         "blob://one", "note://injected", "note://safe"]
-    assert [t.uriTemplate for t in templates.resourceTemplates] == ["note://{name}"]
+    assert [t.uri_template for t in templates.resource_templates] == ["note://{name}"]
     assert text.contents[0].text == "note note://safe"  # type: ignore[union-attr]
     assert blob.contents[0].blob == "AAEC"  # type: ignore[union-attr]
     assert templated.contents[0].text == "note note://anything"  # type: ignore[union-attr]
@@ -52,17 +51,18 @@ async def test_a_subscription_relays_the_servers_update_to_the_subscriber(
     seen: list[str] = []
 
     async def on_message(message: Any) -> None:
-        if isinstance(message, mt.ServerNotification) and \
-                isinstance(message.root, mt.ResourceUpdatedNotification):
-            seen.append(str(message.root.params.uri))
+        if isinstance(message, mt.ResourceUpdatedNotification):
+            seen.append(str(message.params.uri))
             updated.set()
 
     with anyio.fail_after(60):
         async with gateway_client(configs, store, message_handler=on_message) as (_, client):
             await client.list_resources()
-            await client.subscribe_resource(AnyUrl("note://safe"))
+            await client.send_request(mt.SubscribeRequest(  # its method warns: removed in 2026
+                params=mt.SubscribeRequestParams(uri="note://safe")), mt.EmptyResult)
             await updated.wait()  # the test server announces an update as it subscribes
-            await client.unsubscribe_resource(AnyUrl("note://safe"))
+            await client.send_request(mt.UnsubscribeRequest(
+                params=mt.UnsubscribeRequestParams(uri="note://safe")), mt.EmptyResult)
     assert seen == ["note://safe"]
 
 
@@ -89,7 +89,7 @@ async def test_a_prompt_never_approved_is_neither_listed_nor_served(store: Memor
     with anyio.fail_after(60):
         async with gateway_client(configs, store) as (_, client):
             prompts = await client.list_prompts()
-            with pytest.raises(McpError, match="is blocked") as refused:
+            with pytest.raises(MCPError, match="is blocked") as refused:
                 await client.get_prompt("proto.greet", {"name": "Ada"})
     assert prompts.prompts == []
     assert "proto.prompt:greet" in refused.value.error.message

@@ -358,17 +358,17 @@ async def test_a_request_on_a_connection_that_dies_unanswered_ends_at_once() -> 
     # The race behind a flaky CI run: a server dies while idle, the next request is written in
     # the instant after the SDK answered everything pending, and nobody would ever answer it.
     import mcp.types as mt
-    from mcp.shared.exceptions import McpError
+    from mcp.shared.exceptions import MCPError
 
     from anfitrion.mcp.toolset import _Connection
 
     conn = _Connection()
     async with anyio.create_task_group() as tg:
         tg.start_soon(lambda: _close_soon(conn))
-        with anyio.fail_after(5), pytest.raises(McpError) as raised:
+        with anyio.fail_after(5), pytest.raises(MCPError) as raised:
             await conn.request(anyio.sleep_forever)
     assert raised.value.error.code == mt.CONNECTION_CLOSED
-    with pytest.raises(McpError):  # and a dead connection takes no new request
+    with pytest.raises(MCPError):  # and a dead connection takes no new request
         await conn.request(lambda: anyio.sleep(0))
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
-import httpx
+import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -180,9 +180,9 @@ class McpClientDoor:
         self._last = (name, arguments)
         result = await self.client.call_tool(name, arguments)
         text = "".join(getattr(c, "text", "") for c in result.content)
-        if result.isError and (waiting := WAITING.search(text)):
+        if result.is_error and (waiting := WAITING.search(text)):
             return Out("waiting", text, waiting.group(1))
-        return Out("error" if result.isError else "ok", text)
+        return Out("error" if result.is_error else "ok", text)
 
     async def retry(self) -> Out:
         assert self._last is not None
@@ -217,8 +217,9 @@ async def open_door(kind: str, store_url: str, policy_text: str,
                               approval_wait=0.05, poll_interval=0.01)
             url = await _serve_http(stack, gateway)
             http = await stack.enter_async_context(
-                httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}))
-            read, write, _ = await stack.enter_async_context(
+                httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300),
+                                  headers={"Authorization": f"Bearer {TOKEN}"}))
+            read, write = await stack.enter_async_context(
                 streamable_http_client(url, http_client=http))
             client = await stack.enter_async_context(ClientSession(read, write))
             await client.initialize()

@@ -7,7 +7,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
-import httpx
+import httpx2
 import pytest
 
 pytest.importorskip("mcp")
@@ -30,9 +30,10 @@ POLICY = parse_policy('[repeat_guard]\nmax_repeats = 2\n[[rules]]\ntool = "p.sen
 
 async def _client(stack: AsyncExitStack, url: str) -> ClientSession:
     http = await stack.enter_async_context(
-        httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}))
-    read, write, _ = await stack.enter_async_context(streamable_http_client(url,
-                                                                            http_client=http))
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300),
+                                  headers={"Authorization": f"Bearer {TOKEN}"}))
+    read, write = await stack.enter_async_context(streamable_http_client(url,
+                                                                         http_client=http))
     client = await stack.enter_async_context(ClientSession(read, write))
     await client.initialize()
     return client
@@ -51,17 +52,17 @@ async def test_each_client_session_is_its_own_session_and_its_waiting_calls_are_
                 async with AsyncExitStack() as first:
                     a = await _client(first, url)
                     for _ in range(2):
-                        assert not (await a.call_tool("p.lookup", {"name": "ana"})).isError
+                        assert not (await a.call_tool("p.lookup", {"name": "ana"})).is_error
                     # a's repeat guard is a's own: the third identical call is refused …
-                    assert (await a.call_tool("p.lookup", {"name": "ana"})).isError
+                    assert (await a.call_tool("p.lookup", {"name": "ana"})).is_error
                     async with AsyncExitStack() as second:
                         b = await _client(second, url)
                         # … while b, another client session, starts afresh
-                        assert not (await b.call_tool("p.lookup", {"name": "ana"})).isError
+                        assert not (await b.call_tool("p.lookup", {"name": "ana"})).is_error
                     waiting = await a.call_tool("p.send_mail", {"to": "x@example.org",
                                                                 "body": "hi"})
                     match = WAITING.search(waiting.content[0].text)  # type: ignore[union-attr]
-                    assert waiting.isError and match is not None
+                    assert waiting.is_error and match is not None
                     request_id = match.group(1)
                     assert [r.id for r in await store.list_approvals()] == [request_id]
                 # a's client session ended: its request is withdrawn, never left to approve
@@ -96,7 +97,7 @@ async def test_a_fixed_gateway_session_keeps_its_state_across_a_restart(tmp_path
                 finally:
                     await gateway.close()
                 # the repeat guard remembers the earlier processes' calls in the third
-                assert outcome.isError is (attempt == 2)
+                assert outcome.is_error is (attempt == 2)
     state = await store.load_session("desk")
     assert state is not None and state.data["app"] == "anfitrion:gateway"
     assert len(state.data["recent_calls"]) == 3

@@ -19,7 +19,6 @@ pytest.importorskip("mcp")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 import mcp.types as mt
 from gateway_helpers import approve_all, gateway_client, protocol_server
-from pydantic import AnyUrl
 
 from anfitrion.mcp._gateway_content import forward_result
 from anfitrion.mcp.toolset import HIDDEN_NOTICE
@@ -65,8 +64,8 @@ async def test_a_real_servers_smuggling_result_arrives_shaped() -> None:
     assert all(b.meta is None for b in result.content)  # "_meta": {"instructions": …} dropped
     link = next(b for b in result.content if isinstance(b, mt.ResourceLink))
     assert link.name.startswith("link⟨U+E0073⟩")
-    assert result.structuredContent is not None
-    assert all("⟨U+E0073⟩" in k for k in result.structuredContent)
+    assert result.structured_content is not None
+    assert all("⟨U+E0073⟩" in k for k in result.structured_content)
 
 
 hidden_text = st.text(alphabet=st.characters(categories=HIDDEN, exclude_characters="\n\t"),
@@ -77,8 +76,8 @@ def blocks(payload: str) -> list[Any]:
     return [
         mt.TextContent(type="text", text=f"a{payload}b"),
         mt.EmbeddedResource(type="resource", resource=mt.TextResourceContents(
-            uri=AnyUrl("note://x"), text=f"r{payload}", mimeType=f"text/plain{payload}")),
-        mt.ResourceLink(type="resource_link", uri=AnyUrl("note://y"), name=f"n{payload}",
+            uri="note://x", text=f"r{payload}", mimeType=f"text/plain{payload}")),
+        mt.ResourceLink(type="resource_link", uri="note://y", name=f"n{payload}",
                         title=f"t{payload}", description=f"d{payload}"),
         mt.ImageContent(type="image", data="AAAA", mimeType="image/png"),
     ]

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("mcp")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 from gateway_helpers import approve_all, gateway_client, protocol_server
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 
 from anfitrion.mcp.pinning import PinBook, PinState
 from anfitrion.store import MemoryStore
@@ -31,7 +31,7 @@ async def test_a_prompt_changed_after_approval_is_blocked_and_its_refusal_audite
             await PinBook(store).approve("proto.prompt:greet", by="operator")
             assert (await client.get_prompt("proto.greet", {"name": "Ada"})).messages
             await client.call_tool("proto.flip_prompt", {})  # the server rewrites the prompt
-            with pytest.raises(McpError, match="is blocked") as refused:
+            with pytest.raises(MCPError, match="is blocked") as refused:
                 await client.get_prompt("proto.greet", {"name": "Ada"})
             listed = await client.list_prompts()
     assert listed.prompts == []

@@ -13,7 +13,6 @@ import pytest
 pytest.importorskip("mcp")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 from gateway_helpers import approve_all, gateway_client, protocol_server
-from pydantic import AnyUrl
 
 from anfitrion.store import MemoryStore
 
@@ -31,12 +30,12 @@ async def test_reading_an_injected_resource_makes_the_next_write_ask_a_person() 
         async with gateway_client(configs, store, gateway_options=FAST) as (_, clean):
             ran = await clean.call_tool("proto.text", {})  # an untainted session: it runs
         async with gateway_client(configs, store, gateway_options=FAST) as (_, client):
-            read = await client.read_resource(AnyUrl("note://injected"))
+            read = await client.read_resource("note://injected")
             asked = await client.call_tool("proto.text", {})
             requests = await store.list_approvals()  # waiting while the client is connected
     assert ran.content[0].text == "plain text"  # type: ignore[union-attr]
     assert "ignore previous instructions" in read.contents[0].text  # type: ignore[union-attr]
-    assert asked.isError
+    assert asked.is_error
     assert "needs a person's approval" in asked.content[0].text  # type: ignore[union-attr]
     assert [r.tool_name for r in requests] == ["proto.text"]
     audit = [r.data for r in await store.audit_records() if r.type == "mcp.relayed"]
@@ -49,10 +48,10 @@ async def test_a_trusted_servers_resource_does_not_taint() -> None:
     await approve_all(configs, store)
     with anyio.fail_after(60):
         async with gateway_client(configs, store, gateway_options=FAST) as (_, client):
-            await client.read_resource(AnyUrl("note://injected"))
+            await client.read_resource("note://injected")
             # a write of the trusted server's (no readOnlyHint): allowed, not asked
             after = await client.call_tool("proto.count", {})
-    assert not after.isError
+    assert not after.is_error
     assert await store.list_approvals() == []
 
 

@@ -83,7 +83,7 @@ async def test_an_allowed_sampling_request_cannot_read_the_other_servers_context
     asked: list[Any] = []
 
     async def sampling(context: Any, params: mt.CreateMessageRequestParams) -> Any:
-        asked.append(params.includeContext)
+        asked.append(params.include_context)
         return mt.CreateMessageResult(role="assistant", model="m",
                                       content=mt.TextContent(type="text", text="no"))
 

@@ -250,7 +250,7 @@ async def answer_elicitation(server: str, params: Any, handler: ElicitationHandl
         return _refused("only form elicitation is supported (a URL was asked for)"), \
             "refused: URL-mode elicitation"
     message = reveal(str(params.message)[:MAX_MESSAGE_CHARS])
-    schema: Any = params.requestedSchema
+    schema: Any = params.requested_schema
     problem = schema_problem(schema)
     if problem is None and len(params.message) > MAX_MESSAGE_CHARS:
         problem = f"the message is longer than {MAX_MESSAGE_CHARS} characters"

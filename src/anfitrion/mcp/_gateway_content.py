@@ -83,17 +83,17 @@ class Shaper:
                                   annotations=block.annotations)
         if isinstance(block, (mt.ImageContent, mt.AudioContent)):
             kind = block.type
-            if not block.mimeType.lower().startswith(_MIME_PREFIX[kind]) \
+            if not block.mime_type.lower().startswith(_MIME_PREFIX[kind]) \
                     or not _is_base64(block.data):
                 return self._notice(f"[anfitrion: {kind} content of type "
-                                    f"{self.label(block.mimeType)!r} withheld: it is not "
+                                    f"{self.label(block.mime_type)!r} withheld: it is not "
                                     f"{_MIME_PREFIX[kind]}… base64 data]")
             return block.model_copy(update={"meta": None})
         if isinstance(block, mt.ResourceLink):
             return mt.ResourceLink(
                 type="resource_link", uri=self._uri(block.uri), name=self.label(block.name) or "",
                 title=self.label(block.title), description=self.label(block.description),
-                mimeType=self.label(block.mimeType), size=block.size,
+                mime_type=self.label(block.mime_type), size=block.size,
                 annotations=block.annotations)
         if isinstance(block, mt.EmbeddedResource):
             resource = self.resource(block.resource)
@@ -108,11 +108,11 @@ class Shaper:
         """Text or blob contents of a resource (an embedded block, a ``resources/read``)."""
         uri = self._uri(contents.uri)
         if isinstance(contents, mt.TextResourceContents):
-            return mt.TextResourceContents(uri=uri, mimeType=self.label(contents.mimeType),
+            return mt.TextResourceContents(uri=uri, mime_type=self.label(contents.mime_type),
                                            text=self.text(contents.text))
         if not _is_base64(contents.blob):
             return self._notice(f"[anfitrion: resource {uri} withheld: its blob is not base64]")
-        return mt.BlobResourceContents(uri=uri, mimeType=self.label(contents.mimeType),
+        return mt.BlobResourceContents(uri=uri, mime_type=self.label(contents.mime_type),
                                        blob=contents.blob)
 
     def _uri(self, uri: Any) -> Any:
@@ -142,13 +142,13 @@ def forward_result(result: mt.CallToolResult, limit: int) -> mt.CallToolResult:
     against the pinned output schema by the toolset)."""
     shaper = Shaper(limit)
     content = shaper.blocks(result.content)
-    structured = None if result.structuredContent is None else \
-        shaper.value(result.structuredContent)
+    structured = None if result.structured_content is None else \
+        shaper.value(result.structured_content)
     notice = shaper.notice()
     if notice is not None:
         content.insert(0, notice)
-    return mt.CallToolResult(content=content, structuredContent=structured,
-                             isError=result.isError)
+    return mt.CallToolResult(content=content, structured_content=structured,
+                             is_error=result.is_error)
 
 
 def listed_tool(name: str, tool: Any, upstream: mt.Tool | None, *, trusted: bool) -> mt.Tool:
@@ -157,12 +157,12 @@ def listed_tool(name: str, tool: Any, upstream: mt.Tool | None, *, trusted: bool
     the server's claims under ``_meta["io.anfitrion/annotations"]``."""
     read = tool.effect is Effect.READ
     own = mt.ToolAnnotations(
-        readOnlyHint=read, destructiveHint=None if read else True,
-        idempotentHint=tool.idempotent, openWorldHint=tool.provenance is Provenance.UNTRUSTED)
+        read_only_hint=read, destructive_hint=None if read else True,
+        idempotent_hint=tool.idempotent, open_world_hint=tool.provenance is Provenance.UNTRUSTED)
     meta: dict[str, Any] | None = None
     annotations = own
     if upstream is not None and upstream.annotations is not None:
-        claimed = upstream.annotations.model_dump(mode="json", exclude_none=True)
+        claimed = upstream.annotations.model_dump(mode="json", by_alias=True, exclude_none=True)
         if trusted:
             annotations = upstream.annotations
         else:
@@ -174,8 +174,8 @@ def listed_tool(name: str, tool: Any, upstream: mt.Tool | None, *, trusted: bool
                         "determined the annotations above"}}
     return mt.Tool(
         name=name, title=upstream.title if upstream is not None else None,
-        description=tool.description, inputSchema=dict(tool.input_schema),
-        outputSchema=upstream.outputSchema if upstream is not None else None,
+        description=tool.description, input_schema=dict(tool.input_schema),
+        output_schema=upstream.output_schema if upstream is not None else None,
         annotations=annotations,
         execution=upstream.execution if upstream is not None else None,
         _meta=meta)
@@ -203,6 +203,7 @@ def as_text(blocks: Sequence[Any]) -> str:
                 isinstance(block.resource, mt.TextResourceContents):
             parts.append(block.resource.text)
         else:
-            parts.append(json.dumps(block.model_dump(mode="json", exclude={"data", "blob"}),
+            parts.append(json.dumps(block.model_dump(mode="json", by_alias=True,
+                                                    exclude={"data", "blob"}),
                                     ensure_ascii=False))
     return "\n".join(parts)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp.types as mt
-from mcp.shared.exceptions import McpError
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
 from ..conversation import Provenance
@@ -50,15 +50,15 @@ LOG_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "c
                                "alert", "emergency")
 
 
-def _error(code: int, message: str) -> McpError:
-    return McpError(mt.ErrorData(code=code, message=message))
+def _error(code: int, message: str) -> MCPError:
+    return MCPError(code=code, message=message)
 
 
 def page(items: Sequence[Any], cursor: str | None, size: int) -> tuple[list[Any], str | None]:
     """One page of *items* and the cursor of the next (an offset, opaque to clients).
 
     Raises:
-        McpError: ``-32602`` for a cursor this gateway did not give.
+        MCPError: ``-32602`` for a cursor this gateway did not give.
     """
     start = 0
     if cursor is not None:
@@ -106,18 +106,17 @@ class UpstreamProtocol:
         assert session is not None
         try:
             with anyio.fail_after(toolset.config.timeout):
-                return await conn.request(lambda: session.send_request(
-                    mt.ClientRequest(request), result_type))
+                return await conn.request(lambda: session.send_request(request, result_type))
         except TimeoutError:
             raise _error(mt.INTERNAL_ERROR, f"{what}: MCP server {toolset.id!r} did not answer "
                          f"within {toolset.config.timeout:g} seconds") from None
-        except McpError as exc:
+        except MCPError as exc:
             raise _error(exc.error.code, f"{what}: MCP server {toolset.id!r}: "
                          f"{exc.error.message}") from None
 
     def _capable(self, toolset: McpToolset, kind: str) -> bool:
         conn = toolset._connection
-        caps = conn.session.get_server_capabilities() if conn and conn.session else None
+        caps = conn.session.server_capabilities if conn and conn.session else None
         return caps is not None and getattr(caps, kind) is not None
 
     async def _server_approved(self, toolset: McpToolset) -> bool:
@@ -145,7 +144,7 @@ class UpstreamProtocol:
             params = mt.PaginatedRequestParams(cursor=cursor) if cursor else None
             result = await self.ask(toolset, make(params=params), result_type, what)
             items.extend(getattr(result, field))
-            cursor = getattr(result, "nextCursor", None)
+            cursor = getattr(result, "next_cursor", None)
             if not cursor:
                 break
         return items
@@ -161,20 +160,19 @@ class UpstreamProtocol:
                 self._resources[str(resource.uri)] = toolset.id
                 listed.append(self._shaped_listing(resource, toolset))
         items, cursor = page(listed, _cursor(request), self.gateway.page_size)
-        return mt.ServerResult(mt.ListResourcesResult(resources=items, nextCursor=cursor))
+        return mt.ListResourcesResult(resources=items, next_cursor=cursor)
 
     async def list_templates(self, request: mt.ListResourceTemplatesRequest) -> mt.ServerResult:
         listed: list[mt.ResourceTemplate] = []
         for toolset in await self._running("resources"):
             for template in await self._all_pages(toolset, mt.ListResourceTemplatesRequest,
                                                   mt.ListResourceTemplatesResult,
-                                                  "resourceTemplates",
+                                                  "resource_templates",
                                                   "resources/templates/list"):
-                self._templates[template.uriTemplate] = toolset.id
+                self._templates[template.uri_template] = toolset.id
                 listed.append(self._shaped_listing(template, toolset))
         items, cursor = page(listed, _cursor(request), self.gateway.page_size)
-        return mt.ServerResult(mt.ListResourceTemplatesResult(resourceTemplates=items,
-                                                              nextCursor=cursor))
+        return mt.ListResourceTemplatesResult(resource_templates=items, next_cursor=cursor)
 
     @staticmethod
     def _shaped_listing(item: Any, toolset: McpToolset) -> Any:
@@ -217,12 +215,12 @@ class UpstreamProtocol:
         if notice is not None or withheld:  # a text notice travels as a text resource
             text = "\n".join(([notice.text] if notice else []) + withheld)
             shaped.insert(0, mt.TextResourceContents(uri=request.params.uri, text=text,
-                                                     mimeType="text/plain"))
+                                                     mime_type="text/plain"))
         provenance = Provenance.TRUSTED if toolset.config.trusted else Provenance.UNTRUSTED
         await gated.report_result(name, as_text(shaped), provenance=provenance)
         await gated.save()
         await self._audit(name, f"read {uri} ({provenance.value})")
-        return mt.ServerResult(mt.ReadResourceResult(contents=shaped))
+        return mt.ReadResourceResult(contents=shaped)
 
     async def subscribe(self, request: mt.SubscribeRequest | mt.UnsubscribeRequest
                         ) -> mt.ServerResult:
@@ -240,7 +238,7 @@ class UpstreamProtocol:
                     await self.ask(toolset, mt.SubscribeRequest(
                         params=mt.SubscribeRequestParams(uri=request.params.uri)),
                         mt.EmptyResult, what)
-                except McpError:
+                except MCPError:
                     subscribers.discard(session)
                     raise
         else:
@@ -249,20 +247,21 @@ class UpstreamProtocol:
                 await self.ask(toolset, mt.UnsubscribeRequest(
                     params=mt.UnsubscribeRequestParams(uri=request.params.uri)),
                     mt.EmptyResult, what)
-        return mt.ServerResult(mt.EmptyResult())
+        return mt.EmptyResult()
 
     def _notified(self, server: str) -> Any:
         async def forward(notification: mt.ServerNotification) -> None:
             # built afresh: what the server sent may carry more than the notice (extra keys)
-            root = notification.root
+            root = notification
+            notice: mt.ServerNotification
             if isinstance(root, mt.ResourceUpdatedNotification):
-                notice = mt.ServerNotification(mt.ResourceUpdatedNotification(
-                    params=mt.ResourceUpdatedNotificationParams(uri=root.params.uri)))
+                notice = mt.ResourceUpdatedNotification(
+                    params=mt.ResourceUpdatedNotificationParams(uri=root.params.uri))
                 for session in list(self._subscribers.get((server, str(root.params.uri)), ())):
                     await _quietly(session.send_notification(notice))
             elif isinstance(root, (mt.ResourceListChangedNotification,
                                    mt.PromptListChangedNotification)):
-                notice = mt.ServerNotification(type(root)())
+                notice = type(root)()
                 for session in list(self.gateway.sessions):
                     await _quietly(session.send_notification(notice))
         return forward
@@ -298,7 +297,7 @@ class UpstreamProtocol:
                     "name": outside, "title": shaper.label(prompt.title),
                     "description": shaper.label(prompt.description), "arguments": arguments}))
         items, cursor = page(listed, _cursor(request), self.gateway.page_size)
-        return mt.ServerResult(mt.ListPromptsResult(prompts=items, nextCursor=cursor))
+        return mt.ListPromptsResult(prompts=items, next_cursor=cursor)
 
     def _prompt_owner(self, name: str) -> tuple[McpToolset, str]:
         found = self._prompts.get(name)
@@ -334,7 +333,7 @@ class UpstreamProtocol:
         await gated.save()
         await self._audit(f"{toolset.id}.prompts/get", f"served {pin_name}")
         description = Shaper(toolset.config.max_result_chars).label(result.description)
-        return mt.ServerResult(mt.GetPromptResult(description=description, messages=messages))
+        return mt.GetPromptResult(description=description, messages=messages)
 
     # -- completion and logging ----------------------------------------------------------------
 
@@ -356,7 +355,7 @@ class UpstreamProtocol:
         shaper = Shaper(toolset.config.max_result_chars)
         values = [shaper.label(v) or "" for v in result.completion.values[:100]]
         completion = result.completion.model_copy(update={"values": values})
-        return mt.ServerResult(mt.CompleteResult(completion=completion))
+        return mt.CompleteResult(completion=completion)
 
     async def set_level(self, request: mt.SetLevelRequest) -> mt.ServerResult:
         """The client's level filters what it is sent; every server is asked for as much."""
@@ -366,9 +365,9 @@ class UpstreamProtocol:
                 try:
                     await self.ask(toolset, mt.SetLevelRequest(params=request.params),
                                    mt.EmptyResult, "logging/setLevel")
-                except McpError as exc:
+                except MCPError as exc:
                     log.warning("%s", exc.error.message)
-        return mt.ServerResult(mt.EmptyResult())
+        return mt.EmptyResult()
 
     # -- the servers' requests to the client ---------------------------------------------------
 
@@ -380,7 +379,8 @@ class UpstreamProtocol:
         sampling = method == "sampling/createMessage"
         allowed = config.sampling if sampling else config.elicitation
         key = "sampling" if sampling else "elicitation"
-        findings = suspicious_text(params.model_dump(mode="json", exclude_none=True))
+        findings = suspicious_text(params.model_dump(mode="json", by_alias=True,
+                                                    exclude_none=True))
         hints = "; ".join(f"{f.path}: {f.reason}" for f in findings[:5])
         if not allowed:
             await self._audit(f"{server}.{method}", f"refused (\"{key}\" is not allowed for "
@@ -390,10 +390,10 @@ class UpstreamProtocol:
                 f"client for {key}. The operator can allow it with \"{key}\": true in the "
                 "server's entry of the MCP config."))
         narrowed = ""
-        if sampling and params.includeContext not in (None, "none"):
+        if sampling and params.include_context not in (None, "none"):
             # the context of the client's other servers is not this server's to read
-            narrowed = f"; includeContext {params.includeContext!r} narrowed to 'none'"
-            params = params.model_copy(update={"includeContext": "none"})
+            narrowed = f"; includeContext {params.include_context!r} narrowed to 'none'"
+            params = params.model_copy(update={"include_context": "none"})
         await self._audit(f"{server}.{method}",
                           f"relayed to the client{narrowed}{'; ' + hints if hints else ''}",
                           client)
@@ -405,9 +405,9 @@ class UpstreamProtocol:
             request, result_type = mt.ElicitRequest(params=params), mt.ElicitResult
         try:
             return await session.send_request(
-                mt.ServerRequest(request), result_type,
+                request, result_type,
                 metadata=ServerMessageMetadata(related_request_id=request_id))
-        except McpError as exc:
+        except MCPError as exc:
             return exc.error
 
     async def _audit_unrouted(self, name: str, detail: str) -> None:

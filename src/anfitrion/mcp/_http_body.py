@@ -53,7 +53,7 @@ MCP_REQUEST_METHODS = frozenset({
     "resources/list", "resources/templates/list", "resources/read",
     "resources/subscribe", "resources/unsubscribe",
     "completion/complete", "logging/setLevel",
-    "tasks/get", "tasks/result", "tasks/list", "tasks/cancel",
+    "server/discover", "subscriptions/listen",
 })
 """Every request method an MCP client may send (the SDK's ``ClientRequest``; a test keeps them
 equal). Methods the gateway does not serve among them get -32601 from the SDK itself."""
@@ -145,7 +145,7 @@ def _envelope_problem(message: Any) -> BodyRefusal | None:
 def _sdk_problem(message: Any) -> BodyRefusal | None:
     """What the SDK would refuse with -32602 (its message union), refused as -32600."""
     try:
-        mt.JSONRPCMessage.model_validate(message)
+        mt.jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"][1:]) or "the message"

@@ -36,8 +36,8 @@ from .queue_guard import (
 )
 
 try:
-    from mcp.server.fastmcp import FastMCP
-    from mcp.server.fastmcp.exceptions import ToolError
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
@@ -67,8 +67,13 @@ def _problem(request: ApprovalRequest, reviewer: Reviewer) -> str | None:
     return None
 
 
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_DECIDES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                           open_world_hint=False)
+
+
 def approval_queue(store: Store, reviewer: Reviewer, *,
-                   principals: Iterable[str] = ()) -> FastMCP:
+                   principals: Iterable[str] = ()) -> MCPServer:
     """The queue's MCP server, acting as *reviewer* (module docstring).
 
     Args:
@@ -81,57 +86,68 @@ def approval_queue(store: Store, reviewer: Reviewer, *,
         >>> server.name
         'anfitrion-approvals'
     """
-    refused_for = {reviewer.name, *principals}
-    server = FastMCP(QUEUE_SERVER_NAME, instructions=(
+    server = MCPServer(QUEUE_SERVER_NAME, instructions=(
         f"Approval requests waiting for a person. You act for {reviewer.name}: show the person "
         "the request (show_approval) and answer only what they decided, with the digest shown."))
-    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
-    decides = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False,
-                              openWorldHint=False)
+    queue = _Queue(store, reviewer, {reviewer.name, *principals})
+    server.tool(annotations=_READ_ONLY)(queue.list_pending)
+    server.tool(annotations=_READ_ONLY)(queue.show_approval)
+    server.tool(annotations=_DECIDES)(queue.approve)
+    server.tool(annotations=_DECIDES)(queue.deny)
+    return server
 
-    async def pending() -> list[ApprovalRequest]:
+
+class _Queue:
+    """The queue's four tools, acting as one reviewer."""
+
+    def __init__(self, store: Store, reviewer: Reviewer, refused_for: set[str]) -> None:
+        self.store = store
+        self.reviewer = reviewer
+        self.refused_for = refused_for
+
+    async def _pending(self) -> list[ApprovalRequest]:
         now = datetime.now(UTC)
-        return [r for r in await store.list_approvals(pending_only=True) if not r.expired(now)]
+        return [r for r in await self.store.list_approvals(pending_only=True)
+                if not r.expired(now)]
 
-    async def one(request_id: str) -> tuple[ApprovalRequest, Any]:
-        found = await answers.find_request(store, request_id)
+    async def _one(self, request_id: str) -> tuple[ApprovalRequest, Any]:
+        found = await answers.find_request(self.store, request_id)
         if found is None:
             raise ToolError(answers.Refusal.NOT_FOUND.value)
         return found.request, found.answer
 
-    @server.tool(annotations=read_only)
-    async def list_pending() -> dict[str, Any]:
+    async def list_pending(self) -> dict[str, Any]:
         """List the approval requests waiting for a person, newest first.
 
         Each names the tool, who asked, why, its digest and whether you may answer it.
         """
-        return {"reviewer": reviewer.name,
-                "pending": [_summary(r, reviewer) for r in await pending()]}
+        return {"reviewer": self.reviewer.name,
+                "pending": [_summary(r, self.reviewer) for r in await self._pending()]}
 
-    @server.tool(annotations=read_only)
-    async def show_approval(request_id: str) -> dict[str, Any]:
+    async def show_approval(self, request_id: str) -> dict[str, Any]:
         """Show one request in full: the exact arguments, warnings, digest, votes so far.
 
         Args:
             request_id: the request's id (or a unique prefix of at least 6 characters).
         """
-        request, given = await one(request_id)
-        votes = tuple(await store.list_approval_votes(request.id)) if request.quorum else ()
-        return {**_summary(request, reviewer), "description": request.describe(),
+        request, given = await self._one(request_id)
+        votes = tuple(await self.store.list_approval_votes(request.id)) if request.quorum \
+            else ()
+        return {**_summary(request, self.reviewer), "description": request.describe(),
                 "arguments": dict(request.arguments), "warnings": list(request.warnings),
                 "state": answers.state_of(request, given).value,
                 "votes": [{"voter": v.voter, "approved": v.approved, "via": v.via}
                           for v in votes],
                 "more_approvals_needed": answers.votes_needed(request, votes)}
 
-    async def decide(request_id: str, digest: str, note: str, approved: bool
-                     ) -> dict[str, Any]:
-        request, _ = await one(request_id)
-        if request.principal_id in refused_for:
+    async def _decide(self, request_id: str, digest: str, note: str, approved: bool
+                      ) -> dict[str, Any]:
+        request, _ = await self._one(request_id)
+        if request.principal_id in self.refused_for:
             raise ToolError(SELF_APPROVAL)
-        outcome = await answers.answer(store, request.id, digest, approved=approved,
-                                       approver=f"mcp:{reviewer.name}", note=note, via="mcp",
-                                       reviewer=reviewer)
+        outcome = await answers.answer(self.store, request.id, digest, approved=approved,
+                                       approver=f"mcp:{self.reviewer.name}", note=note,
+                                       via="mcp", reviewer=self.reviewer)
         if not outcome.recorded:
             refusal = outcome.refusal or answers.Refusal.INVALID
             raise ToolError(f"{refusal.value}: {outcome.detail}" if outcome.detail
@@ -142,8 +158,7 @@ def approval_queue(store: Store, reviewer: Reviewer, *,
         return {"recorded": "answer", "approved": outcome.answer.approved,
                 "approver": outcome.answer.approver}
 
-    @server.tool(annotations=decides)
-    async def approve(request_id: str, digest: str, note: str = "") -> dict[str, Any]:
+    async def approve(self, request_id: str, digest: str, note: str = "") -> dict[str, Any]:
         """Approve one request, as the person decided, bound to the digest they were shown.
 
         Args:
@@ -151,10 +166,9 @@ def approval_queue(store: Store, reviewer: Reviewer, *,
             digest: the full digest from show_approval; a request that changed is refused.
             note: the person's words, kept in the audit log.
         """
-        return await decide(request_id, digest, note, True)
+        return await self._decide(request_id, digest, note, True)
 
-    @server.tool(annotations=decides)
-    async def deny(request_id: str, digest: str, note: str = "") -> dict[str, Any]:
+    async def deny(self, request_id: str, digest: str, note: str = "") -> dict[str, Any]:
         """Deny one request, as the person decided; the agent sees the note.
 
         Args:
@@ -162,9 +176,7 @@ def approval_queue(store: Store, reviewer: Reviewer, *,
             digest: the full digest from show_approval.
             note: why, in the person's words.
         """
-        return await decide(request_id, digest, note, False)
-
-    return server
+        return await self._decide(request_id, digest, note, False)
 
 
 def reviewer_from_environment(environ: Mapping[str, str], reviewers: Any) -> Reviewer:

@@ -32,7 +32,6 @@ import socket
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import suppress
 from typing import Any
 
 import anyio
@@ -52,7 +51,6 @@ from ..store import Store
 from ..telemetry import extracted_context
 from ..tools import OfferContext, Tool
 from ._gateway_http import HttpGuard, SessionCloseRace, respond
-from ._http_body import MCP_REQUEST_METHODS, METHOD_NOT_FOUND
 from .toolset import (
     UPSTREAM_CALL,
     McpServers,
@@ -64,12 +62,12 @@ from .toolset import (
 
 try:
     import mcp.types as mt
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
     from mcp.server.lowlevel import NotificationOptions, Server
-    from mcp.server.lowlevel.server import request_ctx
     from mcp.server.models import InitializationOptions
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from mcp.shared.message import SessionMessage
+    from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
     from ._gateway_content import forward_result, listed_tool
     from ._gateway_upstream import LOG_LEVELS, UpstreamProtocol, page
@@ -82,7 +80,7 @@ log = logging.getLogger("anfitrion.mcp.gateway")
 
 
 def _text_result(text: str, *, is_error: bool) -> mt.CallToolResult:
-    return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], isError=is_error)
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)], is_error=is_error)
 
 
 WITHDRAWN_REASON = "the MCP client session that proposed the call ended"
@@ -114,18 +112,16 @@ class _Client:
         self.gated: GatedSession | None = None
         self.log_level: str | None = None
         """The level the client asked for (``logging/setLevel``); ``None``: everything."""
+        self.standing: Any = None
+        """The SDK's session object of the client's first request: the SDK makes one per
+        request, and this one stands for the connection (notices sent without a request go
+        to the connection)."""
 
     async def session(self) -> GatedSession:
         async with self._lock:
             if self.gated is None:
                 self.gated = await self._gateway._open_session()
             return self.gated
-
-    async def keep_lease(self) -> None:
-        while True:
-            await anyio.sleep(self._gateway.runtime.lease_seconds / 3)
-            if self.gated is not None:
-                await self.gated.renew()
 
     async def end(self) -> None:
         gated, self.gated = self.gated, None
@@ -142,6 +138,9 @@ class _Client:
 
 _CLIENT: contextvars.ContextVar[_Client | None] = contextvars.ContextVar(
     "anfitrion_gateway_client", default=None)
+_REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = \
+    contextvars.ContextVar("anfitrion_gateway_request", default=None)
+_CLIENT_STATE = "anfitrion.gateway.client"
 
 
 class Gateway:
@@ -211,6 +210,8 @@ class Gateway:
                                limits=limits, audit=audit, max_tool_calls=max_tool_calls,
                                app=GATEWAY_APP)
         self._default = _Client(self)  # calls made outside any MCP client session
+        self._clients: set[_Client] = set()
+        """The MCP client sessions connected now (their leases are kept)."""
         self.protocol = UpstreamProtocol(self)
 
     @property
@@ -233,10 +234,45 @@ class Gateway:
     def _client(self) -> _Client:
         return _CLIENT.get() or self._default
 
-    @staticmethod
-    def request_session() -> Any:
-        """The MCP client session of the request being answered."""
-        return request_ctx.get().session
+    def request_session(self) -> Any:
+        """The MCP client session of the request being answered (the object that stands for
+        its connection: see :attr:`_Client.standing`)."""
+        context = _REQUEST.get()
+        assert context is not None
+        return self._client().standing or context.session
+
+    async def _per_client(self, ctx: ServerRequestContext[Any, Any],
+                          call_next: CallNext) -> HandlerResult:
+        """The SDK middleware giving each client connection its own anfitrion session
+        (:class:`_Client`), withdrawn when the connection ends."""
+        connection = ctx.session._connection
+        client: _Client | None = None
+        if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # a connection per
+            client = connection.state.get(_CLIENT_STATE)  # request otherwise: the default
+            if client is None:
+                client = connection.state[_CLIENT_STATE] = _Client(self)
+                client.standing = ctx.session
+                self._clients.add(client)
+                connection.exit_stack.push_async_callback(self._end_client, client)
+            self.sessions.add(client.standing)  # for the notices meant for every client
+        client_token = _CLIENT.set(client)
+        token = _REQUEST.set(ctx)
+        try:
+            return await call_next(ctx)
+        finally:
+            _REQUEST.reset(token)
+            _CLIENT.reset(client_token)
+
+    async def _end_client(self, client: _Client) -> None:
+        self._clients.discard(client)
+        await client.end()
+
+    async def _keep_leases(self) -> None:
+        while True:
+            await anyio.sleep(self.runtime.lease_seconds / 3)
+            for client in list(self._clients):
+                if client.gated is not None:
+                    await client.gated.renew()
 
     def _upstream_tool(self, tool: Tool) -> mt.Tool | None:
         if not isinstance(tool, McpTool) or tool.server not in self.servers.toolsets:
@@ -248,7 +284,7 @@ class Gateway:
         """False for a tool that only runs as a task: the gateway does not forward tasks."""
         upstream = self._upstream_tool(tool)
         execution = upstream.execution if upstream is not None else None
-        if execution is None or execution.taskSupport != "required":
+        if execution is None or execution.task_support != "required":
             return True
         if tool.name not in self._refused_tasks:
             self._refused_tasks.add(tool.name)
@@ -293,19 +329,16 @@ class Gateway:
     def _relaying(self, server: str) -> UpstreamCall | None:
         """What the upstream call made for the request being answered relays to its client:
         progress (if the client asked for it), log messages, sampling and elicitation."""
-        try:
-            context = request_ctx.get()
-        except LookupError:
+        context = _REQUEST.get()
+        if context is None:
             return None
         session, request_id = context.session, context.request_id
         client = self._client()
-        token = context.meta.progressToken if context.meta is not None else None
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
-            if token is not None:
-                shown = reveal_hidden(message)[0] if message is not None else None
-                await session.send_progress_notification(token, progress, total, shown,
-                                                         related_request_id=str(request_id))
+            # to the caller's progress token, if it gave one (else nothing is sent)
+            shown = reveal_hidden(message)[0] if message is not None else None
+            await session.report_progress(progress, total, shown)
 
         async def log_message(params: mt.LoggingMessageNotificationParams) -> None:
             wanted = client.log_level
@@ -315,8 +348,10 @@ class Gateway:
             logger = params.logger
             if not self.own_names:
                 logger = server + (f"/{params.logger}" if params.logger else "")
-            await session.send_log_message(params.level, data, logger=logger,
-                                           related_request_id=request_id)
+            await session.send_notification(mt.LoggingMessageNotification(
+                params=mt.LoggingMessageNotificationParams(level=params.level, data=data,
+                                                           logger=logger)),
+                related_request_id=request_id)
 
         async def request(method: str, params: Any) -> Any:
             return await self.protocol.relay(server, method, params, session, request_id,
@@ -387,64 +422,78 @@ class Gateway:
 
     # -- transports ------------------------------------------------------------------------
 
-    def build_server(self) -> Server[Any, Any]:
+    def build_server(self) -> Server[Any]:
         """The MCP SDK server object with the gateway's handlers.
 
         A client that listed the tools is sent ``notifications/tools/list_changed`` when a call
         finds the offered set different (a tool blocked, approved, or its server gone).
         """
-        server: Server[Any, Any] = _GatewayServer("anfitrion-gateway", version=__version__,
-                                                  gateway=self)
+        server: Server[Any] = _GatewayServer("anfitrion-gateway", version=__version__,
+                                             gateway=self)
         listed: weakref.WeakKeyDictionary[Any, frozenset[str]] = weakref.WeakKeyDictionary()
 
-        async def _list(request: mt.ListToolsRequest) -> mt.ServerResult:
-            cursor = request.params.cursor if request.params is not None else None
+        async def _list(ctx: ServerRequestContext[Any, Any],
+                        params: mt.PaginatedRequestParams) -> mt.ListToolsResult:
+            cursor = params.cursor
             if cursor is None:
                 self.servers.mark_stale()  # a client that asks for the list gets a fresh one
             tools = await self.list_tools()
-            listed[server.request_context.session] = self._offered_names
+            listed[self.request_session()] = self._offered_names
             items, next_cursor = page(tools, cursor, self.page_size)
-            return mt.ServerResult(mt.ListToolsResult(tools=items, nextCursor=next_cursor))
+            return mt.ListToolsResult(tools=items, next_cursor=next_cursor)
 
         protocol = self.protocol
-        handlers: dict[type, Callable[[Any], Any]] = {
-            mt.ListToolsRequest: _list,
-            mt.ListResourcesRequest: protocol.list_resources,
-            mt.ListResourceTemplatesRequest: protocol.list_templates,
-            mt.ReadResourceRequest: protocol.read_resource,
-            mt.SubscribeRequest: protocol.subscribe,
-            mt.UnsubscribeRequest: protocol.subscribe,
-            mt.ListPromptsRequest: protocol.list_prompts,
-            mt.GetPromptRequest: protocol.get_prompt,
-            mt.CompleteRequest: protocol.complete,
-            mt.SetLevelRequest: protocol.set_level,
+        # method: (the SDK's params type, the request the protocol's handler takes, handler)
+        handlers: dict[str, tuple[type[Any], type[Any], Callable[[Any], Any]]] = {
+            "resources/list": (mt.PaginatedRequestParams, mt.ListResourcesRequest,
+                               protocol.list_resources),
+            "resources/templates/list": (mt.PaginatedRequestParams,
+                                         mt.ListResourceTemplatesRequest,
+                                         protocol.list_templates),
+            "resources/read": (mt.ReadResourceRequestParams, mt.ReadResourceRequest,
+                               protocol.read_resource),
+            "resources/subscribe": (mt.SubscribeRequestParams, mt.SubscribeRequest,
+                                    protocol.subscribe),
+            "resources/unsubscribe": (mt.UnsubscribeRequestParams, mt.UnsubscribeRequest,
+                                      protocol.subscribe),
+            "prompts/list": (mt.PaginatedRequestParams, mt.ListPromptsRequest,
+                             protocol.list_prompts),
+            "prompts/get": (mt.GetPromptRequestParams, mt.GetPromptRequest,
+                            protocol.get_prompt),
+            "completion/complete": (mt.CompleteRequestParams, mt.CompleteRequest,
+                                    protocol.complete),
+            "logging/setLevel": (mt.SetLevelRequestParams, mt.SetLevelRequest,
+                                 protocol.set_level),
         }
-        server.request_handlers.update(handlers)
+        server.add_request_handler("tools/list", mt.PaginatedRequestParams, _list)
+        for method, (params_type, request_type, handler) in handlers.items():
+            server.add_request_handler(method, params_type, _as_request(request_type, handler))
 
         # the gate validates arguments itself, strictly, against the pinned schema
-        @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator,misc]
-        async def _call(name: str, arguments: dict[str, Any]) -> mt.CallToolResult:
-            meta = server.request_context.meta
-            extra = meta.model_extra if meta is not None else None
-            with extracted_context(extra):  # the client's trace continues through the gate
-                result = await self.call_tool(name, arguments)
-            context = server.request_context
-            before = listed.get(context.session)
+        async def _call(ctx: ServerRequestContext[Any, Any],
+                        params: mt.CallToolRequestParams) -> mt.CallToolResult:
+            meta = ctx.meta
+            with extracted_context(dict(meta) if meta else None):  # the client's trace
+                result = await self.call_tool(params.name, params.arguments)  # goes on
+            session = self.request_session()
+            before = listed.get(session)
             if before is not None and before != self._offered_names:
-                listed[context.session] = self._offered_names
+                listed[session] = self._offered_names
                 # on the call's own stream, so it reaches the client before the result
-                await context.session.send_notification(
-                    mt.ServerNotification(mt.ToolListChangedNotification()),
-                    related_request_id=context.request_id)
+                await ctx.session.send_notification(mt.ToolListChangedNotification(),
+                                                    related_request_id=ctx.request_id)
             return result
 
+        server.add_request_handler("tools/call", mt.CallToolRequestParams, _call)
         return server
 
     async def serve_stdio(self) -> None:
         """Serve one MCP client on this process's stdin and stdout."""
         server = self.build_server()
-        async with stdio_server() as (read, write):
+        async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+            tg.start_soon(self._keep_leases)
             await server.run(read, write, server.create_initialization_options())
+            tg.cancel_scope.cancel()
 
     def http_app(self, manager: StreamableHTTPSessionManager, *, token: str, port: int,
                  allowed_origins: Iterable[str] = (),
@@ -499,6 +548,7 @@ class Gateway:
         sdk_log.addFilter(race)
         try:
             async with manager.run(), anyio.create_task_group() as tg:
+                tg.start_soon(self._keep_leases)
                 if stop is not None:
                     tg.start_soon(stop_when_asked, stop)
                 if started is not None:
@@ -510,75 +560,39 @@ class Gateway:
             sock.close()
 
 
-class _GatewayServer(Server[Any, Any]):
+class _GatewayServer(Server[Any]):
     """Announces ``tools.listChanged`` on every transport (HTTP builds its own options), and
-    gives each client session (one :meth:`run`) its own anfitrion session."""
+    gives each client session its own anfitrion session (:meth:`Gateway._per_client`)."""
 
     def __init__(self, name: str, *, version: str, gateway: Gateway) -> None:
         super().__init__(name, version=version)
         self._gateway = gateway
+        self.middleware.append(gateway._per_client)
 
-    async def run(self, read_stream: Any, write_stream: Any, *args: Any, **kwargs: Any) -> None:
-        client = _Client(self._gateway)
-        token = _CLIENT.set(client)  # the request handlers run in tasks started below
-        sifted_in, sifted = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(client.keep_lease)
-                tg.start_soon(_sift, read_stream, sifted_in, write_stream)
-                try:
-                    await super().run(sifted, write_stream, *args, **kwargs)
-                finally:
-                    tg.cancel_scope.cancel()
-        finally:
-            _CLIENT.reset(token)
-            with anyio.CancelScope(shield=True):
-                await client.end()
-
-    async def _handle_request(self, message: Any, req: Any, session: Any, *args: Any,
-                              **kwargs: Any) -> Any:
-        self._gateway.sessions.add(session)  # for the notices meant for every client
-        return await super()._handle_request(message, req, session, *args, **kwargs)
-
-    def get_capabilities(self, notification_options: NotificationOptions,
-                         experimental_capabilities: dict[str, dict[str, Any]]
-                         ) -> mt.ServerCapabilities:
-        capabilities = super().get_capabilities(notification_options, experimental_capabilities)
-        capabilities.resources = mt.ResourcesCapability(subscribe=True, listChanged=True)
-        capabilities.prompts = mt.PromptsCapability(listChanged=True)
+    def get_capabilities(self, notification_options: NotificationOptions | None = None,
+                         experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                         extensions: dict[str, dict[str, Any]] | None = None, *,
+                         protocol_version: str | None = None) -> mt.ServerCapabilities:
+        capabilities = super().get_capabilities(notification_options, experimental_capabilities,
+                                                extensions, protocol_version=protocol_version)
+        if protocol_version not in MODERN_PROTOCOL_VERSIONS:  # there: subscriptions/listen
+            capabilities.resources = mt.ResourcesCapability(subscribe=True, list_changed=True)
+            capabilities.prompts = mt.PromptsCapability(list_changed=True)
         return capabilities
-
-    async def _get_cached_tool_definition(self, tool_name: str) -> mt.Tool | None:
-        # The SDK looks the called tool up for its own input check (off: the gate checks
-        # against the pinned schema); on a miss it would list every upstream server again
-        # and log a warning for a call the gate refuses anyway.
-        return None
 
     def create_initialization_options(
             self, notification_options: NotificationOptions | None = None,
             experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True),
-            experimental_capabilities)
+            experimental_capabilities, extensions)
 
 
-async def _sift(read_stream: Any, sifted: Any, write_stream: Any) -> None:
-    """Pass the client's messages on, but answer a request of a method MCP does not have
-    with ``-32601`` (the SDK would answer ``-32602``, invalid params)."""
-    # the transport closes its streams when the client session ends: that ends this too
-    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-        await _sift_messages(read_stream, sifted, write_stream)
-
-
-async def _sift_messages(read_stream: Any, sifted: Any, write_stream: Any) -> None:
-    async with sifted:
-        async for message in read_stream:
-            root = message.message.root if isinstance(message, SessionMessage) else None
-            if isinstance(root, mt.JSONRPCRequest) and root.method not in MCP_REQUEST_METHODS:
-                error = mt.JSONRPCError(jsonrpc="2.0", id=root.id, error=mt.ErrorData(
-                    code=METHOD_NOT_FOUND,
-                    message=f"Method not found: {root.method[:100]!r} is not an MCP request"))
-                await write_stream.send(SessionMessage(mt.JSONRPCMessage(error)))
-                continue
-            await sifted.send(message)
+def _as_request(request_type: type[Any], handler: Callable[[Any], Any]) -> Any:
+    """An SDK handler ``(ctx, params)`` calling *handler* with the request it makes."""
+    async def handle(ctx: ServerRequestContext[Any, Any], params: Any) -> HandlerResult:
+        result: HandlerResult = await handler(request_type(params=params))
+        return result
+    return handle

@@ -59,10 +59,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TextIO, TypeVar
+from typing import Any, TextIO, TypeVar, cast
 
 import anyio
-import httpx
 from anyio.abc import TaskGroup, TaskStatus
 
 from .. import __version__
@@ -100,19 +99,16 @@ from .pinning import (
 from .queue_guard import approval_queue_refusal
 
 try:
+    import httpx2
     import mcp.types as mt
     from mcp.client.session import ClientSession
     from mcp.client.stdio import get_default_environment
-    from mcp.client.streamable_http import streamablehttp_client
-    from mcp.shared.exceptions import McpError
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.dispatcher import ProgressFnT
+    from mcp.shared.exceptions import MCPError
     from mcp.shared.message import SessionMessage
-    from mcp.shared.session import ProgressFnT
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
-try:  # the newer client takes an httpx client; the older one is deprecated where both exist
-    from mcp.client.streamable_http import streamable_http_client
-except ImportError:  # pragma: no cover - older SDKs
-    streamable_http_client = None  # type: ignore[assignment]
 
 __all__ = ["UPSTREAM_CALL", "McpServerError", "McpServers", "McpTool", "McpToolset", "ToolStatus",
            "UpstreamCall"]
@@ -219,8 +215,7 @@ class _Connection:
     """Where the server's other notifications go (resources, prompts: the gateway)."""
 
     async def on_message(self, message: Any) -> None:
-        if isinstance(message, mt.ServerNotification) and \
-                isinstance(message.root, mt.ToolListChangedNotification):
+        if isinstance(message, mt.ToolListChangedNotification):
             self.stale = True
         elif isinstance(message, mt.ServerNotification) and self.forward is not None:
             await self.forward(message)
@@ -328,7 +323,7 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
                         if not line.strip():
                             continue
                         try:
-                            message = mt.JSONRPCMessage.model_validate_json(line)
+                            message = mt.jsonrpc_message_adapter.validate_json(line, by_name=False)
                         except ValueError as exc:
                             noise += 1
                             if noise > MAX_NOISE_LINES:
@@ -366,8 +361,8 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
             await stream.aclose()
 
 
-def _closed() -> McpError:
-    return McpError(mt.ErrorData(code=mt.CONNECTION_CLOSED, message="the connection is closed"))
+def _closed() -> MCPError:
+    return MCPError(code=mt.CONNECTION_CLOSED, message="the connection is closed")
 
 
 def _real_file(stream: TextIO) -> TextIO:
@@ -390,16 +385,16 @@ def _describe_content(block: Any) -> str | Media:
             return Media(found[0] or "", found[1])
         return _media.base64_summary(block.text) or block.text
     if isinstance(block, (mt.ImageContent, mt.AudioContent)):
-        return Media(block.mimeType, _media.decode(block.data))
+        return Media(block.mime_type, _media.decode(block.data))
     if isinstance(block, mt.ResourceLink):
         return (f"[resource link, not fetched: {block.uri} name={block.name!r}"
-                f"{' type=' + block.mimeType if block.mimeType else ''}]")
+                f"{' type=' + block.mime_type if block.mime_type else ''}]")
     if isinstance(block, mt.EmbeddedResource):
         resource = block.resource
         if isinstance(resource, mt.TextResourceContents):
-            text = _media.base64_summary(resource.text, resource.mimeType) or resource.text
+            text = _media.base64_summary(resource.text, resource.mime_type) or resource.text
             return f"[resource {resource.uri}]\n{text}"
-        summary = _media.describe("resource", resource.mimeType, _media.decode(resource.blob))
+        summary = _media.describe("resource", resource.mime_type, _media.decode(resource.blob))
         return f"{summary[:-1]} ({resource.uri})]"
     return f"[{getattr(block, 'type', 'unknown')} content: not shown]"
 
@@ -560,18 +555,13 @@ class McpToolset:
                 if cfg.command is not None:
                     read, write = await stack.enter_async_context(_stdio_transport(
                         cfg, conn, _real_file(self.errlog or sys.stderr)))
-                elif streamable_http_client is not None:
+                else:
                     assert cfg.url is not None
-                    http = await stack.enter_async_context(httpx.AsyncClient(
+                    http = await stack.enter_async_context(httpx2.AsyncClient(
                         headers=dict(cfg.headers), follow_redirects=False,
-                        timeout=httpx.Timeout(cfg.timeout, read=max(cfg.timeout, 300))))
-                    read, write, _ = await stack.enter_async_context(
+                        timeout=httpx2.Timeout(cfg.timeout, read=max(cfg.timeout, 300))))
+                    read, write = await stack.enter_async_context(
                         streamable_http_client(cfg.url, http_client=http))
-                else:  # pragma: no cover - older SDKs
-                    assert cfg.url is not None
-                    read, write, _ = await stack.enter_async_context(
-                        streamablehttp_client(cfg.url, headers=dict(cfg.headers) or None,
-                                              timeout=cfg.timeout))
                 callbacks = self.requests.callbacks(conn)
                 session = await stack.enter_async_context(ClientSession(
                     read, write, message_handler=conn.on_message,
@@ -583,7 +573,7 @@ class McpToolset:
                 callbacks.install_undeclared(session)
                 conn.session = session
                 conn.instructions = init.instructions
-                conn.server_name = init.serverInfo.name
+                conn.server_name = init.server_info.name
                 if refusal := approval_queue_refusal(cfg.id, conn.server_name):
                     conn.error = refusal  # the queue is never offered to an agent
                     raise McpServerError(cfg.id, refusal)
@@ -662,12 +652,12 @@ class McpToolset:
                         conn.session.list_tools,
                         params=mt.PaginatedRequestParams(cursor=cursor) if cursor else None))
                     tools.extend(page.tools)
-                    cursor = page.nextCursor
+                    cursor = page.next_cursor
                     if not cursor or len(tools) > MAX_TOOLS_PER_SERVER:
                         break
         except TimeoutError:
             raise self._broken(conn, "tools/list did not answer in time") from None
-        except McpError as exc:
+        except MCPError as exc:
             if exc.error.code == mt.CONNECTION_CLOSED:
                 raise self._broken(conn, "the server closed the connection") from exc
             raise McpServerError(self.id, f"tools/list failed: {exc.error.message}") from exc
@@ -801,17 +791,17 @@ class McpToolset:
         hints = listed.annotations
         effect, idempotent, provenance = Effect.WRITE, False, Provenance.UNTRUSTED
         if self.config.trusted and hints is not None:
-            effect = Effect.READ if hints.readOnlyHint is True else Effect.WRITE
-            idempotent = hints.idempotentHint is True
-            if hints.openWorldHint is False:
+            effect = Effect.READ if hints.read_only_hint is True else Effect.WRITE
+            idempotent = hints.idempotent_hint is True
+            if hints.open_world_hint is False:
                 provenance = Provenance.TRUSTED
         output: Any = None
-        if listed.outputSchema is not None:
-            check_input_schema(f"{name} (outputSchema)", listed.outputSchema)
-            output = ArgumentValidator(listed.outputSchema)
+        if listed.output_schema is not None:
+            check_input_schema(f"{name} (outputSchema)", listed.output_schema)
+            output = ArgumentValidator(listed.output_schema)
         return McpTool(
             name=name, description=listed.description or "",
-            input_schema=dict(listed.inputSchema),
+            input_schema=dict(listed.input_schema),
             handler=self._handler(name, listed.name, pinned_digest, output),
             effect=effect, provenance=provenance, idempotent=idempotent,
             # the call has its own deadline (below); this one also bounds a restart
@@ -851,26 +841,24 @@ class McpToolset:
                             "(anfitrion mcp review).")
         session = conn.session
         assert session is not None
-        request_id = getattr(session, "_request_id", None)
         conn.called = True  # what it lists may change with the call: the next offer re-lists
         caller = UPSTREAM_CALL.get()
-        pending = PendingCall(request_id, name, session_id=turn[0], caller=caller)
+        pending = PendingCall(None, name, session_id=turn[0], caller=caller)
         conn.calls.add(pending)
         try:
             with anyio.fail_after(self.config.timeout):
                 # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
                 result = await conn.request(lambda: session.call_tool(
-                    upstream, arguments, meta=trace_meta(),
+                    upstream, arguments, meta=cast("mt.RequestParamsMeta | None", trace_meta()),
                     progress_callback=caller.progress if caller is not None else None))
         except TimeoutError:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                await self._cancel_upstream(session, request_id)
+            # the SDK sent notifications/cancelled for the request it gave up.
             # A server that ignores a deadline may keep working or writing: start afresh.
             self._broken(conn, "a call timed out")
             raise ToolError(f"no answer within {self.config.timeout:g} seconds: the call was "
                             "cancelled and the server will be restarted on the next use. The "
                             "action may have happened.") from None
-        except McpError as exc:
+        except MCPError as exc:
             if exc.error.code == mt.CONNECTION_CLOSED:
                 why = conn.error or "crashed or exited"
                 self._broken(conn, "the server closed the connection during a call")
@@ -885,27 +873,15 @@ class McpToolset:
             raise ToolError(f"MCP server {self.id!r} stopped during the call; it will be "
                             "restarted on the next use. The action may or may not have "
                             "happened.") from exc
-        except anyio.get_cancelled_exc_class():
-            # the server is told, and keeps running (and its state): one call is cancelled
-            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-                await self._cancel_upstream(session, request_id)
-            raise
-        finally:
+        finally:  # a cancelled call: the SDK tells the server (notifications/cancelled), which
+            # keeps running (and its state)
             conn.calls.remove(pending)
         if caller is not None:
             caller.results.append(result)
         return self._result_value(result, output)
 
-    async def _cancel_upstream(self, session: ClientSession, request_id: Any) -> None:
-        if not isinstance(request_id, int):
-            return
-        note = mt.CancelledNotification(params=mt.CancelledNotificationParams(
-            requestId=request_id, reason="the host cancelled the call (timeout or stop)"))
-        with suppress(McpError, anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            await session.send_notification(mt.ClientNotification(note))
-
     def _result_value(self, result: mt.CallToolResult, output: Any) -> Any:
-        admission = Admission(self.media, is_error=bool(result.isError))
+        admission = Admission(self.media, is_error=bool(result.is_error))
         value = self._result_text(result, output, admission)
         return MediaResult(value, tuple(admission.admitted)) if admission.admitted else value
 
@@ -916,9 +892,9 @@ class McpToolset:
             log.warning("MCP server %r: a result held %d hidden characters (made visible)",
                         self.id, len(hidden))
             text = f"{_hidden_notice(hidden)}\n{text}"
-        if result.isError:
+        if result.is_error:
             raise ToolError(f"the server reported an error: {text}")
-        structured = result.structuredContent
+        structured = result.structured_content
         if output is not None:
             if structured is None:
                 raise ToolError("the tool declares an output schema but returned no structured "

@@ -22,6 +22,7 @@ from typing import Any
 
 import anyio
 import mcp.types as mt
+from lowlevel import Context, tools_server
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
@@ -52,12 +53,10 @@ SCHEMA = {"type": "object", "properties": {"kind": {"type": "string"}, "who": {"
 
 
 def main() -> None:
-    server: Server[Any, Any] = Server("asking")
     arrived: dict[str, Any] = {"count": 0, "done": 0, "all": anyio.Event(), "end": anyio.Event()}
 
-    @server.list_tools()
     async def list_tools() -> list[mt.Tool]:
-        return [mt.Tool(name=n, description=d, inputSchema=SCHEMA) for n, d in (
+        return [mt.Tool(name=n, description=d, input_schema=SCHEMA) for n, d in (
             ("ask", "Asks the user."), ("sample", "Asks the client's model."),
             ("pair", "Asks while other calls are in flight."),
             ("caps", "Says which capabilities the client declared."))]
@@ -86,12 +85,11 @@ def main() -> None:
         with anyio.fail_after(60):
             await arrived["all"].wait()
         session = context.session
-        await session.send_log_message("info", f"log for {who}", logger="pair",
-                                       related_request_id=context.request_id)
-        token = context.meta.progressToken if context.meta else None
-        if token is not None:
-            await session.send_progress_notification(
-                token, 1, 1, f"progress for {who}", related_request_id=str(context.request_id))
+        await session.send_notification(mt.LoggingMessageNotification(
+            params=mt.LoggingMessageNotificationParams(level="info", data=f"log for {who}",
+                                                       logger="pair")),
+            related_request_id=context.request_id)
+        await session.report_progress(1, 1, f"progress for {who}")  # if the call gave a token
         got = await elicit(context, f"A question for {who}", {"type": "object", "properties": {
             "answer": {"type": "string", "default": f"default for {who}"}}})
         arrived["done"] += 1
@@ -101,9 +99,7 @@ def main() -> None:
             await arrived["end"].wait()
         return got
 
-    @server.call_tool(validate_input=False)
-    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
-        context = server.request_context
+    async def call_tool(context: Context, name: str, arguments: dict[str, Any]) -> Any:
         if name == "ask" and arguments.get("kind") == "url":
             text = await url_elicit(context)
         elif name == "ask":
@@ -120,8 +116,7 @@ def main() -> None:
             except Exception as exc:  # noqa: BLE001
                 text = f"sampling failed: {exc}"
         elif name == "caps":
-            params = context.session.client_params
-            caps = params.capabilities if params is not None else None
+            caps = context.session.client_capabilities
             text = json.dumps({"elicitation": caps is not None and caps.elicitation is not None,
                                "sampling": caps is not None and caps.sampling is not None})
         elif name == "pair":
@@ -130,6 +125,8 @@ def main() -> None:
         else:
             raise ValueError(f"unknown tool {name}")
         return [mt.TextContent(type="text", text=text)]
+
+    server: Server[Any] = tools_server("asking", list_tools, call_tool)
 
     async def run() -> None:
         async with stdio_server() as (read, write):

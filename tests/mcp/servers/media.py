@@ -19,7 +19,7 @@ from typing import Any
 
 import anyio
 import mcp.types as mt
-from mcp.server.lowlevel import Server
+from lowlevel import Context, tools_server
 from mcp.server.stdio import stdio_server
 
 
@@ -51,10 +51,8 @@ MEDIA_SCHEMA = {"type": "object", "properties": {"content": {"type": "array", "i
 
 
 def main() -> None:
-    server: Server[Any, Any] = Server("media")
     empty = {"type": "object", "properties": {}}
 
-    @server.list_tools()  # type: ignore[misc,no-untyped-call]
     async def list_tools() -> list[mt.Tool]:
         return [mt.Tool(name="read_media_file", description="Reads an image.", inputSchema=empty,
                         outputSchema=MEDIA_SCHEMA),
@@ -62,8 +60,7 @@ def main() -> None:
                   for n in ("png_as_text", "data_uri", "token", "noise", "blob", "audio", "lying",
                             "smuggle", "flood", "error_image", "mixed"))]
 
-    @server.call_tool()  # type: ignore[misc,no-untyped-call]
-    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+    async def call_tool(ctx: Context, name: str, arguments: dict[str, Any]) -> Any:
         def text(s: str) -> list[mt.ContentBlock]:
             return [mt.TextContent(type="text", text=s)]
         if name == "read_media_file":
@@ -102,6 +99,8 @@ def main() -> None:
             return [mt.TextContent(type="text", text="a red square and a silence"), image(IMAGE),
                     mt.AudioContent(type="audio", data=b64(WAV), mimeType="audio/wav")]
         raise ValueError(f"unknown tool {name}")
+
+    server = tools_server("media", list_tools, call_tool)
 
     async def run() -> None:
         async with stdio_server() as (read, write):

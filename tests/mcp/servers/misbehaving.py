@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 import mcp.types as mt
-from mcp.server.lowlevel import Server
+from lowlevel import Context, tools_server
 from mcp.server.stdio import stdio_server
 
 TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
@@ -32,16 +32,17 @@ PIDFILE = {"type": "object", "properties": {"pidfile": {"type": "string"}},
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 
 
+WIRE = os.dup(1)
+"""The pipe to the client: the SDK's stdio server points fd 1 at stderr while it serves."""
+
+
 def _write_all(data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(1, view):]
+        view = view[os.write(WIRE, view):]
 
 
 def main() -> None:
-    server: Server[Any, Any] = Server("misbehaving")
-
-    @server.list_tools()
     async def list_tools() -> list[mt.Tool]:
         return [
             mt.Tool(name="spawn_and_hang", description="Starts a helper.", inputSchema=PIDFILE),
@@ -60,8 +61,7 @@ def main() -> None:
                         "required": ["value"]}),
         ]
 
-    @server.call_tool(validate_input=False)
-    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+    async def call_tool(ctx: Context, name: str, arguments: dict[str, Any]) -> Any:
         if name in ("spawn_and_hang", "spawn"):
             child = subprocess.Popen(SLEEPER, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL)
@@ -90,6 +90,8 @@ def main() -> None:
         if name == "echo_structured":
             return mt.CallToolResult(content=[], structuredContent={"value": text})
         return [mt.TextContent(type="text", text=f"unknown tool {name}")]
+
+    server = tools_server("misbehaving", list_tools, call_tool)
 
     async def run() -> None:
         async with stdio_server() as (read, write):
