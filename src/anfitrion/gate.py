@@ -31,7 +31,7 @@ from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonError, parse_json_s
 from .approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_digest
 from .conversation import Provenance, ToolCall, ToolResult
 from .effects import EffectKey, effect_key
-from .events import EventType, HostEvent
+from .events import EventType, HostEvent, kinds_of
 from .exceptions import ConfigError, ConflictError, ToolError, ToolNotExecuted
 from .policy import Decision, Policy, PolicyContext, RateKey, Verdict, arguments_digest
 from .resolutions import ask_reconcile_hook
@@ -150,11 +150,22 @@ class Gate:
         self.emit = emit
         self.limits = limits or GateLimits()
 
+    @property
+    def emit(self) -> Emit:
+        """Where the events go; an emitter with a ``kinds`` attribute (a
+        :class:`~anfitrion.events.Router`) is given, and the gate builds, only those kinds."""
+        return self._emit
+
+    @emit.setter
+    def emit(self, emit: Emit) -> None:
+        self._emit = emit
+        self._wanted = frozenset() if emit is _silent else kinds_of(emit)
+
     async def _event(self, type: EventType, session: Session, proposed: ToolCall,
                      **fields: Any) -> None:
-        if self.emit is _silent:
+        if type not in self._wanted:  # no listener takes it: not even built
             return
-        pending = self.emit(HostEvent(type, session.id, session.turn, session.principal.id,
+        pending = self._emit(HostEvent(type, session.id, session.turn, session.principal.id,
                                       proposed.id, proposed.name, **fields))
         if pending is not None:
             await pending
@@ -330,7 +341,7 @@ class Gate:
                       context: PolicyContext, enforced: Decision) -> None:
         """Decide *bound* with the shadow policy and record it; nothing here can change the
         enforced decision or stop the call."""
-        if self.emit is _silent:  # nobody would see it: a decision never recorded is moot
+        if EventType.CALL_SHADOW_DECIDED not in self._wanted:  # a decision nobody sees is moot
             return
         fields: dict[str, Any]
         try:
