@@ -281,7 +281,7 @@ class Host:
         if resume_calls:
             last = session.last_reply()
             if last is not None and last.tool_calls:
-                offered = await gated.offered()
+                offered = await self.runtime.offered(session)
                 ended = await self._run_calls(gated, last, offered, records, stop)
                 if ended is not None:
                     return await self._end(gated, ended, records, usage)
@@ -294,7 +294,7 @@ class Host:
                 return await self._end(gated, RunStatus.STOPPED, records, usage)
             if turns >= self.max_turns:
                 return await self._end(gated, RunStatus.TURN_LIMIT, records, usage)
-            offered = await gated.offered()
+            offered = await self.runtime.offered(session)
             request = ModelRequest(session.transcript, tuple(t.definition for t in
                                                               offered.values()),
                                    self.instructions)
