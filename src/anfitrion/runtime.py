@@ -211,16 +211,20 @@ class Runtime:
             from .channels.webhooks import webhook_listeners
             self._listeners += webhook_listeners(self.store, self.policy.approvals.webhooks)
         self._router = self._route()
+        self._emit = self._emitter()
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
-                         emit=self._emitter(), limits=limits, shadow_policy=self.shadow_policy)
+                         emit=self._emit, limits=limits, shadow_policy=self.shadow_policy)
 
     def _route(self) -> Router:
         # a kind only the recorder takes goes straight to it: its flush logs its own failures
         return Router(self._listeners, quiet=(self._record,) if self._record else ())
 
     def _emitter(self) -> Emit:
-        # the gate hands its events straight to the router (no coroutine per event), and
-        # builds none of a kind that no listener takes (none at all without listeners)
+        # the gate hands its events straight to the router (no coroutine per event), or to
+        # the recorder itself when it is the only listener (no call in between), and builds
+        # none of a kind that no listener takes (none at all without listeners)
+        if self._record is not None and len(self._listeners) == 1:
+            return self._record
         return self._router if self._router.kinds else _silent
 
     @property
@@ -234,13 +238,13 @@ class Runtime:
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
         self._router = self._route()
-        self.gate.emit = self._emitter()
+        self._emit = self.gate.emit = self._emitter()
 
     def announce(self, event: HostEvent, *, recorded: bool = False) -> Awaitable[None] | None:
         """Give *event* to the listeners of its kind (*recorded*: the audit recorder has it
         already); what is left to await, or ``None``."""
         if not recorded or self._record is None:
-            return self._router(event)
+            return self._emit(event) if event.type in self._router.kinds else None
         record = self._record
         others = [listener for listener in self._router.listeners(event.type)
                   if listener != record]
@@ -532,8 +536,8 @@ class GatedSession:
         if type not in runtime._router.kinds:
             return None
         session = self.session
-        return runtime._router(HostEvent(type, session.id, session.turn, session.principal.id,
-                                         **fields))
+        return runtime._emit(HostEvent(type, session.id, session.turn, session.principal.id,
+                                       **fields))
 
 
 def _as_handler(fn: Callable[..., Any]) -> Handler:
