@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from .conversation import Reply, ToolCall, ToolResult
     from .policy import Decision
 
-__all__ = ["EventType", "HostEvent", "Listener"]
+__all__ = ["ALL_KINDS", "EventType", "HostEvent", "Listener", "Router", "dispatch", "hand_out",
+           "kinds_of"]
 
 log = logging.getLogger("anfitrion")
 
@@ -89,17 +90,92 @@ class HostEvent:
 
 
 Listener: TypeAlias = Callable[[HostEvent], "Awaitable[None] | None"]
+"""A callable taking events. It may declare the kinds it takes in a ``kinds`` attribute (a
+collection of :class:`EventType`); events of other kinds are not given to it, nor built for
+it. Without the attribute it takes every kind."""
+
+ALL_KINDS: frozenset[EventType] = frozenset(EventType)
+
+
+def kinds_of(listener: Listener) -> frozenset[EventType]:
+    """The kinds of event *listener* takes (its ``kinds``, or every kind)."""
+    kinds = getattr(listener, "kinds", None)
+    return ALL_KINDS if kinds is None else frozenset(EventType(k) for k in kinds)
+
+
+def hand_out(listeners: Sequence[Listener], event: HostEvent) -> Awaitable[None] | None:
+    """Give *event* to every listener, in order, as :func:`dispatch` does — without a
+    coroutine until a listener returns an awaitable: then what is left to do (awaiting it,
+    then the listeners after it), else ``None``."""
+    for i, listener in enumerate(listeners):
+        try:
+            outcome = listener(event)
+        except Exception:
+            log.exception("event listener %r failed on %s", listener, event.type)
+            continue
+        if outcome is not None and inspect.isawaitable(outcome):
+            return _the_rest(outcome, listener, listeners[i + 1:], event)
+    return None
+
+
+async def _the_rest(outcome: Awaitable[None], listener: Listener,
+                    later: Sequence[Listener], event: HostEvent) -> None:
+    try:
+        await outcome
+    except Exception:
+        log.exception("event listener %r failed on %s", listener, event.type)
+    pending = hand_out(later, event)
+    if pending is not None:
+        await pending
 
 
 async def dispatch(listeners: Sequence[Listener], event: HostEvent) -> None:
     """Give *event* to every listener; a failing listener is logged, never fatal to the run."""
-    for listener in listeners:
-        try:
-            outcome = listener(event)
-            if outcome is not None and inspect.isawaitable(outcome):
-                await outcome
-        except Exception:
-            log.exception("event listener %r failed on %s", listener, event.type)
+    pending = hand_out(listeners, event)
+    if pending is not None:
+        await pending
+
+
+class Router:
+    """Where each kind of event goes: the listeners that take it, in their order.
+
+    Calling it gives an event to its kind's listeners (see :func:`hand_out`); :attr:`kinds`
+    are the kinds some listener takes — an emitter builds no event of any other kind.
+
+    Args:
+        listeners: the listeners, each taking the kinds it declares (:func:`kinds_of`).
+        quiet: listeners whose awaitable logs its own failures and never raises (the audit
+            recorder's flush): a kind that only such a listener takes is handed to it
+            directly, without a coroutine around what it returns.
+    """
+
+    __slots__ = ("_direct", "_routes", "kinds")
+
+    def __init__(self, listeners: Sequence[Listener], *,
+                 quiet: Sequence[Listener] = ()) -> None:
+        taken = [(listener, kinds_of(listener)) for listener in listeners]
+        self._routes: dict[EventType, tuple[Listener, ...]] = {}
+        self._direct: dict[EventType, Listener] = {}
+        for kind in EventType:
+            route = tuple(listener for listener, kinds in taken if kind in kinds)
+            if len(route) == 1 and any(route[0] is q or route[0] == q for q in quiet):
+                self._direct[kind] = route[0]
+            elif route:
+                self._routes[kind] = route
+        self.kinds: frozenset[EventType] = frozenset(self._routes) | frozenset(self._direct)
+
+    def listeners(self, kind: EventType) -> tuple[Listener, ...]:
+        """The listeners *kind* goes to, in order."""
+        direct = self._direct.get(kind)
+        return (direct,) if direct is not None else self._routes.get(kind, ())
+
+    def __call__(self, event: HostEvent) -> Awaitable[None] | None:
+        """Give *event* to its listeners; what is left to await, or ``None``."""
+        direct = self._direct.get(event.type)
+        if direct is not None:
+            return direct(event)
+        route = self._routes.get(event.type)
+        return hand_out(route, event) if route else None
 
 
 def event_payload(event: HostEvent) -> dict[str, Any]:

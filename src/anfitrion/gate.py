@@ -31,7 +31,7 @@ from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, JsonError, parse_json_s
 from .approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_digest
 from .conversation import Provenance, ToolCall, ToolResult
 from .effects import EffectKey, effect_key
-from .events import EventType, HostEvent
+from .events import EventType, HostEvent, kinds_of
 from .exceptions import ConfigError, ConflictError, ToolError, ToolNotExecuted
 from .media import Media, MediaResult, MediaSettings, admit
 from .policy import Decision, Policy, PolicyContext, RateKey, Verdict, arguments_digest
@@ -166,20 +166,16 @@ class Gate:
         self.emit = emit
         self.limits = limits or GateLimits()
 
-    async def _event(self, type: EventType, session: Session, proposed: ToolCall,
-                     **fields: Any) -> None:
-        if self.emit is _silent:
-            return
-        pending = self.emit(HostEvent(type, session.id, session.turn, session.principal.id,
-                                      proposed.id, proposed.name, **fields))
-        if pending is not None:
-            await pending
+    @property
+    def emit(self) -> Emit:
+        """Where the events go; an emitter with a ``kinds`` attribute (a
+        :class:`~anfitrion.events.Router`) is given, and the gate builds, only those kinds."""
+        return self._emit
 
-    async def _finish(self, session: Session, outcome: CallOutcome) -> CallOutcome:
-        if outcome.result is not None:
-            await self._event(EventType.RESULT_RETURNED, session, outcome.call,
-                              result=outcome.result, status=outcome.stage)
-        return outcome
+    @emit.setter
+    def emit(self, emit: Emit) -> None:
+        self._emit = emit
+        self._wanted = frozenset() if emit is _silent else kinds_of(emit)
 
     async def process(self, call: ToolCall, offered: Mapping[str, Tool], session: Session, *,
                       handler: Handler | None = None) -> CallOutcome:
@@ -194,8 +190,30 @@ class Gate:
             ConflictError: the run lost its claim on a side effect to another run (its
                 lease lapsed): it must stop and write nothing more.
         """
-        return await self._process(call, offered, session, session.pending_request(call.id),
-                                   None, 0, None, handler)
+        outcome = await self._process(call, offered, session, session.pending_request(call.id),
+                                      None, 0, None, handler)
+        if outcome.result is not None and EventType.RESULT_RETURNED in self._wanted:
+            pending = self._emit(HostEvent(
+                EventType.RESULT_RETURNED, session.id, session.turn, session.principal.id,
+                outcome.call.id, outcome.call.name, result=outcome.result, status=outcome.stage))
+            if pending is not None:
+                await pending
+        return outcome
+
+    def _announce(self, type: EventType, session: Session, proposed: ToolCall,
+                  **fields: Any) -> Awaitable[None] | None:
+        """Hand out an event of *type* if a listener takes it: what is left to await (a
+        flush), or ``None`` — no coroutine for the events of the hot path."""
+        if type not in self._wanted:  # no listener takes it: not even built
+            return None
+        return self._emit(HostEvent(type, session.id, session.turn, session.principal.id,
+                                    proposed.id, proposed.name, **fields))
+
+    async def _event(self, type: EventType, session: Session, proposed: ToolCall,
+                     **fields: Any) -> None:
+        pending = self._announce(type, session, proposed, **fields)
+        if pending is not None:
+            await pending
 
     async def _process(self, call: ToolCall, offered: Mapping[str, Tool], session: Session,
                        pending: str | None, edit_of: str | None, edits: int,
@@ -208,30 +226,17 @@ class Gate:
         if pending is not None and edit_of is None:
             edited = await self._pending_edit(call, session, pending)
             if isinstance(edited, CallOutcome):
-                return await self._finish(session, edited)
+                return edited
             if edited is not None:
                 call, edit_of, edits = edited
-        await self._event(EventType.CALL_PROPOSED, session, call, call=call,
-                          detail="an approver's edit" if edit_of else None)
-
+        if (flushing := self._announce(EventType.CALL_PROPOSED, session, call, call=call,
+                                       detail="an approver's edit" if edit_of else None)
+            ) is not None:
+            await flushing
         # 1. resolve — exact, byte-for-byte; only what was offered this turn.
-        tool = offered.get(call.name) if isinstance(call.name, str) else None
-        if tool is None:
-            result = _error(call, "unknown_tool", f"unknown tool {_shown_name(call.name)}: "
-                            f"it is not one of the tools offered ({', '.join(sorted(offered))})")
-            await self._event(EventType.CALL_REJECTED, session, call, detail="unknown tool")
-            return await self._finish(session, CallOutcome(call, "resolve", result))
-        # the policy file's [tools."<name>"] may declare the effect and effect identity of a
-        # tool the operator does not own: every later stage sees the tool as declared
-        try:
-            tool = self.policy.declared(tool)
-        except ConfigError as exc:
-            log.error("%s", exc)
-            await self._event(EventType.CALL_REJECTED, session, call, detail=str(exc)[:500])
-            result = _error(call, "refused", "refused: the operator's declaration of this tool "
-                            "does not fit it; nothing was run. Ask the operator.", tool)
-            return await self._finish(session, CallOutcome(call, "resolve", result))
-
+        tool = await self._resolve(call, offered, session)
+        if isinstance(tool, CallOutcome):
+            return tool
         # 2. validate — strict parse, schema, business rules; bounded retries.
         try:
             parsed = parse_json_strict(call.raw_arguments or "{}",
@@ -239,10 +244,11 @@ class Gate:
                                        max_depth=self.limits.max_argument_depth)
             arguments = tool.validate(parsed)
         except (JsonError, ArgumentError) as exc:
-            return await self._finish(session, await self._invalid(call, tool, session,
-                                                                   str(exc)))
+            return await self._invalid(call, tool, session, str(exc))
         bound = BoundCall(call.id, tool, parsed)
-        await self._event(EventType.CALL_VALIDATED, session, call, arguments=parsed)
+        if (flushing := self._announce(EventType.CALL_VALIDATED, session, call,
+                                       arguments=parsed)) is not None:
+            await flushing
         # side effects go through the ledger: proposed → decided → (approved) → claimed → …
         ledger = tool.effect is Effect.WRITE
         ledger_digest = approval_digest(
@@ -253,8 +259,69 @@ class Gate:
         if ledger:
             await self.store.advance_execution(session.id, call.id, LedgerState.PROPOSED,
                                                ledger_digest)
+        # 3. decide
+        decision = await self._decide(bound, call, session,
+                                      proposal=pending is None and edit_of is None)
+        if ledger:
+            await self.store.advance_execution(session.id, call.id, LedgerState.DECIDED,
+                                               ledger_digest)
+        if decision.verdict is Verdict.DENY:
+            result = _error(call, "denied", f"denied by policy: {decision.reason}", tool)
+            return CallOutcome(call, "decide", result, decision)
+        checked = await self._before_asking(call, tool, arguments, session, decision, effect)
+        if isinstance(checked, CallOutcome):
+            return checked
+        decision, repeat = checked
+        # 4. approve — unless the ledger shows this exact call approved before a crash; a call
+        # a person was asked about stays theirs to decide, even if the policy now allows it
+        asked = decision.verdict is Verdict.ASK or pending is not None
+        approved: ApprovalRequest | None = None
+        if asked and not (ledger and await self._approved_before(session, call, ledger_digest)):
+            outcome, approved, edit = await self._approve(call, bound, decision, session,
+                                                          pending, edit_of, edits, approved_by)
+            if edit is not None:
+                # an approver's edit is a new proposal: validate, decide and approve again
+                edited_call, parent, editor = edit
+                return await self._process(edited_call, offered, session, None, parent,
+                                           edits + 1, editor, handler)
+            if outcome is not None:
+                return outcome
+        # 5. execute, 6. shape; a repeat runs only if its approver was told of the run it repeats
+        repeat_of = repeat[0] if repeat is not None and approved is not None and \
+            repeat[1] in approved.warnings else None
+        result = await self._execute(call, tool, arguments, session, ledger_digest,
+                                     handler or tool.handler, effect, repeat_of)
+        if edit_of is not None:  # the model proposed other arguments: tell it what ran
+            result = dataclasses.replace(result, content="[a person edited the arguments to "
+                                         f"{canonical_json(parsed)}]\n{result.content}")
+        return CallOutcome(call, "execute", result, decision)
 
-        # 3. decide — rate counts come from the store; the policy itself does no I/O
+    async def _resolve(self, call: ToolCall, offered: Mapping[str, Tool],
+                       session: Session) -> Tool | CallOutcome:
+        """The offered tool *call* names (as the policy file declares it), or the refusal."""
+        tool = offered.get(call.name) if isinstance(call.name, str) else None
+        if tool is None:
+            result = _error(call, "unknown_tool", f"unknown tool {_shown_name(call.name)}: "
+                            f"it is not one of the tools offered ({', '.join(sorted(offered))})")
+            await self._event(EventType.CALL_REJECTED, session, call, detail="unknown tool")
+            return CallOutcome(call, "resolve", result)
+        # the policy file's [tools."<name>"] may declare the effect and effect identity of a
+        # tool the operator does not own: every later stage sees the tool as declared
+        try:
+            return self.policy.declared(tool)
+        except ConfigError as exc:
+            log.error("%s", exc)
+            await self._event(EventType.CALL_REJECTED, session, call, detail=str(exc)[:500])
+            result = _error(call, "refused", "refused: the operator's declaration of this tool "
+                            "does not fit it; nothing was run. Ask the operator.", tool)
+            return CallOutcome(call, "resolve", result)
+
+    async def _decide(self, bound: BoundCall, call: ToolCall, session: Session, *,
+                      proposal: bool) -> Decision:
+        """The policy's decision (and the shadow's, recorded); *proposal*: a new proposal
+        (not a resume, not an edit), which feeds the repeated-call guard."""
+        tool, parsed = bound.tool, bound.arguments
+        # rate counts come from the store; the policy itself does no I/O
         now = self.policy.now()
         rate_counts: dict[str, int] = {}
         for key in self.policy.rate_keys(tool.name):
@@ -267,21 +334,23 @@ class Gate:
         decision = self.policy.decide(bound, context)
         # one canonical digest of the arguments serves the repeated-call guard and the audit
         args_digest = arguments_digest(parsed)
-        if pending is None and edit_of is None:
-            # every new proposal (not a resume, not an edit) feeds the repeated-call guard
+        if proposal:
             session.record_proposal(tool.name, args_digest)
-        await self._event(EventType.CALL_DECIDED, session, call, arguments=parsed,
-                          arguments_sha256=args_digest, decision=decision,
-                          policy_sha256=self.policy.sha256)
+        if (flushing := self._announce(EventType.CALL_DECIDED, session, call, arguments=parsed,
+                                       arguments_sha256=args_digest, decision=decision,
+                                       policy_sha256=self.policy.sha256)) is not None:
+            await flushing
         if self.shadow_policy is not None:
             await self._shadow(self.shadow_policy, bound, call, session, context, decision)
-        if ledger:
-            await self.store.advance_execution(session.id, call.id, LedgerState.DECIDED,
-                                               ledger_digest)
-        if decision.verdict is Verdict.DENY:
-            result = _error(call, "denied", f"denied by policy: {decision.reason}", tool)
-            return await self._finish(session, CallOutcome(call, "decide", result, decision))
+        return decision
 
+    async def _before_asking(
+        self, call: ToolCall, tool: Tool, arguments: dict[str, Any], session: Session,
+        decision: Decision, effect: EffectKey | None,
+    ) -> CallOutcome | tuple[Decision, tuple[tuple[str, str], str] | None]:
+        """The checks before a person is asked: the same effect held by another call, and the
+        tool's precheck. The outcome if the call stops here, else the decision (with a repeat
+        warning) and the repeat (the call it repeats, the warning) if any."""
         # the same effect run by another call: never run silently, and a person asked to
         # run it again is told that it already ran (looked up before asking)
         repeat: tuple[tuple[str, str], str] | None = None
@@ -299,11 +368,10 @@ class Gate:
                                   status="duplicate", effect_key=effect.key,
                                   detail=f"effect held by call {held.call_id} "
                                          f"({held.state.value if held.state else 'unclaimed'})")
-                return await self._finish(session, CallOutcome(call, "execute", result,
-                                                               decision))
-
+                return CallOutcome(call, "execute", result, decision)
         # checks needing I/O, before a person is asked (not for a call that already ran: its
         # ledger entry answers, as the claim will)
+        ledger = tool.effect is Effect.WRITE
         if tool.precheck is not None and not (ledger and await self._ran_before(session, call)):
             problem = await tool.precheck(
                 arguments, ToolContext(session.principal, session.id, call.id, tool.name,
@@ -312,41 +380,14 @@ class Gate:
                 await self._event(EventType.CALL_REJECTED, session, call, detail=problem)
                 result = _error(call, "refused", f"refused before anyone was asked: "
                                 f"{problem}"[:2000], tool)
-                return await self._finish(session, CallOutcome(call, "decide", result,
-                                                               decision))
-
-        # 4. approve — unless the ledger shows this exact call approved before a crash
-        # a call a person was asked about stays theirs to decide, even when the policy would
-        # now allow it (a rule that changed, or one that flips on resume): their no holds
-        asked = decision.verdict is Verdict.ASK or pending is not None
-        approved: ApprovalRequest | None = None
-        if asked and not (ledger and await self._approved_before(session, call, ledger_digest)):
-            outcome, approved, edit = await self._approve(call, bound, decision, session,
-                                                          pending, edit_of, edits, approved_by)
-            if edit is not None:
-                # an approver's edit is a new proposal: validate, decide and approve again
-                edited_call, parent, editor = edit
-                return await self._process(edited_call, offered, session, None, parent,
-                                           edits + 1, editor, handler)
-            if outcome is not None:
-                return await self._finish(session, outcome)
-
-        # a repeat runs only if the person who approved it was told of the run it repeats
-        repeat_of = repeat[0] if repeat is not None and approved is not None and \
-            repeat[1] in approved.warnings else None
-        # 5. execute, 6. shape
-        result = await self._execute(call, tool, arguments, session, ledger_digest,
-                                     handler or tool.handler, effect, repeat_of)
-        if edit_of is not None:  # the model proposed other arguments: tell it what ran
-            result = dataclasses.replace(result, content="[a person edited the arguments to "
-                                         f"{canonical_json(parsed)}]\n{result.content}")
-        return await self._finish(session, CallOutcome(call, "execute", result, decision))
+                return CallOutcome(call, "decide", result, decision)
+        return decision, repeat
 
     async def _shadow(self, shadow: Policy, bound: BoundCall, call: ToolCall, session: Session,
                       context: PolicyContext, enforced: Decision) -> None:
         """Decide *bound* with the shadow policy and record it; nothing here can change the
         enforced decision or stop the call."""
-        if self.emit is _silent:  # nobody would see it: a decision never recorded is moot
+        if EventType.CALL_SHADOW_DECIDED not in self._wanted:  # a decision nobody sees is moot
             return
         fields: dict[str, Any]
         try:
@@ -463,78 +504,101 @@ class Gate:
             rule_id=decision.rule_id, warnings=decision.warnings, now=now,
             ttl=self.policy.approvals.ttl, edit_of=edit_of,
             tool_description=bound.tool.description, quorum=decision.quorum)
-
-        def denied(why: str, request: ApprovalRequest | None
-                   ) -> tuple[CallOutcome, None, None]:
-            # the model sees the operator's or approver's words only, never rule internals
-            result = _error(call, "denied", f"denied by policy: {why}", bound.tool)
-            return CallOutcome(call, "approve", result, decision, request), None, None
-
-        answer: ApprovalAnswer | None
         if pending is None and edit_of is None:
             pending = await self._open_request(session, call, fresh.digest)
             if pending is not None:
                 session.record_waiting(call.id, pending)
         if pending is not None:
-            stored = await self.store.get_approval(pending)
-            if stored is None:
-                return denied("the approval request no longer exists", None)
-            request, answer = stored.request, stored.answer
-            if request.digest != fresh.digest:
-                return denied("the call or the tool changed after approval was asked", request)
-            if answer is None:
-                if request.expired(now):
-                    return denied("the approval request expired", request)
-                return CallOutcome(call, "approve", None, decision, request), None, None
-            # the answer was recorded (and audited) where it was given: say it reached the call
-            await self._event(EventType.APPROVAL_RESUMED, session, call, request=request,
-                              answer=answer)
+            answered = await self._stored_answer(call, bound, decision, session, pending,
+                                                 fresh, now)
         else:
-            flood = await self._flood_guard(session, now)
-            if flood is not None:
-                await self._event(EventType.CALL_REJECTED, session, call, detail=flood)
-                return denied(flood, None)
-            request = fresh
-            await self.store.create_approval(request)
-            session.record_approval_asked()
-            await self._event(EventType.APPROVAL_REQUESTED, session, call,
-                              arguments=bound.arguments, decision=decision, request=request)
-            if approved_by is not None and edit_of is not None:
-                # the person who made this edit approved it with the edit ("approve with
-                # edits"); it still passed validate and decide again, and binds to this digest
-                answer = ApprovalAnswer.to(request, True, approved_by, "approved with the edit",
-                                           at=now)
-            else:
-                answer = await self.approver.decide(request)
-            if answer is not None and answer.approved and request.quorum is not None:
-                answer = None  # a quorum is gathered from people's votes (anfitrion.answers)
-            if answer is None:
-                return CallOutcome(call, "approve", None, decision, request), None, None
-            if not await self.store.answer_approval(answer):
-                return denied("the answer did not match the request", request)
-            # recorded once, when given (here, by the approver in process); an answer given
-            # through a door was recorded there (anfitrion.answers), not again when used
-            await self._event(EventType.APPROVAL_ANSWERED, session, call, request=request,
-                              answer=answer, detail="answered via approver")
+            answered = await self._ask(call, bound, decision, session, fresh, now, edit_of,
+                                       approved_by)
+        if isinstance(answered, CallOutcome):
+            return answered, None, None
+        request, answer = answered
         if answer.digest != request.digest or answer.request_id != request.id:
-            return denied("the answer was given for a different call", request)
+            return _refused(call, bound, decision, "the answer was given for a different call",
+                            request), None, None
         # the gate's clock decides, not the time an answer claims to have been given
         if request.expired(self.policy.now()):
-            return denied("the approval request expired", request)
+            return _refused(call, bound, decision, "the approval request expired",
+                            request), None, None
         if answer.edited_arguments is not None:
             if await self.store.consume_approval(request.id, request.digest) is None:
-                return denied("this answer was already used", request)
+                return _refused(call, bound, decision, "this answer was already used",
+                                request), None, None
             if edits >= self.policy.approvals.max_edits:
-                return denied("the arguments were edited too many times", request)
+                return _refused(call, bound, decision, "the arguments were edited too many "
+                                "times", request), None, None
             edited = ToolCall.from_object(call.id, call.name, dict(answer.edited_arguments),
                                           call.provider_details)
             return None, None, (edited, request.id,
                                 answer.approver if answer.approved else None)
         if not answer.approved:
-            return denied(answer.note or "a person declined this call", request)
+            return _refused(call, bound, decision, answer.note or "a person declined this "
+                            "call", request), None, None
         if await self.store.consume_approval(request.id, request.digest) is None:
-            return denied("this approval was already used", request)
+            return _refused(call, bound, decision, "this approval was already used",
+                            request), None, None
         return None, request, None
+
+    async def _stored_answer(
+        self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
+        pending: str, fresh: ApprovalRequest, now: datetime,
+    ) -> CallOutcome | tuple[ApprovalRequest, ApprovalAnswer]:
+        """The stored request *pending* and its answer, or the outcome: refused, or waiting."""
+        stored = await self.store.get_approval(pending)
+        if stored is None:
+            return _refused(call, bound, decision, "the approval request no longer exists",
+                            None)
+        request, answer = stored.request, stored.answer
+        if request.digest != fresh.digest:
+            return _refused(call, bound, decision, "the call or the tool changed after "
+                            "approval was asked", request)
+        if answer is None:
+            if request.expired(now):
+                return _refused(call, bound, decision, "the approval request expired", request)
+            return CallOutcome(call, "approve", None, decision, request)
+        # the answer was recorded (and audited) where it was given: say it reached the call
+        await self._event(EventType.APPROVAL_RESUMED, session, call, request=request,
+                          answer=answer)
+        return request, answer
+
+    async def _ask(
+        self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
+        fresh: ApprovalRequest, now: datetime, edit_of: str | None, approved_by: str | None,
+    ) -> CallOutcome | tuple[ApprovalRequest, ApprovalAnswer]:
+        """Raise *fresh* and ask the approver: the request and its answer, or the outcome."""
+        flood = await self._flood_guard(session, now)
+        if flood is not None:
+            await self._event(EventType.CALL_REJECTED, session, call, detail=flood)
+            return _refused(call, bound, decision, flood, None)
+        request = fresh
+        await self.store.create_approval(request)
+        session.record_approval_asked()
+        await self._event(EventType.APPROVAL_REQUESTED, session, call,
+                          arguments=bound.arguments, decision=decision, request=request)
+        answer: ApprovalAnswer | None
+        if approved_by is not None and edit_of is not None:
+            # the person who made this edit approved it with the edit ("approve with
+            # edits"); it still passed validate and decide again, and binds to this digest
+            answer = ApprovalAnswer.to(request, True, approved_by, "approved with the edit",
+                                       at=now)
+        else:
+            answer = await self.approver.decide(request)
+        if answer is not None and answer.approved and request.quorum is not None:
+            answer = None  # a quorum is gathered from people's votes (anfitrion.answers)
+        if answer is None:
+            return CallOutcome(call, "approve", None, decision, request)
+        if not await self.store.answer_approval(answer):
+            return _refused(call, bound, decision, "the answer did not match the request",
+                            request)
+        # recorded once, when given (here, by the approver in process); an answer given
+        # through a door was recorded there (anfitrion.answers), not again when used
+        await self._event(EventType.APPROVAL_ANSWERED, session, call, request=request,
+                          answer=answer, detail="answered via approver")
+        return request, answer
 
     def _shadow_rate_keys(self, tool_name: str) -> tuple[RateKey, ...]:
         try:
@@ -664,6 +728,14 @@ class Gate:
             await self._event(EventType.EXECUTION_SETTLED, session, call, result=result,
                               status=status, effect_key=effect.key if effect else None)
         return result
+
+
+def _refused(call: ToolCall, bound: BoundCall, decision: Decision, why: str,
+             request: ApprovalRequest | None) -> CallOutcome:
+    """A call denied at the approve stage: the model sees the operator's or approver's words
+    only, never rule internals."""
+    result = _error(call, "denied", f"denied by policy: {why}", bound.tool)
+    return CallOutcome(call, "approve", result, decision, request)
 
 
 def _effect_of(tool: Tool, arguments: Mapping[str, Any], session: Session) -> EffectKey:

@@ -281,22 +281,25 @@ class Host:
         if resume_calls:
             last = session.last_reply()
             if last is not None and last.tool_calls:
-                offered = await gated.offered()
+                offered = await self.runtime.offered(session)
                 ended = await self._run_calls(gated, last, offered, records, stop)
                 if ended is not None:
                     return await self._end(gated, ended, records, usage)
-        listening = self.runtime.has_listeners
+        # per turn: no event is built for nobody, and none awaited for a listener that
+        # returns nothing to wait for
+        requested = self.runtime.wants(EventType.MODEL_REQUESTED)
+        replied = self.runtime.wants(EventType.MODEL_REPLIED)
         while True:
             if stop.stopped:
                 return await self._end(gated, RunStatus.STOPPED, records, usage)
             if turns >= self.max_turns:
                 return await self._end(gated, RunStatus.TURN_LIMIT, records, usage)
-            offered = await gated.offered()
+            offered = await self.runtime.offered(session)
             request = ModelRequest(session.transcript, tuple(t.definition for t in
                                                               offered.values()),
                                    self.instructions)
-            if listening:  # per turn: no event is built for nobody
-                await gated.emit(EventType.MODEL_REQUESTED)
+            if requested and (pending := gated.announce(EventType.MODEL_REQUESTED)) is not None:
+                await pending
             try:
                 reply = await self.model.respond(request)
             except ModelError as exc:
@@ -309,8 +312,9 @@ class Host:
             if problem:
                 return await self._end(gated, RunStatus.FAILED, records, usage, problem)
             session.add(reply)
-            if listening:
-                await gated.emit(EventType.MODEL_REPLIED, reply=reply)
+            if replied and \
+                    (pending := gated.announce(EventType.MODEL_REPLIED, reply=reply)) is not None:
+                await pending
             calls = reply.tool_calls
             if not calls:
                 return await self._end(gated, RunStatus.COMPLETED, records, usage,

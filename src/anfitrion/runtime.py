@@ -51,7 +51,7 @@ import anyio.from_thread
 from .approvals import ApprovalRequest, Approver, DenyAllApprover
 from .audit import AuditRecorder
 from .conversation import Provenance, Reply, ToolCall, ToolResult
-from .events import EventType, HostEvent, Listener, dispatch
+from .events import EventType, HostEvent, Listener, Router, hand_out
 from .exceptions import ConflictError, SessionNotFound, UserError
 from .gate import CallOutcome, Emit, Gate, GateLimits, _silent
 from .media import split
@@ -204,37 +204,58 @@ class Runtime:
         """This runtime's lease owner id."""
         self._recorder = AuditRecorder(self.store) if audit else None
         # the recorder's own entry point: no coroutine for an event that only joins its buffer
-        self._listeners: list[Listener] = [self._recorder.record] if self._recorder else []
+        self._record = self._recorder.record if self._recorder is not None else None
+        self._listeners: list[Listener] = [self._record] if self._record is not None else []
         self._listeners.extend(listeners)
         self.shadow_policy = shadow_policy or self.policy.shadow
         if self.policy.approvals.webhooks:  # [[approvals.webhooks]]: signed, in the background
             from .channels.webhooks import webhook_listeners
             self._listeners += webhook_listeners(self.store, self.policy.approvals.webhooks)
+        self._router = self._route()
+        self._emit = self._emitter()
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
-                         emit=self._emitter(), limits=limits, shadow_policy=self.shadow_policy)
+                         emit=self._emit, limits=limits, shadow_policy=self.shadow_policy)
+
+    def _route(self) -> Router:
+        # a kind only the recorder takes goes straight to it: its flush logs its own failures
+        return Router(self._listeners, quiet=(self._record,) if self._record else ())
 
     def _emitter(self) -> Emit:
-        # the gate hands its events straight to the listeners (one coroutine less per event),
-        # or to the recorder alone, when it is the only one (none for most events)
-        if self._recorder is not None and len(self._listeners) == 1:
-            return self._recorder.record
-        return functools.partial(dispatch, self._listeners) if self._listeners else _silent
+        # the gate hands its events straight to the router (no coroutine per event), or to
+        # the recorder itself when it is the only listener (no call in between), and builds
+        # none of a kind that no listener takes (none at all without listeners)
+        if self._record is not None and len(self._listeners) == 1:
+            return self._record
+        return self._router if self._router.kinds else _silent
 
     @property
     def has_listeners(self) -> bool:
         return bool(self._listeners)
 
+    def wants(self, kind: EventType) -> bool:
+        """Whether some listener takes events of *kind* (else none need be built)."""
+        return kind in self._router.kinds
+
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
-        self.gate.emit = self._emitter()
+        self._router = self._route()
+        self._emit = self.gate.emit = self._emitter()
+
+    def announce(self, event: HostEvent, *, recorded: bool = False) -> Awaitable[None] | None:
+        """Give *event* to the listeners of its kind (*recorded*: the audit recorder has it
+        already); what is left to await, or ``None``."""
+        if not recorded or self._record is None:
+            return self._emit(event) if event.type in self._router.kinds else None
+        record = self._record
+        others = [listener for listener in self._router.listeners(event.type)
+                  if listener != record]
+        return hand_out(others, event) if others else None
 
     async def emit(self, event: HostEvent, *, recorded: bool = False) -> None:
-        """Give *event* to the listeners (*recorded*: the audit recorder has it already)."""
-        listeners = self._listeners
-        if recorded and self._recorder is not None:
-            listeners = listeners[1:]  # the recorder is the first
-        if listeners:
-            await dispatch(listeners, event)
+        """:meth:`announce`, awaited."""
+        pending = self.announce(event, recorded=recorded)
+        if pending is not None:
+            await pending
 
     async def flush(self) -> None:
         """Store the audit records buffered so far."""
@@ -469,12 +490,12 @@ class GatedSession:
         session.status = status
         session.lease_owner = None
         session.lease_expires = None
-        if not announce:
+        runtime = self.runtime
+        if not announce or not runtime.wants(EventType.RUN_ENDED):
             await self.save()
             return
         event = HostEvent(EventType.RUN_ENDED, session.id, session.turn, session.principal.id,
                           status=status, detail=detail)
-        runtime = self.runtime
         recorder = runtime._recorder
         together = recorder is not None and \
             getattr(type(runtime.store), "save_session_and_audit", None) is not None
@@ -486,7 +507,9 @@ class GatedSession:
             if recorder is not None and together:
                 recorder.forget(event)
             raise
-        await runtime.emit(event, recorded=together)
+        pending = runtime.announce(event, recorded=together)
+        if pending is not None:
+            await pending
 
     async def suspend(self) -> None:
         """Leave the session for a person: suspended, its lease released."""
@@ -502,9 +525,20 @@ class GatedSession:
         return tuple(f.request for f in found if f is not None)
 
     async def emit(self, type: EventType, **fields: Any) -> None:
+        """Give the listeners an event of *type* in this session (built only if one takes
+        that kind)."""
+        pending = self.announce(type, **fields)
+        if pending is not None:
+            await pending
+
+    def announce(self, type: EventType, **fields: Any) -> Awaitable[None] | None:
+        """:meth:`emit` without a coroutine: what is left to await, or ``None``."""
+        runtime = self.runtime
+        if type not in runtime._router.kinds:
+            return None
         session = self.session
-        await self.runtime.emit(HostEvent(type, session.id, session.turn, session.principal.id,
-                                          **fields))
+        return runtime._emit(HostEvent(type, session.id, session.turn, session.principal.id,
+                                       **fields))
 
 
 def _as_handler(fn: Callable[..., Any]) -> Handler:

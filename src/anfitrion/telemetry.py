@@ -96,6 +96,15 @@ class _SessionSpans:
 class HostTelemetry:
     """The listener :func:`instrument` attaches; holds the open spans of each session."""
 
+    kinds = frozenset({
+        EventType.RUN_STARTED, EventType.RUN_RESUMED, EventType.RUN_ENDED,
+        EventType.MODEL_REQUESTED, EventType.MODEL_REPLIED, EventType.CALL_PROPOSED,
+        EventType.CALL_REJECTED, EventType.CALL_DECIDED, EventType.CALL_SHADOW_DECIDED,
+        EventType.APPROVAL_REQUESTED, EventType.APPROVAL_ANSWERED,
+        EventType.EXECUTION_CLAIMED, EventType.EXECUTION_SETTLED, EventType.RESULT_RETURNED})
+    """The kinds it makes spans, span events or metrics of: the host builds no other event
+    for it (see :data:`~anfitrion.events.Listener`)."""
+
     def __init__(self, *, model_name: str, provider: str | None, agent_name: str,
                  tracer_provider: Any = None, meter_provider: Any = None,
                  capture_content: bool = False) -> None:
