@@ -117,9 +117,11 @@ def shape_result(call_id: str, tool: Tool, value: Any,
         text = value.decode("utf-8", errors="replace")
     else:
         text = _RESULT_ENCODER.encode(value)
-    admitted, shown = admit(candidates, media or MediaSettings())
-    if shown:
-        text = "\n".join([text, *shown] if text else shown)
+    admitted: tuple[Media, ...] = ()
+    if candidates:  # most results carry none: no settings or admission built for them
+        admitted, shown = admit(candidates, media or MediaSettings())
+        if shown:
+            text = "\n".join([text, *shown] if text else shown)
     text = _storable(text)
     cap = tool.max_result_chars
     truncated = len(text) > cap
