@@ -66,8 +66,9 @@ class Dataflow:
             Under ``reads="proven"`` only *object* ids (a file, an event, a transaction) do:
             a field in :data:`PARTY_FIELDS` or in *parties* proves nothing when read from
             untrusted content, unless the tool is a *directory*.
-        parties: result fields naming a party (a sender, a participant, an owner), beyond
-            :data:`PARTY_FIELDS`.
+        parties: the result fields naming a party (a sender, a participant, an owner);
+            ``None``: the service ids named as in :data:`PARTY_FIELDS` (declare ``[]`` or a
+            list when a field so named holds an object, as a chat's channel ``recipient``).
         directory: the tool lists the user's own contacts or a directory the operator
             trusts: its party fields prove recipients even under ``reads="proven"``.
         id_nouns: argument path → the nouns a person writes before such an id (``file`` for
@@ -83,7 +84,7 @@ class Dataflow:
     outward: tuple[str, ...] = ()
     destructive: tuple[str, ...] = ()
     service_ids: tuple[str, ...] = ()
-    parties: tuple[str, ...] = ()
+    parties: tuple[str, ...] | None = None
     directory: bool = False
     id_nouns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -102,10 +103,11 @@ class Dataflow:
         if any("." in s for s in service):
             raise ValueError("service_ids are result field names (no dots)")
         object.__setattr__(self, "service_ids", service)
-        parties = _names(self.parties, "parties")
-        if any("." in s for s in parties):
-            raise ValueError("parties are result field names (no dots)")
-        object.__setattr__(self, "parties", parties)
+        if self.parties is not None:
+            parties = _names(self.parties, "parties")
+            if any("." in s for s in parties):
+                raise ValueError("parties are result field names (no dots)")
+            object.__setattr__(self, "parties", parties)
         if not isinstance(self.directory, bool):
             raise ValueError("directory must be true or false")
         if not isinstance(self.id_nouns, Mapping):
@@ -132,7 +134,7 @@ class Dataflow:
             "sinks": dict(sorted(self.sinks.items())), "outward": list(self.outward),
             "destructive": list(self.destructive), "service_ids": list(self.service_ids)}
         # the fields added later appear only when set: an earlier tool's hash stays the same
-        if self.parties:
+        if self.parties is not None:
             out["parties"] = list(self.parties)
         if self.directory:
             out["directory"] = True
@@ -142,7 +144,9 @@ class Dataflow:
 
     def is_party(self, field_name: str) -> bool:
         """Whether result field *field_name* names a party rather than an object."""
-        return field_name in self.parties or field_name.casefold() in PARTY_FIELDS
+        if self.parties is not None:
+            return field_name in self.parties
+        return field_name.casefold() in PARTY_FIELDS
 
     def nouns_for(self, path: str) -> tuple[str, ...]:
         """The nouns that make a number the user wrote an id for argument *path*: declared,

@@ -65,9 +65,10 @@ EGRESS_WARNING = "possible exfiltration: "
 MIN_VALUE_CHARS = 8
 """Shorter free-text values are not matched on their own (too common to mean anything)."""
 MAX_FLAGS_PER_ARGUMENT = 3
-COPY_MIN_WORDS = 6
-"""An outward payload carrying this many consecutive words of an untrusted result (and not
-of the user's words or a trusted result) copies it."""
+COPY_MIN_WORDS = 8
+"""An outward payload carrying a run of an untrusted result's words with this many words
+that are not figures (and that neither the user's words nor a trusted result hold) copies
+it."""
 MAX_COPY_WORDS = 20000
 """A longer outward payload is reported as too long to check for copied text (fail closed)."""
 MAX_DECODED_PER_URL = 24
@@ -243,6 +244,7 @@ class TaintIndex:
         self._principal_amounts: set[float] = set()
         self._principal_words: list[str] = []  # the principal's words, space-padded
         self._trusted_amounts: set[float] = set()
+        self._field_amounts: dict[float, list[tuple[int, str]]] = {}  # amount -> its fields
         self._chunk_words: list[str] = []  # each result's words, space-padded
         self._chunks: list[str] = []
         self._origins: list[Origin | None] = []  # None: a trusted result
@@ -319,6 +321,9 @@ class TaintIndex:
         if not result.is_error and not result.truncated:
             for name, field_value in _json_fields(result.content):
                 self._fields.setdefault(field_value, []).append((chunk, name))
+                amount = _amount(field_value) if field_value[:1].isdigit() else None
+                if amount is not None:
+                    self._field_amounts.setdefault(amount, []).append((chunk, name))
         if origin is not None:
             self._untrusted_count += 1
             if result.name not in self._sources:
@@ -503,16 +508,23 @@ class TaintIndex:
         number = number.lstrip("0") or "0"
         return any(n == number and noun in wanted for noun, n in self._principal_ids)
 
-    def unproven_amount(self, value: str) -> str | None:
+    def unproven_amount(self, value: str, *,
+                        service_ids: Callable[[str], Collection[str]] | None = None
+                        ) -> str | None:
         """Why amount *value* (a sum, a quantity) is not proven, or ``None`` when the
         principal or a trusted result wrote that amount (``100``, ``100.00`` and ``$100``
-        are one amount; the ``13`` of a date is none). An amount the model computed is
-        not proven either: a person checks it."""
+        are one amount; the ``13`` of a date is none), or a service-id field holds it (the
+        amount a bank recorded as moved: an attacker pays it to put it there). An amount
+        the model computed is not proven: a person checks it."""
         self._ready()
         amount = _amount(value)
         if amount is None:
-            return self.unproven(value)
+            return self.unproven(value, service_ids=service_ids)
         if amount in self._principal_amounts or amount in self._trusted_amounts:
+            return None
+        if service_ids is not None and any(
+                name in service_ids(self._tools[chunk])
+                for chunk, name in self._field_amounts.get(amount, ())):
             return None
         for chunk, origin in enumerate(self._origins):
             if origin is not None and amount in _amounts(self._chunks[chunk]):
@@ -542,6 +554,9 @@ class TaintIndex:
             while end < len(words) and \
                     f" {' '.join(words[start:end + 1])} " in self._chunk_words[chunk]:
                 end += 1
+            if sum(not w.isdigit() for w in words[start:end]) < COPY_MIN_WORDS:
+                start += 1  # an address or a table row: figures, not an attacker's prose
+                continue
             origin = self._origins[chunk]
             assert origin is not None
             found.append(f"`{_short(' '.join(words[start:end]), 120)}` copied from "
@@ -773,7 +788,7 @@ def _json_fields(content: str) -> Iterator[tuple[str, str]]:
             stack.extend((str(k), v) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((name, v) for v in value)
-        elif isinstance(value, str | int) and not isinstance(value, bool):
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
             text = normalise(str(value))
             if text and len(text) <= MAX_FIELD_CHARS:
                 count += 1

@@ -691,7 +691,8 @@ def _tool_dataflow(r: _Reader, spec: Mapping[str, Any], key: str) -> Dataflow:
         value = spec.get(name, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             r.fail("must be a list of names", f"{key}.{name}")
-        lists[name] = tuple(value)
+        if name in spec or name != "parties":
+            lists[name] = tuple(value)
     if "directory" in spec:
         lists["directory"] = r.typed(spec, "directory", key, bool, "true or false")
     nouns = spec.get("id_nouns", {})

@@ -131,26 +131,30 @@ class _DataflowCheck:
         flow = self._declared(tool)
         if flow is None or flow.directory:
             return ()
-        return (*flow.parties, *(f for f in flow.service_ids if flow.is_party(f)))
+        return tuple(f for f in (*(flow.parties or ()), *flow.service_ids) if flow.is_party(f))
 
     def _unproven(self, provenance: ArgumentProvenance, flow: Dataflow, path: str, kind: str,
-                  value: str, write: bool) -> str | None:
+                  value: str, write: bool, own: Collection[str] = ()) -> str | None:
         if kind in AMOUNT_KINDS:
-            return provenance.unproven_amount(value) if write else None
+            return provenance.unproven_amount(value, service_ids=self.service_ids) \
+                if write else None
+        if normalise(value) in own:
+            return None  # the principal's own address: theirs, whoever else names it
         return provenance.unproven(value, service_ids=self.service_ids,
                                    parties=self.parties if self.proven else None,
                                    id_nouns=flow.nouns_for(path))
 
-    def warnings(self, call: BoundCall, flow: Dataflow,
-                 provenance: ArgumentProvenance) -> list[str]:
-        """Unproven sinks, destructive targets and outward addresses (a read: URL sinks)."""
+    def warnings(self, call: BoundCall, flow: Dataflow, provenance: ArgumentProvenance,
+                 own: Collection[str] = ()) -> list[str]:
+        """Unproven sinks, destructive targets and outward addresses (a read: URL sinks).
+        *own*: the principal's own addresses (normalised), proven wherever they appear."""
         out: list[str] = []
         write = call.tool.effect is Effect.WRITE
         for path, kind in flow.sinks.items():
             if not write and kind != "url":
                 continue  # a look-up changes nothing; only where it reaches matters
             for value in _values(call.arguments, path):
-                why = self._unproven(provenance, flow, path, kind, value, write)
+                why = self._unproven(provenance, flow, path, kind, value, write, own)
                 if why is not None and not write:
                     # a read asks only for a URL or host from untrusted content
                     host = _host_of(normalise(value))
@@ -192,6 +196,17 @@ class _DataflowCheck:
                            f"{'; '.join(copied[:MAX_FLAGS_PER_ARGUMENT])}, which "
                            f"{UNPROVEN_WARNING} to be the user's words")
         return out
+
+
+def _own_addresses(context: PolicyContext) -> frozenset[str]:
+    """The principal's own identities: its id and ``attributes["addresses"]`` (normalised).
+    A recipient that is the user themself is proven whoever else names it."""
+    principal = context.principal
+    addresses = principal.attributes.get("addresses", ()) if principal.attributes else ()
+    if isinstance(addresses, str) or not isinstance(addresses, list | tuple | frozenset | set):
+        addresses = ()
+    return frozenset(normalise(a) for a in (principal.id, *addresses)
+                     if isinstance(a, str) and a)
 
 
 class TaintRule(BaseRule):
@@ -281,7 +296,8 @@ class TaintRule(BaseRule):
                              or EGRESS_WARNING in why}
         declared: list[str] = []
         if flow is not None and context.tainted and context.provenance is not None:
-            declared = self._check.warnings(call, flow, context.provenance)
+            declared = self._check.warnings(call, flow, context.provenance,
+                                            _own_addresses(context))
             # a sink's own warning says more than the flag on the same argument
             flagged_items = {p: why for p, why in flagged_items.items()
                              if EGRESS_WARNING in why or not any(
