@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import fnmatch
 import html
 import itertools
 import json
@@ -259,6 +260,7 @@ class TaintIndex:
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         self._planned: list[str] = []  # tools proposed before the first untrusted result
+        self._plan_narrowed = False  # once narrowed, the plan only shrinks
         self._unindexed: list[ToolResult] = []  # trusted results no question has needed yet
 
     # -- feeding ---------------------------------------------------------------------------
@@ -337,11 +339,21 @@ class TaintIndex:
     def add_reply(self, reply: Reply) -> None:
         """A model reply: the tools it proposes before any untrusted result are the plan the
         model made from the principal's words alone (:attr:`planned_tools`)."""
-        if self._untrusted_count:
+        if self._untrusted_count or self._plan_narrowed:
             return
         for call in reply.tool_calls:
             if call.name not in self._planned:
                 self._planned.append(call.name)
+
+    def narrow_plan(self, globs: Iterable[str]) -> tuple[str, ...]:
+        """Keep of the plan only the tools matching *globs*, and return it: a plan may narrow
+        at any time without a person; it never widens — a tool the model proposes after the
+        first untrusted result stays outside it, so its calls ask (monotonic confinement)."""
+        patterns = tuple(globs)
+        self._planned = [t for t in self._planned
+                         if any(fnmatch.fnmatchcase(t, g) for g in patterns)]
+        self._plan_narrowed = True
+        return tuple(self._planned)
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message],

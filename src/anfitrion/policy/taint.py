@@ -192,7 +192,7 @@ class _DataflowCheck:
                            f"{UNPROVEN_WARNING}")
             copied = provenance.copied_text(value) if self.proven else []
             if copied:
-                out.append(f"{FLAG_WARNING}{path} (outward): copies "
+                out.append(f"{FLAG_WARNING}{path} (outward): carries text "
                            f"{'; '.join(copied[:MAX_FLAGS_PER_ARGUMENT])}, which "
                            f"{UNPROVEN_WARNING} to be the user's words")
         return out
