@@ -159,11 +159,16 @@ async def _run(suites: tuple[str, ...], version: str, args: argparse.Namespace, 
     reports: list[harness.RunReport] = []
     summaries: dict[str, dict[str, Any]] = {}
     for name in suites:
-        runs = await harness.run_suite(name, version=version, reads=reads, progress=progress,
-                                       attacks=tuple(args.attack or harness.ATTACKS),
-                                       adaptive=adaptive, benign=benign,
-                                       approvers=approvers, without=without,
-                                       user_tasks=_users(name, version, args.users))
+        runs = []
+        if benign and args.users is not None:  # a slice of the attacks, every benign task
+            runs += await harness.run_suite(name, version=version, reads=reads, attacks=(),
+                                            without=without, progress=progress)
+        runs += await harness.run_suite(name, version=version, reads=reads, progress=progress,
+                                        attacks=tuple(args.attack or harness.ATTACKS),
+                                        adaptive=adaptive,
+                                        benign=benign and args.users is None,
+                                        approvers=approvers, without=without,
+                                        user_tasks=_users(name, version, args.users))
         reports += runs
         summaries[name] = harness.summarise(runs)
     summaries["total"] = harness.summarise(reports)
@@ -261,7 +266,8 @@ if __name__ == "__main__":
                         help="also run without this operator rule id, to judge what it "
                              "exempts (repeatable)")
     parser.add_argument("--users", type=int,
-                        help="only the first N user tasks of each suite (to time a slice)")
+                        help="attack only the first N user tasks of each suite (every benign "
+                             "task still runs): the largest subset that fits the time")
     parser.add_argument("--compare", action="append", choices=READS,
                         help="also measure this reads setting (benign, reject_flagged and "
                              "approve_all runs; repeatable)")
