@@ -110,7 +110,7 @@ async def test_a_workspace_injection_without_ground_truth_is_scripted_and_live(
 async def _adaptive(suite_name: str, user: str, task_id: str, approver: str
                     ) -> harness.RunReport:
     suite = harness.get_suites(harness.latest_version())[suite_name]
-    task = next(t for t in harness.extra.ADAPTIVE[suite_name]() if t.ID == task_id)
+    task = next(t for t in harness.extra.ADAPTIVE[suite_name]() if task_id == t.ID)
     user_task = suite.get_user_task_by_id(user)
     injections = harness.attack_for(suite).attack(user_task, task)
     return await harness.run_one(suite, harness.operator_for(suite_name), user_task, task,
