@@ -18,8 +18,8 @@ from anfitrion import (
     ScriptedModel,
     SubmissionStatus,
     Toolbox,
-    answers,
 )
+from anfitrion import _answers as answers
 from anfitrion._conversation import Reply, ToolCall, dump_messages
 from anfitrion._session import SESSION_SCHEMA, Session, migrate_session_data
 from anfitrion.exceptions import ConflictError, StoreError, UserError
