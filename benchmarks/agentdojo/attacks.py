@@ -6,7 +6,7 @@
   from the environment before the run (as AgentDojo's own ground truths are). Without them
   "every injection task" would quietly be 6 of 14 in workspace.
 * :data:`ADAPTIVE`: our own attacks, written against the proofs by someone who has read
-  ``docs/security.md`` and ``anfitrion.provenance``: they name *parties* (the sender of an
+  ``docs/security.md`` and ``anfitrion._provenance``: they name *parties* (the sender of an
   e-mail, a meeting's participant) instead of spelling out an address, reuse the *user's own
   values* (their counterparty, their numbers) and change only the amount or target, *split* a
   payload over several calls, and *copy text* the attacker wrote into an outward payload. Each

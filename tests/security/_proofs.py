@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anfitrion import CallbackApprover, Effect, Host, Principal, Provenance, Toolbox
-from anfitrion.approvals import ApprovalRequest
-from anfitrion.host import RunResult
-from anfitrion.models.scripted import ScriptedModel, call
+from anfitrion._approvals import ApprovalRequest
+from anfitrion._host import RunResult
+from anfitrion.models._scripted import ScriptedModel, call
 from anfitrion.policy import parse_policy
 from anfitrion.store import MemoryStore
 

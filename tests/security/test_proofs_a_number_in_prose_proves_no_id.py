@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anfitrion.models.scripted import call
-from anfitrion.provenance import TaintIndex
-from anfitrion.taint import FLAG_WARNING, UNPROVEN_WARNING
+from anfitrion._provenance import TaintIndex
+from anfitrion.models._scripted import call
+from anfitrion.policy._taint import FLAG_WARNING, UNPROVEN_WARNING
 
 from ._proofs import attack
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from anfitrion.models.scripted import call
-from anfitrion.taint import FLAG_WARNING, UNPROVEN_WARNING
+from anfitrion.models._scripted import call
+from anfitrion.policy._taint import FLAG_WARNING, UNPROVEN_WARNING
 
 from ._proofs import ATTACKER, ME, attack
 

@@ -1,5 +1,5 @@
 """Attack class: a payload split over several calls. An attacker who knows the copy rule's
-threshold (:data:`anfitrion.provenance.COPY_MIN_WORDS` words that are not figures) sends the
+threshold (:data:`anfitrion._provenance.COPY_MIN_WORDS` words that are not figures) sends the
 prose in pieces. Every piece that long asks; a shorter piece to a proven recipient runs — the
 documented limit of the rule (``docs/security.md``), measured by the AgentDojo adaptive set."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from anfitrion.models.scripted import call
-from anfitrion.provenance import COPY_MIN_WORDS
+from anfitrion._provenance import COPY_MIN_WORDS
+from anfitrion.models._scripted import call
 
 from ._proofs import PROSE, attack
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from anfitrion.cli.main import cli
-from anfitrion.models.scripted import call
+from anfitrion._cli.main import cli
+from anfitrion.models._scripted import call
 
 from ._proofs import ATTACKER, POLICY, PROSE, attack
 
