@@ -743,7 +743,7 @@ def _refused(call: ToolCall, bound: BoundCall, decision: Decision, why: str,
 def _effect_of(tool: Tool, arguments: Mapping[str, Any], session: Session) -> EffectKey:
     return effect_key(tool=tool.name, arguments=arguments, principal_id=session.principal.id,
                       session_id=session.id, template=tool.effect_key, scope=tool.effect_scope,
-                      sensitive=tool.sensitive)
+                      sensitive=tool.sensitive, schema=tool.input_schema)
 
 
 def _when(entry: EffectEntry) -> str:
