@@ -52,6 +52,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 import unicodedata
 from collections import Counter
@@ -86,6 +87,7 @@ from . import _media
 from ._elicitation import ElicitationHandler
 from ._relay_routing import InFlight, PendingCall
 from ._server_requests import ServerRequests
+from ._stderr import relay_stderr
 from .config import McpConfig, ServerConfig
 from .pinning import (
     Pin,
@@ -309,7 +311,8 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
     # env given explicitly: only HOME, LOGNAME, PATH, SHELL, TERM, USER are added to it, never
     # the rest of our environment.
     process = await anyio.open_process(
-        [cfg.command, *cfg.args], env={**get_default_environment(), **cfg.env}, stderr=errlog,
+        [cfg.command, *cfg.args], env={**get_default_environment(), **cfg.env},
+        stderr=subprocess.PIPE,  # relayed redacted to errlog (issue 35): mcp/_stderr.py
         cwd=cfg.cwd, start_new_session=True)
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -358,6 +361,8 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
             tg.start_soon(write)
+            assert process.stderr is not None
+            tg.start_soon(relay_stderr, process.stderr, errlog)
             try:
                 yield read_stream, write_stream
             finally:
