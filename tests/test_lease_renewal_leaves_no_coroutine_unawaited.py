@@ -11,8 +11,8 @@ import warnings
 
 import pytest
 
-from anfitrion.host import _lease_kept
-from anfitrion.runtime import Runtime
+from anfitrion._host import _lease_kept
+from anfitrion._runtime import Runtime
 
 
 @pytest.mark.parametrize("yields", [1, 2, 3, 4])

@@ -14,16 +14,16 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover, DeferredApprover
-from anfitrion.conversation import ToolCall
-from anfitrion.gate import Gate, _silent
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import McpToolset
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover, DeferredApprover
+from anfitrion._conversation import ToolCall
+from anfitrion._gate import Gate, _silent
+from anfitrion._principal import Principal
+from anfitrion._tools import OfferContext, Tool
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.policy import Policy
-from anfitrion.principal import Principal
 from anfitrion.store import MemoryStore
 from anfitrion.testing import gate_session
-from anfitrion.tools import OfferContext, Tool
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("mcp")
 pytest.importorskip("mcp_server_time")
 
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import McpToolset
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.store import MemoryStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]

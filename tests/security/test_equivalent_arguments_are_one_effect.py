@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anfitrion import DenyAllApprover, Effect, Policy, Tool
-from anfitrion.conversation import ToolCall
-from anfitrion.effects import effect_key
-from anfitrion.gate import Gate, _silent
+from anfitrion._conversation import ToolCall
+from anfitrion._effects import effect_key
+from anfitrion._gate import Gate, _silent
 from anfitrion.policy import Decision
 from anfitrion.store import MemoryStore
 from anfitrion.testing import gate_session

@@ -15,10 +15,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anfitrion import answers
+from anfitrion import _answers as answers
+from anfitrion._approvals import ApprovalRequest, Quorum, Reviewer
+from anfitrion._cli.main import cli
 from anfitrion._identity import identity_key, identity_problem
-from anfitrion.approvals import ApprovalRequest, Quorum, Reviewer
-from anfitrion.cli.main import cli
 from anfitrion.store import MemoryStore
 
 pytestmark = pytest.mark.anyio
@@ -104,7 +104,7 @@ def test_ordinary_names_in_one_script_are_not_ambiguous(name: str) -> None:
 
 async def test_the_queue_refuses_principals_the_reviewer_acts_for_under_any_spelling() -> None:
     pytest.importorskip("mcp")
-    from anfitrion.mcp.approval_queue import approval_queue
+    from anfitrion.mcp._approval_queue import approval_queue
 
     store = MemoryStore()
     request = _request("Assistant-Of-Alice")
@@ -123,7 +123,7 @@ async def test_the_queue_refuses_principals_the_reviewer_acts_for_under_any_spel
 
 def test_the_queue_cli_refuses_an_ambiguous_not_for_name(tmp_path: Path) -> None:
     pytest.importorskip("mcp")
-    from anfitrion.channels.reviewers import token_sha256
+    from anfitrion.channels._reviewers import token_sha256
 
     reviewers = tmp_path / "reviewers.toml"
     reviewers.write_text('[reviewers.alice]\nroles = ["finance"]\n'

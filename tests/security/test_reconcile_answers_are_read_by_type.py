@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from anfitrion import DenyAllApprover, Effect, Policy, Principal, Tool
-from anfitrion.conversation import ToolCall
-from anfitrion.gate import Gate, _silent
+from anfitrion._conversation import ToolCall
+from anfitrion._gate import Gate, _silent
+from anfitrion._resolutions import reconcile
 from anfitrion.policy import Decision
-from anfitrion.resolutions import reconcile
 from anfitrion.store import LedgerState, MemoryStore
 from anfitrion.testing import gate_session
 

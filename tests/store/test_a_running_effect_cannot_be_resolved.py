@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from anfitrion import CallbackApprover, Effect, Host, Policy, Tool
+from anfitrion._resolutions import resolve
 from anfitrion.exceptions import ConflictError
-from anfitrion.models.scripted import ScriptedModel, call
+from anfitrion.models._scripted import ScriptedModel, call
 from anfitrion.policy import Decision
-from anfitrion.resolutions import resolve
 from anfitrion.store import LedgerState, SessionState, Store
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +58,7 @@ async def test_resolving_an_effect_while_its_handler_runs_is_refused_and_it_runs
 
 async def test_a_claim_whose_lease_lapsed_or_was_never_taken_can_be_resolved(
         store: Store) -> None:
-    from anfitrion.effects import effect_key
+    from anfitrion._effects import effect_key
 
     for i, lease in enumerate([None, time.time() - 5.0]):
         session = f"s{i}"
@@ -73,7 +73,7 @@ async def test_a_claim_whose_lease_lapsed_or_was_never_taken_can_be_resolved(
 
 
 async def test_a_claim_under_a_live_lease_of_another_process_is_refused(store: Store) -> None:
-    from anfitrion.effects import effect_key
+    from anfitrion._effects import effect_key
 
     await store.save_session(SessionState("s1", "alice", "running", {}, 0,
                                            lease_owner="other-host:99:tok",

@@ -9,8 +9,8 @@ import anyio
 import pytest
 from starlette.testclient import TestClient
 
-from anfitrion import answers
-from anfitrion.approvals import ApprovalRequest
+from anfitrion import _answers as answers
+from anfitrion._approvals import ApprovalRequest
 from anfitrion.store import MemoryStore
 
 from .inbox_support import ORIGIN

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import mcp.types as mt
 
-from ..tools import ArgumentValidator, SchemaBudgetExceeded, schema_errors
+from .._tools import ArgumentValidator, SchemaBudgetExceeded, schema_errors
 from ._secret_classes import normalised, secret_class
 
 __all__ = ["Elicitation", "ElicitationAnswer", "ElicitationHandler", "answer_elicitation",
