@@ -54,7 +54,8 @@ from typing import Any
 
 from ..exceptions import ConfigError
 
-__all__ = ["AuthSettings", "GatewaySettings", "McpConfig", "ServerConfig", "load_config", "parse_config"]
+__all__ = ["DEFAULT_REDIRECT_URI", "AuthSettings", "GatewaySettings", "McpConfig", "ServerConfig",
+           "load_config", "parse_config"]
 
 SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -148,7 +148,7 @@ class TokenCipher:
             try:
                 lines = path.read_text().splitlines()
             except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError(f"the token key file cannot be read: {exc.strerror or exc}",
+                raise ConfigError(f"the token key file cannot be read: {type(exc).__name__}",
                                   path=str(path)) from None
             return cls([_decode_key(line, str(path)) for line in lines
                         if line.strip() and not line.lstrip().startswith("#")])
@@ -447,7 +447,8 @@ def oauth_provider(config: ServerConfig, storage: StoredTokens,
                    authorizer: Authorizer) -> httpx2.Auth:
     """The SDK provider for *config* (which has ``auth``), with anfitrion's rules."""
     settings = config.auth
-    assert settings is not None and config.url is not None
+    assert settings is not None
+    assert config.url is not None
     scope = " ".join(settings.scopes) or None
     provider: _Rules
     if settings.grant == "client_credentials":
@@ -522,5 +523,6 @@ class OAuthAccess:
         return self.providers[config.id]
 
     def transport(self, config: ServerConfig) -> GuardedTransport:
-        assert config.url is not None and config.auth is not None
+        assert config.url is not None
+        assert config.auth is not None
         return GuardedTransport(config.url, allow_internal=config.auth.allow_internal)

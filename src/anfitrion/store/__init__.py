@@ -36,7 +36,8 @@ from ._base import (
 from .memory import MemoryStore
 
 __all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
-           "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState", "LedgerStore", "MemoryStore",
+           "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState",
+           "LedgerStore", "MemoryStore",
            "RecordStore", "SessionAuditStore", "SessionState", "SessionStore", "Store",
            "StoredApproval", "VoteOutcome", "VoteState", "open_store"]
 

@@ -13,7 +13,8 @@ from ..conversation import ToolResult
 from ..effects import EffectKey
 
 __all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
-           "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState", "LedgerStore", "RecordStore",
+           "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState",
+           "LedgerStore", "RecordStore",
            "SessionAuditStore", "SessionState", "SessionStore", "Store", "StoredApproval",
            "VoteOutcome", "VoteState"]
 

@@ -55,7 +55,6 @@ from ._base import (
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
     CREDENTIAL_COLUMNS,
-    credential_row,
     EFFECT_COLUMNS,
     EffectMove,
     advances_from,
@@ -63,6 +62,7 @@ from ._rows import (
     approval_rows,
     audit_row,
     claim_state_sql,
+    credential_row,
     dump_json,
     dump_result,
     effect_arguments,

@@ -59,13 +59,13 @@ from ._base import (
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
     CREDENTIAL_COLUMNS,
-    credential_row,
     EFFECT_COLUMNS,
     EffectMove,
     approval_row,
     approval_rows,
     audit_row,
     claim_transition,
+    credential_row,
     dump_json,
     dump_result,
     effect_arguments,
