@@ -7,11 +7,12 @@ from __future__ import annotations
 import base64
 import webbrowser
 from collections.abc import Callable
+from typing import cast
 from urllib.parse import parse_qs, quote, urlsplit
 
 import anyio
 import httpx2
-from anyio.abc import SocketStream
+from anyio.abc import SocketListener, SocketStream
 from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
 from mcp.shared.auth import AuthorizationCodeResult, OAuthMetadata
 from pydantic import ValidationError
@@ -43,12 +44,13 @@ class LoopbackAuthorizer:
         self.no_browser = no_browser
         self.timeout = timeout
         self.echo = echo
-        self._listener: anyio.abc.Listener[SocketStream] | None = None
+        self._listener: SocketListener | None = None
 
     async def redirect(self, url: str) -> None:
         try:
-            self._listener = await anyio.create_tcp_listener(local_host=self.host,
-                                                             local_port=self.port)
+            bound = await anyio.create_tcp_listener(local_host=self.host,
+                                                    local_port=self.port)
+            self._listener = cast(SocketListener, bound.listeners[0])  # the one loopback
         except OSError as exc:
             raise CredentialError(f"cannot listen on {self.host}:{self.port} for the "
                                   f"authorization server's redirect: {exc.strerror}") from None
