@@ -23,8 +23,9 @@ from .oauth import CLIENT, TOKENS, CredentialError, OAuthAccess, StoredTokens
 __all__ = ["LoopbackAuthorizer", "revoke"]
 
 MAX_REQUEST_BYTES = 16 * 1024
+_TEXT = b"anfitrion: done, you can close this window.\n"
 _PAGE = (b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
-         b"Cache-Control: no-store\r\n\r\nanfitrion: done, you can close this window.\n")
+         b"Cache-Control: no-store\r\nContent-Length: %d\r\n\r\n%s" % (len(_TEXT), _TEXT))
 _NOT_FOUND = b"HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 
