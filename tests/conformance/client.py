@@ -28,12 +28,12 @@ import httpx2
 from mcp.shared.auth import AuthorizationCodeResult
 
 from anfitrion import Host
-from anfitrion.approvals import CallbackApprover
-from anfitrion.conversation import ToolCall
+from anfitrion._approvals import CallbackApprover
+from anfitrion._conversation import ToolCall
 from anfitrion.mcp import Elicitation, ElicitationAnswer
-from anfitrion.mcp.config import AuthSettings, ServerConfig
-from anfitrion.mcp.oauth import OAuthAccess, TokenCipher, new_key
-from anfitrion.mcp.toolset import McpToolset
+from anfitrion.mcp._config import AuthSettings, ServerConfig
+from anfitrion.mcp._oauth import OAuthAccess, TokenCipher, new_key
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.policy import Policy
 from anfitrion.testing import MemoryStore, ScriptedModel
 

@@ -1,7 +1,7 @@
 """The suite's client scenarios against anfitrion's client side: the host with an
-:class:`~anfitrion.mcp.toolset.McpToolset` as its tool source (``client.py``), one test per
+:class:`~anfitrion.mcp._toolset.McpToolset` as its tool source (``client.py``), one test per
 scenario. Authorization (``auth/*``) scenarios run with the client's OAuth
-(:mod:`anfitrion.mcp.oauth`), in 0.1.16 and in the newest prerelease (``next_suite``), which adds
+(:mod:`anfitrion.mcp._oauth`), in 0.1.16 and in the newest prerelease (``next_suite``), which adds
 the 2026-07-28 scenarios."""
 
 from __future__ import annotations

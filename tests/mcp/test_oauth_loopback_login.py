@@ -11,8 +11,8 @@ import httpx2
 import pytest
 
 pytest.importorskip("mcp")
+from anfitrion.mcp._oauth import CredentialError
 from anfitrion.mcp._oauth_login import LoopbackAuthorizer
-from anfitrion.mcp.oauth import CredentialError
 
 pytestmark = pytest.mark.anyio
 

@@ -33,10 +33,10 @@ pytest.importorskip("mcp")
 from click.testing import CliRunner
 from mcp.shared.auth import AuthorizationCodeResult, OAuthToken
 
-from anfitrion.cli.main import cli
+from anfitrion._cli.main import cli
 from anfitrion.exceptions import McpServerError
-from anfitrion.mcp.config import AuthSettings, ServerConfig
-from anfitrion.mcp.oauth import (
+from anfitrion.mcp._config import AuthSettings, ServerConfig
+from anfitrion.mcp._oauth import (
     AccountNotConnected,
     CredentialError,
     GuardedTransport,
@@ -45,9 +45,9 @@ from anfitrion.mcp.oauth import (
     TokenCipher,
     new_key,
 )
-from anfitrion.mcp.toolset import McpToolset
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.store import MemoryStore
-from anfitrion.store.sqlite import SQLiteStore
+from anfitrion.store._sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,8 @@ from mcp.client.auth.utils import build_oauth_authorization_server_metadata_disc
 from mcp.shared.auth import AuthorizationCodeResult, OAuthMetadata
 from pydantic import ValidationError
 
-from .config import ServerConfig
-from .oauth import CLIENT, TOKENS, CredentialError, OAuthAccess, StoredTokens
+from ._config import ServerConfig
+from ._oauth import CLIENT, TOKENS, CredentialError, OAuthAccess, StoredTokens
 
 __all__ = ["LoopbackAuthorizer", "revoke"]
 
