@@ -86,6 +86,7 @@ from ..telemetry import trace_meta
 from . import _media
 from ._config import McpConfig, ServerConfig
 from ._elicitation import ElicitationHandler
+from ._oauth import CredentialError, OAuthAccess
 from ._pinning import (
     Pin,
     PinBook,
@@ -125,6 +126,9 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 """The longest message line a stdio server may send; a longer one closes the connection."""
 MAX_NOISE_LINES = 50
 """Lines on a stdio server's stdout that are not JSON-RPC before the connection is closed."""
+DEFAULT_OAUTH_PRINCIPAL = "local"
+"""Whose tokens a toolset uses when it was given no :class:`~anfitrion.mcp._oauth.OAuthAccess`
+(``anfitrion auth login``'s default ``--principal``)."""
 TERMINATE_GRACE = 2.0
 """Seconds a stdio server has to exit after its input is closed, then after SIGTERM."""
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
@@ -481,6 +485,20 @@ def _content_text(blocks: Sequence[Any], limit: int, admission: Admission) -> st
     return "\n".join(parts)
 
 
+def _connection_error(exc: BaseException) -> str:
+    """Why a connection ended, in one line: an authorization error (which names the command
+    that connects an account) rather than the task group that carried it."""
+    if isinstance(exc, BaseExceptionGroup):
+        found, _ = exc.split(CredentialError)
+        leaf: BaseException = found if found is not None else exc
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        exc = leaf
+    if isinstance(exc, CredentialError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 class McpToolset:
     """One upstream MCP server as a :class:`~anfitrion._tools.ToolSource`.
 
@@ -507,8 +525,12 @@ class McpToolset:
     def __init__(self, config: ServerConfig, store: Store, *,
                  errlog: TextIO | None = None, launch_changed: bool = False,
                  elicitation: ElicitationHandler | None = None,
-                 media: MediaSettings | None = None) -> None:
+                 media: MediaSettings | None = None, oauth: OAuthAccess | None = None) -> None:
         self.config = config
+        self.store = store
+        self.oauth = oauth
+        """Whose OAuth tokens a server with ``auth`` is called with (else, the keys of the
+        environment and :data:`DEFAULT_OAUTH_PRINCIPAL`)."""
         self.media = media or MediaSettings()
         """Which images and sounds of a result are passed on as media; the host's policy
         (``[media]``) admits them again, so the stricter of the two holds."""
@@ -570,7 +592,8 @@ class McpToolset:
                     assert cfg.url is not None
                     http = await stack.enter_async_context(httpx2.AsyncClient(
                         headers=dict(cfg.headers), follow_redirects=False,
-                        timeout=httpx2.Timeout(cfg.timeout, read=max(cfg.timeout, 300))))
+                        timeout=httpx2.Timeout(cfg.timeout, read=max(cfg.timeout, 300)),
+                        **self._oauth_client()))
                     read, write = await stack.enter_async_context(
                         streamable_http_client(cfg.url, http_client=http))
                 callbacks = self.requests.callbacks(conn)
@@ -592,7 +615,7 @@ class McpToolset:
                 task_status.started()
                 await conn.stop.wait()
         except Exception as exc:  # noqa: BLE001 - the connection's top level: report it, never crash the host
-            conn.error = conn.error or f"{type(exc).__name__}: {exc}"
+            conn.error = conn.error or _connection_error(exc)
             log.warning("MCP server %r stopped: %s", cfg.id, conn.error)
         finally:
             conn.dead = True
@@ -600,6 +623,15 @@ class McpToolset:
             if not started:
                 conn.error = conn.error or "the server ended before it was ready"
                 task_status.started()
+
+    def _oauth_client(self) -> dict[str, Any]:
+        """The HTTP client's ``auth`` and guarded ``transport`` for a server with ``auth``."""
+        cfg = self.config
+        if cfg.auth is None:
+            return {}
+        if self.oauth is None:
+            self.oauth = OAuthAccess.from_env(self.store, DEFAULT_OAUTH_PRINCIPAL)
+        return {"auth": self.oauth.auth(cfg), "transport": self.oauth.transport(cfg)}
 
     async def _ensure(self) -> _Connection:
         async with self._lock:
@@ -967,11 +999,11 @@ class McpServers:
     def __init__(self, config: McpConfig | Iterable[ServerConfig], store: Store, *,
                  errlog: TextIO | None = None, launch_changed: bool = False,
                  elicitation: ElicitationHandler | None = None,
-                 media: MediaSettings | None = None) -> None:
+                 media: MediaSettings | None = None, oauth: OAuthAccess | None = None) -> None:
         servers = config.servers.values() if isinstance(config, McpConfig) else config
         self.toolsets: dict[str, McpToolset] = {
             s.id: McpToolset(s, store, errlog=errlog, launch_changed=launch_changed,
-                             elicitation=elicitation, media=media)
+                             elicitation=elicitation, media=media, oauth=oauth)
             for s in servers}
         self.store = store
         self._stack: AsyncExitStack | None = None

@@ -19,6 +19,7 @@ from ._base import (
     AuditRecord,
     Claim,
     ClaimState,
+    CredentialEntry,
     EffectEntry,
     LedgerEntry,
     LedgerState,
@@ -61,6 +62,7 @@ class MemoryStore:
         self._audit: list[AuditRecord] = []
         self._calls: list[tuple[str, str, float]] = []
         self._records: dict[str, dict[str, dict[str, Any]]] = {}
+        self._credentials: dict[tuple[str, str, str, str], CredentialEntry] = {}
 
     async def save_session(self, state: SessionState) -> SessionState:
         with self._lock:
@@ -363,6 +365,33 @@ class MemoryStore:
     async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]:
         with self._lock:
             return sorted((k, dict(v)) for k, v in self._records.get(namespace, {}).items())
+
+    async def put_credential(self, entry: CredentialEntry) -> None:
+        with self._lock:
+            key = (entry.principal, entry.resource, entry.issuer, entry.kind)
+            self._credentials[key] = dataclasses.replace(entry, meta=dict(entry.meta))
+
+    async def get_credentials(self, principal: str, resource: str,
+                              kind: str) -> Sequence[CredentialEntry]:
+        with self._lock:
+            found = [e for (p, r, _, k), e in self._credentials.items()
+                     if (p, r, k) == (principal, resource, kind)]
+        return sorted(found, key=lambda e: -e.updated_at)
+
+    async def delete_credentials(self, principal: str, resource: str, *,
+                                 issuer: str | None = None, kind: str | None = None) -> int:
+        with self._lock:
+            doomed = [key for key in self._credentials
+                      if key[:2] == (principal, resource) and issuer in (None, key[2])
+                      and kind in (None, key[3])]
+            for key in doomed:
+                del self._credentials[key]
+        return len(doomed)
+
+    async def list_credentials(self, principal: str | None = None) -> Sequence[CredentialEntry]:
+        with self._lock:
+            return [e for key, e in sorted(self._credentials.items())
+                    if principal in (None, key[0])]
 
     async def close(self) -> None:
         return None

@@ -30,6 +30,7 @@ from ._base import (
     PRE_CLAIM,
     AuditRecord,
     ClaimState,
+    CredentialEntry,
     EffectEntry,
     LedgerEntry,
     LedgerState,
@@ -38,6 +39,7 @@ from ._base import (
 )
 
 __all__ = [
+    "CREDENTIAL_COLUMNS",
     "EFFECT_COLUMNS",
     "CorruptRow",
     "CorruptRowError",
@@ -49,6 +51,7 @@ __all__ = [
     "audit_row",
     "claim_state_sql",
     "claim_transition",
+    "credential_row",
     "dump_json",
     "dump_result",
     "effect_arguments",
@@ -419,3 +422,14 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat()
 
 
+
+
+CREDENTIAL_COLUMNS = "principal, issuer, resource, kind, key_id, sealed, meta, updated_at"
+"""The columns of ``anfitrion_credentials``, in :func:`credential_row`'s order."""
+
+
+def credential_row(row: Sequence[Any]) -> CredentialEntry:
+    """An ``anfitrion_credentials`` row (:data:`CREDENTIAL_COLUMNS`)."""
+    with row_of("anfitrion_credentials", f"principal={row[0]!r}, resource={row[2]!r}"):
+        return CredentialEntry(str(row[0]), str(row[1]), str(row[2]), str(row[3]), str(row[4]),
+                               str(row[5]), _json_object(row[6], "the meta"), float(row[7]))
