@@ -27,6 +27,8 @@ the servers' sampling and elicitation requests only where the config allows them
 from __future__ import annotations
 
 import contextvars
+import dataclasses
+import json
 import logging
 import socket
 import uuid
@@ -42,7 +44,7 @@ from .._canonical import digest
 from ..approvals import DeferredApprover
 from ..conversation import ToolResult
 from ..events import Listener
-from ..exceptions import AnfitrionError, MissingDependencyError, UserError
+from ..exceptions import AnfitrionError, ConflictError, MissingDependencyError, UserError
 from ..gate import Gate, GateLimits
 from ..policy import Policy
 from ..principal import Principal
@@ -50,6 +52,7 @@ from ..runtime import GatedSession, Runtime, SubmissionStatus
 from ..store import Store
 from ..telemetry import extracted_context
 from ..tools import OfferContext, Tool
+from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
 from ._gateway_http import HttpGuard, SessionCloseRace, respond
 from .toolset import (
     UPSTREAM_CALL,
@@ -67,6 +70,7 @@ try:
     from mcp.server.models import InitializationOptions
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.shared.exceptions import MCPError
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
     from ._gateway_content import forward_result, listed_tool
@@ -87,15 +91,30 @@ WITHDRAWN_REASON = "the MCP client session that proposed the call ended"
 
 
 class _GatewayTools:
-    """The upstream servers' tools a gateway offers: approved, pinned, visible, allowed."""
+    """The upstream servers' tools a gateway offers: approved, pinned, visible, allowed.
+
+    Their effect keys hold for the principal by default, not for one session: a client that
+    re-sends a call from a new connection after a lost reply is caught as the same effect
+    (a policy's ``[tools."<name>"] effect_scope`` still decides where it says)."""
 
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
+        self._scoped: dict[str, tuple[Tool, Tool]] = {}
+
+    def _principal_scoped(self, tool: Tool) -> Tool:
+        if tool.effect_scope != "session":
+            return tool
+        cached = self._scoped.get(tool.name)
+        if cached is None or cached[0] is not tool:
+            cached = self._scoped[tool.name] = (tool, dataclasses.replace(
+                tool, effect_scope="principal"))
+        return cached[1]
 
     async def list_tools(self, context: OfferContext) -> list[Tool]:
         gateway = self._gateway
         tools = await gateway.servers.list_tools(context)
-        offered = [t for t in tools if gateway.runtime.policy.may_allow(t, gateway.principal)
+        offered = [self._principal_scoped(t) for t in tools
+                   if gateway.runtime.policy.may_allow(t, gateway.principal)
                    and (gateway._visible is None or gateway._visible(t))
                    and gateway._callable(t)]
         gateway._offered_names = frozenset(t.name for t in offered)
@@ -103,12 +122,21 @@ class _GatewayTools:
 
 
 class _Client:
-    """One MCP client session, and the durable anfitrion session it maps to (opened on its
-    first call). When the client goes, its calls still waiting for a person are withdrawn."""
+    """One conversation of a client, and the durable anfitrion session it maps to (opened,
+    or continued from the store, on its first use). When the last connection using it goes:
+    a conversation the client never named is over (its calls still waiting for a person are
+    withdrawn); one it named in ``_meta`` is left in the store for the client to continue."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, session_id: str | None = None,
+                 handle: str | None = None) -> None:
         self._gateway = gateway
         self._lock = anyio.Lock()
+        self.session_id = session_id
+        self.handle = handle
+        """The conversation handle returned to the client (``None``: none to continue)."""
+        self.named = False
+        """Whether the client named the handle in a request (it means to continue)."""
+        self.connections = 0
         self.gated: GatedSession | None = None
         self.log_level: str | None = None
         """The level the client asked for (``logging/setLevel``); ``None``: everything."""
@@ -120,8 +148,20 @@ class _Client:
     async def session(self) -> GatedSession:
         async with self._lock:
             if self.gated is None:
-                self.gated = await self._gateway._open_session()
+                self.gated = await self._gateway._open_session(self.session_id)
             return self.gated
+
+    async def release(self) -> None:
+        """The last connection of a named conversation went: its session is stored, its
+        lease released, for the client to continue on any gateway process."""
+        async with self._lock:
+            gated, self.gated = self.gated, None
+            if gated is None:
+                return
+            try:
+                await gated.close()
+            except AnfitrionError as exc:
+                log.warning("gateway session %s could not be saved: %s", gated.id, exc)
 
     async def end(self) -> None:
         gated, self.gated = self.gated, None
@@ -141,6 +181,7 @@ _CLIENT: contextvars.ContextVar[_Client | None] = contextvars.ContextVar(
 _REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = \
     contextvars.ContextVar("anfitrion_gateway_request", default=None)
 _CLIENT_STATE = "anfitrion.gateway.client"
+_NAMED_STATE = "anfitrion.gateway.named"
 
 
 class Gateway:
@@ -169,6 +210,8 @@ class Gateway:
         own_names: list the one wrapped server's tools (and prompts) under their own names,
             not ``<server>.<tool>``.
         page_size: items per page of ``tools/list``, ``prompts/list``, ``resources/list``.
+        conversation_key: the key signing conversation handles and deriving session ids
+            (default: ``$ANFITRION_GATEWAY_KEY``, else a key kept in the store).
 
     Raises:
         UserError: ``own_names`` with more than one server.
@@ -185,7 +228,7 @@ class Gateway:
                  listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
                  audit: bool = True, session_id: str | None = None,
                  max_tool_calls: int | None = None, own_names: bool = False,
-                 page_size: int = 100) -> None:
+                 page_size: int = 100, conversation_key: str | bytes | None = None) -> None:
         if own_names and len(servers.toolsets) != 1:
             raise UserError(f"own names need exactly one wrapped server, not "
                             f"{len(servers.toolsets)}: with several, one server's tool could "
@@ -211,7 +254,12 @@ class Gateway:
                                app=GATEWAY_APP)
         self._default = _Client(self)  # calls made outside any MCP client session
         self._clients: set[_Client] = set()
-        """The MCP client sessions connected now (their leases are kept)."""
+        """The conversations in use now (their leases are kept)."""
+        self._by_session: dict[str, _Client] = {}
+        """Conversations in use now, by anfitrion session id (one object per process)."""
+        self._conversation_key = conversation_key
+        self._conversations: Conversations | None = None
+        self._conversations_lock = anyio.Lock()
         self.protocol = UpstreamProtocol(self)
 
     @property
@@ -223,13 +271,54 @@ class Gateway:
         """The anfitrion session of calls made outside an MCP client session (tests, code)."""
         return self._default.gated.id if self._default.gated is not None else None
 
-    async def _open_session(self) -> GatedSession:
-        sid = self.fixed_session_id
-        if sid is not None and await self.store.load_session(sid) is not None:
-            return await self.runtime.resume(sid, force=True)
+    async def _open_session(self, session_id: str | None = None) -> GatedSession:
+        """The session *session_id* (a conversation's), continued if stored, else new; by
+        default the fixed session, or a new one."""
+        sid = session_id or self.fixed_session_id
+        if sid is not None and (state := await self.store.load_session(sid)) is not None:
+            if state.principal_id != self.principal.id or state.data.get("app") != GATEWAY_APP:
+                raise UserError(f"session {sid!r} is not a gateway conversation of "
+                                f"{self.principal.id!r}")
+            try:
+                return await self.runtime.resume(sid, force=True)
+            except ConflictError as exc:
+                raise UserError(f"this conversation is in use by another gateway process "
+                                f"({exc}); try again shortly") from None
         return await self.runtime.open(self.principal,
                                        sid or f"gateway-{uuid.uuid4().hex[:16]}",
                                        app=GATEWAY_APP)
+
+    async def conversations(self) -> Conversations:
+        """The conversation handles' keeper (its key read or made on first use)."""
+        if self._conversations is None:
+            async with self._conversations_lock:
+                if self._conversations is None:
+                    self._conversations = await Conversations.load(self.store,
+                                                                   self._conversation_key)
+        return self._conversations
+
+    def _conversation(self, session_id: str, handle: str | None) -> _Client:
+        """The one object of this process for conversation *session_id*, taken by one more
+        connection (no await: looked up and counted at once)."""
+        client = self._by_session.get(session_id)
+        if client is None:
+            client = self._by_session[session_id] = _Client(self, session_id, handle)
+            self._clients.add(client)
+        client.connections += 1
+        return client
+
+    async def _leave(self, client: _Client) -> None:
+        """A connection using *client* went (or a request of a connectionless one ended)."""
+        client.connections -= 1
+        if client.connections > 0:
+            return
+        if self._by_session.get(client.session_id or "") is client:
+            del self._by_session[client.session_id or ""]
+        self._clients.discard(client)
+        if client.named:
+            await client.release()
+        else:
+            await client.end()
 
     def _client(self) -> _Client:
         return _CLIENT.get() or self._default
@@ -243,17 +332,24 @@ class Gateway:
 
     async def _per_client(self, ctx: ServerRequestContext[Any, Any],
                           call_next: CallNext) -> HandlerResult:
-        """The SDK middleware giving each client connection its own anfitrion session
-        (:class:`_Client`), withdrawn when the connection ends."""
+        """The SDK middleware finding each request's conversation (:class:`_Client`): the
+        one its ``_meta`` names, else its connection's own (minted for it, over when the
+        connection ends)."""
         connection = ctx.session._connection
+        legacy = connection.protocol_version not in MODERN_PROTOCOL_VERSIONS
         client: _Client | None = None
-        if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # a connection per
-            client = connection.state.get(_CLIENT_STATE)  # request otherwise: the default
+        named = await self._named(ctx)
+        if named is not None:
+            client = named
+        elif legacy:  # a connection per request otherwise: the default
+            client = connection.state.get(_CLIENT_STATE)
             if client is None:
-                client = connection.state[_CLIENT_STATE] = _Client(self)
+                client = connection.state[_CLIENT_STATE] = await self._minted()
                 client.standing = ctx.session
-                self._clients.add(client)
-                connection.exit_stack.push_async_callback(self._end_client, client)
+                connection.exit_stack.push_async_callback(self._leave, client)
+        if client is not None and legacy:
+            if client.standing is None:
+                client.standing = ctx.session
             self.sessions.add(client.standing)  # for the notices meant for every client
         client_token = _CLIENT.set(client)
         token = _REQUEST.set(ctx)
@@ -262,10 +358,41 @@ class Gateway:
         finally:
             _REQUEST.reset(token)
             _CLIENT.reset(client_token)
+            if named is not None and not legacy:
+                await self._leave(named)
 
-    async def _end_client(self, client: _Client) -> None:
-        self._clients.discard(client)
-        await client.end()
+    async def _named(self, ctx: ServerRequestContext[Any, Any]) -> _Client | None:
+        """The conversation the request's ``_meta`` names, taken for the request's
+        connection (legacy: once per connection; else for the request)."""
+        meta = ctx.meta
+        if not meta or CONVERSATION_META_KEY not in meta:
+            return None
+        conversations = await self.conversations()
+        try:
+            handle = conversations.handle_in(self.principal.id, dict(meta))
+        except HandleError as exc:
+            raise MCPError(code=mt.INVALID_PARAMS, message=str(exc)) from None
+        assert handle is not None
+        session_id = conversations.session_id(self.principal.id, handle)
+        connection = ctx.session._connection
+        legacy = connection.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        taken: dict[str, _Client] = connection.state.setdefault(_NAMED_STATE, {})
+        if legacy and session_id in taken:
+            return taken[session_id]
+        client = self._conversation(session_id, handle)
+        client.named = True
+        if legacy:
+            taken[session_id] = client
+            connection.exit_stack.push_async_callback(self._leave, client)
+        return client
+
+    async def _minted(self) -> _Client:
+        """A connection's own conversation: a minted handle (or the fixed session)."""
+        if self.fixed_session_id is not None:
+            return self._conversation(self.fixed_session_id, None)
+        conversations = await self.conversations()
+        handle = conversations.mint(self.principal.id)
+        return self._conversation(conversations.session_id(self.principal.id, handle), handle)
 
     async def _keep_leases(self) -> None:
         while True:
@@ -403,7 +530,7 @@ class Gateway:
         if not result.is_error and relay is not None and relay.results and server is not None:
             # what the gate shaped as text, sent as the server sent it (shaped alike)
             return forward_result(relay.results[-1], server.config.max_result_chars)
-        return self._to_mcp(result)
+        return self._to_mcp(result, name)
 
     async def _answered(self, request_id: str) -> bool:
         with anyio.move_on_after(self.approval_wait):
@@ -416,9 +543,25 @@ class Gateway:
                 await anyio.sleep(self.poll_interval)
         return False
 
-    @staticmethod
-    def _to_mcp(result: ToolResult) -> mt.CallToolResult:
-        return _text_result(result.content, is_error=result.is_error)
+    def _to_mcp(self, result: ToolResult, name: str) -> mt.CallToolResult:
+        """The gate's own result (refused, or an effect's stored result: "not run again"). A
+        tool with an ``outputSchema`` must answer with structured content: its stored object
+        (the text after the notice line) goes with it, or the answer is an error."""
+        server, _, upstream_name = name.partition(".")
+        toolset = self.servers.toolsets.get(server)
+        listed = toolset._upstream if toolset is not None else ()
+        upstream = next((t for t in listed if t.name == upstream_name), None)
+        if result.is_error or upstream is None or upstream.output_schema is None:
+            return _text_result(result.content, is_error=result.is_error)
+        stored = result.content.partition("\n")[2]
+        try:
+            structured = json.loads(stored)
+        except ValueError:
+            structured = None
+        if not isinstance(structured, dict):
+            return _text_result(result.content, is_error=True)
+        return mt.CallToolResult(content=[mt.TextContent(type="text", text=result.content)],
+                                 structured_content=structured, is_error=False)
 
     # -- transports ------------------------------------------------------------------------
 
@@ -475,6 +618,10 @@ class Gateway:
             meta = ctx.meta
             with extracted_context(dict(meta) if meta else None):  # the client's trace
                 result = await self.call_tool(params.name, params.arguments)  # goes on
+            handle = self._client().handle
+            if handle is not None:  # the conversation to name when reconnecting
+                result = result.model_copy(update={
+                    "meta": {**(result.meta or {}), CONVERSATION_META_KEY: handle}})
             session = self.request_session()
             before = listed.get(session)
             if before is not None and before != self._offered_names:
