@@ -26,6 +26,7 @@ the servers' sampling and elicitation requests only where the config allows them
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
 import json
@@ -54,6 +55,7 @@ from ..telemetry import extracted_context
 from ..tools import OfferContext, Tool
 from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
 from ._gateway_http import HttpGuard, SessionCloseRace, respond
+from .pinning import NAMESPACE as PIN_NAMESPACE
 from .toolset import (
     UPSTREAM_CALL,
     McpServers,
@@ -394,6 +396,32 @@ class Gateway:
         handle = conversations.mint(self.principal.id)
         return self._conversation(conversations.session_id(self.principal.id, handle), handle)
 
+    async def _watch_offer(self, interval: float = 0.5) -> None:
+        """Tell every connected client ``notifications/tools/list_changed`` within
+        *interval* of a tool's approval, revocation or definition change in the store (by
+        ``anfitrion mcp approve`` in any process), and list the servers afresh."""
+        last: str | None = None
+        while True:
+            try:
+                pins = await self.store.list_records(PIN_NAMESPACE)
+            except AnfitrionError as exc:  # the store is away for now: try again later
+                log.warning("the gateway cannot read the pins: %s", exc)
+            else:
+                now = digest(sorted([key, p.get("approved_digest"), p.get("seen_digest"),
+                                     bool(p.get("changed_since_approval"))]
+                                    for key, p in pins))
+                if last is not None and now != last:
+                    self.servers.mark_stale()
+                    await self.tools_changed()
+                last = now
+            await anyio.sleep(interval)
+
+    async def tools_changed(self) -> None:
+        """``notifications/tools/list_changed`` to every client connected now."""
+        for session in list(self.sessions):
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await session.send_notification(mt.ToolListChangedNotification())
+
     async def _keep_leases(self) -> None:
         while True:
             await anyio.sleep(self.runtime.lease_seconds / 3)
@@ -639,6 +667,7 @@ class Gateway:
         server = self.build_server()
         async with stdio_server() as (read, write), anyio.create_task_group() as tg:
             tg.start_soon(self._keep_leases)
+            tg.start_soon(self._watch_offer)
             await server.run(read, write, server.create_initialization_options())
             tg.cancel_scope.cancel()
 
@@ -696,6 +725,7 @@ class Gateway:
         try:
             async with manager.run(), anyio.create_task_group() as tg:
                 tg.start_soon(self._keep_leases)
+                tg.start_soon(self._watch_offer)
                 if stop is not None:
                     tg.start_soon(stop_when_asked, stop)
                 if started is not None:
