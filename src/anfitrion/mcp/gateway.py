@@ -54,7 +54,7 @@ from ..store import Store
 from ..telemetry import extracted_context
 from ..tools import OfferContext, Tool
 from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
-from ._gateway_http import HttpGuard, SessionCloseRace, respond
+from ._gateway_http import HttpGuard, SessionCloseRace, respond, with_health
 from .pinning import NAMESPACE as PIN_NAMESPACE
 from .toolset import (
     UPSTREAM_CALL,
@@ -416,6 +416,18 @@ class Gateway:
                 last = now
             await anyio.sleep(interval)
 
+    async def ready(self) -> str | None:
+        """``None`` when this process can serve calls (its store answers), else why not
+        (``GET /readyz``)."""
+        try:
+            with anyio.fail_after(5):
+                await self.store.get_record("gateway", "ready")
+        except TimeoutError:
+            return "the store did not answer within 5 seconds"
+        except Exception as exc:  # noqa: BLE001 - any failure of the store: not ready
+            return f"the store failed ({type(exc).__name__})"
+        return None
+
     async def tools_changed(self) -> None:
         """``notifications/tools/list_changed`` to every client connected now."""
         for session in list(self.sessions):
@@ -711,7 +723,8 @@ class Gateway:
         manager = StreamableHTTPSessionManager(app=self.build_server(), stateless=False)
         app = self.http_app(manager, token=token, port=port, allowed_origins=allowed_origins,
                             max_body_bytes=max_body_bytes)
-        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+        config = uvicorn.Config(with_health(app, self.ready), lifespan="off",
+                                log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=5)
         server = uvicorn.Server(config)
 
