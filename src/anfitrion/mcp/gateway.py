@@ -184,6 +184,8 @@ _REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = \
     contextvars.ContextVar("anfitrion_gateway_request", default=None)
 _CLIENT_STATE = "anfitrion.gateway.client"
 _NAMED_STATE = "anfitrion.gateway.named"
+_PRINCIPAL_HANDLE = "anfitrion:principal"
+"""The conversation of a replica's requests that name none (no connection to tell them by)."""
 
 
 class Gateway:
@@ -263,6 +265,10 @@ class Gateway:
         self._conversations: Conversations | None = None
         self._conversations_lock = anyio.Lock()
         self.protocol = UpstreamProtocol(self)
+        self.stateless = False
+        """Serving as one of several replicas (:meth:`serve_http` with ``stateless``)."""
+        self.lease_wait = 10.0
+        """Seconds a request waits for another gateway process to release its conversation."""
 
     @property
     def gate(self) -> Gate:
@@ -281,14 +287,25 @@ class Gateway:
             if state.principal_id != self.principal.id or state.data.get("app") != GATEWAY_APP:
                 raise UserError(f"session {sid!r} is not a gateway conversation of "
                                 f"{self.principal.id!r}")
-            try:
-                return await self.runtime.resume(sid, force=True)
-            except ConflictError as exc:
-                raise UserError(f"this conversation is in use by another gateway process "
-                                f"({exc}); try again shortly") from None
+            return await self._take_over(sid)
         return await self.runtime.open(self.principal,
                                        sid or f"gateway-{uuid.uuid4().hex[:16]}",
                                        app=GATEWAY_APP)
+
+    async def _take_over(self, session_id: str) -> GatedSession:
+        """The stored conversation *session_id*, its lease taken once another process
+        releases it (retried with backoff for up to :attr:`lease_wait` seconds)."""
+        delay = 0.02
+        with anyio.move_on_after(self.lease_wait):
+            while True:
+                try:
+                    return await self.runtime.resume(session_id, force=True)
+                except ConflictError:
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, 0.5)
+        raise UserError(f"this conversation is in use by another gateway process for more "
+                        f"than {self.lease_wait:g} seconds (a call there may wait for a "
+                        "person); try again shortly")
 
     async def conversations(self) -> Conversations:
         """The conversation handles' keeper (its key read or made on first use)."""
@@ -339,9 +356,16 @@ class Gateway:
         connection ends)."""
         connection = ctx.session._connection
         legacy = connection.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        per_request = self.stateless or not legacy  # no connection outlives the request
         client: _Client | None = None
-        named = await self._named(ctx)
+        named = await self._named(ctx, per_request)
         if named is not None:
+            client = named
+        elif self.stateless:  # replicas: the principal's own conversation, in the store
+            conversations = await self.conversations()
+            named = self._conversation(
+                conversations.session_id(self.principal.id, _PRINCIPAL_HANDLE), None)
+            named.named = True
             client = named
         elif legacy:  # a connection per request otherwise: the default
             client = connection.state.get(_CLIENT_STATE)
@@ -349,7 +373,7 @@ class Gateway:
                 client = connection.state[_CLIENT_STATE] = await self._minted()
                 client.standing = ctx.session
                 connection.exit_stack.push_async_callback(self._leave, client)
-        if client is not None and legacy:
+        if client is not None and legacy and not self.stateless:
             if client.standing is None:
                 client.standing = ctx.session
             self.sessions.add(client.standing)  # for the notices meant for every client
@@ -360,12 +384,13 @@ class Gateway:
         finally:
             _REQUEST.reset(token)
             _CLIENT.reset(client_token)
-            if named is not None and not legacy:
+            if named is not None and per_request:
                 await self._leave(named)
 
-    async def _named(self, ctx: ServerRequestContext[Any, Any]) -> _Client | None:
+    async def _named(self, ctx: ServerRequestContext[Any, Any],
+                     per_request: bool) -> _Client | None:
         """The conversation the request's ``_meta`` names, taken for the request's
-        connection (legacy: once per connection; else for the request)."""
+        connection (once per connection; *per_request*: for the request)."""
         meta = ctx.meta
         if not meta or CONVERSATION_META_KEY not in meta:
             return None
@@ -377,13 +402,12 @@ class Gateway:
         assert handle is not None
         session_id = conversations.session_id(self.principal.id, handle)
         connection = ctx.session._connection
-        legacy = connection.protocol_version not in MODERN_PROTOCOL_VERSIONS
         taken: dict[str, _Client] = connection.state.setdefault(_NAMED_STATE, {})
-        if legacy and session_id in taken:
+        if not per_request and session_id in taken:
             return taken[session_id]
         client = self._conversation(session_id, handle)
         client.named = True
-        if legacy:
+        if not per_request:
             taken[session_id] = client
             connection.exit_stack.push_async_callback(self._leave, client)
         return client
@@ -547,11 +571,13 @@ class Gateway:
             outcome = await gated.submit(name, arguments, call_id)
             if outcome.status is SubmissionStatus.WAITING and outcome.request is not None:
                 request = outcome.request
+                # remembered (in the store) before waiting: a re-send reaching another
+                # process, or this one after a reconnect, continues this very request
+                gated.session.remember_retry(name, key, call_id)
+                await gated.save()
                 if await self._answered(request.id):
                     outcome = await gated.submit(name, arguments, call_id)
                 if outcome.status is SubmissionStatus.WAITING:
-                    gated.session.remember_retry(name, key, call_id)
-                    await gated.save()
                     return _text_result(
                         f"{name} needs a person's approval and none came within "
                         f"{self.approval_wait:g} seconds. Nothing was run. Approve it with "
@@ -701,8 +727,13 @@ class Gateway:
                          allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
                          sock: socket.socket | None = None,
                          started: Callable[[int], None] | None = None,
-                         stop: anyio.Event | None = None) -> None:
+                         stop: anyio.Event | None = None, stateless: bool = False) -> None:
         """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until *stop* is set (or a signal).
+
+        *stateless*: serve as one of several replicas behind a load balancer without
+        affinity — no transport session (``Mcp-Session-Id``) lives in this process; each
+        request finds its conversation in the store (the one its ``_meta`` names, else the
+        principal's), taking its lease for the request and releasing it after.
 
         Args:
             token: the bearer token every request must carry.
@@ -720,7 +751,8 @@ class Gateway:
             sock.bind((host, port))
         sock.listen(128)  # connections wait in the backlog until the server accepts them
         port = sock.getsockname()[1]
-        manager = StreamableHTTPSessionManager(app=self.build_server(), stateless=False)
+        self.stateless = stateless
+        manager = StreamableHTTPSessionManager(app=self.build_server(), stateless=stateless)
         app = self.http_app(manager, token=token, port=port, allowed_origins=allowed_origins,
                             max_body_bytes=max_body_bytes)
         config = uvicorn.Config(with_health(app, self.ready), lifespan="off",
