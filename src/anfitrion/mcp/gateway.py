@@ -142,10 +142,6 @@ class _Client:
         self.gated: GatedSession | None = None
         self.log_level: str | None = None
         """The level the client asked for (``logging/setLevel``); ``None``: everything."""
-        self.standing: Any = None
-        """The SDK's session object of the client's first request: the SDK makes one per
-        request, and this one stands for the connection (notices sent without a request go
-        to the connection)."""
 
     async def session(self) -> GatedSession:
         async with self._lock:
@@ -184,6 +180,7 @@ _REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = \
     contextvars.ContextVar("anfitrion_gateway_request", default=None)
 _CLIENT_STATE = "anfitrion.gateway.client"
 _NAMED_STATE = "anfitrion.gateway.named"
+_STANDING_STATE = "anfitrion.gateway.standing"
 _PRINCIPAL_HANDLE = "anfitrion:principal"
 """The conversation of a replica's requests that name none (no connection to tell them by)."""
 
@@ -343,11 +340,12 @@ class Gateway:
         return _CLIENT.get() or self._default
 
     def request_session(self) -> Any:
-        """The MCP client session of the request being answered (the object that stands for
-        its connection: see :attr:`_Client.standing`)."""
+        """The MCP client session of the request being answered: the SDK makes one per
+        request, and its connection's first stands for the connection (notices sent without a
+        request go to the connection; a conversation may span several connections)."""
         context = _REQUEST.get()
         assert context is not None
-        return self._client().standing or context.session
+        return context.session._connection.state.get(_STANDING_STATE) or context.session
 
     async def _per_client(self, ctx: ServerRequestContext[Any, Any],
                           call_next: CallNext) -> HandlerResult:
@@ -371,12 +369,9 @@ class Gateway:
             client = connection.state.get(_CLIENT_STATE)
             if client is None:
                 client = connection.state[_CLIENT_STATE] = await self._minted()
-                client.standing = ctx.session
                 connection.exit_stack.push_async_callback(self._leave, client)
-        if client is not None and legacy and not self.stateless:
-            if client.standing is None:
-                client.standing = ctx.session
-            self.sessions.add(client.standing)  # for the notices meant for every client
+        if legacy and not self.stateless:  # for the notices meant for every client
+            self.sessions.add(connection.state.setdefault(_STANDING_STATE, ctx.session))
         client_token = _CLIENT.set(client)
         token = _REQUEST.set(ctx)
         try:
@@ -610,22 +605,23 @@ class Gateway:
         return False
 
     def _to_mcp(self, result: ToolResult, name: str) -> mt.CallToolResult:
-        """The gate's own result (refused, or an effect's stored result: "not run again"). A
-        tool with an ``outputSchema`` must answer with structured content: its stored object
-        (the text after the notice line) goes with it, or the answer is an error."""
+        """The gate's result as text (refused; executed outside a client's request; or an
+        effect's stored result: "not run again"). A tool with an ``outputSchema`` must answer
+        with structured content: the stored object (after the notice line) goes with it."""
         server, _, upstream_name = name.partition(".")
         toolset = self.servers.toolsets.get(server)
         listed = toolset._upstream if toolset is not None else ()
         upstream = next((t for t in listed if t.name == upstream_name), None)
         if result.is_error or upstream is None or upstream.output_schema is None:
             return _text_result(result.content, is_error=result.is_error)
-        stored = result.content.partition("\n")[2]
+        text = result.content
+        stored = text.partition("\n")[2] if text.startswith("[not run again") else text
         try:
             structured = json.loads(stored)
         except ValueError:
             structured = None
         if not isinstance(structured, dict):
-            return _text_result(result.content, is_error=True)
+            return _text_result(result.content, is_error=False)
         return mt.CallToolResult(content=[mt.TextContent(type="text", text=result.content)],
                                  structured_content=structured, is_error=False)
 
