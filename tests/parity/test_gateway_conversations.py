@@ -21,12 +21,12 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from anfitrion import answers
+from anfitrion import _answers as answers
 from anfitrion.mcp._conversations import CONVERSATION_META_KEY
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import parse_policy
-from anfitrion.store.sqlite import SQLiteStore
+from anfitrion.store._sqlite import SQLiteStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

@@ -15,9 +15,9 @@ pytest.importorskip("mcp")
 from doors import PRINCIPAL, _serve_http, approve_pins, server_config
 
 from anfitrion.exceptions import StoreError
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
-from anfitrion.store.sqlite import SQLiteStore
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._toolset import McpServers
+from anfitrion.store._sqlite import SQLiteStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

@@ -18,10 +18,10 @@ from doors import PRINCIPAL, TOKEN, _serve_http, server_config
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
-from anfitrion.store.sqlite import SQLiteStore
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
+from anfitrion.store._sqlite import SQLiteStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

@@ -33,8 +33,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from pg_schema import pg_schema_url
 
-from anfitrion import answers
-from anfitrion.mcp.toolset import McpServers
+from anfitrion import _answers as answers
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import open_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
