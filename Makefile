@@ -15,6 +15,7 @@ install: $(PY)
 install-test: $(PY)
 	$(PIP) install -e '.[test]'
 	bash tests/mcp/install_mcp1.sh
+	bash tests/parity/install_haproxy.sh
 
 demo: install
 	$(VENV)/bin/anfitrion demo

@@ -353,6 +353,12 @@ class GatedSession:
         self.runtime = runtime
         self.session = session
         self.lease_lost = False
+        # saves of one session are serialised in the process (concurrent calls of one
+        # client merge into the one in-memory session, never conflicting with each other),
+        # and a save that waited finds its changes already written by the save before it
+        self._saving = anyio.Lock()
+        self._asked = 0
+        self._written = 0
 
     @property
     def id(self) -> str:
@@ -442,7 +448,25 @@ class GatedSession:
 
     async def save(self) -> None:
         """Store the session now (compare-and-set on its version), and the audit records
-        buffered so far — in the same transaction where the store can."""
+        buffered so far — in the same transaction where the store can.
+
+        Concurrent saves of this object are serialised, and coalesce: a save waiting for
+        another one returns as soon as a write that began after it was asked has stored
+        everything it would have (one commit for several calls that finished together).
+        """
+        self._asked += 1
+        asked = self._asked
+        async with self._saving:
+            if self._written >= asked:
+                return
+            self._written = self._asked  # what this write covers: every change asked so far
+            try:
+                await self._write()
+            except BaseException:
+                self._written = asked - 1
+                raise
+
+    async def _write(self) -> None:
         store, recorder = self.runtime.store, self.runtime._recorder
         # looked up on the class: a wrapper that forwards unknown attributes to a store inside
         # it must see its own save_session called

@@ -271,7 +271,7 @@ class Session:
             "retries": [[t, d, c] for (t, d), c in self._retries.items()],
         }
         return SessionState(self.id, self.principal.id, self.status, data, self._version,
-                            messages=self._dumped, saved_messages=self._saved_messages,
+                            messages=self._dumped[:], saved_messages=self._saved_messages,
                             lease_owner=self.lease_owner, lease_expires=self.lease_expires)
 
     def saved(self, state: SessionState) -> None:

@@ -40,9 +40,13 @@ from .mcp import store_url_for
               help="Present the one configured server's tools and prompts under their own "
                    "names, not SERVER.TOOL (default: gateway.ownNames). Refused with more "
                    "than one server.")
+@click.option("--replica", is_flag=True,
+              help="With --http: serve as one of several gateway processes on one store "
+                   "behind a load balancer without affinity (no transport session kept "
+                   "in the process; conversations live in the store).")
 def command(config_path: str, store_url: str | None, use_http: bool, port: int | None,
             policy_path: str | None, approval_wait: float | None,
-            own_names: bool | None) -> None:
+            own_names: bool | None, replica: bool = False) -> None:
     """Serve the configured MCP servers' approved tools, every call through the gate.
 
     Over HTTP every request needs 'Authorization: Bearer TOKEN'; the token is read from the
@@ -90,7 +94,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                 await gateway.serve_http(
                     token=token, host=settings.host, port=port or settings.port,
                     allowed_origins=settings.allowed_origins,
-                    max_body_bytes=settings.max_body_bytes,
+                    max_body_bytes=settings.max_body_bytes, stateless=replica,
                     started=lambda p: say(f"anfitrion gateway: http://{settings.host}:{p}/mcp"))
         finally:
             await store.close()

@@ -26,7 +26,10 @@ the servers' sampling and elicitation requests only where the config allows them
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import dataclasses
+import json
 import logging
 import socket
 import uuid
@@ -47,11 +50,13 @@ from .._gate import Gate, GateLimits
 from .._principal import Principal
 from .._runtime import GatedSession, Runtime, SubmissionStatus
 from .._tools import OfferContext, Tool
-from ..exceptions import AnfitrionError, MissingDependencyError, UserError
+from ..exceptions import AnfitrionError, ConflictError, MissingDependencyError, UserError
 from ..policy import Policy
 from ..store import Store
 from ..telemetry import extracted_context
-from ._gateway_http import HttpGuard, SessionCloseRace, respond
+from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
+from ._gateway_http import HttpGuard, SessionCloseRace, respond, with_health
+from ._pinning import NAMESPACE as PIN_NAMESPACE
 from ._toolset import (
     UPSTREAM_CALL,
     McpServers,
@@ -68,6 +73,7 @@ try:
     from mcp.server.models import InitializationOptions
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.shared.exceptions import MCPError
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
     from ._gateway_content import forward_result, listed_tool
@@ -88,15 +94,30 @@ WITHDRAWN_REASON = "the MCP client session that proposed the call ended"
 
 
 class _GatewayTools:
-    """The upstream servers' tools a gateway offers: approved, pinned, visible, allowed."""
+    """The upstream servers' tools a gateway offers: approved, pinned, visible, allowed.
+
+    Their effect keys hold for the principal by default, not for one session: a client that
+    re-sends a call from a new connection after a lost reply is caught as the same effect
+    (a policy's ``[tools."<name>"] effect_scope`` still decides where it says)."""
 
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
+        self._scoped: dict[str, tuple[Tool, Tool]] = {}
+
+    def _principal_scoped(self, tool: Tool) -> Tool:
+        if tool.effect_scope != "session":
+            return tool
+        cached = self._scoped.get(tool.name)
+        if cached is None or cached[0] is not tool:
+            cached = self._scoped[tool.name] = (tool, dataclasses.replace(
+                tool, effect_scope="principal"))
+        return cached[1]
 
     async def list_tools(self, context: OfferContext) -> list[Tool]:
         gateway = self._gateway
         tools = await gateway.servers.list_tools(context)
-        offered = [t for t in tools if gateway.runtime.policy.may_allow(t, gateway.principal)
+        offered = [self._principal_scoped(t) for t in tools
+                   if gateway.runtime.policy.may_allow(t, gateway.principal)
                    and (gateway._visible is None or gateway._visible(t))
                    and gateway._callable(t)]
         gateway._offered_names = frozenset(t.name for t in offered)
@@ -104,25 +125,42 @@ class _GatewayTools:
 
 
 class _Client:
-    """One MCP client session, and the durable anfitrion session it maps to (opened on its
-    first call). When the client goes, its calls still waiting for a person are withdrawn."""
+    """One conversation of a client, and the durable anfitrion session it maps to (opened,
+    or continued from the store, on its first use). When the last connection using it goes:
+    a conversation the client never named is over (its calls still waiting for a person are
+    withdrawn); one it named in ``_meta`` is left in the store for the client to continue."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, session_id: str | None = None,
+                 handle: str | None = None) -> None:
         self._gateway = gateway
         self._lock = anyio.Lock()
+        self.session_id = session_id
+        self.handle = handle
+        """The conversation handle returned to the client (``None``: none to continue)."""
+        self.named = False
+        """Whether the client named the handle in a request (it means to continue)."""
+        self.connections = 0
         self.gated: GatedSession | None = None
         self.log_level: str | None = None
         """The level the client asked for (``logging/setLevel``); ``None``: everything."""
-        self.standing: Any = None
-        """The SDK's session object of the client's first request: the SDK makes one per
-        request, and this one stands for the connection (notices sent without a request go
-        to the connection)."""
 
     async def session(self) -> GatedSession:
         async with self._lock:
             if self.gated is None:
-                self.gated = await self._gateway._open_session()
+                self.gated = await self._gateway._open_session(self.session_id)
             return self.gated
+
+    async def release(self) -> None:
+        """The last connection of a named conversation went: its session is stored, its
+        lease released, for the client to continue on any gateway process."""
+        async with self._lock:
+            gated, self.gated = self.gated, None
+            if gated is None:
+                return
+            try:
+                await gated.close()
+            except AnfitrionError as exc:
+                log.warning("gateway session %s could not be saved: %s", gated.id, exc)
 
     async def end(self) -> None:
         gated, self.gated = self.gated, None
@@ -142,6 +180,10 @@ _CLIENT: contextvars.ContextVar[_Client | None] = contextvars.ContextVar(
 _REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = \
     contextvars.ContextVar("anfitrion_gateway_request", default=None)
 _CLIENT_STATE = "anfitrion.gateway.client"
+_NAMED_STATE = "anfitrion.gateway.named"
+_STANDING_STATE = "anfitrion.gateway.standing"
+_PRINCIPAL_HANDLE = "anfitrion:principal"
+"""The conversation of a replica's requests that name none (no connection to tell them by)."""
 
 
 class Gateway:
@@ -170,6 +212,8 @@ class Gateway:
         own_names: list the one wrapped server's tools (and prompts) under their own names,
             not ``<server>.<tool>``.
         page_size: items per page of ``tools/list``, ``prompts/list``, ``resources/list``.
+        conversation_key: the key signing conversation handles and deriving session ids
+            (default: ``$ANFITRION_GATEWAY_KEY``, else a key kept in the store).
 
     Raises:
         UserError: ``own_names`` with more than one server.
@@ -186,7 +230,7 @@ class Gateway:
                  listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
                  audit: bool = True, session_id: str | None = None,
                  max_tool_calls: int | None = None, own_names: bool = False,
-                 page_size: int = 100) -> None:
+                 page_size: int = 100, conversation_key: str | bytes | None = None) -> None:
         if own_names and len(servers.toolsets) != 1:
             raise UserError(f"own names need exactly one wrapped server, not "
                             f"{len(servers.toolsets)}: with several, one server's tool could "
@@ -212,8 +256,17 @@ class Gateway:
                                app=GATEWAY_APP)
         self._default = _Client(self)  # calls made outside any MCP client session
         self._clients: set[_Client] = set()
-        """The MCP client sessions connected now (their leases are kept)."""
+        """The conversations in use now (their leases are kept)."""
+        self._by_session: dict[str, _Client] = {}
+        """Conversations in use now, by anfitrion session id (one object per process)."""
+        self._conversation_key = conversation_key
+        self._conversations: Conversations | None = None
+        self._conversations_lock = anyio.Lock()
         self.protocol = UpstreamProtocol(self)
+        self.stateless = False
+        """Serving as one of several replicas (:meth:`serve_http` with ``stateless``)."""
+        self.lease_wait = 10.0
+        """Seconds a request waits for another gateway process to release its conversation."""
 
     @property
     def gate(self) -> Gate:
@@ -224,38 +277,102 @@ class Gateway:
         """The anfitrion session of calls made outside an MCP client session (tests, code)."""
         return self._default.gated.id if self._default.gated is not None else None
 
-    async def _open_session(self) -> GatedSession:
-        sid = self.fixed_session_id
-        if sid is not None and await self.store.load_session(sid) is not None:
-            return await self.runtime.resume(sid, force=True)
+    async def _open_session(self, session_id: str | None = None) -> GatedSession:
+        """The session *session_id* (a conversation's), continued if stored, else new; by
+        default the fixed session, or a new one."""
+        sid = session_id or self.fixed_session_id
+        if sid is not None and (state := await self.store.load_session(sid)) is not None:
+            if state.principal_id != self.principal.id or state.data.get("app") != GATEWAY_APP:
+                raise UserError(f"session {sid!r} is not a gateway conversation of "
+                                f"{self.principal.id!r}")
+            return await self._take_over(sid)
         return await self.runtime.open(self.principal,
                                        sid or f"gateway-{uuid.uuid4().hex[:16]}",
                                        app=GATEWAY_APP)
+
+    async def _take_over(self, session_id: str) -> GatedSession:
+        """The stored conversation *session_id*, its lease taken once another process
+        releases it (retried with backoff for up to :attr:`lease_wait` seconds)."""
+        delay = 0.02
+        with anyio.move_on_after(self.lease_wait):
+            while True:
+                try:
+                    return await self.runtime.resume(session_id, force=True)
+                except ConflictError:
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, 0.5)
+        raise UserError(f"this conversation is in use by another gateway process for more "
+                        f"than {self.lease_wait:g} seconds (a call there may wait for a "
+                        "person); try again shortly")
+
+    async def conversations(self) -> Conversations:
+        """The conversation handles' keeper (its key read or made on first use)."""
+        if self._conversations is None:
+            async with self._conversations_lock:
+                if self._conversations is None:
+                    self._conversations = await Conversations.load(self.store,
+                                                                   self._conversation_key)
+        return self._conversations
+
+    def _conversation(self, session_id: str, handle: str | None) -> _Client:
+        """The one object of this process for conversation *session_id*, taken by one more
+        connection (no await: looked up and counted at once)."""
+        client = self._by_session.get(session_id)
+        if client is None:
+            client = self._by_session[session_id] = _Client(self, session_id, handle)
+            self._clients.add(client)
+        client.connections += 1
+        return client
+
+    async def _leave(self, client: _Client) -> None:
+        """A connection using *client* went (or a request of a connectionless one ended)."""
+        client.connections -= 1
+        if client.connections > 0:
+            return
+        if self._by_session.get(client.session_id or "") is client:
+            del self._by_session[client.session_id or ""]
+        self._clients.discard(client)
+        if client.named:
+            await client.release()
+        else:
+            await client.end()
 
     def _client(self) -> _Client:
         return _CLIENT.get() or self._default
 
     def request_session(self) -> Any:
-        """The MCP client session of the request being answered (the object that stands for
-        its connection: see :attr:`_Client.standing`)."""
+        """The MCP client session of the request being answered: the SDK makes one per
+        request, and its connection's first stands for the connection (notices sent without a
+        request go to the connection; a conversation may span several connections)."""
         context = _REQUEST.get()
         assert context is not None
-        return self._client().standing or context.session
+        return context.session._connection.state.get(_STANDING_STATE) or context.session
 
     async def _per_client(self, ctx: ServerRequestContext[Any, Any],
                           call_next: CallNext) -> HandlerResult:
-        """The SDK middleware giving each client connection its own anfitrion session
-        (:class:`_Client`), withdrawn when the connection ends."""
+        """The SDK middleware finding each request's conversation (:class:`_Client`): the
+        one its ``_meta`` names, else its connection's own (minted for it, over when the
+        connection ends)."""
         connection = ctx.session._connection
+        legacy = connection.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        per_request = self.stateless or not legacy  # no connection outlives the request
         client: _Client | None = None
-        if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # a connection per
-            client = connection.state.get(_CLIENT_STATE)  # request otherwise: the default
+        named = await self._named(ctx, per_request)
+        if named is not None:
+            client = named
+        elif self.stateless:  # replicas: the principal's own conversation, in the store
+            conversations = await self.conversations()
+            named = self._conversation(
+                conversations.session_id(self.principal.id, _PRINCIPAL_HANDLE), None)
+            named.named = True
+            client = named
+        elif legacy:  # a connection per request otherwise: the default
+            client = connection.state.get(_CLIENT_STATE)
             if client is None:
-                client = connection.state[_CLIENT_STATE] = _Client(self)
-                client.standing = ctx.session
-                self._clients.add(client)
-                connection.exit_stack.push_async_callback(self._end_client, client)
-            self.sessions.add(client.standing)  # for the notices meant for every client
+                client = connection.state[_CLIENT_STATE] = await self._minted()
+                connection.exit_stack.push_async_callback(self._leave, client)
+        if legacy and not self.stateless:  # for the notices meant for every client
+            self.sessions.add(connection.state.setdefault(_STANDING_STATE, ctx.session))
         client_token = _CLIENT.set(client)
         token = _REQUEST.set(ctx)
         try:
@@ -263,10 +380,79 @@ class Gateway:
         finally:
             _REQUEST.reset(token)
             _CLIENT.reset(client_token)
+            if named is not None and per_request:
+                await self._leave(named)
 
-    async def _end_client(self, client: _Client) -> None:
-        self._clients.discard(client)
-        await client.end()
+    async def _named(self, ctx: ServerRequestContext[Any, Any],
+                     per_request: bool) -> _Client | None:
+        """The conversation the request's ``_meta`` names, taken for the request's
+        connection (once per connection; *per_request*: for the request)."""
+        meta = ctx.meta
+        if not meta or CONVERSATION_META_KEY not in meta:
+            return None
+        conversations = await self.conversations()
+        try:
+            handle = conversations.handle_in(self.principal.id, dict(meta))
+        except HandleError as exc:
+            raise MCPError(code=mt.INVALID_PARAMS, message=str(exc)) from None
+        assert handle is not None
+        session_id = conversations.session_id(self.principal.id, handle)
+        connection = ctx.session._connection
+        taken: dict[str, _Client] = connection.state.setdefault(_NAMED_STATE, {})
+        if not per_request and session_id in taken:
+            return taken[session_id]
+        client = self._conversation(session_id, handle)
+        client.named = True
+        if not per_request:
+            taken[session_id] = client
+            connection.exit_stack.push_async_callback(self._leave, client)
+        return client
+
+    async def _minted(self) -> _Client:
+        """A connection's own conversation: a minted handle (or the fixed session)."""
+        if self.fixed_session_id is not None:
+            return self._conversation(self.fixed_session_id, None)
+        conversations = await self.conversations()
+        handle = conversations.mint(self.principal.id)
+        return self._conversation(conversations.session_id(self.principal.id, handle), handle)
+
+    async def _watch_offer(self, interval: float = 0.5) -> None:
+        """Tell every connected client ``notifications/tools/list_changed`` within
+        *interval* of a tool's approval, revocation or definition change in the store (by
+        ``anfitrion mcp approve`` in any process), and list the servers afresh."""
+        last: str | None = None
+        while True:
+            try:
+                pins = await self.store.list_records(PIN_NAMESPACE)
+            except AnfitrionError as exc:  # the store is away for now: try again later
+                log.warning("the gateway cannot read the pins: %s", exc)
+            else:
+                now = digest(sorted([key, p.get("approved_digest"), p.get("seen_digest"),
+                                     bool(p.get("changed_since_approval"))]
+                                    for key, p in pins))
+                if last is not None and now != last:
+                    self.servers.mark_stale()
+                    await self.tools_changed()
+                last = now
+            await anyio.sleep(interval)
+
+    async def ready(self) -> str | None:
+        """``None`` when this process can serve calls (its store answers), else why not
+        (``GET /readyz``)."""
+        try:
+            with anyio.fail_after(5):
+                await self.store.get_record("gateway", "ready")
+        except TimeoutError:
+            return "the store did not answer within 5 seconds"
+        except Exception as exc:  # noqa: BLE001 - any failure of the store: not ready
+            return f"the store failed ({type(exc).__name__})"
+        return None
+
+    async def tools_changed(self) -> None:
+        """``notifications/tools/list_changed`` to every client connected now."""
+        for session in list(self.sessions):
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await session.send_notification(mt.ToolListChangedNotification())
 
     async def _keep_leases(self) -> None:
         while True:
@@ -381,11 +567,13 @@ class Gateway:
             outcome = await gated.submit(name, arguments, call_id)
             if outcome.status is SubmissionStatus.WAITING and outcome.request is not None:
                 request = outcome.request
+                # remembered (in the store) before waiting: a re-send reaching another
+                # process, or this one after a reconnect, continues this very request
+                gated.session.remember_retry(name, key, call_id)
+                await gated.save()
                 if await self._answered(request.id):
                     outcome = await gated.submit(name, arguments, call_id)
                 if outcome.status is SubmissionStatus.WAITING:
-                    gated.session.remember_retry(name, key, call_id)
-                    await gated.save()
                     return _text_result(
                         f"{name} needs a person's approval and none came within "
                         f"{self.approval_wait:g} seconds. Nothing was run. Approve it with "
@@ -404,7 +592,7 @@ class Gateway:
         if not result.is_error and relay is not None and relay.results and server is not None:
             # what the gate shaped as text, sent as the server sent it (shaped alike)
             return forward_result(relay.results[-1], server.config.max_result_chars)
-        return self._to_mcp(result)
+        return self._to_mcp(result, name)
 
     async def _answered(self, request_id: str) -> bool:
         with anyio.move_on_after(self.approval_wait):
@@ -417,9 +605,26 @@ class Gateway:
                 await anyio.sleep(self.poll_interval)
         return False
 
-    @staticmethod
-    def _to_mcp(result: ToolResult) -> mt.CallToolResult:
-        return _text_result(result.content, is_error=result.is_error)
+    def _to_mcp(self, result: ToolResult, name: str) -> mt.CallToolResult:
+        """The gate's result as text (refused; executed outside a client's request; or an
+        effect's stored result: "not run again"). A tool with an ``outputSchema`` must answer
+        with structured content: the stored object (after the notice line) goes with it."""
+        server, _, upstream_name = name.partition(".")
+        toolset = self.servers.toolsets.get(server)
+        listed = toolset._upstream if toolset is not None else ()
+        upstream = next((t for t in listed if t.name == upstream_name), None)
+        if result.is_error or upstream is None or upstream.output_schema is None:
+            return _text_result(result.content, is_error=result.is_error)
+        text = result.content
+        stored = text.partition("\n")[2] if text.startswith("[not run again") else text
+        try:
+            structured = json.loads(stored)
+        except ValueError:
+            structured = None
+        if not isinstance(structured, dict):
+            return _text_result(result.content, is_error=False)
+        return mt.CallToolResult(content=[mt.TextContent(type="text", text=result.content)],
+                                 structured_content=structured, is_error=False)
 
     # -- transports ------------------------------------------------------------------------
 
@@ -476,6 +681,10 @@ class Gateway:
             meta = ctx.meta
             with extracted_context(dict(meta) if meta else None):  # the client's trace
                 result = await self.call_tool(params.name, params.arguments)  # goes on
+            handle = self._client().handle
+            if handle is not None:  # the conversation to name when reconnecting
+                result = result.model_copy(update={
+                    "meta": {**(result.meta or {}), CONVERSATION_META_KEY: handle}})
             session = self.request_session()
             before = listed.get(session)
             if before is not None and before != self._offered_names:
@@ -493,6 +702,7 @@ class Gateway:
         server = self.build_server()
         async with stdio_server() as (read, write), anyio.create_task_group() as tg:
             tg.start_soon(self._keep_leases)
+            tg.start_soon(self._watch_offer)
             await server.run(read, write, server.create_initialization_options())
             tg.cancel_scope.cancel()
 
@@ -514,8 +724,13 @@ class Gateway:
                          allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
                          sock: socket.socket | None = None,
                          started: Callable[[int], None] | None = None,
-                         stop: anyio.Event | None = None) -> None:
+                         stop: anyio.Event | None = None, stateless: bool = False) -> None:
         """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until *stop* is set (or a signal).
+
+        *stateless*: serve as one of several replicas behind a load balancer without
+        affinity — no transport session (``Mcp-Session-Id``) lives in this process; each
+        request finds its conversation in the store (the one its ``_meta`` names, else the
+        principal's), taking its lease for the request and releasing it after.
 
         Args:
             token: the bearer token every request must carry.
@@ -533,10 +748,12 @@ class Gateway:
             sock.bind((host, port))
         sock.listen(128)  # connections wait in the backlog until the server accepts them
         port = sock.getsockname()[1]
-        manager = StreamableHTTPSessionManager(app=self.build_server(), stateless=False)
+        self.stateless = stateless
+        manager = StreamableHTTPSessionManager(app=self.build_server(), stateless=stateless)
         app = self.http_app(manager, token=token, port=port, allowed_origins=allowed_origins,
                             max_body_bytes=max_body_bytes)
-        config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
+        config = uvicorn.Config(with_health(app, self.ready), lifespan="off",
+                                log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=5)
         server = uvicorn.Server(config)
 
@@ -550,6 +767,7 @@ class Gateway:
         try:
             async with manager.run(), anyio.create_task_group() as tg:
                 tg.start_soon(self._keep_leases)
+                tg.start_soon(self._watch_offer)
                 if stop is not None:
                     tg.start_soon(stop_when_asked, stop)
                 if started is not None:

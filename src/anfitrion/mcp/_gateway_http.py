@@ -16,7 +16,7 @@ import anyio
 
 from ._http_body import check_body, send_refusal
 
-__all__ = ["ASGIApp", "HttpGuard", "SessionCloseRace", "respond"]
+__all__ = ["ASGIApp", "HttpGuard", "SessionCloseRace", "respond", "with_health"]
 
 ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Any]
 
@@ -112,3 +112,24 @@ class HttpGuard:
             return message
 
         await self.app(scope, replay, send)
+
+
+def with_health(app: ASGIApp, ready: Callable[[], Any]) -> ASGIApp:
+    """*app* with ``GET /healthz`` (the process serves: ``200 ok``) and ``GET /readyz``
+    (``200 ready`` when the awaitable *ready()* returns ``None``, else ``503`` and its one-line
+    reason) answered in front of it, for a load balancer's checks: no token needed, nothing
+    read from the request, nothing about the deployment said beyond the reason."""
+    async def health(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path not in ("/healthz", "/readyz") or scope.get("method") not in ("GET", "HEAD"):
+            await app(scope, receive, send)
+            return
+        if path == "/healthz":
+            await respond(send, 200, b"ok\n")
+            return
+        problem = await ready()
+        if problem is None:
+            await respond(send, 200, b"ready\n")
+        else:
+            await respond(send, 503, f"not ready: {problem}\n".encode()[:500])
+    return health

@@ -260,6 +260,8 @@ class UpstreamProtocol:
                     params=mt.ResourceUpdatedNotificationParams(uri=root.params.uri))
                 for session in list(self._subscribers.get((server, str(root.params.uri)), ())):
                     await _quietly(session.send_notification(notice))
+            elif isinstance(root, mt.ToolListChangedNotification):
+                await self.gateway.tools_changed()
             elif isinstance(root, (mt.ResourceListChangedNotification,
                                    mt.PromptListChangedNotification)):
                 notice = type(root)()

@@ -229,6 +229,8 @@ class _Connection:
     async def on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
             self.stale = True
+            if self.forward is not None:  # the gateway tells its clients
+                await self.forward(message)
         elif isinstance(message, mt.ServerNotification) and self.forward is not None:
             await self.forward(message)
         elif isinstance(message, Exception):

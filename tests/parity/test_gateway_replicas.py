@@ -1,0 +1,314 @@
+"""Any replica serves any client: real ``anfitrion gateway --http --replica`` processes on one
+PostgreSQL schema, ``haproxy`` in front in round robin without affinity, the official client.
+
+Each test starts two gateway processes and haproxy (Debian's package; the test is skipped
+without it unless ``ANFITRION_REQUIRE_HAPROXY=1``), and kills a replica with SIGKILL where it
+says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+pytest.importorskip("mcp")
+pytest.importorskip("psycopg")
+
+from doors import PRINCIPAL, SERVER, TOKEN, WAITING, approve_pins, server_config
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from pg_schema import pg_schema_url
+
+from anfitrion import _answers as answers
+from anfitrion.mcp._toolset import McpServers
+from anfitrion.store import open_store
+
+pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
+
+KEY = "replica-test-key-0123456789abcdef0123456789"
+POLICY = ('[repeat_guard]\nmax_repeats = 2\n[[rules]]\ntool = "p.send_mail"\nverdict = "ask"\n'
+          'reason = "a person approves every mail"\n')
+ANFITRION = str(Path(sys.executable).with_name("anfitrion"))
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from pg_schema_url()
+
+
+def _haproxy() -> str:
+    found = shutil.which("haproxy") or ("/usr/sbin/haproxy"
+                                        if Path("/usr/sbin/haproxy").exists() else None)
+    if found is None:
+        if os.environ.get("ANFITRION_REQUIRE_HAPROXY") == "1":
+            pytest.fail("haproxy is required (ANFITRION_REQUIRE_HAPROXY=1): "
+                        "tests/parity/install_haproxy.sh")
+        pytest.skip("haproxy is not installed (tests/parity/install_haproxy.sh)")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+HAPROXY_CONFIG = """\
+global
+    maxconn 512
+    stats socket {stats} mode 600 level admin
+defaults
+    mode http
+    retries 3
+    option redispatch
+    timeout connect 5s
+    timeout client 300s
+    timeout server 300s
+frontend mcp
+    bind 127.0.0.1:{port}
+    default_backend gateways
+backend gateways
+    balance roundrobin
+    option httpchk GET /readyz
+    # each replica checks Host against its own address: send the server's name as Host
+    http-send-name-header Host
+{servers}
+"""
+
+
+class Cluster:
+    """Two gateway replicas and haproxy; ``url`` is the load balancer's MCP endpoint."""
+
+    def __init__(self, tmp_path: Path, store_url: str, approval_wait: float) -> None:
+        self.tmp = tmp_path
+        self.store_url = store_url
+        self.effects = tmp_path / "fx.log"
+        self.approval_wait = approval_wait
+        self.replicas: dict[int, subprocess.Popen[bytes]] = {}
+        self.lb_port = _free_port()
+        self.url = f"http://127.0.0.1:{self.lb_port}/mcp"
+        self.stats = str(tmp_path / "haproxy.sock")
+
+    def _config(self) -> Path:
+        path = self.tmp / "mcp.json"
+        path.write_text(json.dumps({
+            "mcpServers": {"p": {"command": sys.executable, "args": [SERVER],
+                                 "env": {"PARITY_EFFECTS": str(self.effects)},
+                                 "trusted": True}},
+            "gateway": {"principal": PRINCIPAL}}))
+        (self.tmp / "policy.toml").write_text(POLICY)
+        return path
+
+    def start_replica(self, port: int) -> None:
+        config = self._config()
+        with open(self.tmp / f"replica-{port}.log", "wb") as log:
+            self._spawn(port, config, log)
+
+    def _spawn(self, port: int, config: Path, log: Any) -> None:
+        self.replicas[port] = subprocess.Popen(
+            [ANFITRION, "gateway", "--config", str(config), "--http", "--replica",
+             "--port", str(port), "--store", self.store_url,
+             "--policy", str(self.tmp / "policy.toml"),
+             "--approval-wait", str(self.approval_wait)],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            env={**os.environ, "ANFITRION_GATEWAY_TOKEN": TOKEN,
+                 "ANFITRION_GATEWAY_KEY": KEY, "PYTHONWARNINGS": "ignore"})
+
+    def kill(self, port: int) -> None:
+        process = self.replicas.pop(port)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+    def served(self) -> dict[str, int]:
+        """Requests each replica got from haproxy (its stats socket)."""
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(self.stats)
+            s.sendall(b"show stat\n")
+            data = b""
+            while chunk := s.recv(65536):
+                data += chunk
+        rows = [line.split(",") for line in data.decode().splitlines() if line]
+        header = rows[0]
+        stot = header.index("stot")
+        return {row[1]: int(row[stot]) for row in rows[1:]
+                if row[0] == "gateways" and row[1] not in ("BACKEND", "FRONTEND")}
+
+    async def ready(self, port: int) -> None:
+        async with httpx2.AsyncClient(timeout=5) as http:
+            while True:
+                process = self.replicas[port]
+                if process.poll() is not None:
+                    raise AssertionError((self.tmp / f"replica-{port}.log").read_text())
+                try:
+                    if (await http.get(f"http://127.0.0.1:{port}/readyz")).status_code == 200:
+                        return
+                except httpx2.TransportError:
+                    pass
+                await anyio.sleep(0.1)
+
+    @contextmanager
+    def balancer(self, ports: list[int]) -> Iterator[None]:
+        servers = "\n".join(f"    server 127.0.0.1:{p} 127.0.0.1:{p} check inter 500ms"
+                            for p in ports)
+        path = self.tmp / "haproxy.cfg"
+        path.write_text(HAPROXY_CONFIG.format(port=self.lb_port, servers=servers,
+                                              stats=self.stats))
+        with open(self.tmp / "haproxy.log", "wb") as log:
+            process = subprocess.Popen([_haproxy(), "-f", str(path), "-db"],
+                                       stdout=log, stderr=log, start_new_session=True)
+        try:
+            yield
+        finally:
+            process.kill()
+            process.wait(10)
+
+    def close(self) -> None:
+        for port in list(self.replicas):
+            self.kill(port)
+
+
+@asynccontextmanager
+async def cluster(tmp_path: Path, store_url: str, *, approval_wait: float = 0.3
+                  ) -> AsyncIterator[Cluster]:
+    _haproxy()
+    store = open_store(store_url)
+    try:
+        async with McpServers([server_config(tmp_path / "fx.log")], store) as servers:
+            await approve_pins(servers, store)
+    finally:
+        await store.close()
+    running = Cluster(tmp_path, store_url, approval_wait)
+    ports = [_free_port(), _free_port()]
+    try:
+        for port in ports:
+            running.start_replica(port)
+        with anyio.fail_after(90):
+            for port in ports:
+                await running.ready(port)
+        with running.balancer(ports):
+            async with httpx2.AsyncClient(timeout=5) as http:
+                with anyio.fail_after(30):  # haproxy listens
+                    while True:
+                        try:
+                            await http.get(running.url.replace("/mcp", "/healthz"))
+                            break
+                        except httpx2.TransportError:
+                            await anyio.sleep(0.05)
+            running.ports = ports  # type: ignore[attr-defined]
+            yield running
+    finally:
+        running.close()
+
+
+@asynccontextmanager
+async def client_of(url: str) -> AsyncIterator[ClientSession]:
+    async with AsyncExitStack() as stack:
+        http = await stack.enter_async_context(httpx2.AsyncClient(
+            timeout=httpx2.Timeout(30, read=300),
+            headers={"Authorization": f"Bearer {TOKEN}"}))
+        read, write = await stack.enter_async_context(streamable_http_client(url,
+                                                                             http_client=http))
+        client = await stack.enter_async_context(ClientSession(read, write))
+        await client.initialize()
+        yield client
+
+
+async def _waiting_for_a_person(store: Any, session_id: str, call_id: str) -> bool:
+    """Whether the gateway stored the call as one to continue on a re-send (it does so
+    right before it starts waiting)."""
+    state = await store.load_session(session_id)
+    return state is not None and any(c == call_id for _, _, c in state.data.get("retries", []))
+
+
+def _text(result: Any) -> str:
+    return str(result.content[0].text)
+
+
+async def test_one_conversation_alternating_between_replicas_keeps_every_guarantee(
+        tmp_path: Path, pg_url: str) -> None:
+    with anyio.fail_after(240):
+        async with cluster(tmp_path, pg_url) as running, client_of(running.url) as client:
+            page = await client.call_tool("p.fetch_page", {"url": "https://example.org"})
+            assert not page.is_error, _text(page)
+            for _ in range(2):
+                looked = await client.call_tool("p.lookup", {"name": "ana"})
+                assert not looked.is_error, _text(looked)
+            # the repeat guard counts the calls served by both replicas
+            assert (await client.call_tool("p.lookup", {"name": "ana"})).is_error
+            # and the taint of the page read on one replica holds on the other
+            mail = await client.call_tool("p.send_mail", {"to": "x@example.org", "body": "b"})
+            assert mail.is_error and WAITING.search(_text(mail)) is not None
+            served = running.served()
+            assert len(served) == 2 and all(count >= 2 for count in served.values()), served
+            # 0 empty offers: twenty calls in parallel through the balancer
+            results: list[Any] = []
+
+            async def count(n: int) -> None:
+                results.append(await client.call_tool("p.count", {"n": n}))
+
+            async with anyio.create_task_group() as tg:
+                for n in range(1, 21):
+                    tg.start_soon(count, n)
+            errors = [_text(r) for r in results if r.is_error]
+            assert errors == []
+    assert not (tmp_path / "fx.log").exists()
+
+
+async def test_a_replica_killed_while_a_call_waits_leaves_it_to_the_next_replica(
+        tmp_path: Path, pg_url: str) -> None:
+    mail = {"to": "ana@example.org", "body": "the report"}
+    with anyio.fail_after(300):
+        async with cluster(tmp_path, pg_url, approval_wait=60) as running:
+            first, _ = running.ports  # type: ignore[attr-defined]
+            store = open_store(pg_url)
+            try:
+                async with anyio.create_task_group() as tg:
+                    async def waits_on_first() -> None:
+                        direct = f"http://127.0.0.1:{first}/mcp"
+                        with contextlib.suppress(Exception):  # its replica dies
+                            async with client_of(direct) as client:
+                                await client.call_tool("p.send_mail", mail)
+
+                    tg.start_soon(waits_on_first)
+                    while not (pending := await store.list_approvals()):
+                        await anyio.sleep(0.05)
+                    (request,) = pending
+                    while not await _waiting_for_a_person(store, request.session_id,
+                                                          request.call_id):
+                        await anyio.sleep(0.05)
+                    running.kill(first)  # SIGKILL while the call waits for a person
+                    tg.cancel_scope.cancel()  # the client gives up on the lost reply
+                # the client re-sends through the balancer: the other replica takes the
+                # conversation over and waits on the same request; the person says yes
+                async with client_of(running.url) as client, anyio.create_task_group() as tg:
+                    done: list[Any] = []
+
+                    async def resend() -> None:
+                        done.append(await client.call_tool("p.send_mail", mail))
+
+                    tg.start_soon(resend)
+                    await anyio.sleep(0)
+                    answered = await answers.answer(store, request.id, None, approved=True,
+                                                    approver="bob", via="cli")
+                    assert answered.answer is not None
+                (result,) = done
+                assert not result.is_error, _text(result)
+                assert [r.id for r in await store.list_approvals(pending_only=False)] == \
+                    [request.id]  # no second request: the person's one answer counted
+            finally:
+                await store.close()
+    assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"
