@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ConfigError
+from ._oauth_settings import OAuthSettings, TokenExchangeSettings, parse_oauth, parse_token_exchange
 
 __all__ = ["GatewaySettings", "McpConfig", "ServerConfig", "load_config", "parse_config"]
 
@@ -56,7 +57,8 @@ SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SERVER_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "type", "transport",
                           "trusted", "timeout", "maxResultChars", "relistBeforeCall",
-                          "disabled", "description", "sampling", "elicitation"})
+                          "disabled", "description", "sampling", "elicitation",
+                          "tokenExchange"})
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RESULT_CHARS = 16 * 1024
 
@@ -80,6 +82,9 @@ class ServerConfig:
     """Relay the server's sampling requests to the gateway's client (else refuse them)."""
     elicitation: bool = False
     """Relay the server's elicitation requests to the gateway's client (else refuse them)."""
+    token_exchange: TokenExchangeSettings | None = None
+    """Through the gateway: call the server with the calling user's token exchanged for one
+    meant for this server (RFC 8693; :mod:`anfitrion.mcp._oauth_settings`)."""
 
     @property
     def transport(self) -> str:
@@ -101,6 +106,8 @@ class GatewaySettings:
         allowed_origins: ``Origin`` values accepted over HTTP (none by default).
         max_body_bytes: HTTP request body limit.
         own_names: present the one wrapped server's tools under their own names.
+        auth: the gateway as an OAuth 2.1 resource server (``gateway.auth``); without it,
+            HTTP clients present the static bearer token.
     """
 
     store: str | None = None
@@ -114,6 +121,7 @@ class GatewaySettings:
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = 1024 * 1024
     own_names: bool = False
+    auth: OAuthSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,16 +272,31 @@ def _server(server_id: str, raw: Any, *, path: str | None,
         relist_before_call=_flag(raw.get("relistBeforeCall"), True, path=path,
                                  key=f"{key}.relistBeforeCall"),
         sampling=_flag(raw.get("sampling"), False, path=path, key=f"{key}.sampling"),
-        elicitation=_flag(raw.get("elicitation"), False, path=path, key=f"{key}.elicitation"))
+        elicitation=_flag(raw.get("elicitation"), False, path=path, key=f"{key}.elicitation"),
+        token_exchange=_token_exchange(raw, url, path=path, key=key, environ=environ))
 
 
-def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
+def _token_exchange(raw: dict[str, Any], url: str | None, *, path: str | None, key: str,
+                    environ: Mapping[str, str]) -> TokenExchangeSettings | None:
+    if "tokenExchange" in raw and url is None:
+        raise _config_error("token exchange is for HTTP servers (a url) only", path=path,
+                            key=f"{key}.tokenExchange")
+    if "tokenExchange" in raw and raw.get("headers"):
+        raise _config_error("give either headers or tokenExchange: the exchanged token is the "
+                            "server's Authorization", path=path, key=f"{key}.tokenExchange")
+    return parse_token_exchange(raw.get("tokenExchange"),
+                                lambda m, k: _config_error(m, path=path, key=k), environ,
+                                f"{key}.tokenExchange")
+
+
+def _gateway(raw: Any, *, path: str | None,
+             environ: Mapping[str, str] | None = None) -> GatewaySettings:
     if raw is None:
         return GatewaySettings()
     if not isinstance(raw, dict):
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
-             "allowedOrigins", "maxBodyBytes", "ownNames"}
+             "allowedOrigins", "maxBodyBytes", "ownNames", "auth"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
@@ -310,7 +333,9 @@ def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
                               key="gateway.approvalWait"),
         host=host, port=port, token_env=raw.get("tokenEnv", defaults.token_env),
         allowed_origins=tuple(origins), max_body_bytes=body,
-        own_names=_flag(raw.get("ownNames"), False, path=path, key="gateway.ownNames"))
+        own_names=_flag(raw.get("ownNames"), False, path=path, key="gateway.ownNames"),
+        auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
+                         os.environ if environ is None else environ))
 
 
 MAX_DEPTH = 64
@@ -441,7 +466,7 @@ def parse_config(data: Any, *, path: str | None = None,
         server = _server(server_id, raw, path=path, environ=env)
         if server is not None:
             servers[server_id] = server
-    return McpConfig(servers, _gateway(data.get("gateway"), path=path), path)
+    return McpConfig(servers, _gateway(data.get("gateway"), path=path, environ=env), path)
 
 
 def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> McpConfig:

@@ -14,7 +14,9 @@ its servers. The gateway connects to the configured upstream servers and:
 
 Transports: stdio (:meth:`Gateway.serve_stdio`), and streamable HTTP on a loopback address
 (:meth:`Gateway.serve_http`) behind a guard checking ``Host``, ``Origin``, a bearer token and
-the body size before the MCP SDK sees the request.
+the body size before the MCP SDK sees the request. The bearer token is a static one, or — with
+``gateway.auth`` — an OAuth access token of the configured issuer: the gateway is then a
+resource server (:mod:`anfitrion.mcp._gateway_auth`), each token's subject its own principal.
 
 Beyond tools the gateway forwards the rest of the protocol, with the gate where it matters
 (:mod:`anfitrion.mcp._gateway_upstream`, :mod:`anfitrion.mcp._gateway_content`): every content
@@ -29,10 +31,12 @@ from __future__ import annotations
 import contextvars
 import logging
 import socket
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -51,6 +55,7 @@ from ..store import Store
 from ..telemetry import extracted_context
 from ..tools import OfferContext, Tool
 from ._gateway_http import HttpGuard, SessionCloseRace, respond
+from ._oauth_settings import OAuthSettings
 from .toolset import (
     UPSTREAM_CALL,
     McpServers,
@@ -67,8 +72,10 @@ try:
     from mcp.server.models import InitializationOptions
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.shared.exceptions import MCPError
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+    from ._gateway_auth import CALLER_TOKEN, REFUSED_AUDIT, OAuthResource, request_identity
     from ._gateway_content import forward_result, listed_tool
     from ._gateway_upstream import LOG_LEVELS, UpstreamProtocol, page
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -95,7 +102,7 @@ class _GatewayTools:
     async def list_tools(self, context: OfferContext) -> list[Tool]:
         gateway = self._gateway
         tools = await gateway.servers.list_tools(context)
-        offered = [t for t in tools if gateway.runtime.policy.may_allow(t, gateway.principal)
+        offered = [t for t in tools if gateway.runtime.policy.may_allow(t, context.principal)
                    and (gateway._visible is None or gateway._visible(t))
                    and gateway._callable(t)]
         gateway._offered_names = frozenset(t.name for t in offered)
@@ -106,8 +113,10 @@ class _Client:
     """One MCP client session, and the durable anfitrion session it maps to (opened on its
     first call). When the client goes, its calls still waiting for a person are withdrawn."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, principal: Principal | None = None) -> None:
         self._gateway = gateway
+        self.principal = principal
+        """Who the client's token says it is (OAuth); ``None``: the gateway's principal."""
         self._lock = anyio.Lock()
         self.gated: GatedSession | None = None
         self.log_level: str | None = None
@@ -120,7 +129,7 @@ class _Client:
     async def session(self) -> GatedSession:
         async with self._lock:
             if self.gated is None:
-                self.gated = await self._gateway._open_session()
+                self.gated = await self._gateway._open_session(self.principal)
             return self.gated
 
     async def end(self) -> None:
@@ -210,6 +219,11 @@ class Gateway:
                                limits=limits, audit=audit, max_tool_calls=max_tool_calls,
                                app=GATEWAY_APP)
         self._default = _Client(self)  # calls made outside any MCP client session
+        self._by_principal: dict[str, _Client] = {}
+        """OAuth: the client of each principal for requests without a connection of their
+        own (the stateless protocol revisions)."""
+        self.auth: OAuthSettings | None = None
+        """``gateway.auth`` once :meth:`serve_http` serves as an OAuth resource server."""
         self._clients: set[_Client] = set()
         """The MCP client sessions connected now (their leases are kept)."""
         self.protocol = UpstreamProtocol(self)
@@ -223,11 +237,11 @@ class Gateway:
         """The anfitrion session of calls made outside an MCP client session (tests, code)."""
         return self._default.gated.id if self._default.gated is not None else None
 
-    async def _open_session(self) -> GatedSession:
-        sid = self.fixed_session_id
+    async def _open_session(self, principal: Principal | None = None) -> GatedSession:
+        sid = self.fixed_session_id if principal is None else None
         if sid is not None and await self.store.load_session(sid) is not None:
             return await self.runtime.resume(sid, force=True)
-        return await self.runtime.open(self.principal,
+        return await self.runtime.open(principal or self.principal,
                                        sid or f"gateway-{uuid.uuid4().hex[:16]}",
                                        app=GATEWAY_APP)
 
@@ -246,20 +260,29 @@ class Gateway:
         """The SDK middleware giving each client connection its own anfitrion session
         (:class:`_Client`), withdrawn when the connection ends."""
         connection = ctx.session._connection
+        identity = request_identity(ctx.request, self.auth)  # OAuth: who the token says
+        principal = identity[0] if identity is not None else None
         client: _Client | None = None
         if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # a connection per
             client = connection.state.get(_CLIENT_STATE)  # request otherwise: the default
             if client is None:
-                client = connection.state[_CLIENT_STATE] = _Client(self)
+                client = connection.state[_CLIENT_STATE] = _Client(self, principal)
                 client.standing = ctx.session
                 self._clients.add(client)
                 connection.exit_stack.push_async_callback(self._end_client, client)
+            elif not _same_principal(client.principal, principal):  # the SDK binds sessions
+                raise MCPError(code=mt.INVALID_REQUEST,  # to a token's principal too
+                               message="this session belongs to another principal")
             self.sessions.add(client.standing)  # for the notices meant for every client
+        elif principal is not None:  # one default client per principal, never a shared one
+            client = self._by_principal.setdefault(principal.id, _Client(self, principal))
         client_token = _CLIENT.set(client)
         token = _REQUEST.set(ctx)
+        caller = CALLER_TOKEN.set(identity)
         try:
             return await call_next(ctx)
         finally:
+            CALLER_TOKEN.reset(caller)
             _REQUEST.reset(token)
             _CLIENT.reset(client_token)
 
@@ -270,7 +293,7 @@ class Gateway:
     async def _keep_leases(self) -> None:
         while True:
             await anyio.sleep(self.runtime.lease_seconds / 3)
-            for client in list(self._clients):
+            for client in [*self._clients, *self._by_principal.values()]:
                 if client.gated is not None:
                     await client.gated.renew()
 
@@ -312,6 +335,8 @@ class Gateway:
     async def close(self) -> None:
         """End the calls made outside an MCP client session (withdrawing what waits)."""
         await self._default.end()
+        for client in list(self._by_principal.values()):
+            await client.end()
 
     # -- MCP handlers ----------------------------------------------------------------------
 
@@ -495,10 +520,11 @@ class Gateway:
             await server.run(read, write, server.create_initialization_options())
             tg.cancel_scope.cancel()
 
-    def http_app(self, manager: StreamableHTTPSessionManager, *, token: str, port: int,
-                 allowed_origins: Iterable[str] = (),
-                 max_body_bytes: int = 1024 * 1024) -> HttpGuard:
-        """The guarded ASGI app serving the MCP endpoint at ``/mcp``."""
+    def http_app(self, manager: StreamableHTTPSessionManager, *, token: str | None, port: int,
+                 allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
+                 auth: OAuthSettings | None = None) -> HttpGuard:
+        """The guarded ASGI app serving the MCP endpoint at ``/mcp`` (and, with *auth*, its
+        Protected Resource Metadata)."""
         async def endpoint(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope.get("path", "").rstrip("/") != "/mcp":
                 await respond(send, 404, b"not found: the MCP endpoint is /mcp")
@@ -506,18 +532,44 @@ class Gateway:
             await manager.handle_request(scope, receive, send)
 
         hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+        oauth = None
+        if auth is not None:
+            self.auth = auth
+            oauth = self.oauth_resource(auth, port)
+            hosts.add(urlsplit(oauth.resource).netloc)  # behind a proxy: the public name
         return HttpGuard(endpoint, token=token, allowed_hosts=hosts,
-                         allowed_origins=allowed_origins, max_body_bytes=max_body_bytes)
+                         allowed_origins=allowed_origins, max_body_bytes=max_body_bytes,
+                         oauth=oauth)
 
-    async def serve_http(self, *, token: str, host: str = "127.0.0.1", port: int = 8765,
-                         allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
+    # -- OAuth (gateway.auth) ---------------------------------------------------------------
+
+    def oauth_resource(self, auth: OAuthSettings, port: int) -> OAuthResource:
+        """The resource server's checks, each refusal audited (``gateway.auth_refused``)."""
+        async def audit(data: Mapping[str, Any]) -> None:
+            try:
+                await self.store.append_audit(REFUSED_AUDIT, "gateway-auth", time.time(), data)
+            except AnfitrionError as exc:
+                log.warning("a refused request could not be audited: %s", exc)
+
+        return OAuthResource(auth, auth.resource or f"http://127.0.0.1:{port}/mcp",
+                             on_refused=audit)
+
+    # -- end OAuth ---------------------------------------------------------------------------
+
+    async def serve_http(self, *, token: str | None = None, host: str = "127.0.0.1",
+                         port: int = 8765, allowed_origins: Iterable[str] = (),
+                         max_body_bytes: int = 1024 * 1024,
                          sock: socket.socket | None = None,
                          started: Callable[[int], None] | None = None,
-                         stop: anyio.Event | None = None) -> None:
+                         stop: anyio.Event | None = None,
+                         auth: OAuthSettings | None = None) -> None:
         """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until *stop* is set (or a signal).
 
         Args:
-            token: the bearer token every request must carry.
+            token: the static bearer token every request must carry (local use), unless
+                *auth* is given.
+            auth: serve as an OAuth 2.1 resource server (``gateway.auth``): each request's
+                access token is checked and its subject is the call's principal.
             sock: an already bound socket (its port is used).
             started: called with the port once the server listens.
             stop: set it to shut down gracefully (open requests get up to 5 seconds).
@@ -534,7 +586,7 @@ class Gateway:
         port = sock.getsockname()[1]
         manager = StreamableHTTPSessionManager(app=self.build_server(), stateless=False)
         app = self.http_app(manager, token=token, port=port, allowed_origins=allowed_origins,
-                            max_body_bytes=max_body_bytes)
+                            max_body_bytes=max_body_bytes, auth=auth)
         config = uvicorn.Config(app, lifespan="off", log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=5)
         server = uvicorn.Server(config)
@@ -588,6 +640,14 @@ class _GatewayServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True),
             experimental_capabilities, extensions)
+
+
+def _same_principal(first: Principal | None, second: Principal | None) -> bool:
+    """The same OAuth identity (issuer and principal id), or both without one."""
+    if first is None or second is None:
+        return first is second
+    return (first.id, first.attributes.get("issuer")) == \
+        (second.id, second.attributes.get("issuer"))
 
 
 def _as_request(request_type: type[Any], handler: Callable[[Any], Any]) -> Any:
