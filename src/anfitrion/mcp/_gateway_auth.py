@@ -235,9 +235,8 @@ class JwksCache:
         async with self._lock:  # one fetch at a time; the others then find its keys
             now = self._clock()
             stale = self._fetched_at is None or now - self._fetched_at > self.max_age
-            unknown = kid not in self._keys and (
-                self._tried_at is None or now - self._tried_at >= MIN_REFETCH_SECONDS)
-            if stale or unknown:
+            recently = self._tried_at is not None and now - self._tried_at < MIN_REFETCH_SECONDS
+            if (stale or kid not in self._keys) and not recently:
                 try:
                     await self._fetch()
                 except AuthRefused:
@@ -245,6 +244,10 @@ class JwksCache:
                         raise
                     log.warning("the issuer's keys could not be fetched again; the known "
                                 "keys stay in use")
+            elif self._fetched_at is None:
+                raise AuthRefused("the issuer's keys could not be fetched (the next try is "
+                                  f"at most every {MIN_REFETCH_SECONDS:g} s)", status=503,
+                                  error="temporarily_unavailable")
         found = self._keys.get(kid)
         if found is None and kid == "" and len(self._keys) == 1:
             found = next(iter(self._keys.values()))  # a token without kid, a one-key set
@@ -424,12 +427,14 @@ class OAuthResource:
         settings: ``gateway.auth``.
         resource: the gateway's public MCP URL (``settings.resource`` or the loopback one).
         on_refused: called with the audit data of each refusal.
-        transport: an httpx transport for the fetches (tests).
+        transport: an httpx transport for the fetches.
+        clock: the key cache's clock (monotonic seconds).
     """
 
     def __init__(self, settings: OAuthSettings, resource: str, *,
                  on_refused: OnRefused | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.settings = settings
         self.resource = resource
         self.audience = settings.audience or resource
@@ -442,7 +447,7 @@ class OAuthResource:
             self.verifier = IntrospectionVerifier(settings, self.fetcher, self.audience)
         else:
             self.keys = JwksCache(self._jwks_uri, self.fetcher,
-                                  max_age=settings.jwks_cache_seconds)
+                                  max_age=settings.jwks_cache_seconds, clock=clock)
             self.verifier = JwtVerifier(settings, self.keys, self.audience)
         self.metadata_url = str(build_resource_metadata_url(AnyHttpUrl(resource)))
         self.metadata_path = urlsplit(self.metadata_url).path
