@@ -25,6 +25,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 
 class Verifier:
@@ -71,7 +72,7 @@ def build(issuer: str, url: str, open_server: bool) -> MCPServer:
         """Write a note as the caller."""
         subject, scopes = who()
         if not open_server and "notes:write" not in scopes:
-            raise PermissionError(f"{subject} may not write notes (the token lacks notes:write)")
+            raise ToolError(f"{subject} may not write notes (the token lacks notes:write)")
         return f"{subject} wrote {text!r}"
 
     return server

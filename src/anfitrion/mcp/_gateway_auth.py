@@ -26,8 +26,8 @@ import ipaddress
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,9 +47,9 @@ from ..principal import Principal
 from ..toolkits.http_fetch import address_is_public
 from ._oauth_settings import OAuthSettings, TokenExchangeSettings
 
-__all__ = ["AuthRefused", "Fetcher", "IntrospectionVerifier", "JwksCache", "JwtVerifier",
-           "OAuthResource", "TokenExchanger", "UpstreamToken", "principal_for",
-           "request_identity"]
+__all__ = ["CALLER", "UPSTREAM_SCOPES", "AuthRefused", "Caller", "ExchangedTokenAuth", "Fetcher",
+           "IntrospectionVerifier", "JwksCache", "JwtVerifier", "OAuthResource", "TokenExchanger",
+           "UpstreamToken", "identity_record", "principal_for", "request_identity"]
 
 log = logging.getLogger("anfitrion.mcp.gateway")
 
@@ -556,92 +556,140 @@ class OAuthResource:
         return True
 
 
-def request_identity(request: Any, settings: OAuthSettings | None
-                     ) -> tuple[Principal, str] | None:
-    """The principal and the verified token of an SDK request context's HTTP request, when
-    the gateway authenticated it (OAuth); ``None`` otherwise."""
+def request_identity(request: Any, settings: OAuthSettings | None) -> Caller | None:
+    """The caller (principal and verified token) of an SDK request context's HTTP request,
+    when the gateway authenticated it (OAuth); ``None`` otherwise."""
     if settings is None or request is None:
         return None
     scope = getattr(request, "scope", None)
     user = scope.get("user") if isinstance(scope, dict) else None
     if not isinstance(user, AuthenticatedUser):
         return None
-    return principal_for(user.access_token, settings), user.access_token.token
+    return Caller(principal_for(user.access_token, settings), user.access_token.token)
+
+
+IDENTITY_AUDIT = "gateway.call_identity"
+
+
+def identity_record(call_id: str, tool: str, principal: Principal,
+                    upstream: Sequence[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
+    """What a gateway call's identity audit record says: who (issuer, subject, client id)
+    and the scopes of the upstream tokens it used — never a token."""
+    attributes = principal.attributes
+    return {"call_id": call_id, "tool": redact(tool, 80), "principal": principal.id,
+            "issuer": attributes.get("issuer"), "subject": attributes.get("subject"),
+            "client_id": attributes.get("client_id"),
+            "upstream_tokens": [{"server": server, "scopes": list(scopes)}
+                                for server, scopes in upstream]}
 
 
 # -- token exchange ----------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class UpstreamToken:
-    """An exchanged token for one (principal, upstream) and what it allows."""
+    """A token for one upstream server and what it allows."""
 
-    token: str
+    token: str = field(repr=False)
     scopes: tuple[str, ...]
     expires_at: float
 
 
-CALLER_TOKEN: contextvars.ContextVar[tuple[Principal, str] | None] = contextvars.ContextVar(
-    "anfitrion_gateway_caller_token", default=None)
-"""The calling principal and their verified inbound token, while the gateway runs their call:
-what token exchange exchanges. Never sent anywhere but the authorization server."""
+@dataclass(slots=True)
+class Caller:
+    """The principal a gateway call runs for, and their verified inbound token (kept current:
+    the token a client presents may change between its calls). Never sent upstream: only to
+    the authorization server, as the subject of a token exchange."""
+
+    principal: Principal
+    token: str = field(repr=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.principal.id, str(self.principal.attributes.get("issuer", ""))
+
+
+CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "anfitrion_gateway_caller", default=None)
+"""Who the gateway call being run is for (set by the gateway for OAuth callers)."""
+UPSTREAM_SCOPES: contextvars.ContextVar[list[tuple[str, tuple[str, ...]]] | None] = \
+    contextvars.ContextVar("anfitrion_gateway_upstream_scopes", default=None)
+"""The (server, scopes) of the upstream tokens a gateway call used: for its audit record."""
 
 
 class TokenExchanger:
-    """RFC 8693 token exchange at the authorization server: the calling user's token for a
-    token whose audience is one upstream server, cached per (principal, upstream) until a
-    minute before it expires.
-
-    Args:
-        fetcher: the bounded fetcher (internal addresses as the gateway's settings say).
-        token_endpoint: the default token endpoint (a server entry may name its own).
-    """
+    """Tokens for one upstream server whose entry asks for token exchange: the calling user's
+    token exchanged (RFC 8693) for one whose audience is the server, with at most the scopes
+    asked; or, for the gateway's own connection (listing), a client-credentials token of the
+    gateway's client. Cached per (principal, issuer) until a minute before expiry."""
 
     EARLY = 60.0
 
-    def __init__(self, fetcher: Fetcher,
-                 token_endpoint: Callable[[], Awaitable[str]]) -> None:
-        self.fetcher = fetcher
-        self._endpoint = token_endpoint
-        self._cache: dict[tuple[str, str, str], UpstreamToken] = {}
+    def __init__(self, server: str, settings: TokenExchangeSettings, *,
+                 timeout: float = 10.0) -> None:
+        self.server = server
+        self.settings = settings
+        self.fetcher = Fetcher(timeout=timeout, allow_internal=settings.allow_internal)
+        self._cache: dict[tuple[str, str], UpstreamToken] = {}
+        self._lock = anyio.Lock()
         self.exchanges = 0
 
-    async def token_for(self, principal: Principal, subject_token: str, server: str,
-                        settings: TokenExchangeSettings) -> UpstreamToken:
-        key = (principal.id, str(principal.attributes.get("issuer", "")), server)
-        cached = self._cache.get(key)
-        if cached is not None and cached.expires_at - self.EARLY > time.time():
-            return cached
-        endpoint = settings.token_endpoint or await self._endpoint()
-        data = {"grant_type": TOKEN_EXCHANGE, "subject_token": subject_token,
-                "subject_token_type": ACCESS_TOKEN_TYPE,
-                "requested_token_type": ACCESS_TOKEN_TYPE,
-                "resource": settings.audience, "audience": settings.audience}
+    async def token(self, caller: Caller | None) -> UpstreamToken:
+        """The current upstream token for *caller* (``None``: the gateway itself)."""
+        key = caller.key if caller is not None else ("", "")
+        async with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None and cached.expires_at - self.EARLY > time.time():
+                return cached
+            found = await self._request(caller)
+            self._cache[key] = found
+            return found
+
+    async def _request(self, caller: Caller | None) -> UpstreamToken:
+        settings = self.settings
+        data = {"resource": settings.audience}
+        if caller is None:
+            data["grant_type"] = "client_credentials"
+        else:
+            data.update({"grant_type": TOKEN_EXCHANGE, "subject_token": caller.token,
+                         "subject_token_type": ACCESS_TOKEN_TYPE,
+                         "requested_token_type": ACCESS_TOKEN_TYPE,
+                         "audience": settings.audience})
         if settings.scope:
             data["scope"] = settings.scope
         status, body = await self.fetcher.request(
-            "POST", endpoint, data=data, auth=(settings.client_id, settings.client_secret))
+            "POST", settings.token_endpoint, data=data,
+            auth=(settings.client_id, settings.client_secret))
         self.exchanges += 1
         if status != 200 or not isinstance(body, dict) \
                 or not isinstance(body.get("access_token"), str):
             error = body.get("error") if isinstance(body, dict) else None
-            raise AuthRefused(f"the authorization server refused the token exchange for "
-                              f"{server!r} (HTTP {status}"
+            kind = "token exchange" if caller is not None else "client-credentials grant"
+            raise AuthRefused(f"the authorization server refused the {kind} for "
+                              f"{self.server!r} (HTTP {status}"
                               f"{', ' + redact(str(error), 80) if error else ''})",
                               status=403, error="insufficient_scope")
         lifetime = body.get("expires_in", 300)
         if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)):
             lifetime = 300
         scope = body.get("scope", settings.scope)
-        found = UpstreamToken(body["access_token"], tuple(sorted(_words(scope))),
-                              time.time() + min(float(lifetime), 3600.0))
-        self._cache[key] = found
-        return found
+        return UpstreamToken(body["access_token"], tuple(sorted(_words(scope))),
+                             time.time() + max(0.0, min(float(lifetime), 3600.0)))
 
-    def forget(self, principal_id: str) -> None:
-        """Drop a principal's cached tokens (their own token was refused or revoked)."""
-        for key in [k for k in self._cache if k[0] == principal_id]:
-            del self._cache[key]
+    def forget(self, caller: Caller) -> None:
+        """Drop a caller's cached token (their own token was refused or revoked)."""
+        self._cache.pop(caller.key, None)
 
 
-def scopes_of(values: Sequence[str]) -> str:
-    return " ".join(values)
+class ExchangedTokenAuth(httpx.Auth):
+    """The HTTP client auth of one connection to a token-exchange server: every request
+    carries the connection's caller's current upstream token (or the gateway's own)."""
+
+    def __init__(self, exchanger: TokenExchanger, caller: Caller | None) -> None:
+        self.exchanger = exchanger
+        self.caller = caller
+
+    async def async_auth_flow(self, request: httpx.Request
+                              ) -> AsyncGenerator[httpx.Request, httpx.Response]:
+        found = await self.exchanger.token(self.caller)
+        request.headers["Authorization"] = f"Bearer {found.token}"
+        yield request

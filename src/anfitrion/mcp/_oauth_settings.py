@@ -19,8 +19,12 @@ A server entry's ``tokenExchange`` (RFC 8693: the calling user's token exchanged
 for this server)::
 
     "notes": {"url": "https://notes.example/mcp",
-              "tokenExchange": {"audience": "https://notes.example/mcp", "scope": "notes:read",
+              "tokenExchange": {"tokenEndpoint": "https://idp.example/token",
+                                "audience": "https://notes.example/mcp", "scope": "notes:read",
                                 "clientId": "gateway", "clientSecret": "${GATEWAY_SECRET}"}}
+
+The gateway's own connection to such a server (listing its tools) uses a client-credentials
+token of the same client for the same audience: a service account the operator declared.
 """
 
 from __future__ import annotations
@@ -106,18 +110,19 @@ class TokenExchangeSettings:
     (RFC 8693) for one whose audience is this server, with at most ``scope``.
 
     Attributes:
+        token_endpoint: the authorization server's token endpoint.
         audience: the upstream resource (sent as ``resource`` and ``audience``).
         scope: the scopes asked for (space-separated; empty: what the user's token has).
-        token_endpoint: the authorization server's token endpoint (default: the gateway
-            issuer's, from its metadata).
         client_id, client_secret: the gateway's client at that server.
+        allow_internal: the token endpoint may be on a loopback or private address.
     """
 
+    token_endpoint: str
     audience: str
     client_id: str
     client_secret: str = field(repr=False)
     scope: str = ""
-    token_endpoint: str | None = None
+    allow_internal: bool = False
 
 
 def _url(raw: Any, key: str, error: Error) -> str:
@@ -244,16 +249,17 @@ def parse_token_exchange(raw: Any, error: Error, environ: Mapping[str, str],
         return None
     if not isinstance(raw, dict):
         raise error("must be an object", key)
-    _unknown(raw, {"audience", "scope", "tokenEndpoint", "clientId", "clientSecret"}, key,
-             error)
+    _unknown(raw, {"audience", "scope", "tokenEndpoint", "clientId", "clientSecret",
+                   "allowInternal"}, key, error)
     scope = raw.get("scope", "")
     if not isinstance(scope, str) or not all(_SCOPE.fullmatch(s) for s in scope.split()):
         raise error("must be space-separated scope names", f"{key}.scope")
-    endpoint = raw.get("tokenEndpoint")
+    allow = raw.get("allowInternal", False)
+    if not isinstance(allow, bool):
+        raise error("must be true or false", f"{key}.allowInternal")
     return TokenExchangeSettings(
+        token_endpoint=_url(raw.get("tokenEndpoint"), f"{key}.tokenEndpoint", error),
         audience=_url(raw.get("audience"), f"{key}.audience", error),
-        scope=" ".join(scope.split()),
-        token_endpoint=None if endpoint is None else _url(endpoint, f"{key}.tokenEndpoint",
-                                                          error),
+        scope=" ".join(scope.split()), allow_internal=allow,
         client_id=_text(raw.get("clientId"), f"{key}.clientId", error),
         client_secret=_text(raw.get("clientSecret"), f"{key}.clientSecret", error, environ))

@@ -75,7 +75,15 @@ try:
     from mcp.shared.exceptions import MCPError
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-    from ._gateway_auth import CALLER_TOKEN, REFUSED_AUDIT, OAuthResource, request_identity
+    from ._gateway_auth import (
+        CALLER,
+        IDENTITY_AUDIT,
+        REFUSED_AUDIT,
+        UPSTREAM_SCOPES,
+        OAuthResource,
+        identity_record,
+        request_identity,
+    )
     from ._gateway_content import forward_result, listed_tool
     from ._gateway_upstream import LOG_LEVELS, UpstreamProtocol, page
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -260,8 +268,8 @@ class Gateway:
         """The SDK middleware giving each client connection its own anfitrion session
         (:class:`_Client`), withdrawn when the connection ends."""
         connection = ctx.session._connection
-        identity = request_identity(ctx.request, self.auth)  # OAuth: who the token says
-        principal = identity[0] if identity is not None else None
+        caller = request_identity(ctx.request, self.auth)  # OAuth: who the token says
+        principal = caller.principal if caller is not None else None
         client: _Client | None = None
         if connection.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # a connection per
             client = connection.state.get(_CLIENT_STATE)  # request otherwise: the default
@@ -278,11 +286,11 @@ class Gateway:
             client = self._by_principal.setdefault(principal.id, _Client(self, principal))
         client_token = _CLIENT.set(client)
         token = _REQUEST.set(ctx)
-        caller = CALLER_TOKEN.set(identity)
+        caller_token = CALLER.set(caller)
         try:
             return await call_next(ctx)
         finally:
-            CALLER_TOKEN.reset(caller)
+            CALLER.reset(caller_token)
             _REQUEST.reset(token)
             _CLIENT.reset(client_token)
 
@@ -390,9 +398,11 @@ class Gateway:
         name = self.inside_name(name)
         relay = self._relaying(name.partition(".")[0])
         token = UPSTREAM_CALL.set(relay)
+        scopes = UPSTREAM_SCOPES.set([])  # OAuth: the upstream tokens' scopes, for the audit
         try:
             return await self._call_tool(name, arguments, relay)
         finally:
+            UPSTREAM_SCOPES.reset(scopes)
             UPSTREAM_CALL.reset(token)
 
     async def _call_tool(self, name: str, arguments: dict[str, Any],
@@ -421,6 +431,7 @@ class Gateway:
                 gated.session.forget_retry(name, key)
                 await gated.save()
         finally:
+            await self._audit_identity(gated, call_id, name)  # OAuth callers only
             await self.runtime.flush()  # every call's records are stored when it returns
         result = outcome.result
         assert result is not None
@@ -553,6 +564,18 @@ class Gateway:
 
         return OAuthResource(auth, auth.resource or f"http://127.0.0.1:{port}/mcp",
                              on_refused=audit)
+
+    async def _audit_identity(self, gated: GatedSession, call_id: str, name: str) -> None:
+        """An OAuth caller's call: who (issuer, subject, client id), and the scopes of the
+        upstream tokens it used (``gateway.call_identity``) — never a token."""
+        principal = gated.principal
+        if principal.attributes.get("authenticated_by") != "oauth":
+            return
+        record = identity_record(call_id, name, principal, UPSTREAM_SCOPES.get() or [])
+        try:
+            await self.store.append_audit(IDENTITY_AUDIT, gated.id, time.time(), record)
+        except AnfitrionError as exc:
+            log.warning("the identity of call %s could not be audited: %s", call_id, exc)
 
     # -- end OAuth ---------------------------------------------------------------------------
 
