@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import ipaddress
+import itertools
 import json
 import logging
 import time
@@ -65,6 +66,11 @@ REFUSED_AUDIT = "gateway.auth_refused"
 EXCHANGED_AUDIT = "gateway.token_exchanged"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
+VERIFIED_SECONDS = 60.0
+"""How long a verified JWT is taken as verified without checking its signature again (its
+expiry is still checked on every request); a key the issuer withdraws stops working after
+at most this long."""
+MAX_VERIFIED = 4096
 _TEXT = 200
 """Longest principal id, issuer or client id taken from a token."""
 
@@ -304,12 +310,34 @@ class JwtVerifier:
     on the allow-list (never ``none`` or ``HS*``), the signature with the issuer's key of that
     ``kid``, ``iss``, ``aud``, ``exp`` and ``nbf`` (with leeway)."""
 
-    def __init__(self, settings: OAuthSettings, keys: JwksCache, audience: str) -> None:
+    def __init__(self, settings: OAuthSettings, keys: JwksCache, audience: str, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.keys = keys
         self.audience = audience
+        self._clock = clock
+        self._verified: dict[str, tuple[AccessToken, float]] = {}
+        """Tokens verified in the last :data:`VERIFIED_SECONDS` (at most
+        :data:`MAX_VERIFIED`): a client presents the same token on every request, and its
+        signature does not change; ``exp`` is checked again on every use."""
 
     async def check(self, token: str) -> AccessToken:
+        now = self._clock()
+        known = self._verified.get(token)
+        if known is not None and known[1] > now:
+            access = known[0]
+            if access.expires_at is None or access.expires_at + self.settings.leeway >= now:
+                return access
+            del self._verified[token]
+            raise AuthRefused("the token has expired")
+        access = await self._check(token)
+        if len(self._verified) >= MAX_VERIFIED:  # the oldest quarter goes (amortised O(1))
+            for stale in list(itertools.islice(self._verified, MAX_VERIFIED // 4)):
+                del self._verified[stale]
+        self._verified[token] = (access, now + VERIFIED_SECONDS)
+        return access
+
+    async def _check(self, token: str) -> AccessToken:
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
