@@ -265,6 +265,9 @@ class JwksCache:
 # -- verifiers ---------------------------------------------------------------------------------
 
 def _claim(claims: Mapping[str, Any], path: str) -> Any:
+    """The claim named *path*, else the nested claim its dots name (``realm_access.roles``)."""
+    if path in claims:  # a namespaced claim: "https://example.com/roles"
+        return claims[path]
     value: Any = claims
     for part in path.split("."):
         if not isinstance(value, Mapping):
