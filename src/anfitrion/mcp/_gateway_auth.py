@@ -26,6 +26,7 @@ import ipaddress
 import itertools
 import json
 import logging
+import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ VERIFIED_SECONDS = 60.0
 expiry is still checked on every request); a key the issuer withdraws stops working after
 at most this long."""
 MAX_VERIFIED = 4096
+_ERROR_CODE = re.compile(r"[a-z_]{1,40}")
 _TEXT = 200
 """Longest principal id, issuer or client id taken from a token."""
 
@@ -694,10 +696,11 @@ class TokenExchanger:
         if status != 200 or not isinstance(body, dict) \
                 or not isinstance(body.get("access_token"), str):
             error = body.get("error") if isinstance(body, dict) else None
+            if not isinstance(error, str) or not _ERROR_CODE.fullmatch(error):
+                error = None  # an error code only: never text that could echo a token
             kind = "token exchange" if caller is not None else "client-credentials grant"
             raise AuthRefused(f"the authorization server refused the {kind} for "
-                              f"{self.server!r} (HTTP {status}"
-                              f"{', ' + redact(str(error), 80) if error else ''})",
+                              f"{self.server!r} (HTTP {status}{', ' + error if error else ''})",
                               status=403, error="insufficient_scope")
         lifetime = body.get("expires_in", 300)
         if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)):
