@@ -21,11 +21,11 @@ import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._oauth_settings import OAuthSettings
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import Store
 
 NOTES = Path(__file__).parent / "notes_server.py"

@@ -21,12 +21,12 @@ from gateway_oauth import (
 )
 from idp import Idp
 
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
+from anfitrion._tools import Effect
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import Policy, ToolRule, Verdict
 from anfitrion.store import MemoryStore
-from anfitrion.tools import Effect
 
 pytestmark = [pytest.mark.anyio]
 

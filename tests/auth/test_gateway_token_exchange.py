@@ -24,10 +24,10 @@ from gateway_oauth import (
 )
 from idp import GATEWAY_CLIENT, Idp
 
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._oauth_settings import TokenExchangeSettings
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import Policy, ToolRule, Verdict
 from anfitrion.store import MemoryStore
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from anfitrion.exceptions import ConfigError
-from anfitrion.mcp.config import load_config
+from anfitrion.mcp._config import load_config
 
 ISSUER = "https://idp.example"
 

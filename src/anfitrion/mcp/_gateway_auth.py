@@ -44,9 +44,9 @@ from mcp.shared.auth import ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
 from starlette.authentication import AuthCredentials
 
+from .._principal import Principal
 from .._redaction import redact
-from ..principal import Principal
-from ..toolkits.http_fetch import address_is_public
+from ..toolkits._http_fetch import address_is_public
 from ._oauth_settings import OAuthSettings, TokenExchangeSettings
 
 __all__ = ["CALLER", "UPSTREAM_SCOPES", "AuthRefused", "Caller", "ExchangedTokenAuth", "Fetcher",
