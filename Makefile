@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: agentdojo demo demo-local test lint typecheck unit bench install install-test install-local install-conformance conformance clean
+.PHONY: agentdojo demo demo-local test lint typecheck unit bench install install-test install-local install-conformance install-idp conformance clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,12 @@ install-local: $(PY)
 # ~/.cache/anfitrion/conformance (once; about 20 s). tests/conformance/ runs it, or skips without it.
 install-conformance:
 	bash tests/conformance/install.sh
+
+# The tests' OAuth authorization server (oidc-provider, npm, pinned in tests/auth/idp/) on the
+# conformance suite's Node 22, into ~/.cache/anfitrion/idp (once). tests/auth/ and the gateway's
+# OAuth tests start it, or skip without it.
+install-idp:
+	bash tests/auth/install_idp.sh
 
 conformance: install-test install-conformance
 	ANFITRION_REQUIRE_CONFORMANCE=1 $(PY) -m pytest tests/conformance -q

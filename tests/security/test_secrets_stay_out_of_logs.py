@@ -219,3 +219,96 @@ def test_a_redacting_filter_on_a_handler_redacts_every_logger_it_hears() -> None
     finally:
         app.removeHandler(handler)
     assert stream.getvalue() == "token [secret] for [email]\n"
+
+
+# -- OAuth at the gateway (issue 30): tokens, codes and client secrets -----------------------
+
+OAUTH_SECRETS = {
+    "access_token": "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0.eyJzdWIiOiJhbGljZSJ9.c2lnbmF0dXJl",
+    "opaque_token": "Qk7x2N9vLmP4rT8wYc1ZbD6fHj3KsA5eUo0GiR",
+    "client_secret": "gw-secret-7Hq2Lx9Wm4Pz",
+    "code": "SplxlOBeZQQYbYS6WxSbIA-code",
+}
+
+
+def test_oauth_tokens_and_client_secrets_stay_out_of_logs_refusals_and_audit(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A hostile authorization server echoes what it was sent (the subject token, the client
+    secret, a code) in its error answers; the gateway's refusals, log and audit hold none of
+    it, nor the bearer tokens it refused."""
+    import socket
+
+    import anyio
+    import uvicorn
+
+    from anfitrion._principal import Principal
+    from anfitrion.mcp._gateway_auth import AuthRefused, Caller, OAuthResource, TokenExchanger
+    from anfitrion.mcp._oauth_settings import (
+        IntrospectionSettings,
+        OAuthSettings,
+        TokenExchangeSettings,
+    )
+
+    echoed = json.dumps({"error": f"bad {OAUTH_SECRETS['client_secret']} "
+                                  f"{OAUTH_SECRETS['code']}",
+                         "error_description": " ".join(OAUTH_SECRETS.values()),
+                         "active": "yes"}).encode()
+
+    async def hostile(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 400,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": echoed})
+
+    async def run() -> list[str]:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        server = uvicorn.Server(uvicorn.Config(hostile, log_level="critical", lifespan="off",
+                                               interface="asgi3"))
+        audit: list[str] = []
+        texts: list[str] = []
+
+        async def on_refused(data: Any) -> None:
+            audit.append(json.dumps(dict(data)))
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: server.serve(sockets=[sock]))
+                while not server.started:
+                    await anyio.sleep(0.01)
+                resource = OAuthResource(OAuthSettings(
+                    issuer=base, resource=f"{base}/mcp", allow_internal=True,
+                    introspection=IntrospectionSettings(f"{base}/introspect", "gateway",
+                                                        OAUTH_SECRETS["client_secret"])),
+                    f"{base}/mcp", on_refused=on_refused)
+                for token in (OAUTH_SECRETS["access_token"], OAUTH_SECRETS["opaque_token"]):
+                    sent: list[dict[str, Any]] = []
+
+                    async def send(message: dict[str, Any]) -> None:
+                        sent.append(message)  # noqa: B023 - used within the loop turn
+
+                    await resource.guard({"type": "http", "path": "/mcp"},
+                                         {"authorization": f"Bearer {token}"}, send)
+                    texts.append(repr(sent))
+                exchanger = TokenExchanger("notes", TokenExchangeSettings(
+                    token_endpoint=f"{base}/token", audience=f"{base}/notes",
+                    client_id="gateway", client_secret=OAUTH_SECRETS["client_secret"],
+                    allow_internal=True))
+                try:
+                    await exchanger.token(Caller(Principal("alice"),
+                                                 OAUTH_SECRETS["access_token"]))
+                except AuthRefused as exc:
+                    texts.append(exc.reason)
+                server.should_exit = True
+        finally:
+            sock.close()
+        return texts + audit
+
+    with caplog.at_level(logging.DEBUG):
+        seen = anyio.run(run)
+    assert len(seen) >= 4
+    everything = "\n".join(seen) + caplog.text
+    for name, value in OAUTH_SECRETS.items():
+        assert value not in everything, name

@@ -51,7 +51,9 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
 
     Over HTTP every request needs 'Authorization: Bearer TOKEN'; the token is read from the
     variable named by gateway.tokenEnv (ANFITRION_GATEWAY_TOKEN), or generated and printed on
-    stderr. Nothing is ever written to stdout except the MCP protocol.
+    stderr. With gateway.auth it is instead an OAuth access token of the configured issuer,
+    and its subject is the call's principal (docs/auth.md). Nothing is ever written to stdout
+    except the MCP protocol.
     """
     try:
         from ..mcp._gateway import Gateway
@@ -87,12 +89,14 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                 if not use_http:
                     await gateway.serve_stdio()
                     return
-                token = os.environ.get(settings.token_env)
-                if not token:
+                token = None if settings.auth is not None else os.environ.get(
+                    settings.token_env)
+                if not token and settings.auth is None:
                     token = secrets.token_urlsafe(32)
                     say(f"no ${settings.token_env}: this run's bearer token is {token}")
                 await gateway.serve_http(
-                    token=token, host=settings.host, port=port or settings.port,
+                    token=token, auth=settings.auth, host=settings.host,
+                    port=port or settings.port,
                     allowed_origins=settings.allowed_origins,
                     max_body_bytes=settings.max_body_bytes, stateless=replica,
                     started=lambda p: say(f"anfitrion gateway: http://{settings.host}:{p}/mcp"))

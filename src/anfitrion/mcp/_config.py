@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ConfigError
+from ._oauth_settings import OAuthSettings, TokenExchangeSettings, parse_oauth, parse_token_exchange
 
 __all__ = ["DEFAULT_REDIRECT_URI", "AuthSettings", "GatewaySettings", "McpConfig", "ServerConfig",
            "load_config", "parse_config"]
@@ -61,7 +62,8 @@ SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SERVER_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "type", "transport",
                           "trusted", "timeout", "maxResultChars", "relistBeforeCall",
-                          "disabled", "description", "sampling", "elicitation", "auth"})
+                          "disabled", "description", "sampling", "elicitation", "auth",
+                          "tokenExchange"})
 _AUTH_KEYS = frozenset({"scopes", "clientId", "clientSecret", "clientMetadataUrl", "issuer",
                         "grant", "tokenEndpointAuthMethod", "privateKey", "signingAlgorithm",
                         "redirectUri", "allowInternal"})
@@ -130,6 +132,9 @@ class ServerConfig:
     """Relay the server's elicitation requests to the gateway's client (else refuse them)."""
     auth: AuthSettings | None = None
     """OAuth to the server (HTTP only), per principal."""
+    token_exchange: TokenExchangeSettings | None = None
+    """Through the gateway: call the server with the calling user's token exchanged for one
+    meant for this server (RFC 8693; :mod:`anfitrion.mcp._oauth_settings`)."""
 
     @property
     def transport(self) -> str:
@@ -151,6 +156,8 @@ class GatewaySettings:
         allowed_origins: ``Origin`` values accepted over HTTP (none by default).
         max_body_bytes: HTTP request body limit.
         own_names: present the one wrapped server's tools under their own names.
+        auth: the gateway as an OAuth 2.1 resource server (``gateway.auth``); without it,
+            HTTP clients present the static bearer token.
     """
 
     store: str | None = None
@@ -164,6 +171,7 @@ class GatewaySettings:
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = 1024 * 1024
     own_names: bool = False
+    auth: OAuthSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,7 +323,8 @@ def _server(server_id: str, raw: Any, *, path: str | None,
                                  key=f"{key}.relistBeforeCall"),
         sampling=_flag(raw.get("sampling"), False, path=path, key=f"{key}.sampling"),
         elicitation=_flag(raw.get("elicitation"), False, path=path, key=f"{key}.elicitation"),
-        auth=_auth(raw.get("auth"), url, path=path, key=f"{key}.auth", environ=environ))
+        auth=_auth(raw.get("auth"), url, path=path, key=f"{key}.auth", environ=environ),
+        token_exchange=_token_exchange(raw, url, path=path, key=key, environ=environ))
 
 
 def _text(raw: dict[str, Any], name: str, *, path: str | None, key: str,
@@ -380,13 +389,30 @@ def _auth(raw: Any, url: str | None, *, path: str | None, key: str,
                              key=f"{key}.allowInternal"))
 
 
-def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
+def _token_exchange(raw: dict[str, Any], url: str | None, *, path: str | None, key: str,
+                    environ: Mapping[str, str]) -> TokenExchangeSettings | None:
+    if "tokenExchange" in raw and url is None:
+        raise _config_error("token exchange is for HTTP servers (a url) only", path=path,
+                            key=f"{key}.tokenExchange")
+    if "tokenExchange" in raw and raw.get("auth") is not None:
+        raise _config_error("give either auth or tokenExchange: one source of the server's "
+                            "token", path=path, key=f"{key}.tokenExchange")
+    if "tokenExchange" in raw and raw.get("headers"):
+        raise _config_error("give either headers or tokenExchange: the exchanged token is the "
+                            "server's Authorization", path=path, key=f"{key}.tokenExchange")
+    return parse_token_exchange(raw.get("tokenExchange"),
+                                lambda m, k: _config_error(m, path=path, key=k), environ,
+                                f"{key}.tokenExchange")
+
+
+def _gateway(raw: Any, *, path: str | None,
+             environ: Mapping[str, str] | None = None) -> GatewaySettings:
     if raw is None:
         return GatewaySettings()
     if not isinstance(raw, dict):
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
-             "allowedOrigins", "maxBodyBytes", "ownNames"}
+             "allowedOrigins", "maxBodyBytes", "ownNames", "auth"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
@@ -423,7 +449,9 @@ def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:
                               key="gateway.approvalWait"),
         host=host, port=port, token_env=raw.get("tokenEnv", defaults.token_env),
         allowed_origins=tuple(origins), max_body_bytes=body,
-        own_names=_flag(raw.get("ownNames"), False, path=path, key="gateway.ownNames"))
+        own_names=_flag(raw.get("ownNames"), False, path=path, key="gateway.ownNames"),
+        auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
+                         os.environ if environ is None else environ))
 
 
 MAX_DEPTH = 64
@@ -554,7 +582,7 @@ def parse_config(data: Any, *, path: str | None = None,
         server = _server(server_id, raw, path=path, environ=env)
         if server is not None:
             servers[server_id] = server
-    return McpConfig(servers, _gateway(data.get("gateway"), path=path), path)
+    return McpConfig(servers, _gateway(data.get("gateway"), path=path, environ=env), path)
 
 
 def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> McpConfig:

@@ -14,7 +14,9 @@ its servers. The gateway connects to the configured upstream servers and:
 
 Transports: stdio (:meth:`Gateway.serve_stdio`), and streamable HTTP on a loopback address
 (:meth:`Gateway.serve_http`) behind a guard checking ``Host``, ``Origin``, a bearer token and
-the body size before the MCP SDK sees the request.
+the body size before the MCP SDK sees the request. The bearer token is a static one, or — with
+``gateway.auth`` — an OAuth access token of the configured issuer: the gateway is then a
+resource server (:mod:`anfitrion.mcp._gateway_auth`), each token's subject its own principal.
 
 Beyond tools the gateway forwards the rest of the protocol, with the gate where it matters
 (:mod:`anfitrion.mcp._gateway_upstream`, :mod:`anfitrion.mcp._gateway_content`): every content
@@ -32,10 +34,12 @@ import dataclasses
 import json
 import logging
 import socket
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -56,6 +60,7 @@ from ..store import Store
 from ..telemetry import extracted_context
 from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
 from ._gateway_http import HttpGuard, SessionCloseRace, respond, with_health
+from ._oauth_settings import OAuthSettings
 from ._pinning import NAMESPACE as PIN_NAMESPACE
 from ._toolset import (
     UPSTREAM_CALL,
@@ -76,6 +81,15 @@ try:
     from mcp.shared.exceptions import MCPError
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+    from ._gateway_auth import (
+        CALLER,
+        IDENTITY_AUDIT,
+        REFUSED_AUDIT,
+        UPSTREAM_SCOPES,
+        OAuthResource,
+        identity_record,
+        request_identity,
+    )
     from ._gateway_content import forward_result, listed_tool
     from ._gateway_upstream import LOG_LEVELS, UpstreamProtocol, page
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -117,7 +131,7 @@ class _GatewayTools:
         gateway = self._gateway
         tools = await gateway.servers.list_tools(context)
         offered = [self._principal_scoped(t) for t in tools
-                   if gateway.runtime.policy.may_allow(t, gateway.principal)
+                   if gateway.runtime.policy.may_allow(t, context.principal)
                    and (gateway._visible is None or gateway._visible(t))
                    and gateway._callable(t)]
         gateway._offered_names = frozenset(t.name for t in offered)
@@ -131,8 +145,10 @@ class _Client:
     withdrawn); one it named in ``_meta`` is left in the store for the client to continue."""
 
     def __init__(self, gateway: Gateway, session_id: str | None = None,
-                 handle: str | None = None) -> None:
+                 handle: str | None = None, principal: Principal | None = None) -> None:
         self._gateway = gateway
+        self.principal = principal
+        """Who the client's token says it is (OAuth); ``None``: the gateway's principal."""
         self._lock = anyio.Lock()
         self.session_id = session_id
         self.handle = handle
@@ -147,7 +163,8 @@ class _Client:
     async def session(self) -> GatedSession:
         async with self._lock:
             if self.gated is None:
-                self.gated = await self._gateway._open_session(self.session_id)
+                self.gated = await self._gateway._open_session(self.session_id,
+                                                               self.principal)
             return self.gated
 
     async def release(self) -> None:
@@ -255,6 +272,11 @@ class Gateway:
                                limits=limits, audit=audit, max_tool_calls=max_tool_calls,
                                app=GATEWAY_APP)
         self._default = _Client(self)  # calls made outside any MCP client session
+        self._by_principal: dict[str, _Client] = {}
+        """OAuth: the client of each principal for requests without a connection of their
+        own (the stateless protocol revisions)."""
+        self.auth: OAuthSettings | None = None
+        """``gateway.auth`` once :meth:`serve_http` serves as an OAuth resource server."""
         self._clients: set[_Client] = set()
         """The conversations in use now (their leases are kept)."""
         self._by_session: dict[str, _Client] = {}
@@ -277,16 +299,19 @@ class Gateway:
         """The anfitrion session of calls made outside an MCP client session (tests, code)."""
         return self._default.gated.id if self._default.gated is not None else None
 
-    async def _open_session(self, session_id: str | None = None) -> GatedSession:
+    async def _open_session(self, session_id: str | None = None,
+                            principal: Principal | None = None) -> GatedSession:
         """The session *session_id* (a conversation's), continued if stored, else new; by
-        default the fixed session, or a new one."""
-        sid = session_id or self.fixed_session_id
+        default the fixed session, or a new one. *principal*: who an OAuth token says the
+        caller is (``None``: the gateway's principal)."""
+        who = principal or self.principal
+        sid = session_id or (self.fixed_session_id if principal is None else None)
         if sid is not None and (state := await self.store.load_session(sid)) is not None:
-            if state.principal_id != self.principal.id or state.data.get("app") != GATEWAY_APP:
+            if state.principal_id != who.id or state.data.get("app") != GATEWAY_APP:
                 raise UserError(f"session {sid!r} is not a gateway conversation of "
-                                f"{self.principal.id!r}")
+                                f"{who.id!r}")
             return await self._take_over(sid)
-        return await self.runtime.open(self.principal,
+        return await self.runtime.open(who,
                                        sid or f"gateway-{uuid.uuid4().hex[:16]}",
                                        app=GATEWAY_APP)
 
@@ -314,12 +339,13 @@ class Gateway:
                                                                    self._conversation_key)
         return self._conversations
 
-    def _conversation(self, session_id: str, handle: str | None) -> _Client:
+    def _conversation(self, session_id: str, handle: str | None,
+                      oauth: Principal | None = None) -> _Client:
         """The one object of this process for conversation *session_id*, taken by one more
         connection (no await: looked up and counted at once)."""
         client = self._by_session.get(session_id)
         if client is None:
-            client = self._by_session[session_id] = _Client(self, session_id, handle)
+            client = self._by_session[session_id] = _Client(self, session_id, handle, oauth)
             self._clients.add(client)
         client.connections += 1
         return client
@@ -356,35 +382,46 @@ class Gateway:
         connection = ctx.session._connection
         legacy = connection.protocol_version not in MODERN_PROTOCOL_VERSIONS
         per_request = self.stateless or not legacy  # no connection outlives the request
+        caller = request_identity(ctx.request, self.auth)  # OAuth: who the token says
+        oauth = caller.principal if caller is not None else None
+        principal = oauth or self.principal
         client: _Client | None = None
-        named = await self._named(ctx, per_request)
+        named = await self._named(ctx, per_request, oauth)
         if named is not None:
             client = named
         elif self.stateless:  # replicas: the principal's own conversation, in the store
             conversations = await self.conversations()
             named = self._conversation(
-                conversations.session_id(self.principal.id, _PRINCIPAL_HANDLE), None)
+                conversations.session_id(principal.id, _PRINCIPAL_HANDLE), None, oauth)
             named.named = True
             client = named
         elif legacy:  # a connection per request otherwise: the default
             client = connection.state.get(_CLIENT_STATE)
             if client is None:
-                client = connection.state[_CLIENT_STATE] = await self._minted()
+                client = connection.state[_CLIENT_STATE] = await self._minted(oauth)
                 connection.exit_stack.push_async_callback(self._leave, client)
+            elif not _same_principal(client.principal, oauth):  # the SDK binds sessions
+                raise MCPError(code=mt.INVALID_REQUEST,  # to a token's principal too
+                               message="this session belongs to another principal")
+        elif oauth is not None:  # one default client per principal, never a shared one
+            client = self._by_principal.setdefault(principal.id,
+                                                   _Client(self, principal=oauth))
         if legacy and not self.stateless:  # for the notices meant for every client
             self.sessions.add(connection.state.setdefault(_STANDING_STATE, ctx.session))
         client_token = _CLIENT.set(client)
         token = _REQUEST.set(ctx)
+        caller_token = CALLER.set(caller)
         try:
             return await call_next(ctx)
         finally:
+            CALLER.reset(caller_token)
             _REQUEST.reset(token)
             _CLIENT.reset(client_token)
             if named is not None and per_request:
                 await self._leave(named)
 
-    async def _named(self, ctx: ServerRequestContext[Any, Any],
-                     per_request: bool) -> _Client | None:
+    async def _named(self, ctx: ServerRequestContext[Any, Any], per_request: bool,
+                     oauth: Principal | None = None) -> _Client | None:
         """The conversation the request's ``_meta`` names, taken for the request's
         connection (once per connection; *per_request*: for the request)."""
         meta = ctx.meta
@@ -392,29 +429,31 @@ class Gateway:
             return None
         conversations = await self.conversations()
         try:
-            handle = conversations.handle_in(self.principal.id, dict(meta))
+            handle = conversations.handle_in((oauth or self.principal).id, dict(meta))
         except HandleError as exc:
             raise MCPError(code=mt.INVALID_PARAMS, message=str(exc)) from None
         assert handle is not None
-        session_id = conversations.session_id(self.principal.id, handle)
+        session_id = conversations.session_id((oauth or self.principal).id, handle)
         connection = ctx.session._connection
         taken: dict[str, _Client] = connection.state.setdefault(_NAMED_STATE, {})
         if not per_request and session_id in taken:
             return taken[session_id]
-        client = self._conversation(session_id, handle)
+        client = self._conversation(session_id, handle, oauth)
         client.named = True
         if not per_request:
             taken[session_id] = client
             connection.exit_stack.push_async_callback(self._leave, client)
         return client
 
-    async def _minted(self) -> _Client:
-        """A connection's own conversation: a minted handle (or the fixed session)."""
-        if self.fixed_session_id is not None:
+    async def _minted(self, oauth: Principal | None = None) -> _Client:
+        """A connection's own conversation: a minted handle (or the fixed session, for the
+        gateway's own principal)."""
+        if self.fixed_session_id is not None and oauth is None:
             return self._conversation(self.fixed_session_id, None)
+        who = (oauth or self.principal).id
         conversations = await self.conversations()
-        handle = conversations.mint(self.principal.id)
-        return self._conversation(conversations.session_id(self.principal.id, handle), handle)
+        handle = conversations.mint(who)
+        return self._conversation(conversations.session_id(who, handle), handle, oauth)
 
     async def _watch_offer(self, interval: float = 0.5) -> None:
         """Tell every connected client ``notifications/tools/list_changed`` within
@@ -457,7 +496,7 @@ class Gateway:
     async def _keep_leases(self) -> None:
         while True:
             await anyio.sleep(self.runtime.lease_seconds / 3)
-            for client in list(self._clients):
+            for client in [*self._clients, *self._by_principal.values()]:
                 if client.gated is not None:
                     await client.gated.renew()
 
@@ -499,6 +538,8 @@ class Gateway:
     async def close(self) -> None:
         """End the calls made outside an MCP client session (withdrawing what waits)."""
         await self._default.end()
+        for client in list(self._by_principal.values()):
+            await client.end()
 
     # -- MCP handlers ----------------------------------------------------------------------
 
@@ -552,9 +593,11 @@ class Gateway:
         name = self.inside_name(name)
         relay = self._relaying(name.partition(".")[0])
         token = UPSTREAM_CALL.set(relay)
+        scopes = UPSTREAM_SCOPES.set([])  # OAuth: the upstream tokens' scopes, for the audit
         try:
             return await self._call_tool(name, arguments, relay)
         finally:
+            UPSTREAM_SCOPES.reset(scopes)
             UPSTREAM_CALL.reset(token)
 
     async def _call_tool(self, name: str, arguments: dict[str, Any],
@@ -585,6 +628,7 @@ class Gateway:
                 gated.session.forget_retry(name, key)
                 await gated.save()
         finally:
+            await self._audit_identity(gated, call_id, name)  # OAuth callers only
             await self.runtime.flush()  # every call's records are stored when it returns
         result = outcome.result
         assert result is not None
@@ -706,10 +750,11 @@ class Gateway:
             await server.run(read, write, server.create_initialization_options())
             tg.cancel_scope.cancel()
 
-    def http_app(self, manager: StreamableHTTPSessionManager, *, token: str, port: int,
-                 allowed_origins: Iterable[str] = (),
-                 max_body_bytes: int = 1024 * 1024) -> HttpGuard:
-        """The guarded ASGI app serving the MCP endpoint at ``/mcp``."""
+    def http_app(self, manager: StreamableHTTPSessionManager, *, token: str | None, port: int,
+                 allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
+                 auth: OAuthSettings | None = None) -> HttpGuard:
+        """The guarded ASGI app serving the MCP endpoint at ``/mcp`` (and, with *auth*, its
+        Protected Resource Metadata)."""
         async def endpoint(scope: dict[str, Any], receive: Any, send: Any) -> None:
             if scope.get("path", "").rstrip("/") != "/mcp":
                 await respond(send, 404, b"not found: the MCP endpoint is /mcp")
@@ -717,14 +762,49 @@ class Gateway:
             await manager.handle_request(scope, receive, send)
 
         hosts = {f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"}
+        oauth = None
+        if auth is not None:
+            self.auth = auth
+            oauth = self.oauth_resource(auth, port)
+            hosts.add(urlsplit(oauth.resource).netloc)  # behind a proxy: the public name
         return HttpGuard(endpoint, token=token, allowed_hosts=hosts,
-                         allowed_origins=allowed_origins, max_body_bytes=max_body_bytes)
+                         allowed_origins=allowed_origins, max_body_bytes=max_body_bytes,
+                         oauth=oauth)
 
-    async def serve_http(self, *, token: str, host: str = "127.0.0.1", port: int = 8765,
-                         allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
+    # -- OAuth (gateway.auth) ---------------------------------------------------------------
+
+    def oauth_resource(self, auth: OAuthSettings, port: int) -> OAuthResource:
+        """The resource server's checks, each refusal audited (``gateway.auth_refused``)."""
+        async def audit(data: Mapping[str, Any]) -> None:
+            try:
+                await self.store.append_audit(REFUSED_AUDIT, "gateway-auth", time.time(), data)
+            except AnfitrionError as exc:
+                log.warning("a refused request could not be audited: %s", exc)
+
+        return OAuthResource(auth, auth.resource or f"http://127.0.0.1:{port}/mcp",
+                             on_refused=audit)
+
+    async def _audit_identity(self, gated: GatedSession, call_id: str, name: str) -> None:
+        """An OAuth caller's call: who (issuer, subject, client id), and the scopes of the
+        upstream tokens it used (``gateway.call_identity``) — never a token."""
+        principal = gated.principal
+        if principal.attributes.get("authenticated_by") != "oauth":
+            return
+        record = identity_record(call_id, name, principal, UPSTREAM_SCOPES.get() or [])
+        try:
+            await self.store.append_audit(IDENTITY_AUDIT, gated.id, time.time(), record)
+        except AnfitrionError as exc:
+            log.warning("the identity of call %s could not be audited: %s", call_id, exc)
+
+    # -- end OAuth ---------------------------------------------------------------------------
+
+    async def serve_http(self, *, token: str | None = None, host: str = "127.0.0.1",
+                         port: int = 8765, allowed_origins: Iterable[str] = (),
+                         max_body_bytes: int = 1024 * 1024,
                          sock: socket.socket | None = None,
                          started: Callable[[int], None] | None = None,
-                         stop: anyio.Event | None = None, stateless: bool = False) -> None:
+                         stop: anyio.Event | None = None, stateless: bool = False,
+                         auth: OAuthSettings | None = None) -> None:
         """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until *stop* is set (or a signal).
 
         *stateless*: serve as one of several replicas behind a load balancer without
@@ -733,7 +813,10 @@ class Gateway:
         principal's), taking its lease for the request and releasing it after.
 
         Args:
-            token: the bearer token every request must carry.
+            token: the static bearer token every request must carry (local use), unless
+                *auth* is given.
+            auth: serve as an OAuth 2.1 resource server (``gateway.auth``): each request's
+                access token is checked and its subject is the call's principal.
             sock: an already bound socket (its port is used).
             started: called with the port once the server listens.
             stop: set it to shut down gracefully (open requests get up to 5 seconds).
@@ -751,7 +834,7 @@ class Gateway:
         self.stateless = stateless
         manager = StreamableHTTPSessionManager(app=self.build_server(), stateless=stateless)
         app = self.http_app(manager, token=token, port=port, allowed_origins=allowed_origins,
-                            max_body_bytes=max_body_bytes)
+                            max_body_bytes=max_body_bytes, auth=auth)
         config = uvicorn.Config(with_health(app, self.ready), lifespan="off",
                                 log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=5)
@@ -807,6 +890,14 @@ class _GatewayServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True),
             experimental_capabilities, extensions)
+
+
+def _same_principal(first: Principal | None, second: Principal | None) -> bool:
+    """The same OAuth identity (issuer and principal id), or both without one."""
+    if first is None or second is None:
+        return first is second
+    return (first.id, first.attributes.get("issuer")) == \
+        (second.id, second.attributes.get("issuer"))
 
 
 def _as_request(request_type: type[Any], handler: Callable[[Any], Any]) -> Any:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import hmac
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
 from ._http_body import check_body, send_refusal
 
-__all__ = ["ASGIApp", "HttpGuard", "SessionCloseRace", "respond", "with_health"]
+__all__ = ["ASGIApp", "Authenticator", "HttpGuard", "SessionCloseRace", "respond", "with_health"]
 
 ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Any]
 
@@ -39,22 +39,36 @@ async def respond(send: Any, status: int, body: bytes,
     await send({"type": "http.response.body", "body": body})
 
 
+class Authenticator(Protocol):
+    """The gateway as an OAuth resource server (:class:`~anfitrion.mcp._gateway_auth.
+    OAuthResource`): its metadata route, and the check of each request's bearer token."""
+
+    metadata_path: str
+
+    async def metadata(self, scope: dict[str, Any], receive: Any, send: Any) -> None: ...
+
+    async def guard(self, scope: dict[str, Any], headers: dict[str, str], send: Any) -> bool: ...
+
+
 class HttpGuard:
     """ASGI middleware: Host and Origin allow-lists, bearer token, body size, strict body.
 
     ``Host`` stops DNS rebinding (a web page resolving its own name to 127.0.0.1); ``Origin``
-    stops browsers' cross-site requests; the token stops other local programs; the body limit
+    stops browsers' cross-site requests; the token (the static one, or with ``oauth`` an OAuth
+    access token checked by :class:`Authenticator`) stops other programs; the body limit
     stops memory exhaustion; a POSTed body must be strict JSON and one JSON-RPC message with
     an MCP method (:mod:`anfitrion.mcp._http_body`). Checks run before the MCP SDK reads
     anything.
     """
 
-    def __init__(self, app: ASGIApp, *, token: str, allowed_hosts: Iterable[str],
-                 allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024) -> None:
-        if len(token) < 16:
+    def __init__(self, app: ASGIApp, *, token: str | None, allowed_hosts: Iterable[str],
+                 allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
+                 oauth: Authenticator | None = None) -> None:
+        if oauth is None and (token is None or len(token) < 16):
             raise ValueError("the bearer token must have at least 16 characters")
         self.app = app
-        self._expected = f"Bearer {token}".encode()
+        self.oauth = oauth
+        self._expected = f"Bearer {token}".encode() if oauth is None else b""
         self.allowed_hosts = frozenset(allowed_hosts)
         self.allowed_origins = frozenset(allowed_origins)
         self.max_body_bytes = max_body_bytes
@@ -68,12 +82,19 @@ class HttpGuard:
         if headers.get("host", "") not in self.allowed_hosts:
             await respond(send, 421, b"invalid Host header")
             return
+        oauth = self.oauth
+        if oauth is not None and scope.get("path") == oauth.metadata_path:
+            await oauth.metadata(scope, receive, send)  # public: RFC 9728 metadata
+            return
         origin = headers.get("origin")
         if origin is not None and origin not in self.allowed_origins:
             await respond(send, 403, b"invalid Origin header")
             return
-        given = headers.get("authorization", "").encode("latin-1")
-        if not hmac.compare_digest(given, self._expected):
+        if oauth is not None:
+            if not await oauth.guard(scope, headers, send):
+                return
+        elif not hmac.compare_digest(headers.get("authorization", "").encode("latin-1"),
+                                     self._expected):
             await respond(send, 401, b"a valid bearer token is required",
                            [(b"www-authenticate", b'Bearer realm="anfitrion-gateway"')])
             return

@@ -86,6 +86,14 @@ from ..telemetry import trace_meta
 from . import _media
 from ._config import McpConfig, ServerConfig
 from ._elicitation import ElicitationHandler
+from ._gateway_auth import (
+    CALLER,
+    UPSTREAM_SCOPES,
+    AuthRefused,
+    Caller,
+    ExchangedTokenAuth,
+    TokenExchanger,
+)
 from ._oauth import CredentialError, OAuthAccess
 from ._pinning import (
     Pin,
@@ -562,6 +570,12 @@ class McpToolset:
         self._lock = anyio.Lock()
         self._stack: AsyncExitStack | None = None
         self._tg: TaskGroup | None = None
+        # -- token exchange (a server entry's tokenExchange) --
+        self.exchanger = TokenExchanger(config.id, config.token_exchange) \
+            if config.token_exchange is not None else None
+        """The server's tokens: each caller's exchanged one, the gateway's own for listing."""
+        self._callers: dict[tuple[str, str], tuple[_Connection, Caller]] = {}
+        """Token exchange: one connection per caller (the server binds a session to it)."""
 
     @property
     def id(self) -> str:
@@ -575,13 +589,15 @@ class McpToolset:
     async def __aexit__(self, *exc_info: object) -> None:
         if self._connection is not None:
             self._connection.close("closed")
+        for conn, _ in self._callers.values():
+            conn.close("closed")
         stack, self._stack, self._tg = self._stack, None, None
         if stack is not None:
             await stack.aclose()
 
     # -- connection ------------------------------------------------------------------------
 
-    async def _serve(self, conn: _Connection, *,
+    async def _serve(self, conn: _Connection, *, caller: Caller | None = None,
                      task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         started = False
         cfg = self.config
@@ -595,7 +611,7 @@ class McpToolset:
                     http = await stack.enter_async_context(httpx2.AsyncClient(
                         headers=dict(cfg.headers), follow_redirects=False,
                         timeout=httpx2.Timeout(cfg.timeout, read=max(cfg.timeout, 300)),
-                        **self._oauth_client()))
+                        **self._oauth_client(caller)))
                     read, write = await stack.enter_async_context(
                         streamable_http_client(cfg.url, http_client=http))
                 callbacks = self.requests.callbacks(conn)
@@ -626,8 +642,12 @@ class McpToolset:
                 conn.error = conn.error or "the server ended before it was ready"
                 task_status.started()
 
-    def _oauth_client(self) -> dict[str, Any]:
-        """The HTTP client's ``auth`` and guarded ``transport`` for a server with ``auth``."""
+    def _oauth_client(self, caller: Caller | None) -> dict[str, Any]:
+        """The HTTP client's ``auth``: the *caller*'s own exchanged token (``tokenExchange``),
+        or, for a server with ``auth``, the principal's OAuth token and a guarded
+        ``transport``."""
+        if self.exchanger is not None:
+            return {"auth": ExchangedTokenAuth(self.exchanger, caller)}
         cfg = self.config
         if cfg.auth is None:
             return {}
@@ -658,6 +678,39 @@ class McpToolset:
                 self.last_error = conn.error
                 raise McpServerError(self.id, f"cannot start: {conn.error}")
             self._connection = conn
+            return conn
+
+    async def _caller_connection(self, shared: _Connection) -> _Connection:
+        """Token exchange: the connection of the gateway call's caller, made with their own
+        exchanged token (the server's own authorization then decides for that user); the
+        shared connection otherwise. Refuses a call with no OAuth caller: never anyone
+        else's token."""
+        if self.exchanger is None:
+            return shared
+        caller = CALLER.get()
+        if caller is None:
+            raise ToolError(f"{self.id!r} is called with each user's own token (token "
+                            "exchange): this call has no OAuth caller. Nothing was run.")
+        try:
+            upstream = await self.exchanger.token(caller)
+        except AuthRefused as exc:
+            raise ToolError(f"{exc.reason}. Nothing was run.") from None
+        found = UPSTREAM_SCOPES.get()
+        if found is not None:
+            found.append((self.id, upstream.scopes))
+        async with self._lock:
+            known = self._callers.get(caller.key)
+            if known is not None and not known[0].dead:
+                known[1].token = caller.token  # their newest token for the next exchange
+                return known[0]
+            if self._tg is None:
+                raise ToolError(f"MCP server {self.id!r} is closed. Nothing was run.")
+            conn = _Connection(forward=self.on_notification)
+            await self._tg.start(partial(self._serve, conn, caller=caller))
+            if conn.dead or conn.session is None:
+                raise ToolError(f"cannot reach {self.id!r} as {caller.principal.id!r}: "
+                                f"{conn.error}. Nothing was run.")
+            self._callers[caller.key] = (conn, caller)
             return conn
 
     def start(self) -> None:
@@ -905,6 +958,7 @@ class McpToolset:
             raise ToolError(f"{name} is blocked: its definition is no longer the one a person "
                             "approved. Nothing was run; an operator must review it "
                             "(anfitrion mcp review).")
+        conn = await self._caller_connection(conn)
         session = conn.session
         assert session is not None
         conn.called = True  # what it lists may change with the call: the next offer re-lists

@@ -1,0 +1,120 @@
+"""Helpers for the gateway's OAuth tests: the upstream notes server (a subprocess), the
+gateway serving streamable HTTP as a resource server, and the official SDK client with a token.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._oauth_settings import OAuthSettings
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
+from anfitrion.store import Store
+
+NOTES = Path(__file__).parent / "notes_server.py"
+
+
+@dataclass
+class Notes:
+    """A running notes server: its URL and the Authorization headers it received."""
+
+    url: str
+    record: Path
+
+    def authorizations(self) -> list[str | None]:
+        if not self.record.exists():
+            return []
+        return [json.loads(line)["authorization"]
+                for line in self.record.read_text().splitlines() if line]
+
+
+@contextmanager
+def notes_server(issuer: str, folder: Path, *, open_server: bool = False) -> Iterator[Notes]:
+    record = folder / "notes-headers.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, str(NOTES), issuer, str(record), *(["--open"] if open_server else [])],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    line: list[bytes] = []
+    reader = threading.Thread(target=lambda: line.append(process.stdout.readline()  # type: ignore[union-attr]
+                                                          ), daemon=True)
+    reader.start()
+    reader.join(60)
+    try:
+        if not line or not line[0].strip():
+            raise RuntimeError("the notes server did not start within 60 s")
+        yield Notes(json.loads(line[0])["url"], record)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+async def approve_all(configs: list[ServerConfig], store: Store) -> None:
+    """What ``anfitrion mcp approve`` does after a review."""
+    async with McpServers(configs, store) as servers:
+        await servers.refresh()
+    book = PinBook(store)
+    for pin in await book.pins():
+        await book.approve(pin.name, by="operator")
+
+
+def free_socket() -> socket.socket:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@asynccontextmanager
+async def serving(gateway: Gateway, auth: OAuthSettings | None, sock: socket.socket,
+                  token: str | None = None) -> AsyncIterator[str]:
+    """The gateway on *sock* as a resource server; yields its MCP URL."""
+    port = sock.getsockname()[1]
+    ready, stop = anyio.Event(), anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(gateway.serve_http, token=token, auth=auth, sock=sock, stop=stop,
+                              started=lambda _: ready.set()))
+        with anyio.fail_after(30):
+            await ready.wait()
+        try:
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            stop.set()
+
+
+def settings_for(issuer: str, resource: str, **more: Any) -> OAuthSettings:
+    """``gateway.auth`` for the tests' authorization server on loopback."""
+    return replace(OAuthSettings(issuer=issuer, resource=resource, allow_internal=True,
+                                 roles_claim="roles"), **more)
+
+
+@asynccontextmanager
+async def mcp_client(url: str, token: str) -> AsyncIterator[ClientSession]:
+    """The official SDK client of the gateway, presenting *token*."""
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300),
+                                  headers={"Authorization": f"Bearer {token}"}) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
