@@ -15,6 +15,7 @@ install: $(PY)
 install-test: $(PY)
 	$(PIP) install -e '.[test]'
 	bash tests/mcp/install_mcp1.sh
+	bash tests/mcp/install_sandbox.sh  # bubblewrap (root: apt-get; else it says what to install)
 
 demo: install
 	$(VENV)/bin/anfitrion demo
