@@ -255,3 +255,28 @@ async def test_without_bubblewrap_a_server_is_not_started_unless_its_entry_says_
         assert not isinstance(result["plain"], Exception)
     details = [str(r.data) for r in await sqlite_store.audit_records()]
     assert any("time.sandbox" in d and "refused to start" in d for d in details), details
+
+
+async def test_a_widened_profile_or_a_changed_program_is_not_started_and_is_audited(
+        project: Path, sqlite_store: SQLiteStore, tmp_path: Path) -> None:
+    copy = tmp_path / "srv" / "hostile.py"
+    copy.parent.mkdir()
+    copy.write_text(Path(HOSTILE).read_text())
+    narrow = {"paths": [str(project)]}
+    hostile = {"command": sys.executable, "args": [str(copy)], "trusted": True,
+               "sandbox": narrow}
+    config = _config(project, extra={"hostile": hostile})
+    async with _gateway(config, sqlite_store) as call:
+        assert (await call("hostile.read", path=str(project / "notes.txt"))).startswith("OK")
+    widened = {**hostile, "sandbox": {"paths": [{"path": str(project), "mode": "rw"}]}}
+    changed = [_config(project, extra={"hostile": widened})]
+    copy.write_text(copy.read_text() + "\n# an update under the same command\n")
+    changed.append(_config(project, extra={"hostile": hostile}))
+    for edited, why in zip(changed, ("sandbox: can write", "script_sha256"), strict=True):
+        async with McpServers(edited, sqlite_store) as servers:
+            result = await servers.refresh()
+            assert isinstance(result["hostile"], Exception), result["hostile"]
+            assert why in str(result["hostile"]), result["hostile"]
+            assert not isinstance(result["time"], Exception)  # the others keep serving
+        details = [str(r.data) for r in await sqlite_store.audit_records()]
+        assert any("hostile.launch" in d and why in d for d in details), why

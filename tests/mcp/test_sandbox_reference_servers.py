@@ -5,6 +5,7 @@ mcp-server-time and mcp-server-git (its repository granted read-write), and npm'
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -27,6 +28,7 @@ from anfitrion.store import MemoryStore
 from anfitrion.tools import OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
+_CALLS = itertools.count(1)
 
 SERVERS_HOME = Path(os.environ.get("ANFITRION_MCP_SERVERS_HOME",
                                    Path.home() / ".cache" / "anfitrion" / "mcp-servers"))
@@ -70,7 +72,8 @@ async def _call(configs: list[ServerConfig], store: MemoryStore, name: str,
     async with McpServers(configs, store) as servers:
         tools = await servers.list_tools(OfferContext(Principal("tester"), "session-1"))
         outcome = await through_gate(tools, name, arguments, store,
-                                     approver=CallbackApprover(lambda r: True))
+                                     approver=CallbackApprover(lambda r: True),
+                                     call_id=f"call-{next(_CALLS)}")
         assert not outcome.result.is_error, outcome.result.content
         return str(outcome.result.content)
 
@@ -88,8 +91,9 @@ async def test_the_filesystem_server_works_inside_with_its_root_bound_rw(
     await _approved_tools([config], store)
     assert "hello from the host" in await _call([config], store, "fs.read_text_file",
                                                 {"path": str(root / "hello.txt")})
-    await _call([config], store, "fs.write_file", {"path": str(root / "new.txt"),
-                                                   "content": "written inside"})
+    wrote = await _call([config], store, "fs.write_file", {"path": str(root / "new.txt"),
+                                                           "content": "written inside"})
+    assert "Successfully wrote" in wrote, wrote
     assert (root / "new.txt").read_text() == "written inside"
 
 

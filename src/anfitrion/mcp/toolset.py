@@ -626,9 +626,13 @@ class McpToolset:
                 return conn
             if self._tg is None:
                 raise McpServerError(self.id, "use the toolset inside `async with`")
+            # what runs is resolved again at each start: a package or file changed since
+            # the last one is a changed identity
+            self.identity = await anyio.to_thread.run_sync(server_identity, self.config)
             if not self.launch_changed:
                 refused = await self.pins.launch_refused(self.id, self.identity)
                 if refused:
+                    await self.requests.audit("", f"{self.id}.launch", f"refused: {refused}")
                     self.last_error = refused
                     raise McpServerError(self.id, f"not started: {refused}. Review it "
                                          "(anfitrion mcp review) and approve the server again")
