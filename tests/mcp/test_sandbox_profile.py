@@ -157,6 +157,8 @@ def test_protected_files_inside_a_granted_folder_are_masked(tmp_path: Path) -> N
     assert head[keys - 1] == "--tmpfs" and head[keys + 1:keys + 3] == ["--remount-ro",
                                                                         str(tmp_path / "keys")]
     assert str(tmp_path / "absent") not in head
+    elsewhere = bwrap_argv(SandboxProfile(), ["x"], hidden=[str(tmp_path / "anfitrion.db")])
+    assert str(tmp_path / "anfitrion.db") not in elsewhere  # not even its name shows
     # the masks come after the grant, so they cover it
     assert head.index(str(tmp_path / "anfitrion.db")) > head.index(str(tmp_path))
 

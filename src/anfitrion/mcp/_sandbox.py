@@ -443,7 +443,10 @@ def bwrap_argv(profile: SandboxProfile, command: Sequence[str], *, bwrap: str = 
             args += ["--ro-bind-try", item, item]
     for grant in profile.paths:  # after the program's: a grant inside it wins
         args += ["--bind-try" if grant.mode == "rw" else "--ro-bind-try", grant.path, grant.path]
-    for item in hidden:
+    bound = [*reads, *granted]
+    for item in hidden:  # masked where a bound folder would show it; elsewhere it is absent
+        if not any(_under(item, b) for b in bound):
+            continue
         if os.path.isdir(item):
             args += ["--tmpfs", item, "--remount-ro", item]
         elif os.path.lexists(item):
