@@ -25,7 +25,7 @@ pytest.importorskip("mcp")
 
 from gateway_helpers import approve_all, connected, writes_allowed
 
-from anfitrion.mcp import _sandbox
+from anfitrion.mcp import _sandbox, _sandbox_run
 from anfitrion.mcp.config import McpConfig, ServerConfig, parse_config
 from anfitrion.mcp.gateway import Gateway
 from anfitrion.mcp.toolset import McpServers
@@ -194,6 +194,12 @@ async def test_a_fork_bomb_stops_at_the_process_limit(
         assert started < 24, text
         await _time_still_served(call)
         assert (await call("hostile.forks", count=5)).startswith("started 5 of 5")
+    probe = _sandbox_run.make_pids_cgroup(1)
+    if probe is not None:  # audited where a cgroup counts them
+        probe.rmdir()
+        details = [str(r.data) for r in await sqlite_store.audit_records()]
+        assert any("hostile.sandbox" in d and "process limit (24) was reached" in d
+                   for d in details), details
 
 
 def _running(token: str) -> bool:
