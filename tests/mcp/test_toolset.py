@@ -17,6 +17,7 @@ from mcp_helpers import through_gate
 
 from anfitrion.approvals import ApprovalAnswer, DeferredApprover, DenyAllApprover
 from anfitrion.conversation import Provenance
+from anfitrion.mcp._sandbox import OFF
 from anfitrion.mcp.config import ServerConfig
 from anfitrion.mcp.pinning import PinState
 from anfitrion.mcp.toolset import McpServers, McpToolset
@@ -341,7 +342,8 @@ async def test_a_server_crashing_mid_call_is_reported_and_restarted_on_next_use(
 async def test_a_server_that_died_while_idle_is_restarted_when_next_listed(
         malicious: Callable[..., ServerConfig], store: MemoryStore,
         offer: OfferContext) -> None:
-    async with McpToolset(malicious(), store) as toolset:
+    # unsandboxed: the test kills the server by the pid it reports, a pid of this namespace
+    async with McpToolset(malicious(sandbox=OFF), store) as toolset:
         await toolset.refresh()
         await toolset.pins.approve("mal.pid", by="operator")
         first = await through_gate(await toolset.list_tools(offer), "mal.pid", {}, store)
