@@ -407,7 +407,7 @@ async def test_a_spawned_server_sees_only_a_minimal_environment_and_what_is_give
     assert "GIVEN_ON_PURPOSE" in names
     assert not names & {"OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY"}
     assert names <= {"GIVEN_ON_PURPOSE", "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER",
-                     "LC_CTYPE"}
+                     "LC_CTYPE", "TMPDIR", "PWD"}  # TMPDIR, PWD: the sandbox's /tmp and cwd
 
 
 async def test_structured_content_must_match_the_pinned_output_schema(
