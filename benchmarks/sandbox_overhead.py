@@ -27,9 +27,9 @@ from typing import Any
 
 import anyio
 
+from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._sandbox import OFF, SandboxProfile, bwrap_problem
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import McpToolset
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.store import MemoryStore
 
 HERE = Path(__file__).parent

@@ -26,11 +26,11 @@ pytest.importorskip("mcp")
 from gateway_helpers import approve_all, connected, writes_allowed
 
 from anfitrion.mcp import _sandbox, _sandbox_run
-from anfitrion.mcp.config import McpConfig, ServerConfig, parse_config
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._config import McpConfig, ServerConfig, parse_config
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import Store
-from anfitrion.store.sqlite import SQLiteStore
+from anfitrion.store._sqlite import SQLiteStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 
 from anfitrion.exceptions import ConfigError
 from anfitrion.mcp import _sandbox
+from anfitrion.mcp._config import load_config, parse_config
+from anfitrion.mcp._pinning import PinBook, PinState, identity_changes, server_identity
 from anfitrion.mcp._resolve import package_spec, resolve_program
 from anfitrion.mcp._sandbox import (
     OFF,
@@ -28,8 +30,6 @@ from anfitrion.mcp._sandbox import (
     program_paths,
     widenings,
 )
-from anfitrion.mcp.config import load_config, parse_config
-from anfitrion.mcp.pinning import PinBook, PinState, identity_changes, server_identity
 from anfitrion.store import MemoryStore
 
 HOME = "/home/ada"
@@ -355,7 +355,7 @@ def test_the_package_of_a_runner_is_found(command: str, args: list[str],
 def _cli(*args: str, color: bool = False) -> Any:
     from click.testing import CliRunner
 
-    from anfitrion.cli.mcp import command
+    from anfitrion._cli.mcp import command
     return CliRunner().invoke(command, list(args), obj={"store": MemoryStore()}, color=color)
 
 

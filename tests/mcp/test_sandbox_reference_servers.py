@@ -18,14 +18,14 @@ pytest.importorskip("mcp")
 
 from mcp_helpers import through_gate
 
-from anfitrion.approvals import CallbackApprover
+from anfitrion._approvals import CallbackApprover
+from anfitrion._principal import Principal
+from anfitrion._tools import OfferContext
 from anfitrion.mcp import _sandbox
-from anfitrion.mcp.config import ServerConfig, parse_config
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
-from anfitrion.principal import Principal
+from anfitrion.mcp._config import ServerConfig, parse_config
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 _CALLS = itertools.count(1)
