@@ -16,6 +16,7 @@ install-test: $(PY)
 	$(PIP) install -e '.[test]'
 	bash tests/mcp/install_mcp1.sh
 	bash tests/parity/install_haproxy.sh
+	bash tests/mcp/install_sandbox.sh  # bubblewrap (root: apt-get; else it says what to install)
 
 demo: install
 	$(VENV)/bin/anfitrion demo

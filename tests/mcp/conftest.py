@@ -19,6 +19,7 @@ from mcp_helpers import MALICIOUS
 from anfitrion._principal import Principal
 from anfitrion._tools import OfferContext
 from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._sandbox import PathGrant, SandboxProfile
 from anfitrion.store import MemoryStore
 
 
@@ -35,6 +36,7 @@ def offer() -> OfferContext:
 @pytest.fixture
 def malicious(tmp_path: Path) -> Callable[..., ServerConfig]:
     def make(*extra: str, server_id: str = "mal", **options: Any) -> ServerConfig:
+        options.setdefault("sandbox", SandboxProfile(paths=(PathGrant(str(tmp_path), "rw"),)))
         return ServerConfig(id=server_id, command=sys.executable,
                             args=(MALICIOUS, "--trash", str(tmp_path), *extra), **options)
     return make
@@ -66,5 +68,6 @@ def git_repo(tmp_path: Path) -> Path:
 def git_server(git_repo: Path) -> ServerConfig:
     return ServerConfig(id="git", command=sys.executable,
                         args=("-m", "mcp_server_git", "--repository", str(git_repo)),
-                        trusted=True)
+                        trusted=True,
+                        sandbox=SandboxProfile(paths=(PathGrant(str(git_repo), "rw"),)))
 

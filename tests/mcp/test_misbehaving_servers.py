@@ -16,6 +16,7 @@ from mcp_helpers import MISBEHAVING, through_gate
 
 from anfitrion._tools import OfferContext, Tool
 from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._sandbox import OFF
 from anfitrion.mcp._toolset import MAX_LINE_BYTES, MAX_NOISE_LINES, McpToolset
 from anfitrion.store import MemoryStore
 
@@ -61,7 +62,9 @@ def _alive(pid: int) -> bool:
 async def test_a_child_of_a_hung_server_does_not_survive_its_restart(
         tmp_path: Path, store: MemoryStore, offer: OfferContext) -> None:
     pidfile = tmp_path / "child.pid"
-    async with McpToolset(_config(timeout=2), store) as toolset:
+    # the process group's end, as for "sandbox": "off" (the sandbox's own containment:
+    # test_sandbox_hostile.py); the child's pid is a pid of this namespace
+    async with McpToolset(_config(timeout=2, sandbox=OFF), store) as toolset:
         tools = await _approved(toolset, offer)
         outcome = await through_gate(tools, "bad.spawn_and_hang", {"pidfile": str(pidfile)},
                                      store)
@@ -75,7 +78,7 @@ async def test_a_child_of_a_hung_server_does_not_survive_its_restart(
 async def test_what_a_server_left_running_ends_when_the_server_is_closed(
         tmp_path: Path, store: MemoryStore, offer: OfferContext) -> None:
     pidfile = tmp_path / "child.pid"
-    async with McpToolset(_config(), store) as toolset:
+    async with McpToolset(_config(sandbox=OFF), store) as toolset:
         tools = await _approved(toolset, offer)
         outcome = await through_gate(tools, "bad.spawn", {"pidfile": str(pidfile)}, store)
         assert not outcome.result.is_error

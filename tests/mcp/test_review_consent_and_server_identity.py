@@ -45,7 +45,9 @@ def pasted(tmp_path: Path) -> tuple[Path, Path]:
     marker = tmp_path / "it-ran"
     config = _write_config(tmp_path / "mcp.json", {"helper": {
         "command": "sh", "args": ["-c", f"touch {marker}"],
-        "env": {"SECRET_TOKEN": "hunter2-do-not-print"}}})
+        "env": {"SECRET_TOKEN": "hunter2-do-not-print"},
+        # the marker's folder is granted, so that a run leaves the marker outside the sandbox
+        "sandbox": {"paths": [{"path": str(tmp_path), "mode": "rw"}]}}})
     return config, marker
 
 

@@ -21,6 +21,7 @@ from anfitrion._principal import Principal
 from anfitrion._tools import Effect, OfferContext
 from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._pinning import PinState
+from anfitrion.mcp._sandbox import OFF
 from anfitrion.mcp._toolset import McpServers, McpToolset
 from anfitrion.store import MemoryStore
 
@@ -347,7 +348,8 @@ async def test_a_server_crashing_mid_call_is_reported_and_restarted_on_next_use(
 async def test_a_server_that_died_while_idle_is_restarted_when_next_listed(
         malicious: Callable[..., ServerConfig], store: MemoryStore,
         offer: OfferContext) -> None:
-    async with McpToolset(malicious(), store) as toolset:
+    # unsandboxed: the test kills the server by the pid it reports, a pid of this namespace
+    async with McpToolset(malicious(sandbox=OFF), store) as toolset:
         await toolset.refresh()
         await toolset.pins.approve("mal.pid", by="operator")
         first = await through_gate(await toolset.list_tools(offer), "mal.pid", {}, store)
@@ -411,7 +413,7 @@ async def test_a_spawned_server_sees_only_a_minimal_environment_and_what_is_give
     assert "GIVEN_ON_PURPOSE" in names
     assert not names & {"OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY"}
     assert names <= {"GIVEN_ON_PURPOSE", "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER",
-                     "LC_CTYPE"}
+                     "LC_CTYPE", "TMPDIR", "PWD"}  # TMPDIR, PWD: the sandbox's /tmp and cwd
 
 
 async def test_structured_content_must_match_the_pinned_output_schema(

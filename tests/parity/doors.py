@@ -32,6 +32,7 @@ from anfitrion._runtime import GatedSession, Runtime
 from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._sandbox import PathGrant, SandboxProfile
 from anfitrion.mcp._toolset import McpServers
 from anfitrion.models._base import ModelRequest
 from anfitrion.policy import Policy, parse_policy
@@ -67,8 +68,10 @@ class Door(Protocol):
 
 
 def server_config(effects: Path) -> ServerConfig:
+    # the server appends what it did to the effects file: its folder is granted read-write
     return ServerConfig(id="p", command=sys.executable, args=(SERVER,),
-                        env={"PARITY_EFFECTS": str(effects)}, trusted=True)
+                        env={"PARITY_EFFECTS": str(effects)}, trusted=True,
+                        sandbox=SandboxProfile(paths=(PathGrant(str(effects.parent), "rw"),)))
 
 
 def _result_out(result: ToolResult) -> Out:
@@ -231,7 +234,8 @@ async def open_door(kind: str, store_url: str, policy_text: str,
             config_file.write_text(json.dumps({
                 "mcpServers": {"p": {"command": sys.executable, "args": [SERVER],
                                      "env": {"PARITY_EFFECTS": str(effects)},
-                                     "trusted": True}},
+                                     "trusted": True, "sandbox": {"paths": [
+                                         {"path": str(effects.parent), "mode": "rw"}]}}},
                 "gateway": {"principal": PRINCIPAL}}))
             params = StdioServerParameters(
                 command=sys.executable,

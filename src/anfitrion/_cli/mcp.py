@@ -5,6 +5,7 @@
     anfitrion mcp approve --config mcp.json git.git_log --digest 3f2a9c1e
     anfitrion mcp approve --config mcp.json 'git.*'   # the server's instructions and every tool
     anfitrion mcp list    --config mcp.json --json
+    anfitrion mcp lock    --config mcp.json           # npx/uvx packages → pkg@installed-version
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import shlex
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -34,6 +36,8 @@ from ..mcp._pinning import (
     server_key,
     suspicious_text,
 )
+from ..mcp._resolve import package_spec, resolve_program
+from ..mcp._sandbox import describe_profile
 from ..policy._lint import LintReport, ToolFacts, facts_of_mcp, lint_tools, visible
 from ..store import Store, open_store
 
@@ -166,10 +170,28 @@ def _launch_plan(server: ServerConfig, why: str) -> list[str]:
                   f"    cwd:     {make_visible(server.cwd) if server.cwd else '(this directory)'}",
                   f"    env:     {make_visible(' '.join(sorted(server.env))) or '(none)'} "
                   f"(values not shown; plus {_BASE_ENV} from yours)"]
+        lines += _sandbox_lines(server)
     else:
         lines += [f"    contacts: {make_visible(server.url or '')}",
                   f"    headers:  {make_visible(' '.join(sorted(server.headers))) or '(none)'}"
                   " (values not shown)"]
+    return lines
+
+
+def _sandbox_lines(server: ServerConfig) -> list[str]:
+    """The server's sandbox profile in words (``"off"`` in red), and what it runs."""
+    words = describe_profile(server.sandbox)
+    if not server.sandbox.enabled:
+        return ["    " + click.style(f"sandbox: {words[0]}", fg="red", bold=True)]
+    lines = [f"    sandbox: {make_visible(words[0])}"]
+    lines += [f"             {make_visible(line)}" for line in words[1:]]
+    runs = server_identity(server).get("runs") or {}
+    if runs.get("package"):
+        lines.append(f"    package: {make_visible(str(runs['package']))} "
+                     f"{make_visible(str(runs.get('version') or '(not installed here)'))}")
+    elif runs.get("sha256"):
+        lines.append(f"    file:    {make_visible(str(runs.get('executable')))} "
+                     f"sha256:{str(runs['sha256'])[:16]}…")
     return lines
 
 
@@ -417,3 +439,64 @@ def list_(ctx: click.Context, config_path: str | None, store_url: str | None,
         by = f"  approved by {make_visible(pin.approved_by)}" if pin.approved_by else ""
         click.echo(f"{make_visible(pin.name):<40} {pin.state.value:<9} {pin.seen_digest[:12]}"
                    f"{by}")
+
+
+@command.command("lock")
+@_config_option
+@click.option("--check", is_flag=True,
+              help="Write nothing; exit with status 1 when a version is not locked yet.")
+def lock(config_path: str | None, check: bool) -> None:
+    """Write the installed version of each npx/uvx package into the config's arguments
+    (``pkg`` → ``pkg@1.2.3``), so that what runs is what was reviewed.
+
+    Versions are resolved offline, from what is installed here (node_modules, the npm
+    cache's _npx folders, uv's tool folder and cache); a package not installed here is
+    reported and left as it is.
+    """
+    if config_path is None:
+        raise click.UsageError("--config FILE is required")
+    config = _config(config_path)
+    assert config is not None
+    try:
+        raw = json.loads(Path(config_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"{config_path}: cannot read: {exc}") from None
+    changes = _lock_changes(config, raw)
+    for line in changes:
+        click.echo(line)
+    locked = [line for line in changes if line.startswith("locked")]
+    if check:
+        if locked:
+            raise SystemExit(1)
+        return
+    if locked:
+        temporary = Path(config_path).with_name(Path(config_path).name + ".lock-tmp")
+        temporary.write_text(json.dumps(raw, indent=2, ensure_ascii=False) + "\n",
+                             encoding="utf-8")
+        os.replace(temporary, config_path)
+        click.echo(f"wrote {config_path}: review the servers again (anfitrion mcp review)")
+
+
+def _lock_changes(config: McpConfig, raw: dict[str, Any]) -> list[str]:
+    """Rewrite the package arguments in *raw*; one line per server said what was done."""
+    lines: list[str] = []
+    for server_id, server in config.servers.items():
+        spec = package_spec(server.command, server.args) if server.command else None
+        if server.command is None or spec is None:
+            continue
+        runner = os.path.basename(server.command)
+        runs = resolve_program(server.command, server.args, cwd=server.cwd,
+                               env_path=server.env.get("PATH", os.environ.get("PATH")))
+        name, version = runs.get("package"), runs.get("version")
+        shown = make_visible(f"{server_id}: {name}")
+        if runner == "pipx":
+            lines.append(f"skipped {shown}: pipx is pinned at review; lock it with --spec")
+        elif not version:
+            lines.append(f"skipped {shown}: not installed here (run it once, then lock)")
+        elif spec[1] == f"{name}@{version}":
+            lines.append(f"already {shown}@{make_visible(str(version))}")
+        else:
+            raw["mcpServers"][server_id]["args"][spec[0]] = f"{name}@{version}"
+            lines.append(f"locked {shown}@{make_visible(str(version))} "
+                         f"(was {make_visible(spec[1])})")
+    return lines

@@ -26,6 +26,8 @@ never under the name the server reports. Keys anfitrion adds to a server entry:
   an earlier listing, re-read the tool list, so a definition changed without
   ``notifications/tools/list_changed`` is caught at call time.
 - ``disabled`` (default ``false``): skip this server.
+- ``sandbox`` (stdio servers): the OS sandbox's profile — ``paths``, ``network``, ``limits``
+  — or ``"off"``; absent, the default profile (:mod:`anfitrion.mcp._sandbox`, docs/mcp.md).
 - ``sampling``, ``elicitation`` (default ``false``): through the gateway, relay the server's
   ``sampling/createMessage`` / ``elicitation/create`` requests to the MCP client; otherwise
   they are refused (and audited either way).
@@ -54,6 +56,7 @@ from typing import Any
 
 from ..exceptions import ConfigError
 from ._oauth_settings import OAuthSettings, TokenExchangeSettings, parse_oauth, parse_token_exchange
+from ._sandbox import ProfileError, SandboxProfile, parse_sandbox
 
 __all__ = ["DEFAULT_REDIRECT_URI", "AuthSettings", "GatewaySettings", "McpConfig", "ServerConfig",
            "load_config", "parse_config"]
@@ -63,7 +66,7 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SERVER_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "type", "transport",
                           "trusted", "timeout", "maxResultChars", "relistBeforeCall",
                           "disabled", "description", "sampling", "elicitation", "auth",
-                          "tokenExchange"})
+                          "tokenExchange", "sandbox"})
 _AUTH_KEYS = frozenset({"scopes", "clientId", "clientSecret", "clientMetadataUrl", "issuer",
                         "grant", "tokenEndpointAuthMethod", "privateKey", "signingAlgorithm",
                         "redirectUri", "allowInternal"})
@@ -130,6 +133,10 @@ class ServerConfig:
     """Relay the server's sampling requests to the gateway's client (else refuse them)."""
     elicitation: bool = False
     """Relay the server's elicitation requests to the gateway's client (else refuse them)."""
+    sandbox: SandboxProfile = field(default_factory=SandboxProfile)
+    """The OS sandbox a stdio server runs in (:mod:`anfitrion.mcp._sandbox`): by default no
+    network, no home folder, only the system and the server's own program; ``"off"`` runs it
+    unconfined."""
     auth: AuthSettings | None = None
     """OAuth to the server (HTTP only), per principal."""
     token_exchange: TokenExchangeSettings | None = None
@@ -306,6 +313,15 @@ def _server(server_id: str, raw: Any, *, path: str | None,
     for name, value in (("command", command), ("cwd", cwd), *(("args", a) for a in args)):
         if isinstance(value, str) and "\x00" in value:  # no program can be given a NUL
             raise _config_error("contains a NUL character", path=path, key=f"{key}.{name}")
+    if "sandbox" in raw and url is not None:
+        raise _config_error("the sandbox applies to stdio servers (a command) only", path=path,
+                            key=f"{key}.sandbox")
+    try:
+        sandbox = parse_sandbox(raw.get("sandbox"), key=f"{key}.sandbox",
+                                base=str(Path(path).parent) if path else None,
+                                home=environ.get("HOME"))
+    except ProfileError as exc:
+        raise _config_error(str(exc), path=path, key=exc.key) from None
     max_chars = raw.get("maxResultChars", DEFAULT_MAX_RESULT_CHARS)
     if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
         raise _config_error("must be a positive integer", path=path, key=f"{key}.maxResultChars")
@@ -323,6 +339,7 @@ def _server(server_id: str, raw: Any, *, path: str | None,
                                  key=f"{key}.relistBeforeCall"),
         sampling=_flag(raw.get("sampling"), False, path=path, key=f"{key}.sampling"),
         elicitation=_flag(raw.get("elicitation"), False, path=path, key=f"{key}.elicitation"),
+        sandbox=sandbox,
         auth=_auth(raw.get("auth"), url, path=path, key=f"{key}.auth", environ=environ),
         token_exchange=_token_exchange(raw, url, path=path, key=key, environ=environ))
 

@@ -30,6 +30,7 @@ This module does no MCP I/O: definitions arrive as plain JSON.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -44,6 +45,8 @@ from .._json import json_strings
 from ..exceptions import UserError
 from ..store import RecordStore
 from ._config import ServerConfig
+from ._resolve import resolve_program
+from ._sandbox import profile_identity, widenings
 
 __all__ = [
     "NAMESPACE",
@@ -53,6 +56,7 @@ __all__ = [
     "PinState",
     "definition_digest",
     "identity_changes",
+    "only_narrowed",
     "pinned_fields",
     "pinned_prompt_fields",
     "prompt_pin_name",
@@ -102,13 +106,37 @@ def server_identity(config: ServerConfig) -> dict[str, Any]:
     without the secret being stored); of the headers only the names are kept, so a rotated
     token does not need a review, a different URL does.
     """
-    return {
+    identity: dict[str, Any] = {
         "transport": config.transport, "command": config.command, "args": list(config.args),
         "cwd": config.cwd, "url": config.url,
         "env": {name: "sha256:" + hashlib.sha256(value.encode("utf-8")).hexdigest()
                 for name, value in sorted(config.env.items())},
         "headers": sorted(config.headers),
     }
+    if config.command is not None:
+        identity["sandbox"] = profile_identity(config.sandbox)
+        identity["runs"] = resolve_program(config.command, config.args, cwd=config.cwd,
+                                           env_path=config.env.get("PATH",
+                                                                   os.environ.get("PATH")))
+    return identity
+
+
+_RUNS_KEYS = ("executable", "sha256", "package", "version", "script", "script_sha256")
+
+
+def _runs_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None
+                  ) -> list[str]:
+    if before is None and after is None:
+        return []
+    old, new = dict(before or {}), dict(after or {})
+    changes = []
+    for key in _RUNS_KEYS:
+        was, now = old.get(key), new.get(key)
+        if was != now:
+            if key.endswith("sha256"):
+                was, now = (f"{v[:12]}…" if isinstance(v, str) else v for v in (was, now))
+            changes.append(f"runs {key} {was!r} → {now!r}")
+    return changes
 
 
 def identity_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> list[str]:
@@ -129,7 +157,20 @@ def identity_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any])
             changes.append(f"env {name} has another value")
     if list(before.get("headers") or []) != list(after.get("headers") or []):
         changes.append(f"headers {before.get('headers')!r} → {after.get('headers')!r}")
+    if after.get("transport") == "stdio":
+        # a narrower sandbox is no change to review; a wider one is
+        changes += [f"sandbox: {w}" for w in widenings(before.get("sandbox"),
+                                                       after.get("sandbox") or {})]
+        changes += _runs_changes(before.get("runs"), after.get("runs"))
     return changes
+
+
+def only_narrowed(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> bool:
+    """Whether *after* differs from *before* in nothing but a narrower sandbox profile."""
+    if before is None or before == after or identity_changes(before, after):
+        return False
+    rest = {k: v for k, v in before.items() if k != "sandbox"}
+    return rest == {k: v for k, v in after.items() if k != "sandbox"}
 
 
 def _now() -> str:
@@ -250,8 +291,21 @@ class PinBook:
         definition: dict[str, Any] = {"instructions": instructions}
         if identity is not None:
             definition["launch"] = dict(identity)
-        return await self._observe(server_key(server), server, None, definition,
-                                   auto_approve=not instructions)
+        before = await self.get(server_key(server))
+        pin = await self._observe(server_key(server), server, None, definition,
+                                  auto_approve=not instructions)
+        approved = pin.approved_definition
+        if (identity is not None and approved is not None and before is not None
+                and before.state is PinState.APPROVED
+                and approved.get("instructions") == instructions
+                and only_narrowed(approved.get("launch"), identity)):
+            # the sandbox now grants less than what was approved: approved as it is
+            pin = replace(pin, approved_digest=pin.seen_digest,
+                          approved_definition=dict(definition),
+                          approved_by="anfitrion (sandbox narrowed)", approved_at=_now(),
+                          changed_since_approval=False)
+            await self.store.put_record(NAMESPACE, pin.key, pin.to_record())
+        return pin
 
     async def launch_refused(self, server: str, identity: Mapping[str, Any]) -> str | None:
         """Why the server must not be started unreviewed, or ``None``.

@@ -106,6 +106,8 @@ from ._pinning import (
 )
 from ._queue_guard import approval_queue_refusal
 from ._relay_routing import InFlight, PendingCall
+from ._sandbox import SandboxUnavailable
+from ._sandbox_run import sandboxed
 from ._server_requests import ServerRequests
 from ._stderr import relay_stderr
 
@@ -315,7 +317,9 @@ def _next_line(buffer: bytearray, scanned: int) -> tuple[bytes | None, int]:
 
 
 @asynccontextmanager
-async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
+async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO, *,
+                           hidden: Sequence[str] = (),
+                           audit: Callable[[str], Awaitable[None]]
                            ) -> AsyncIterator[tuple[Any, Any]]:
     """The stdio transport, bounded: the server runs in a session of its own (its process
     group is ended with it), a line longer than :data:`MAX_LINE_BYTES` or more than
@@ -323,10 +327,27 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
     assert cfg.command is not None
     # env given explicitly: only HOME, LOGNAME, PATH, SHELL, TERM, USER are added to it, never
     # the rest of our environment.
-    process = await anyio.open_process(
-        [cfg.command, *cfg.args], env={**get_default_environment(), **cfg.env},
-        stderr=subprocess.PIPE,  # relayed redacted to errlog (issue 35): mcp/_stderr.py
-        cwd=cfg.cwd, start_new_session=True)
+    argv, env = [cfg.command, *cfg.args], {**get_default_environment(), **cfg.env}
+    async with AsyncExitStack() as sandbox:
+        if cfg.sandbox.enabled:
+            try:
+                launch = await sandbox.enter_async_context(sandboxed(
+                    cfg.sandbox, argv, env, cwd=cfg.cwd, hidden=hidden, audit=audit))
+            except SandboxUnavailable as exc:
+                await audit(f"refused to start: {exc}")
+                raise McpServerError(cfg.id, f"not started unsandboxed: {exc}") from None
+            argv, env = launch.argv, launch.env
+        process = await anyio.open_process(
+            argv, env=env,
+            stderr=subprocess.PIPE,  # relayed redacted to errlog (issue 35): mcp/_stderr.py
+            cwd=cfg.cwd, start_new_session=True)
+        async with _bounded_stdio(process, conn, errlog) as streams:
+            yield streams
+
+
+@asynccontextmanager
+async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: TextIO
+                         ) -> AsyncIterator[tuple[Any, Any]]:
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -576,6 +597,14 @@ class McpToolset:
         """The server's tokens: each caller's exchanged one, the gateway's own for listing."""
         self._callers: dict[tuple[str, str], tuple[_Connection, Caller]] = {}
         """Token exchange: one connection per caller (the server binds a session to it)."""
+        self.hidden: tuple[str, ...] = ()
+        """Files and folders kept out of the server's sandbox even inside a granted folder
+        (the store's database, the policy, the config: :class:`McpServers` sets them)."""
+
+    async def _audit_sandbox(self, detail: str) -> None:
+        """Audit what the sandbox refused or contained (``<id>.sandbox``)."""
+        log.warning("MCP server %r: sandbox: %s", self.id, detail)
+        await self.requests.audit("", f"{self.id}.sandbox", detail)
 
     @property
     def id(self) -> str:
@@ -605,7 +634,8 @@ class McpToolset:
             async with AsyncExitStack() as stack:
                 if cfg.command is not None:
                     read, write = await stack.enter_async_context(_stdio_transport(
-                        cfg, conn, _real_file(self.errlog or sys.stderr)))
+                        cfg, conn, _real_file(self.errlog or sys.stderr), hidden=self.hidden,
+                        audit=self._audit_sandbox))
                 else:
                     assert cfg.url is not None
                     http = await stack.enter_async_context(httpx2.AsyncClient(
@@ -662,9 +692,13 @@ class McpToolset:
                 return conn
             if self._tg is None:
                 raise McpServerError(self.id, "use the toolset inside `async with`")
+            # what runs is resolved again at each start: a package or file changed since
+            # the last one is a changed identity
+            self.identity = await anyio.to_thread.run_sync(server_identity, self.config)
             if not self.launch_changed:
                 refused = await self.pins.launch_refused(self.id, self.identity)
                 if refused:
+                    await self.requests.audit("", f"{self.id}.launch", f"refused: {refused}")
                     self.last_error = refused
                     raise McpServerError(self.id, f"not started: {refused}. Review it "
                                          "(anfitrion mcp review) and approve the server again")
@@ -1062,6 +1096,9 @@ class McpServers:
                              elicitation=elicitation, media=media, oauth=oauth)
             for s in servers}
         self.store = store
+        hidden = _protected_paths(config if isinstance(config, McpConfig) else None, store)
+        for toolset in self.toolsets.values():
+            toolset.hidden = hidden
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> McpServers:
@@ -1102,6 +1139,18 @@ class McpServers:
         """Have the next listing ask every running server again (a client asked for it)."""
         for toolset in self.toolsets.values():
             toolset.mark_stale()
+
+
+def _protected_paths(config: McpConfig | None, store: Store) -> tuple[str, ...]:
+    """What no sandboxed server may see, even inside a folder it was granted: the config
+    file, the policy, and the store's database files."""
+    found: list[str] = []
+    if config is not None:
+        found += [p for p in (config.path, config.gateway.policy) if p]
+    database = getattr(store, "path", None)
+    if isinstance(database, str) and database != ":memory:":
+        found += [database + suffix for suffix in ("", "-wal", "-shm", "-journal")]
+    return tuple(os.path.abspath(p) for p in found)
 
 
 async def _each(fn: Callable[[McpToolset], Awaitable[_T]],

@@ -1,0 +1,170 @@
+"""Starting a stdio server inside its sandbox: the command line, the egress proxy, the
+``pids`` cgroup, and what is left to end when the server is closed.
+
+See :mod:`anfitrion.mcp._sandbox` for the profile and :mod:`anfitrion.mcp._egress` for the
+proxy. Refusals and containment the gateway can see are reported to ``audit`` (the toolset
+records them in the audit log): a destination refused by the proxy, the process limit reached,
+processes left behind and ended at close.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from ._egress import egress_proxy
+from ._sandbox import (
+    PROXY_PORT,
+    PROXY_SOCKET,
+    SandboxProfile,
+    bwrap_argv,
+    bwrap_path,
+    program_paths,
+    python_forwarder,
+    sandbox_env,
+)
+
+__all__ = ["SandboxedLaunch", "sandboxed"]
+
+_counter = itertools.count(1)
+LINGER = 2.0
+"""Seconds the sandbox's processes have to end after the server, before they are killed."""
+
+
+def _own_cgroup(controller: str) -> Path | None:
+    """This process's cgroup folder of *controller* (cgroup v1), or of the unified
+    hierarchy (v2) when it offers *controller*."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            folder = Path("/sys/fs/cgroup", controller, path.lstrip("/"))
+            if folder.is_dir():
+                return folder
+    for line in lines:
+        if line.startswith("0::"):
+            for root in (Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/unified")):
+                folder = root / line[3:].lstrip("/")
+                with suppress(OSError):
+                    if controller in (folder / "cgroup.subtree_control").read_text().split():
+                        return folder
+    return None
+
+
+def make_pids_cgroup(limit: int) -> Path | None:
+    """A fresh cgroup allowing at most *limit* processes, or ``None`` where none can be made
+    (then only ``RLIMIT_NPROC`` holds, which does not bind root)."""
+    parent = _own_cgroup("pids")
+    if parent is None:
+        return None
+    folder = parent / f"anfitrion-{os.getpid()}-{next(_counter)}"
+    try:
+        folder.mkdir()
+        (folder / "pids.max").write_text(str(limit))
+    except OSError:
+        with suppress(OSError):
+            folder.rmdir()
+        return None
+    return folder
+
+
+def _cgroup_pids(folder: Path) -> list[int]:
+    with suppress(OSError, ValueError):
+        return [int(p) for p in (folder / "cgroup.procs").read_text().split()]
+    return []
+
+
+async def end_cgroup(folder: Path) -> tuple[int, int]:
+    """End what is left in the cgroup and remove it; returns (processes that were still
+    running a moment after the server ended, times the process limit was hit).
+
+    The PID namespace ends with the server; its processes get a moment to go, then whatever
+    is still there is killed (a process that escaped the namespace would be)."""
+    with anyio.move_on_after(LINGER):
+        while _cgroup_pids(folder):
+            await anyio.sleep(0.02)
+    ended = 0
+    for _ in range(50):
+        pids = _cgroup_pids(folder)
+        if not pids:
+            break
+        ended = max(ended, len(pids))
+        for pid in pids:
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        await anyio.sleep(0.02)
+    hit = 0
+    with suppress(OSError, ValueError):
+        for line in (folder / "pids.events").read_text().splitlines():
+            if line.startswith("max "):
+                hit = int(line.split()[1])
+    with suppress(OSError):
+        folder.rmdir()
+    return ended, hit
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxedLaunch:
+    argv: list[str]
+    env: dict[str, str]
+    cgroup: Path | None
+
+
+def _services(network: Iterable[str]) -> list[str]:
+    from ._egress import _is_loopback, _split
+    out = []
+    for target in network:
+        parsed = _split(target)
+        if parsed is not None and _is_loopback(parsed[0]) and parsed[1] != PROXY_PORT:
+            out.append(target)
+    return out
+
+
+@asynccontextmanager
+async def sandboxed(profile: SandboxProfile, command: list[str], env: Mapping[str, str], *,
+                    cwd: str | None, hidden: Iterable[str],
+                    audit: Callable[[str], Awaitable[None]]) -> AsyncIterator[SandboxedLaunch]:
+    """The launch of *command* in *profile* while inside (the proxy serves meanwhile); on
+    exit, what the server left behind is ended.
+
+    Raises:
+        SandboxUnavailable: bubblewrap cannot run here (with the install hint).
+    """
+    bwrap = bwrap_path()
+    async with AsyncExitStack() as stack:
+        program = program_paths(command[0], command[1:], path=env.get("PATH"),
+                                home=os.environ.get("HOME"), cwd=cwd)
+        socket_path: str | None = None
+        forwarder: list[str] = []
+        if profile.network:
+            socket_path = await stack.enter_async_context(egress_proxy(profile.network, audit))
+            forwarder = [*python_forwarder(), PROXY_SOCKET, str(PROXY_PORT),
+                         *_services(profile.network), "--"]
+            program += program_paths(forwarder[0], forwarder[3:4], path=None, home=None)
+        argv = bwrap_argv(profile, command, bwrap=bwrap, program=program, hidden=hidden,
+                          cwd=cwd, proxy_socket=socket_path, forwarder=forwarder)
+        cgroup = make_pids_cgroup(profile.limits.processes)
+        if cgroup is not None:  # joined before bwrap starts: every process it makes is in it
+            argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup),
+                    *argv]
+        try:
+            yield SandboxedLaunch(argv, sandbox_env(env, profile), cgroup)
+        finally:
+            if cgroup is not None:
+                with anyio.CancelScope(shield=True):
+                    ended, hit = await end_cgroup(cgroup)
+                if hit:
+                    await audit(f"contained: the process limit ({profile.limits.processes}) "
+                                f"was reached {hit} times")
+                if ended:
+                    await audit(f"contained: {ended} processes left behind were ended")

@@ -1,0 +1,288 @@
+"""A hostile MCP server inside its bubblewrap sandbox, behind a real gateway: every escape it
+tries is refused or contained, its calls get the error, the gateway keeps serving the other
+server, and what the gateway can see is audited.
+
+The hostile server (servers/hostile.py) claims to be a trusted read-only server and is
+approved: the gate lets each call through, so the sandbox alone stands in the way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from gateway_helpers import approve_all, connected, writes_allowed
+
+from anfitrion.mcp import _sandbox, _sandbox_run
+from anfitrion.mcp._config import McpConfig, ServerConfig, parse_config
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._toolset import McpServers
+from anfitrion.store import Store
+from anfitrion.store._sqlite import SQLiteStore
+
+pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
+
+HOSTILE = str(Path(__file__).parent / "servers" / "hostile.py")
+
+
+@pytest.fixture(autouse=True)
+def _bubblewrap() -> None:
+    problem = _sandbox.bwrap_problem()
+    if problem is not None:
+        if os.environ.get("ANFITRION_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"the sandbox cannot run: {problem} (tests/mcp/install_sandbox.sh)")
+        pytest.skip(f"the sandbox cannot run: {problem}")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project folder granted read-only, holding the store, the config and the policy; a
+    work folder inside it granted read-write; a secret outside both."""
+    folder = tmp_path / "project"
+    (folder / "work").mkdir(parents=True)
+    (folder / "notes.txt").write_text("public notes")
+    (folder / "anfitrion.toml").write_text("# the policy: SECRET-POLICY\n")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("SECRET-OUTSIDE")
+    return folder
+
+
+def _config(project: Path, *, sandbox: Any = None, extra: dict[str, Any] | None = None
+            ) -> McpConfig:
+    hostile: dict[str, Any] = {"command": sys.executable, "args": [HOSTILE], "trusted": True,
+                               "sandbox": sandbox or {"paths": [
+                                   {"path": str(project), "mode": "ro"},
+                                   {"path": str(project / "work"), "mode": "rw"}]}}
+    servers = {"hostile": hostile,
+               "time": {"command": sys.executable, "trusted": True,
+                        "args": ["-m", "mcp_server_time", "--local-timezone", "UTC"]},
+               **(extra or {})}
+    data = {"mcpServers": servers, "gateway": {"policy": "anfitrion.toml"}}
+    (project / "mcp.json").write_text(json.dumps(data))
+    return parse_config(data, path=str(project / "mcp.json"))
+
+
+@asynccontextmanager
+async def _gateway(config: McpConfig, store: Store) -> AsyncIterator[Callable[..., Any]]:
+    await approve_all(list(config.servers.values()), store)
+    async with McpServers(config, store) as servers:
+        gateway = Gateway(servers, store=store, policy=writes_allowed(), approval_wait=5,
+                          poll_interval=0.05)
+        async with connected(gateway.build_server()) as client:
+            async def call(tool: str, /, **arguments: Any) -> str:
+                result = await client.call_tool(tool, arguments)
+                text = "".join(getattr(b, "text", "") for b in result.content)
+                assert not result.is_error or tool.startswith("hostile."), text
+                return text
+            yield call
+
+
+@pytest.fixture
+async def sqlite_store(project: Path) -> AsyncIterator[SQLiteStore]:
+    store = SQLiteStore(project / "anfitrion.db")
+    yield store
+    await store.close()
+
+
+async def _time_still_served(call: Callable[..., Any]) -> None:
+    text = await call("time.get_current_time", timezone="UTC")
+    assert '"timezone": "UTC"' in text or '"timezone":"UTC"' in text, text
+
+
+async def test_reads_outside_the_profile_fail_and_protected_files_read_empty(
+        project: Path, sqlite_store: SQLiteStore) -> None:
+    await sqlite_store.put_record("secrets", "token", {"value": "SECRET-IN-STORE"})
+    outside = project.parent / "outside" / "secret.txt"
+    async with _gateway(_config(project), sqlite_store) as call:
+        assert (await call("hostile.read", path=str(project / "notes.txt"))) == \
+            "OK: public notes"  # granted: the sandbox is not simply closed
+        for path in (str(outside), "/etc/shadow", str(Path.home() / ".bashrc"),
+                     str(Path.home() / ".ssh" / "id_ed25519"),
+                     str(project / "work" / ".." / ".." / "outside" / "secret.txt")):
+            assert (await call("hostile.read", path=path)).startswith("BLOCKED"), path
+        for path in ("anfitrion.db", "anfitrion.db-wal", "mcp.json", "anfitrion.toml"):
+            text = await call("hostile.read", path=str(project / path))
+            assert "SECRET" not in text and "hostile" not in text, (path, text)
+        home = await call("hostile.listdir", path=str(Path.home()))
+        assert not ({".ssh", ".bashrc", ".profile", ".npm"} & set(home[4:].split())), home
+        assert "BLOCKED" in await call("hostile.listdir", path=str(project.parent / "outside"))
+        # a symlink made inside a writable folder points into the sandbox, not the host
+        assert (await call("hostile.symlink", target=str(outside),
+                           link=str(project / "work" / "link"))).startswith("OK")
+        assert (await call("hostile.read", path=str(project / "work" / "link"))
+                ).startswith("BLOCKED")
+        await _time_still_served(call)
+
+
+async def test_writes_land_only_in_rw_paths_and_a_private_tmp(
+        project: Path, sqlite_store: SQLiteStore) -> None:
+    async with _gateway(_config(project), sqlite_store) as call:
+        for path in (str(project / "planted.txt"), "/usr/planted", "/etc/planted",
+                     str(project.parent / "outside" / "planted.txt"), "/root/planted"):
+            assert (await call("hostile.write", path=path)).startswith("BLOCKED"), path
+            assert not Path(path).exists()
+        assert await call("hostile.write", path=str(project / "work" / "ok.txt"),
+                          text="fine") == "OK: written"
+        assert (project / "work" / "ok.txt").read_text() == "fine"
+        marker = f"/tmp/anfitrion-sandbox-{uuid.uuid4().hex}"
+        assert await call("hostile.write", path=marker) == "OK: written"
+        assert not Path(marker).exists()  # the server's /tmp is its own
+        await _time_still_served(call)
+
+
+@pytest.fixture
+def listener() -> Any:
+    """A loopback TCP service standing for the inbox or the gateway's HTTP port."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        yield server.getsockname()[1]
+
+
+async def test_no_network_by_default_not_even_loopback_or_dns(
+        project: Path, sqlite_store: SQLiteStore, listener: int) -> None:
+    async with _gateway(_config(project), sqlite_store) as call:
+        for host, port in (("127.0.0.1", 5432), ("127.0.0.1", listener), ("::1", listener),
+                           ("1.1.1.1", 443)):
+            text = await call("hostile.connect", host=host, port=port)
+            assert text.startswith("BLOCKED"), (host, port, text)
+        for name in ("example.com", f"{uuid.uuid4().hex}.exfil.example", "localhost.evil"):
+            assert (await call("hostile.resolve", name=name)).startswith("BLOCKED")
+        assert (await call("hostile.proxy", target="example.com:443")) == "BLOCKED: no proxy"
+        await _time_still_served(call)
+
+
+async def test_declared_destinations_only_through_the_proxy_and_refusals_are_audited(
+        project: Path, sqlite_store: SQLiteStore, listener: int) -> None:
+    declared = f"127.0.0.1:{listener}"
+    config = _config(project, sandbox={"paths": [str(project)], "network": [declared]})
+    async with _gateway(config, sqlite_store) as call:
+        # the declared local service, on the namespace's own loopback
+        assert (await call("hostile.connect", host="127.0.0.1", port=listener)
+                ).startswith("OK")
+        assert (await call("hostile.proxy", target=declared)).startswith("OK")
+        for target in ("127.0.0.1:5432", "example.com:443", f"127.0.0.1:{listener + 1}",
+                       "[::1]:5432", "169.254.169.254:80", "localhost:5432"):
+            text = await call("hostile.proxy", target=target)
+            assert text.startswith("BLOCKED") and "403" in text, (target, text)
+        assert (await call("hostile.connect", host="127.0.0.1", port=5432)).startswith("BLOCKED")
+        assert (await call("hostile.resolve", name="example.com")).startswith("BLOCKED")
+        await _time_still_served(call)
+    details = [str(r.data) for r in await sqlite_store.audit_records()]
+    assert any("hostile.sandbox" in d and "127.0.0.1:5432" in d and "not declared" in d
+               for d in details), details
+
+
+async def test_a_fork_bomb_stops_at_the_process_limit(
+        project: Path, sqlite_store: SQLiteStore) -> None:
+    config = _config(project, sandbox={"paths": [str(project)], "limits": {"processes": 24}})
+    async with _gateway(config, sqlite_store) as call:
+        text = await call("hostile.forks", count=300)
+        started = int(text.split()[1])
+        assert started < 24, text
+        await _time_still_served(call)
+        assert (await call("hostile.forks", count=5)).startswith("started 5 of 5")
+    probe = _sandbox_run.make_pids_cgroup(1)
+    if probe is not None:  # audited where a cgroup counts them
+        probe.rmdir()
+        details = [str(r.data) for r in await sqlite_store.audit_records()]
+        assert any("hostile.sandbox" in d and "process limit (24) was reached" in d
+                   for d in details), details
+
+
+def _running(token: str) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if token.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+async def test_a_child_in_a_session_of_its_own_ends_with_the_server(
+        project: Path, sqlite_store: SQLiteStore) -> None:
+    token = f"anfitrion-left-behind-{uuid.uuid4().hex}"
+    async with _gateway(_config(project), sqlite_store) as call:
+        assert (await call("hostile.leave_child", token=token)).startswith("OK")
+        assert _running(token)  # it runs while the server does
+        await _time_still_served(call)
+    with anyio.fail_after(10):
+        while _running(token):
+            await anyio.sleep(0.05)
+
+
+async def test_the_environment_and_descriptors_of_the_gateway_stay_out(
+        project: Path, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANFITRION_TEST_SECRET", "SECRET-ENV")
+    async with _gateway(_config(project), sqlite_store) as call:
+        text = await call("hostile.environ")
+        assert "SECRET" not in text and "ANFITRION" not in text, text
+        names = set(text.split("||")[0].removeprefix("names:").split())
+        assert names <= {"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "TMPDIR", "LANG",
+                         "LC_CTYPE", "PWD"}, names
+        fds = (await call("hostile.fds")).split()
+        ours = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                if os.path.exists(f"/proc/self/fd/{fd}")}
+        held = [f for f in fds if "anfitrion.db" in f or "project" in f
+                or (f.partition("->")[2].startswith("socket:") and f.partition("->")[2] in ours)]
+        assert not held and len(fds) <= 12, fds
+        assert int(max((await call("hostile.processes")).split(), key=int)) < 100
+        gateway_proc = f"/proc/{os.getpid()}/environ"
+        assert "SECRET" not in await call("hostile.read", path=gateway_proc)
+        await _time_still_served(call)
+
+
+async def test_without_bubblewrap_a_server_is_not_started_unless_its_entry_says_off(
+        project: Path, sqlite_store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_sandbox, "bwrap_problem", lambda: "bubblewrap (bwrap) is not installed")
+    off = ServerConfig(id="plain", command=sys.executable,
+                       args=("-m", "mcp_server_time", "--local-timezone", "UTC"),
+                       trusted=True, sandbox=_sandbox.OFF)
+    config = _config(project)
+    boxed = config.servers["time"]
+    async with McpServers([boxed, off], sqlite_store) as servers:
+        result = await servers.refresh()
+        error = str(result["time"])
+        assert "not started unsandboxed" in error and "apt-get install bubblewrap" in error
+        assert not isinstance(result["plain"], Exception)
+    details = [str(r.data) for r in await sqlite_store.audit_records()]
+    assert any("time.sandbox" in d and "refused to start" in d for d in details), details
+
+
+async def test_a_widened_profile_or_a_changed_program_is_not_started_and_is_audited(
+        project: Path, sqlite_store: SQLiteStore, tmp_path: Path) -> None:
+    copy = tmp_path / "srv" / "hostile.py"
+    copy.parent.mkdir()
+    copy.write_text(Path(HOSTILE).read_text())
+    narrow = {"paths": [str(project)]}
+    hostile = {"command": sys.executable, "args": [str(copy)], "trusted": True,
+               "sandbox": narrow}
+    config = _config(project, extra={"hostile": hostile})
+    async with _gateway(config, sqlite_store) as call:
+        assert (await call("hostile.read", path=str(project / "notes.txt"))).startswith("OK")
+    widened = {**hostile, "sandbox": {"paths": [{"path": str(project), "mode": "rw"}]}}
+    changed = [_config(project, extra={"hostile": widened})]
+    copy.write_text(copy.read_text() + "\n# an update under the same command\n")
+    changed.append(_config(project, extra={"hostile": hostile}))
+    for edited, why in zip(changed, ("sandbox: can write", "script_sha256"), strict=True):
+        async with McpServers(edited, sqlite_store) as servers:
+            result = await servers.refresh()
+            assert isinstance(result["hostile"], Exception), result["hostile"]
+            assert why in str(result["hostile"]), result["hostile"]
+            assert not isinstance(result["time"], Exception)  # the others keep serving
+        details = [str(r.data) for r in await sqlite_store.audit_records()]
+        assert any("hostile.launch" in d and why in d for d in details), why
