@@ -50,12 +50,10 @@ def _state(answer: ApprovalAnswer | None, used: bool, request: ApprovalRequest) 
 def _approval_json(request: ApprovalRequest, answer: ApprovalAnswer | None,
                    used: bool, votes: tuple[ApprovalVote, ...] = ()) -> dict[str, Any]:
     """One request in the inbox API's shape (``GET /api/v1/approvals``)."""
-    from ..web._api import votes_json
-
     out = {"request": request.to_dict(), "state": _api_state(answer, request),
            "answer": answer.to_dict() if answer else None, "used": used}
     if request.quorum is not None:
-        out["quorum"] = votes_json(request, votes)
+        out["quorum"] = answers.votes_json(request, votes)
     return out
 
 
@@ -101,7 +99,7 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
     """List approval requests waiting for a person (or unknown outcomes).
 
     --json prints the inbox API's shape: {"approvals": [{"request", "state", "answer",
-    "used"}, …]}.
+    "used"}, …]} (no extra needed: the web extra is only for `anfitrion serve`).
     """
     where = shown_store(resolve_url(store_url))
     if unknown:

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from .. import resolutions
 from .._json import JsonError, parse_json_strict
-from ..answers import Outcome, votes_needed
+from ..answers import Outcome, votes_json
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from ..channels.reviewers import Reviewers
 from ..channels.webhooks import CallbackVerifier
@@ -111,16 +111,6 @@ def _reviewer(request: Request, reviewers: Reviewers | None) -> Reviewer | None:
     if reviewers is None or scheme.lower() != "bearer" or not given:
         return None
     return reviewers.by_token(given.strip())
-
-
-def votes_json(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> dict[str, Any]:
-    """Who has voted so far on a request that needs a quorum, and how many more it needs."""
-    return {"required": request.quorum.required if request.quorum else 1,
-            "roles": list(request.quorum.roles) if request.quorum else [],
-            "needed": votes_needed(request, votes),
-            "votes": [{"voter": v.voter, "approved": v.approved, "via": v.via,
-                       "roles": list(v.roles), "note": v.note, "at": v.at.isoformat()}
-                      for v in votes]}
 
 
 def outcome_response(outcome: Outcome, on_answer: OnAnswer | None) -> JSONResponse:
