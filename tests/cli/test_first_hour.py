@@ -51,3 +51,69 @@ def test_approvals_json_needs_no_web_extra(tmp_path: Path) -> None:
     # and the block is real: the inbox cannot start without the extra
     served = anfitrion("serve", *store, web=False, check=False)
     assert served.returncode != 0
+
+
+# -- read-only commands never create a store ------------------------------------------------
+
+READERS = [("audit", "verify"), ("audit", "show"), ("approvals", "list"),
+           ("approvals", "list", "--json"), ("approvals", "show", "0123456789ab"),
+           ("db", "status"), ("effects", "list"), ("resume", "0123456789ab"),
+           ("approvals", "approve", "0123456789ab"), ("serve", "--port", "1")]
+
+
+def test_read_only_commands_refuse_a_missing_store_and_create_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "new folder" / "typo.db"
+    for args in READERS:
+        done = anfitrion(*args, "--store", f"sqlite:///{missing}", check=False)
+        assert done.returncode != 0, args
+        assert f"no store at {missing}" in done.stderr, (args, done.stderr)
+        assert "anfitrion db migrate --store" in done.stderr
+        assert "Traceback" not in done.stderr
+        assert not missing.parent.exists(), args  # not even the folder
+    created = anfitrion("db", "migrate", "--store", f"sqlite:///{missing}")
+    assert "migration(s) applied" in created.stdout
+    verified = anfitrion("audit", "verify", "--store", f"sqlite:///{missing}")
+    assert "audit chain intact: 0 records" in verified.stdout
+
+
+def test_the_default_store_missing_is_refused_with_the_plain_hint(tmp_path: Path) -> None:
+    env_home = os.environ["ANFITRION_HOME"]
+    done = anfitrion("audit", "verify", check=False)
+    assert done.returncode != 0
+    assert f"no store at {Path(env_home) / 'anfitrion.db'}" in done.stderr
+    assert "`anfitrion db migrate`" in done.stderr  # the default store needs no --store
+    assert not Path(env_home).exists()
+
+
+# -- one store rule: the MCP config's gateway.store ------------------------------------------
+
+def test_commands_given_the_mcp_config_use_its_gateway_store(tmp_path: Path) -> None:
+    folder = tmp_path / "gw"
+    folder.mkdir()
+    config = folder / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {}, "gateway": {"store": "sqlite:///gw.db"}}))
+    store = f"sqlite:///{folder / 'gw.db'}"  # relative to the config's folder
+    demo = anfitrion("demo", "--defer", "--store", store)
+    found = re.search(r"anfitrion approvals approve ([0-9a-f]{32}) --store", demo.stdout)
+    assert found is not None, demo.stdout  # the hint names the store it needs
+    listed = anfitrion("approvals", "list", "--json", "--config", str(config))
+    assert [a["request"]["id"] for a in json.loads(listed.stdout)["approvals"]] == \
+        [found.group(1)]
+    assert "audit chain intact" in anfitrion("audit", "verify", "--config", str(config)).stdout
+    approved = anfitrion("approvals", "approve", found.group(1), "--as", "ann",
+                         "--config", str(config))
+    assert f"anfitrion resume" in approved.stdout
+    assert f"--store {store}" in approved.stdout
+    # without it, the default store (which does not exist) is refused, not created
+    assert anfitrion("approvals", "list", check=False).returncode != 0
+
+
+def test_the_store_rule_exists_once() -> None:
+    """#29: one function answers the store rule; nothing else reads $ANFITRION_STORE."""
+    source = Path(__file__).parents[2] / "src" / "anfitrion"
+    readers = [p.relative_to(source).as_posix() for p in source.rglob("*.py")
+               if re.search(r"environ(\.get)?\W+[\"']ANFITRION_STORE", p.read_text("utf-8"))]
+    assert readers == ["_home.py"]
+    definers = [p.relative_to(source).as_posix() for p in source.rglob("*.py")
+                if re.search(r"^def (store_choice|store_url_for)\b", p.read_text("utf-8"), re.M)]
+    assert definers == ["_home.py"]

@@ -21,6 +21,7 @@ import click
 
 from .. import answers
 from .._apps import DEMO_APP, GATEWAY_APP
+from .._home import store_flag
 from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from ..exceptions import AnfitrionError
 from ..store import Store, StoredApproval
@@ -219,7 +220,7 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
         state = await store.load_session(request.session_id)
         return request, outcome, resume_hint(request.session_id,
                                              state.data.get("app") if state else None,
-                                             store_url)
+                                             resolve_url(store_url))
 
     request, outcome, hint = run_with_store(store_url, work)
     if not outcome.recorded:
@@ -246,9 +247,10 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
     click.echo(hint)
 
 
-def resume_hint(session_id: str, app: object, store_url: str | None) -> str:
-    """How the session of an answered request continues, by who may resume it."""
-    store = f" --store {store_url}" if store_url else ""
+def resume_hint(session_id: str, app: object, store_url: str) -> str:
+    """How the session of an answered request continues, by who may resume it (naming the
+    store when ``anfitrion resume`` would not find it by itself)."""
+    store = store_flag(store_url)
     if app == DEMO_APP:
         return f"continue the session with:  anfitrion resume {session_id}{store}"
     if app == GATEWAY_APP:

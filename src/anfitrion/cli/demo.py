@@ -10,6 +10,7 @@ import click
 
 from .._apps import DEMO_APP
 from .._demo import SCENES, demo_parts
+from .._home import store_flag
 from ..approvals import Approver, DeferredApprover, DenyAllApprover, TerminalApprover
 from ..events import EventType, HostEvent
 from ..host import Host, RunStatus
@@ -81,7 +82,7 @@ def command(store_url: str | None, policy_path: str | None, principal_id: str,
     model, tools = demo_parts(store)
     host = Host(model=model, tools=tools, store=store, policy=policy,
                 approver=approver, listeners=[DemoPrinter()], max_turns=4, app=DEMO_APP)
-    hint = f" --store '{store_url}'" if store_url else ""
+    hint = store_flag(url)
     if policy_path:
         hint += f" --policy '{policy_path}'"
     anyio.run(_scenes, host, store, hint, policy.principal(principal_id), shown_store(url))

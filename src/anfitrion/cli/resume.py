@@ -31,7 +31,14 @@ from ..host import Host, RunResult
 from ..policy import Policy
 from ..runtime import reap_dead_leases
 from ..store import SessionState, Store, open_store
-from ._common import load_policy_option, resolve_url, shown, shown_store, store_option
+from ._common import (
+    existing_store,
+    load_policy_option,
+    resolve_url,
+    shown,
+    shown_store,
+    store_option,
+)
 
 _MODELS = ("scripted:demo",)
 
@@ -146,7 +153,7 @@ def command(session_id: str | None, store_url: str | None, app: str | None,
         return await host.resume(sid, force=forced, lease_from=lease_from)
 
     async def main() -> list[RunResult]:
-        store = open_store(resolve_url(store_url))
+        store = open_store(existing_store(resolve_url(store_url)))
         hosts: dict[str, Host] = {}
         try:
             if session_id is not None:
