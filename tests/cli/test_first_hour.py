@@ -102,7 +102,7 @@ def test_commands_given_the_mcp_config_use_its_gateway_store(tmp_path: Path) -> 
     assert "audit chain intact" in anfitrion("audit", "verify", "--config", str(config)).stdout
     approved = anfitrion("approvals", "approve", found.group(1), "--as", "ann",
                          "--config", str(config))
-    assert f"anfitrion resume" in approved.stdout
+    assert "anfitrion resume" in approved.stdout
     assert f"--store {store}" in approved.stdout
     # without it, the default store (which does not exist) is refused, not created
     assert anfitrion("approvals", "list", check=False).returncode != 0
@@ -117,3 +117,58 @@ def test_the_store_rule_exists_once() -> None:
     definers = [p.relative_to(source).as_posix() for p in source.rglob("*.py")
                 if re.search(r"^def (store_choice|store_url_for)\b", p.read_text("utf-8"), re.M)]
     assert definers == ["_home.py"]
+
+
+# -- a policy can deny one argument value ---------------------------------------------------
+
+NO_CEO = """
+[[rules]]
+id = "no-ceo"
+tool = "send_email"
+arguments.to.none_of = ["ceo@example.com"]
+arguments.subject.not_matches = "(?i).*wire transfer.*"
+
+[[rules]]
+id = "mail-ok"
+tool = "send_email"
+verdict = "allow"
+"""
+
+
+def check(policy: Path, arguments: dict[str, object]) -> dict[str, object]:
+    done = anfitrion("policy", "check", "--policy", str(policy), "--tool", "send_email",
+                     "--principal", "ann", "--args", json.dumps(arguments), "--json")
+    decision: dict[str, object] = json.loads(done.stdout)["decision"]
+    return decision
+
+
+def test_none_of_and_not_matches_deny_one_value_with_a_reason_that_reads_right(
+        tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text(NO_CEO)
+    for to in ("ceo@example.com", " CEO@Example.com", "ｃｅｏ@example.com"):  # variants too
+        denied = check(policy, {"to": to, "subject": "hello"})
+        assert denied["verdict"] == "deny", to
+        assert "argument 'to' is one of the refused values ('ceo@example.com')" in \
+            str(denied["reason"])
+    for subject in ("About the WIRE TRANSFER", "ｗｉｒｅ transfer now"):
+        denied = check(policy, {"to": "bob@example.com", "subject": subject})
+        assert denied["verdict"] == "deny", subject
+        assert "matches the refused pattern" in str(denied["reason"])
+    allowed = check(policy, {"to": "bob@example.com", "subject": "lunch"})
+    assert allowed["verdict"] == "allow"
+    validated = anfitrion("policy", "validate", str(policy))
+    assert "warning" not in validated.stdout
+
+
+def test_validate_warns_of_a_rule_that_denies_every_call(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[[rules]]\nid = "backwards"\ntool = "send_email"\nverdict = "deny"\n'
+                      'arguments.to.one_of = ["ceo@example.com"]\n\n'
+                      '[[rules]]\nid = "nothing"\ntool = "pay"\n'
+                      'arguments.to.one_of = ["a", "B"]\narguments.to.none_of = ["A", "b"]\n')
+    done = anfitrion("policy", "validate", str(policy))
+    assert "warning: rule backwards denies every call of its tools" in done.stdout
+    assert "warning: rule nothing argument 'to': none_of refuses every value" in done.stdout
+    as_json = json.loads(anfitrion("policy", "validate", str(policy), "--json").stdout)
+    assert [w["rule"] for w in as_json["warnings"]] == ["backwards", "nothing"]

@@ -20,6 +20,7 @@ from ..policy import (
     PolicyContext,
     as_rule,
 )
+from ..policy.lint import lint_rules
 from ..principal import Principal
 from ..store import Store
 from ..tools import ArgumentError, BoundCall, Effect, Tool, Toolbox
@@ -184,6 +185,8 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
         "budgets": policy.budgets.to_dict(),
         "approvals": policy.approvals.to_dict(),  # durations in seconds
         "untrusted_tools": untrusted,
+        "warnings": [{"rule": rule_id, "warning": text}
+                     for rule_id, text in lint_rules(policy)],
     }
     if as_json:
         click.echo(json.dumps(summary, indent=2))
@@ -197,6 +200,8 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
         click.echo(f"  rule {rule.rule_id}{shown}")
         if rule.trade_off is not None:
             click.echo(f"    trade-off: {rule.trade_off}")
+    for warning in summary["warnings"]:
+        click.echo(f"warning: rule {warning['rule']} {warning['warning']}")
     if untrusted:
         click.echo(f"tools whose results count as untrusted (the default provenance): "
                    f"{', '.join(untrusted)}")

@@ -10,6 +10,19 @@ calls), :mod:`.ratelimit` and :mod:`.secrets` (credentials leaving in arguments)
 
 from __future__ import annotations
 
+from ..constraints import (
+    Constraint,
+    EmailDomain,
+    LengthRange,
+    Matches,
+    NoneOf,
+    NotMatches,
+    NumberRange,
+    OneOf,
+    PathInside,
+    UrlAllowed,
+    canonical_host,
+)
 from ._contract import BaseRule, PolicyRule, Reach, RuleRole, as_rule
 from ._core import (
     ApprovalLimits,
@@ -25,17 +38,6 @@ from ._core import (
     rule_id_of,
 )
 from .config import DEFAULT_POLICY_FILE, find_policy, load_policy, parse_policy
-from .constraints import (
-    Constraint,
-    EmailDomain,
-    LengthRange,
-    Matches,
-    NumberRange,
-    OneOf,
-    PathInside,
-    UrlAllowed,
-    canonical_host,
-)
 from .ratelimit import ALL_TOOLS, RateLimit, parse_duration
 from .rules import ArgumentRule, EffectRule, RepeatGuard, ToolRule, arguments_digest
 from .secrets import SecretArguments
@@ -54,6 +56,8 @@ __all__ = [
     "Evaluation",
     "LengthRange",
     "Matches",
+    "NoneOf",
+    "NotMatches",
     "NumberRange",
     "OneOf",
     "Opinion",
