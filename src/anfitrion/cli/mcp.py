@@ -40,6 +40,11 @@ from ._common import STORE_HELP, resolve_url
 T = TypeVar("T")
 
 
+def _store_url(option: str | None, config: McpConfig | None) -> str:
+    """The store by the one rule (``anfitrion._home``), the config's ``gateway.store`` second."""
+    return resolve_url(option, gateway_store=config.gateway.store if config else None)
+
+
 def with_store(ctx: click.Context, url: str, work: Callable[[Store], Awaitable[T]]) -> T:
     """Run *work* with the store (``ctx.obj["store"]`` when a caller passes one in)."""
     given = (ctx.obj or {}).get("store") if isinstance(ctx.obj, dict) else None
@@ -208,7 +213,7 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
         raise click.UsageError("--config FILE is required to reach the servers")
     config = _config(config_path)
     assert config is not None
-    url = resolve_url(store_url, gateway_store=config.gateway.store)
+    url = _store_url(store_url, config)
     states = with_store(ctx, url, lambda store: _launch_states(store, config))
     _ask_launch_consent(config, states, consent=consent, as_json=as_json)
     facts: list[ToolFacts] = []
@@ -375,7 +380,7 @@ def approve(ctx: click.Context, names: tuple[str, ...], config_path: str | None,
                 approved.append(await book.approve(name, by=who, digest_prefix=digest_prefix))
         return approved
 
-    for pin in with_store(ctx, resolve_url(store_url, gateway_store=config.gateway.store), work):
+    for pin in with_store(ctx, _store_url(store_url, config), work):
         click.echo(f"approved {make_visible(pin.name)} ({pin.seen_digest[:12]}) as {who}")
 
 
@@ -392,7 +397,7 @@ def list_(ctx: click.Context, config_path: str | None, store_url: str | None,
     async def work(store: Store) -> list[Pin]:
         return await PinBook(store).pins()
 
-    pins = with_store(ctx, resolve_url(store_url, gateway_store=config.gateway.store), work)
+    pins = with_store(ctx, _store_url(store_url, config), work)
     if as_json:
         click.echo(json.dumps([p.to_dict() for p in pins], indent=2, ensure_ascii=False))
         return
