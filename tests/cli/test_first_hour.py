@@ -172,3 +172,13 @@ def test_validate_warns_of_a_rule_that_denies_every_call(tmp_path: Path) -> None
     assert "warning: rule nothing argument 'to': none_of refuses every value" in done.stdout
     as_json = json.loads(anfitrion("policy", "validate", str(policy), "--json").stdout)
     assert [w["rule"] for w in as_json["warnings"]] == ["backwards", "nothing"]
+
+
+def test_the_demo_ends_pointing_at_an_approval_and_the_inbox(tmp_path: Path) -> None:
+    plain = anfitrion("demo").stdout.splitlines()
+    assert plain[-3:] == ["next:", "  see a person approve a write:  anfitrion demo --defer",
+                          "  answer approvals in the browser:  anfitrion serve"]
+    store = f"sqlite:///{tmp_path / 'demo.db'}"
+    deferred = anfitrion("demo", "--defer", "--store", store).stdout.splitlines()
+    assert deferred[-1] == f"  answer approvals in the browser:  anfitrion serve --store {store}"
+    assert "anfitrion demo --defer" not in "\n".join(deferred)

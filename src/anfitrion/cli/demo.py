@@ -86,6 +86,10 @@ def command(store_url: str | None, policy_path: str | None, principal_id: str,
     if policy_path:
         hint += f" --policy '{policy_path}'"
     anyio.run(_scenes, host, store, hint, policy.principal(principal_id), shown_store(url))
+    click.echo(click.style("\nnext:", bold=True))
+    if not defer:
+        click.echo(f"  see a person approve a write:  anfitrion demo --defer{hint}")
+    click.echo(f"  answer approvals in the browser:  anfitrion serve{store_flag(url)}")
 
 
 async def _scenes(host: Host, store: Store, hint: str, principal: Principal,
