@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 # Makes the web extra (and anfitrion.web) unimportable, as on `pip install anfitrion`.
 WITHOUT_WEB = """
 import sys
@@ -182,3 +184,39 @@ def test_the_demo_ends_pointing_at_an_approval_and_the_inbox(tmp_path: Path) -> 
     deferred = anfitrion("demo", "--defer", "--store", store).stdout.splitlines()
     assert deferred[-1] == f"  answer approvals in the browser:  anfitrion serve --store {store}"
     assert "anfitrion demo --defer" not in "\n".join(deferred)
+
+
+WRONG_APPS = '''
+def factory(config):
+    return None
+
+
+def returns_text(store):
+    return "not a host"
+
+
+value = 3
+'''
+
+
+def test_resume_with_a_factory_of_the_wrong_shape_says_so_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from anfitrion._demo import demo_model, demo_toolbox
+    from anfitrion._home import default_store_url
+    from anfitrion.approvals import DeferredApprover
+    from anfitrion.host import Host
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "wrongapps.py").write_text(WRONG_APPS)
+    host = Host(model=demo_model(), tools=demo_toolbox(), store=default_store_url(),
+                approver=DeferredApprover(), app="wrongapps:factory")
+    run = host.run_sync("Save a note for the team: Lisboa 15 °C.", principal="ann")
+    anfitrion("approvals", "approve", run.pending[0].id, "--as", "ann")
+    done = anfitrion("resume", run.session_id, "--app", "wrongapps:factory", check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "'wrongapps:factory' must be a Host or a function (store) -> Host; calling it " \
+        "with store=… failed" in done.stderr
+    refused = anfitrion("resume", run.session_id, "--app", "wrongapps:factory",
+                        "--policy", "x.toml", check=False)
+    assert "--policy is for demo sessions" in refused.stderr
