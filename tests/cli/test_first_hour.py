@@ -220,3 +220,17 @@ def test_resume_with_a_factory_of_the_wrong_shape_says_so_in_one_line(
     refused = anfitrion("resume", run.session_id, "--app", "wrongapps:factory",
                         "--policy", "x.toml", check=False)
     assert "--policy is for demo sessions" in refused.stderr
+
+
+def test_make_test_fast_is_a_documented_subset_and_make_test_stays_whole() -> None:
+    root = Path(__file__).parents[2]
+    fast = subprocess.run(["make", "-n", "test-fast"], cwd=root, capture_output=True,
+                          text=True, timeout=60, check=True).stdout
+    assert '-m "not browser and not mcp_servers and not postgres and not local_model"' in fast
+    full = subprocess.run(["make", "-n", "test"], cwd=root, capture_output=True, text=True,
+                          timeout=60, check=True).stdout
+    assert full.rstrip().endswith("-m pytest")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert "`make test-fast`" in readme
+    assert "[approvals](docs/approvals.md)" in readme
+    assert "[integrations](docs/integrations/)" in readme
