@@ -28,9 +28,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from anfitrion import DeferredApprover, Effect, Host, Toolbox, answers  # noqa: E402
-from anfitrion.approvals import ApprovalRequest, Quorum, Reviewer  # noqa: E402
-from anfitrion.channels.webhooks import ApprovalWebhook, WebhookTarget  # noqa: E402
+from anfitrion import DeferredApprover, Effect, Host, Toolbox  # noqa: E402
+from anfitrion import _answers as answers  # noqa: E402
+from anfitrion._approvals import ApprovalRequest, Quorum, Reviewer  # noqa: E402
+from anfitrion.channels._webhooks import ApprovalWebhook, WebhookTarget  # noqa: E402
 from anfitrion.store import MemoryStore, Store, open_store  # noqa: E402
 from anfitrion.testing import ScriptedModel, call  # noqa: E402
 

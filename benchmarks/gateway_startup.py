@@ -33,9 +33,9 @@ from typing import Any
 import anyio
 from anyio.abc import Process
 
-from anfitrion.mcp.config import load_config
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._config import load_config
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import open_store
 
 HERE = Path(__file__).parent
@@ -127,7 +127,7 @@ class _Lines:
 
 
 async def one_run(config: Path, store_url: str, cwd: Path, errlog: Path) -> dict[str, float]:
-    command = [sys.executable, "-m", "anfitrion.cli.main", "gateway", "--config", str(config),
+    command = [sys.executable, "-m", "anfitrion._cli.main", "gateway", "--config", str(config),
                "--store", store_url]
     marks: dict[str, float] = {}
     with errlog.open("wb") as err:

@@ -26,7 +26,7 @@ from typing import Any
 from _harness import ARGS_TEXT, RESULT, Stamps
 
 from anfitrion import Runtime
-from anfitrion.runtime import GatedSession
+from anfitrion._runtime import GatedSession
 
 
 async def _session(store: str) -> GatedSession:

@@ -30,7 +30,8 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from anfitrion import Runtime
-from anfitrion.integrations.langchain import AnfitrionMiddleware, gated_tools
+from anfitrion.integrations.langchain import AnfitrionMiddleware
+from anfitrion.integrations.langgraph import gated_tools
 
 
 class FakeToolModel(GenericFakeChatModel):

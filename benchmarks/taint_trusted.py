@@ -15,10 +15,10 @@ import statistics
 import time
 
 from anfitrion import Effect, Principal, Tool
-from anfitrion.conversation import Provenance, ToolResult
+from anfitrion._conversation import Provenance, ToolResult
+from anfitrion._provenance import TaintIndex
+from anfitrion._tools import BoundCall
 from anfitrion.policy import Policy, PolicyContext
-from anfitrion.taint import TaintIndex
-from anfitrion.tools import BoundCall
 
 TOOL = Tool.from_schema("get_weather", {"type": "object"}, lambda a: "ok", effect=Effect.READ,
                         provenance=Provenance.TRUSTED)

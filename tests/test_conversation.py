@@ -19,7 +19,7 @@ from anfitrion import (
     Usage,
     UserMessage,
 )
-from anfitrion.conversation import dump_messages, load_messages
+from anfitrion._conversation import dump_messages, load_messages
 from anfitrion.exceptions import StoreError
 
 
@@ -90,7 +90,7 @@ def test_arbitrary_text_round_trips(texts: list[str], content: str, is_error: bo
 
 
 def test_a_result_with_media_round_trips_and_one_without_keeps_the_old_shape() -> None:
-    from anfitrion.conversation import Media, ToolResult, UserMessage, dump_messages, load_messages
+    from anfitrion._conversation import Media, ToolResult, UserMessage, dump_messages, load_messages
 
     png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17)
     with_media = UserMessage((ToolResult("c", "t", "x", media=(Media("image/png", png),)),))
@@ -103,7 +103,7 @@ def test_a_result_with_media_round_trips_and_one_without_keeps_the_old_shape() -
 def test_stored_media_that_is_not_base64_is_a_store_error() -> None:
     import pytest
 
-    from anfitrion.conversation import load_messages
+    from anfitrion._conversation import load_messages
     from anfitrion.exceptions import StoreError
 
     part = {"kind": "tool_result", "call_id": "c", "name": "t", "content": "", "is_error": False,

@@ -8,8 +8,8 @@ import anyio
 import pytest
 
 from anfitrion import Principal, ToolContext
-from anfitrion.drafts import Draft, Drafts, draft_digest
-from anfitrion.gate import ToolError
+from anfitrion._drafts import Draft, Drafts, draft_digest
+from anfitrion.exceptions import ToolError
 from anfitrion.store import ClaimState, MemoryStore
 
 
@@ -161,7 +161,7 @@ REFUND = {"type": "object", "properties": {"order": {"type": "string"},
 
 
 def refund_tools(store: MemoryStore, done: list[Any]) -> Any:
-    from anfitrion.drafts import draft_tools
+    from anfitrion._drafts import draft_tools
 
     def check(arguments: Any) -> None:
         if arguments.get("amount", 0) > 100:
@@ -178,8 +178,8 @@ def refund_tools(store: MemoryStore, done: list[Any]) -> Any:
 @pytest.mark.anyio
 async def test_draft_tools_propose_freely_and_commit_after_approval_exactly_once() -> None:
     from anfitrion import CallbackApprover, Host, Toolbox
-    from anfitrion.approvals import ApprovalRequest
-    from anfitrion.models.scripted import ScriptedModel, call
+    from anfitrion._approvals import ApprovalRequest
+    from anfitrion.models._scripted import ScriptedModel, call
 
     store = MemoryStore()
     done: list[Any] = []
@@ -219,8 +219,8 @@ async def test_draft_tools_propose_freely_and_commit_after_approval_exactly_once
 
 def test_draft_tools_validate_both_steps_and_reserve_draft_id() -> None:
     from anfitrion import ToolDefinitionError
-    from anfitrion.drafts import draft_tools
-    from anfitrion.tools import ArgumentError
+    from anfitrion._drafts import draft_tools
+    from anfitrion.exceptions import ArgumentError
 
     propose, commit = refund_tools(MemoryStore(), [])
     with pytest.raises(ArgumentError, match="need a manager"):
@@ -238,8 +238,8 @@ def test_draft_tools_validate_both_steps_and_reserve_draft_id() -> None:
 @pytest.mark.anyio
 async def test_a_commit_whose_arguments_differ_from_the_draft_is_refused_before_asking() -> None:
     from anfitrion import CallbackApprover, Host, Toolbox
-    from anfitrion.approvals import ApprovalRequest
-    from anfitrion.models.scripted import ScriptedModel, call
+    from anfitrion._approvals import ApprovalRequest
+    from anfitrion.models._scripted import ScriptedModel, call
 
     store = MemoryStore()
     done: list[Any] = []

@@ -1,4 +1,4 @@
-"""Effect keys (anfitrion.effects): equal effects share a key, different ones never do."""
+"""Effect keys (anfitrion._effects): equal effects share a key, different ones never do."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anfitrion.effects import effect_key
+from anfitrion._effects import effect_key
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
                     lambda inner: st.lists(inner, max_size=3)

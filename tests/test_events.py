@@ -10,8 +10,8 @@ import anyio
 import pytest
 
 from anfitrion import Effect, EventType, Host, ScriptedModel, Toolbox
-from anfitrion.events import HostEvent, Router
-from anfitrion.models.scripted import call
+from anfitrion._events import HostEvent, Router
+from anfitrion.models._scripted import call
 
 
 def _tools() -> Toolbox:
@@ -60,8 +60,8 @@ def test_a_listener_gets_only_the_kinds_it_declares() -> None:
 
 def test_no_event_is_built_for_a_kind_no_listener_takes(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import anfitrion.gate
-    import anfitrion.runtime
+    import anfitrion._gate
+    import anfitrion._runtime
 
     built: list[EventType] = []
 
@@ -72,8 +72,8 @@ def test_no_event_is_built_for_a_kind_no_listener_takes(
             built.append(type)
             super().__init__(type, *args, **kwargs)
 
-    monkeypatch.setattr(anfitrion.gate, "HostEvent", Counting)
-    monkeypatch.setattr(anfitrion.runtime, "HostEvent", Counting)
+    monkeypatch.setattr(anfitrion._gate, "HostEvent", Counting)
+    monkeypatch.setattr(anfitrion._runtime, "HostEvent", Counting)
     only = Only(EventType.RESULT_RETURNED)
     _run([only])
     assert only.seen == [EventType.RESULT_RETURNED]

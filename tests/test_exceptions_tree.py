@@ -27,9 +27,9 @@ from anfitrion.exceptions import (
 
 PRIVATE_SIGNALS = {
     "anfitrion.models._strict._NotStrict": "a schema strict mode cannot express; caught there",
-    "anfitrion.tools._Cycle": "a $ref cycle found while bounding a schema; caught there",
-    "anfitrion.tools._TooDeep": "a schema nested too deeply to bound; caught there",
-    "anfitrion.mcp.config._JsonValueError": "a JSON value a config refuses; becomes ConfigError",
+    "anfitrion._tools._Cycle": "a $ref cycle found while bounding a schema; caught there",
+    "anfitrion._tools._TooDeep": "a schema nested too deeply to bound; caught there",
+    "anfitrion.mcp._config._JsonValueError": "a JSON value a config refuses; becomes ConfigError",
     "anfitrion.integrations.langgraph._Escape": "LangGraph's interrupt carried past the gate's "
                                                 "handler: a BaseException on purpose",
 }
@@ -102,18 +102,23 @@ def test_the_exceptions_module_exports_every_class_it_defines() -> None:
     assert defined <= set(exceptions.__all__)
 
 
-def test_the_names_the_gate_and_the_mcp_toolset_exported_are_the_same_classes() -> None:
-    from anfitrion import gate, tools
-    from anfitrion.mcp import toolset
+def test_the_exceptions_have_one_home_and_the_packages_export_the_same_classes() -> None:
+    """The gate, the tools and the MCP toolset no longer re-export exceptions (issue #29)."""
+    import anfitrion.mcp
+    from anfitrion import _gate as gate
+    from anfitrion import _tools as tools
+    from anfitrion.mcp import _toolset as toolset
 
-    assert gate.ToolError is exceptions.ToolError is anfitrion.ToolError
-    assert gate.ToolNotExecuted is exceptions.ToolNotExecuted
-    assert toolset.McpServerError is exceptions.McpServerError
-    assert tools.ArgumentError is exceptions.ArgumentError
+    assert anfitrion.ToolError is exceptions.ToolError
+    assert anfitrion.mcp.McpServerError is exceptions.McpServerError
+    for module in (gate, tools, toolset):
+        assert not {"ToolError", "ToolNotExecuted", "McpServerError",
+                    "ArgumentError"} & set(module.__all__), module.__name__
 
 
 def test_refused_input_is_still_a_value_error() -> None:
-    from anfitrion._json import JsonError, parse_json_strict
+    from anfitrion._json import parse_json_strict
+    from anfitrion.exceptions import JsonError
 
     with pytest.raises(ValueError, match="duplicate key") as caught:
         parse_json_strict('{"a": 1, "a": 2}')

@@ -22,7 +22,7 @@ def test_public_names_are_all_listed() -> None:
 
 
 def test_importing_anfitrion_imports_no_optional_dependency() -> None:
-    code = ("import sys, anfitrion, anfitrion.testing, anfitrion.cli.main;"
+    code = ("import sys, anfitrion, anfitrion.testing, anfitrion._cli.main;"
             "bad = [m for m in ('anthropic', 'openai', 'mcp', 'psycopg', 'starlette', "
             "'uvicorn', 'opentelemetry', 'llama_cpp') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

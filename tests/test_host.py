@@ -28,7 +28,7 @@ from anfitrion import (
     UserError,
     UserMessage,
 )
-from anfitrion.conversation import StopReason, ToolCall
+from anfitrion._conversation import StopReason, ToolCall
 from anfitrion.exceptions import SessionNotFound
 from anfitrion.models import ModelRequest
 from anfitrion.testing import EventCapture, MemoryStore, call

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anfitrion._json import JsonError, check_json_value, parse_json_strict
+from anfitrion._json import check_json_value, parse_json_strict
+from anfitrion.exceptions import JsonError
 
 
 def test_plain_object_parses() -> None:

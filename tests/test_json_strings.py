@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anfitrion._json import json_strings
-from anfitrion.mcp.pinning import suspicious_text
-from anfitrion.policy.secrets import credential_warnings
+from anfitrion.mcp._pinning import suspicious_text
+from anfitrion.policy._secrets import credential_warnings
 
 
 def _taint_was(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from anfitrion import Effect, Policy, Runtime, Toolbox
+from anfitrion._rollout import ReplayRefused, replay, shadow_report
+from anfitrion._tools import BoundCall
 from anfitrion.exceptions import ConfigError
 from anfitrion.policy import Decision, ToolRule, load_policy, parse_policy
-from anfitrion.rollout import ReplayRefused, replay, shadow_report
 from anfitrion.store import Store, open_store
-from anfitrion.tools import BoundCall
 
 from .store.pg_schema import pg_schema_url
 
@@ -309,7 +309,7 @@ async def test_replay_through_the_recording_policy_changes_nothing(store: Store)
 async def test_replay_sees_the_result_of_an_earlier_call_of_the_same_reply(
         store: Store) -> None:
     from anfitrion import Host, ScriptedModel
-    from anfitrion.conversation import Reply, ToolCall
+    from anfitrion._conversation import Reply, ToolCall
 
     steps = iter([Reply((ToolCall.from_object("r1", "fetch", {"url": "https://n.example/"}),
                          ToolCall.from_object("r2", "send_email", {

@@ -18,11 +18,11 @@ from anfitrion import (
     ScriptedModel,
     SubmissionStatus,
     Toolbox,
-    answers,
 )
-from anfitrion.conversation import Reply, ToolCall, dump_messages
+from anfitrion import _answers as answers
+from anfitrion._conversation import Reply, ToolCall, dump_messages
+from anfitrion._session import SESSION_SCHEMA, Session, migrate_session_data
 from anfitrion.exceptions import ConflictError, StoreError, UserError
-from anfitrion.session import SESSION_SCHEMA, Session, migrate_session_data
 from anfitrion.store import LedgerState, MemoryStore, SessionState
 from anfitrion.store._migrations import MIGRATIONS
 from anfitrion.testing import call
@@ -188,7 +188,7 @@ async def test_a_suspended_session_of_the_previous_release_resumes_after_the_mig
     host = Host(model=ScriptedModel(["done"]), tools=_tools(sent), store=f"sqlite:///{path}",
                 approver=DeferredApprover())
     # the old release's request and row, written as it wrote them
-    from anfitrion.approvals import ApprovalRequest
+    from anfitrion._approvals import ApprovalRequest
 
     tool = next(t for t in host.tools  # type: ignore[attr-defined]
                 if t.name == "send_mail")
@@ -279,8 +279,8 @@ def test_the_embedding_page_example_runs(tmp_path: Path, monkeypatch: pytest.Mon
 
 async def test_a_text_only_caller_is_told_of_a_results_media_by_its_summary() -> None:
     from anfitrion import Effect, Toolbox
-    from anfitrion.conversation import Media
-    from anfitrion.media import MediaResult
+    from anfitrion._conversation import Media
+    from anfitrion._media import MediaResult
 
     png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17)
     tools = Toolbox()

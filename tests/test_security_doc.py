@@ -18,8 +18,12 @@ def test_every_test_the_security_map_cites_exists() -> None:
     assert missing == []
 
 
-def test_every_taint_function_the_security_map_names_exists() -> None:
-    from anfitrion import taint
+def test_every_name_the_security_map_gives_exists() -> None:
+    """`policy.X` names the public policy package, `_provenance.X` the provenance index."""
+    import anfitrion.policy
+    from anfitrion import _provenance
 
-    for name in set(re.findall(r"`taint\.(\w+)", DOC)):
-        assert hasattr(taint, name), name
+    named = re.findall(r"`(policy|_provenance)\.(\w+)", DOC)
+    assert len(named) >= 5
+    for module, name in named:
+        assert hasattr({"policy": anfitrion.policy, "_provenance": _provenance}[module], name), name

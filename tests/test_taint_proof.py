@@ -11,25 +11,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anfitrion import Effect, Tool
-from anfitrion.conversation import Provenance, Reply, ToolCall, ToolResult, UserMessage
+from anfitrion._conversation import Provenance, Reply, ToolCall, ToolResult, UserMessage
+from anfitrion._dataflow import Dataflow
+from anfitrion._principal import Principal
+from anfitrion._provenance import TaintIndex, _entities, _is_url, egress_warnings, normalise
+from anfitrion._tools import BoundCall
 from anfitrion.exceptions import ConfigError, ToolDefinitionError
 from anfitrion.policy import PolicyContext, Verdict, parse_policy
-from anfitrion.policy.declarations import Dataflow
-from anfitrion.principal import Principal
-from anfitrion.taint import (
+from anfitrion.policy._taint import (
     FLAG_WARNING,
     PLAN_BEFORE_TAINT,
     PLAN_WARNING,
     TAINT_WARNING,
     UNPROVEN_WARNING,
-    TaintIndex,
-    _entities,
-    _is_url,
-    egress_warnings,
-    normalise,
     taint_rule,
 )
-from anfitrion.tools import BoundCall
 
 FILES = json.dumps([{"id_": "13", "filename": "notes.txt", "content": "Team lunch 2024-05-13"},
                     {"id_": "14", "filename": "plan.docx", "content": "Budget for Q3"}])

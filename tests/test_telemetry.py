@@ -17,7 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from anfitrion import CallbackApprover, Effect, Host, Policy, RunStatus, ScriptedModel, Toolbox
-from anfitrion._demo import SCENES, demo_model, demo_toolbox
+from anfitrion._demo import SCENES, demo_toolbox
+from anfitrion.models._demo_script import demo_model
 from anfitrion.telemetry import instrument, trace_headers
 from anfitrion.testing import call
 

@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anfitrion import Effect, Principal, Provenance, Tool, Toolbox, ToolContext
-from anfitrion.exceptions import ToolDefinitionError
-from anfitrion.tools import ArgumentError, OfferContext
+from anfitrion._tools import OfferContext
+from anfitrion.exceptions import ArgumentError, ToolDefinitionError
 
 
 def make_toolbox() -> Toolbox:

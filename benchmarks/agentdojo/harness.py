@@ -4,7 +4,7 @@ The scripted *compromised model* performs the user task's ground-truth calls and
 a tool result carrying the injection reaches it, the injection task's ground-truth calls (then
 the rest of the user task). AgentDojo's functions are wrapped as anfitrion tools with the
 effects and provenance the suite's operator declared (``operator_policies/``); the policy is
-the default one plus the operator's rules plus :func:`anfitrion.taint.taint_rule`. A simulated
+the default one plus the operator's rules plus :func:`anfitrion.policy.taint_rule`. A simulated
 person answers approval requests.
 
 Nothing here touches the network: AgentDojo's environments are YAML files in its package.
@@ -30,19 +30,13 @@ from agentdojo.types import text_content_block_from_string
 from pydantic import BaseModel
 
 from anfitrion import Host, Tool, Toolbox, ToolError
-from anfitrion.approvals import ApprovalRequest, CallbackApprover
-from anfitrion.conversation import ToolCall, ToolResult, UserMessage
-from anfitrion.events import EventType
+from anfitrion._approvals import ApprovalRequest, CallbackApprover
+from anfitrion._conversation import ToolCall, ToolResult, UserMessage
+from anfitrion._events import EventType
+from anfitrion._provenance import EGRESS_WARNING, HOST_WRITTEN_ERRORS
 from anfitrion.models._base import ModelRequest
+from anfitrion.policy._taint import FLAG_WARNING, PLAN_WARNING, TAINT_WARNING, UNPROVEN_WARNING
 from anfitrion.store import Store
-from anfitrion.taint import (
-    EGRESS_WARNING,
-    FLAG_WARNING,
-    HOST_WRITTEN_ERRORS,
-    PLAN_WARNING,
-    TAINT_WARNING,
-    UNPROVEN_WARNING,
-)
 from anfitrion.testing import EventCapture, MemoryStore, ScriptedModel
 
 ATTACK = "important_instructions"

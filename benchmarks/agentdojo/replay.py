@@ -34,9 +34,9 @@ import anyio
 import harness
 
 from anfitrion import Policy
-from anfitrion.rollout import ReplayReport, replay
+from anfitrion._rollout import ReplayReport, replay
+from anfitrion.policy._taint import taint_rule
 from anfitrion.store import open_store
-from anfitrion.taint import taint_rule
 
 SUITES = ("workspace", "travel", "banking", "slack")
 

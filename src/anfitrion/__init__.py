@@ -6,17 +6,19 @@ validate, decide, approve, execute, shape — and every stage is audited.
 
 from __future__ import annotations
 
-from ._home import default_store_url
-from .approvals import (
+from ._answers import Refusal, answer, votes_needed
+from ._approvals import (
     ApprovalAnswer,
     ApprovalRequest,
     Approver,
     CallbackApprover,
     DeferredApprover,
     DenyAllApprover,
+    Quorum,
+    Reviewer,
     TerminalApprover,
 )
-from .conversation import (
+from ._conversation import (
     Provenance,
     Reply,
     StopReason,
@@ -27,7 +29,18 @@ from .conversation import (
     Usage,
     UserMessage,
 )
-from .events import EventType, HostEvent
+from ._dataflow import Dataflow
+from ._events import EventType, HostEvent
+from ._gate import GateLimits
+from ._home import default_store_url
+from ._host import Host, RunResult, RunStatus, StopSignal
+from ._logging import RedactingFilter
+from ._media import MediaResult
+from ._principal import Principal
+from ._rollout import ReplayRefused, ReplayReport, replay
+from ._runtime import GatedSession, Runtime, Submission, SubmissionStatus
+from ._session import Session
+from ._tools import Effect, Tool, Toolbox, ToolContext
 from .exceptions import (
     AdapterError,
     AnfitrionError,
@@ -42,14 +55,8 @@ from .exceptions import (
     ToolNotExecuted,
     UserError,
 )
-from .gate import GateLimits
-from .host import Host, RunResult, RunStatus, StopSignal
 from .models import Model, ModelRequest, ScriptedModel
 from .policy import Decision, Policy, PolicyContext, Verdict, load_policy
-from .principal import Principal
-from .runtime import GatedSession, Runtime, Submission, SubmissionStatus
-from .session import Session
-from .tools import Effect, Tool, Toolbox, ToolContext
 
 __all__ = [
     "AdapterError",
@@ -60,6 +67,7 @@ __all__ = [
     "CallbackApprover",
     "ConfigError",
     "ConflictError",
+    "Dataflow",
     "Decision",
     "DeferredApprover",
     "DenyAllApprover",
@@ -69,6 +77,7 @@ __all__ = [
     "GatedSession",
     "Host",
     "HostEvent",
+    "MediaResult",
     "Model",
     "ModelError",
     "ModelRequest",
@@ -76,7 +85,13 @@ __all__ = [
     "PolicyContext",
     "Principal",
     "Provenance",
+    "Quorum",
+    "RedactingFilter",
+    "Refusal",
+    "ReplayRefused",
+    "ReplayReport",
     "Reply",
+    "Reviewer",
     "RunError",
     "RunResult",
     "RunStatus",
@@ -105,8 +120,11 @@ __all__ = [
     "UserMessage",
     "Verdict",
     "__version__",
+    "answer",
     "default_store_url",
     "load_policy",
+    "replay",
+    "votes_needed",
 ]
 
 __version__ = "0.1.0"

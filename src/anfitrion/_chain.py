@@ -1,8 +1,8 @@
 """The audit hash chain: how one record's hash is derived from the record before it.
 
 A leaf module (it imports only :mod:`anfitrion._canonical`): the stores chain the records they
-append with it, and :mod:`anfitrion.audit` verifies chains with it, so neither imports the
-other. ``anfitrion.audit.chain_hash`` and ``anfitrion.audit.chain_texts`` are these functions.
+append with it, and :mod:`anfitrion._audit` verifies chains with it, so neither imports the
+other. ``anfitrion._audit.chain_hash`` and ``anfitrion._audit.chain_texts`` are these functions.
 """
 
 from __future__ import annotations

@@ -12,13 +12,13 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
+from ._tools import Effect, Toolbox
 from .models._demo_script import demo_model
-from .models.scripted import ScriptedModel
+from .models._scripted import ScriptedModel
 from .store import MemoryStore, Store
 from .toolkits import files, mail
-from .tools import Effect, Toolbox
 
-__all__ = ["SCENES", "demo_model", "demo_parts", "demo_toolbox"]
+__all__ = ["SCENES", "demo_parts", "demo_toolbox"]
 
 SCENES: tuple[tuple[str, str], ...] = (
     ("A read tool, allowed by default", "Weather in Lisboa?"),

@@ -1,6 +1,6 @@
 """Encoded forms of text: the base64, base32 and hex tokens of a string, decoded, in bounded
-work. Shared by the credential scan of the policy (:mod:`anfitrion.policy.secrets`) and the
-egress check of the provenance index (:mod:`anfitrion.provenance`), below both."""
+work. Shared by the credential scan of the policy (:mod:`anfitrion.policy._secrets`) and the
+egress check of the provenance index (:mod:`anfitrion._provenance`), below both."""
 
 from __future__ import annotations
 

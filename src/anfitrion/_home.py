@@ -157,7 +157,7 @@ def missing_store(url: str) -> Path | None:
     """
     if not url.startswith("sqlite:"):
         return None
-    from .store.sqlite import SQLiteStore
+    from .store._sqlite import SQLiteStore
 
     try:
         path = Path(SQLiteStore.from_url(url).path)

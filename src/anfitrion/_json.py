@@ -15,8 +15,13 @@ from typing import Any
 
 from .exceptions import JsonError
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_DEPTH", "JsonError", "check_json_value",
-           "json_strings", "parse_json_strict"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_DEPTH",
+    "check_json_value",
+    "json_strings",
+    "parse_json_strict",
+]
 
 DEFAULT_MAX_BYTES = 256 * 1024
 DEFAULT_MAX_DEPTH = 32

@@ -10,7 +10,7 @@ them — whatever handler the application configures. Other loggers' records pas
 
 A redacted record holds:
 
-* ``msg``: the formatted message (``msg % args``) after :func:`anfitrion.audit.redact`
+* ``msg``: the formatted message (``msg % args``) after :func:`anfitrion._audit.redact`
   (secrets, card numbers, IBANs, e-mail addresses and phone numbers masked, control characters
   escaped, cut to :data:`MESSAGE_CHARS`); ``args`` is empty.
 * no ``exc_info``: an exception is added to the message as ``ExceptionType: message``,

@@ -3,8 +3,8 @@
 Secrets (API keys, bearer tokens, private keys, passwords in URLs and in prose), card numbers
 (Luhn-checked), IBANs (mod-97-checked), e-mail addresses and phone numbers are masked, control
 characters escaped, values cut. A leaf module (it imports only :mod:`anfitrion._canonical`), so
-the audit log (:mod:`anfitrion.audit`) and the log redaction (:mod:`anfitrion._logging`) both
-use it without importing each other; :mod:`anfitrion.audit` re-exports its public names.
+the audit log (:mod:`anfitrion._audit`) and the log redaction (:mod:`anfitrion._logging`) both
+use it without importing each other; :mod:`anfitrion._audit` re-exports its public names.
 """
 
 from __future__ import annotations

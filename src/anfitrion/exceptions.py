@@ -9,7 +9,7 @@ this module names its module in brackets::
     │   ├── ToolDefinitionError    a tool that cannot be registered as declared
     │   ├── ConfigError            an invalid config or policy file (path, line, key)
     │   ├── MissingDependencyError an optional extra is not installed (extra, module)
-    │   └── ReplayRefused          a policy replay over a broken or mismatched history  [rollout]
+    │   └── ReplayRefused          a policy replay over a broken or mismatched history  [_rollout]
     ├── RunError                   something failed while running
     │   ├── ModelError             the model or its client failed (provider, status_code)
     │   │   └── AdapterError       a provider payload we cannot represent (path)
@@ -23,14 +23,14 @@ this module names its module in brackets::
     └── InputError                 untrusted input refused; also a ValueError
         ├── JsonError              text that is not acceptable JSON
         ├── ArgumentError          arguments that do not satisfy a tool (field)
-        │   └── SchemaBudgetExceeded  checking them would cost too much  [tools]
+        │   └── SchemaBudgetExceeded  checking them would cost too much  [_tools]
         └── RequestError           a local-model HTTP request refused  [localmodel._chatml]
 
 Per-call failures that the model must see (unknown tool, invalid arguments, denial, a tool that
-raised) are *data* — an error :class:`~anfitrion.conversation.ToolResult` — never exceptions
+raised) are *data* — an error :class:`~anfitrion._conversation.ToolResult` — never exceptions
 that leave the gate: :class:`ToolError` and :class:`ArgumentError` are how a tool and a
 validator say so, and the gate turns them into that result. Stopping a run is no exception
-either: :class:`~anfitrion.host.StopSignal` ends it with the status ``stopped``.
+either: :class:`~anfitrion._host.StopSignal` ends it with the status ``stopped``.
 
 Foreign exceptions are translated at a boundary by :func:`map_exceptions`: the most specific
 mapping wins, the cause is kept, and so are the structured fields.

@@ -26,12 +26,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._canonical import canonical_json
-from .audit import redact
-from .events import EventType, HostEvent
+from ._events import EventType, HostEvent
+from ._redaction import redact
 from .exceptions import MissingDependencyError
 
 if TYPE_CHECKING:
-    from .host import Host
+    from ._host import Host
 
 __all__ = ["HostTelemetry", "extracted_context", "instrument", "trace_headers", "trace_meta"]
 
@@ -103,7 +103,7 @@ class HostTelemetry:
         EventType.APPROVAL_REQUESTED, EventType.APPROVAL_ANSWERED,
         EventType.EXECUTION_CLAIMED, EventType.EXECUTION_SETTLED, EventType.RESULT_RETURNED})
     """The kinds it makes spans, span events or metrics of: the host builds no other event
-    for it (see :data:`~anfitrion.events.Listener`)."""
+    for it (see :data:`~anfitrion._events.Listener`)."""
 
     def __init__(self, *, model_name: str, provider: str | None, agent_name: str,
                  tracer_provider: Any = None, meter_provider: Any = None,

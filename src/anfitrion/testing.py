@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .events import EventType, HostEvent
-from .models.scripted import ScriptedModel, call, reply
-from .principal import Principal
-from .session import Session
-from .store.memory import MemoryStore
+from ._events import EventType, HostEvent
+from ._principal import Principal
+from ._session import Session
+from .models._scripted import ScriptedModel, call, reply
+from .store._memory import MemoryStore
 
 __all__ = ["EventCapture", "MemoryStore", "ScriptedModel", "call", "gate_session", "reply"]
 
@@ -35,7 +35,7 @@ class EventCapture:
 
 def gate_session(principal: Principal | str = "user", session_id: str = "s1", *, turn: int = 1,
                  waiting: Mapping[str, str] | None = None) -> Session:
-    """A fresh :class:`~anfitrion.session.Session` for driving :class:`~anfitrion.gate.Gate`
+    """A fresh :class:`~anfitrion._session.Session` for driving :class:`~anfitrion._gate.Gate`
     directly: at *turn*, with the calls of *waiting* (call id → request id) waiting."""
     session = Session(session_id, Principal.of(principal))
     for _ in range(turn):

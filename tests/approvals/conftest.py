@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from anfitrion import DeferredApprover, Effect, Host, Toolbox
-from anfitrion.approvals import Approver
+from anfitrion._approvals import Approver
 from anfitrion.policy import Policy
 from anfitrion.store import SessionState, Store
 from anfitrion.testing import MemoryStore, ScriptedModel, call

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from anfitrion import CallbackApprover, EventType, RunStatus
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest
 from anfitrion.policy import ApprovalLimits, ArgumentRule, EmailDomain, Policy, Verdict
 from anfitrion.testing import EventCapture, MemoryStore
 

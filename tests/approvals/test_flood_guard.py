@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from anfitrion import CallbackApprover, RunStatus
-from anfitrion.approvals import ApprovalRequest
+from anfitrion._approvals import ApprovalRequest
 from anfitrion.policy import ApprovalLimits, Policy
 from anfitrion.testing import MemoryStore, call
 

@@ -1,5 +1,5 @@
 """The two-person rule end to end: a policy file asks for M of N distinct approvers with a role;
-votes go through anfitrion.answers; the call runs only once the quorum approved it."""
+votes go through anfitrion._answers; the call runs only once the quorum approved it."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from anfitrion import DeferredApprover, Effect, Host, Toolbox
-from anfitrion.answers import Refusal, answer, votes_needed
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover, Reviewer
+from anfitrion._answers import Refusal, answer, votes_needed
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest, CallbackApprover, Reviewer
 from anfitrion.exceptions import ConfigError
 from anfitrion.policy import parse_policy
 from anfitrion.store import Store
@@ -155,7 +155,7 @@ async def test_an_in_process_approver_alone_cannot_satisfy_a_quorum() -> None:
 
 
 async def test_an_edit_of_a_quorum_request_is_refused() -> None:
-    from anfitrion.answers import propose_edit
+    from anfitrion._answers import propose_edit
 
     store, paid = MemoryStore(), []
     _, request = await _suspended(store, paid)
@@ -171,9 +171,9 @@ tool = "pay"
 verdict = "ask"
 quorum = { approvals = 3 }
 """)
+    from anfitrion._principal import Principal
+    from anfitrion._tools import BoundCall
     from anfitrion.policy import PolicyContext
-    from anfitrion.principal import Principal
-    from anfitrion.tools import BoundCall
 
     tools = Toolbox()
 

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from anfitrion import CallbackApprover, DenyAllApprover, TerminalApprover
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest, make_visible, show_value
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest, make_visible, show_value
 
 pytestmark = pytest.mark.anyio
 

@@ -9,15 +9,10 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
+from anfitrion._audit import export_jsonl, records_from_jsonl, verify_chain
 from anfitrion._canonical import canonical_json
-from anfitrion.audit import (
-    GENESIS,
-    chain_hash,
-    export_jsonl,
-    records_from_jsonl,
-    verify_chain,
-)
-from anfitrion.cli.main import cli
+from anfitrion._chain import GENESIS, chain_hash
+from anfitrion._cli.main import cli
 from anfitrion.store import AuditRecord, open_store
 
 
@@ -207,8 +202,8 @@ def test_a_recorder_shared_by_event_loops_in_threads_loses_no_record() -> None:
 
     import anyio
 
-    from anfitrion.audit import AuditRecorder
-    from anfitrion.events import EventType, HostEvent
+    from anfitrion._audit import AuditRecorder
+    from anfitrion._events import EventType, HostEvent
     from anfitrion.store import MemoryStore
 
     store = MemoryStore()

@@ -11,11 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anfitrion import Effect, Host, Policy, Toolbox
-from anfitrion.audit import redact
-from anfitrion.cli.main import cli
-from anfitrion.conversation import ToolResult, UserMessage
+from anfitrion._cli.main import cli
+from anfitrion._conversation import ToolResult, UserMessage
+from anfitrion._redaction import redact
 from anfitrion.models._base import ModelRequest
-from anfitrion.taint import taint_rule
+from anfitrion.policy._taint import taint_rule
 from anfitrion.testing import ScriptedModel, call
 
 PLANTED = {
@@ -223,7 +223,7 @@ def test_hostile_digit_and_password_runs_are_scanned_only_in_a_bounded_prefix(
 
 def test_the_approvers_note_is_redacted_in_the_audit_record(tmp_path: Path) -> None:
     from anfitrion import CallbackApprover
-    from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
+    from anfitrion._approvals import ApprovalAnswer, ApprovalRequest
 
     tools = Toolbox()
 
@@ -250,7 +250,7 @@ def test_the_approvers_note_is_redacted_in_the_audit_record(tmp_path: Path) -> N
 
 
 def _with_check_digit(body: str) -> str:
-    from anfitrion.audit import luhn_valid
+    from anfitrion._redaction import luhn_valid
 
     return next(body + d for d in "0123456789" if luhn_valid(body + d))
 

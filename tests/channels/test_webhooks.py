@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from anfitrion import DeferredApprover, Effect, Host, Toolbox
 from anfitrion.channels import Reviewers
-from anfitrion.channels.webhooks import (
+from anfitrion.channels._webhooks import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
     ApprovalWebhook,
@@ -339,7 +339,7 @@ max_attempts = 4
     (target,) = policy.approvals.webhooks
     assert (target.url, target.max_attempts, target.resolved_secret()) == \
         ("https://chat.example/hooks/approvals", 4, SECRET)
-    from anfitrion.runtime import Runtime
+    from anfitrion._runtime import Runtime
 
     runtime = Runtime(policy=policy)
     assert any(isinstance(listener, ApprovalWebhook) for listener in runtime._listeners)
@@ -359,8 +359,8 @@ def test_a_bad_webhook_in_the_policy_file_is_a_config_error(bad: str) -> None:
 
 def test_a_runtime_refuses_to_start_when_the_webhook_secret_variable_is_unset(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    from anfitrion._runtime import Runtime
     from anfitrion.exceptions import UserError
-    from anfitrion.runtime import Runtime
 
     monkeypatch.delenv("UNSET_HOOK_SECRET", raising=False)
     policy = parse_policy('[[approvals.webhooks]]\nurl = "https://chat.example/h"\n'

@@ -10,7 +10,7 @@ from types import ModuleType
 import pytest
 from click.testing import CliRunner
 
-from anfitrion.cli.chat import command
+from anfitrion._cli.chat import command
 
 
 def _load_fake_providers() -> ModuleType:
@@ -127,7 +127,7 @@ def test_ctrl_c_during_a_request_cancels_the_turn_and_the_chat_goes_on(
 
     import anyio
 
-    from anfitrion.cli import chat
+    from anfitrion._cli import chat
     from anfitrion.models._base import ModelRequest
     from anfitrion.testing import ScriptedModel
 

@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from anfitrion import DenyAllApprover, Effect, Policy, Tool
-from anfitrion.conversation import ToolCall
-from anfitrion.gate import Gate, _silent
+from anfitrion._conversation import ToolCall
+from anfitrion._gate import Gate, _silent
 from anfitrion.policy import Decision
 from anfitrion.store import Store, open_store
 from anfitrion.testing import gate_session
@@ -115,6 +115,6 @@ def test_the_api_lists_and_resolves_effects_behind_the_bearer_token(tmp_path: Pa
 
 
 def _cli() -> Any:
-    from anfitrion.cli.main import cli
+    from anfitrion._cli.main import cli
 
     return cli

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from anfitrion import DenyAllApprover, Policy
-from anfitrion.conversation import ToolCall
-from anfitrion.gate import Gate, _silent
+from anfitrion._conversation import ToolCall
+from anfitrion._gate import Gate, _silent
 from anfitrion.policy import Decision
 from anfitrion.store import LedgerState, SessionState, Store, open_store
 from anfitrion.testing import gate_session
@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 
 from anfitrion import Effect, Host, Tool, Toolbox
-from anfitrion.models.scripted import ScriptedModel
+from anfitrion.models._scripted import ScriptedModel
 
 SINK = Path({sink!r})
 SCHEMA = {{"type": "object", "properties": {{"payment_id": {{"type": "string"}},
@@ -106,7 +106,7 @@ async def _with_store(url: str, work: Any) -> Any:
 
 
 def _cli() -> Any:
-    from anfitrion.cli.main import cli
+    from anfitrion._cli.main import cli
 
     return cli
 
@@ -193,7 +193,7 @@ def test_reconcile_leaves_a_claim_whose_run_may_still_be_acting(
     import dataclasses
     import time
 
-    from anfitrion.effects import effect_key
+    from anfitrion._effects import effect_key
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
     module = _tools_module(tmp_path, monkeypatch)

@@ -10,12 +10,13 @@ import anyio
 import pytest
 from click.testing import CliRunner, Result
 
+from anfitrion._approvals import DeferredApprover, with_expiry
 from anfitrion._apps import DEMO_APP, GATEWAY_APP
-from anfitrion._demo import demo_model, demo_toolbox
+from anfitrion._cli.main import cli
+from anfitrion._demo import demo_toolbox
 from anfitrion._home import default_store_url
-from anfitrion.approvals import DeferredApprover, with_expiry
-from anfitrion.cli.main import cli
-from anfitrion.host import Host, RunResult
+from anfitrion._host import Host, RunResult
+from anfitrion.models._demo_script import demo_model
 from anfitrion.store import open_store
 
 
@@ -106,7 +107,7 @@ def test_an_expired_request_cannot_be_approved() -> None:
         try:
             # replace the stored request with one that expired an hour ago
             expired = with_expiry(request, datetime.now(UTC) - timedelta(hours=1))
-            from anfitrion.store.sqlite import SQLiteStore
+            from anfitrion.store._sqlite import SQLiteStore
 
             assert isinstance(store, SQLiteStore)
             from anfitrion._canonical import canonical_json

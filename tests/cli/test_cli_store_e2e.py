@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ANFITRION = [sys.executable, "-c", "from anfitrion.cli.main import main; main()"]
+ANFITRION = [sys.executable, "-c", "from anfitrion._cli.main import main; main()"]
 
 
 def anfitrion(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from anfitrion import DeferredApprover, Effect, Host, Toolbox
+from anfitrion._cli.main import cli
 from anfitrion.channels import load_reviewers
-from anfitrion.cli.main import cli
 from anfitrion.policy import parse_policy
 from anfitrion.store import open_store
 from anfitrion.testing import ScriptedModel, call

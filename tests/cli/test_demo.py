@@ -13,7 +13,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "models" / "fixtures" / "wire_e
 
 def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NO_COLOR": "1"}
-    return subprocess.run([sys.executable, "-m", "anfitrion.cli.main", "demo", *args],
+    return subprocess.run([sys.executable, "-m", "anfitrion._cli.main", "demo", *args],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env,
                           timeout=60, check=False)
 
@@ -42,7 +42,7 @@ def test_demo_shows_every_branch_with_the_hosts_reasons() -> None:
 
 def test_demo_asks_on_the_terminal_and_runs_the_write_after_yes() -> None:
     env = {**os.environ, "NO_COLOR": "1"}
-    out = subprocess.run([sys.executable, "-m", "anfitrion.cli.main", "demo", "--approve"],
+    out = subprocess.run([sys.executable, "-m", "anfitrion._cli.main", "demo", "--approve"],
                          input="y\n", capture_output=True, text=True, env=env, timeout=60,
                          check=False)
     assert out.returncode == 0, out.stderr
@@ -54,7 +54,7 @@ def test_demo_asks_on_the_terminal_and_runs_the_write_after_yes() -> None:
 
 def test_demo_terminal_approval_defaults_to_no() -> None:
     env = {**os.environ, "NO_COLOR": "1"}
-    out = subprocess.run([sys.executable, "-m", "anfitrion.cli.main", "demo", "--approve"],
+    out = subprocess.run([sys.executable, "-m", "anfitrion._cli.main", "demo", "--approve"],
                          input="\n", capture_output=True, text=True, env=env, timeout=60,
                          check=False)
     assert "person denied (terminal: declined at the terminal)" in out.stdout

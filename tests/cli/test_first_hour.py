@@ -22,10 +22,10 @@ class Block(MetaPathFinder):
             raise ImportError(f"{name} is not installed")
         return None
 sys.meta_path.insert(0, Block())
-from anfitrion.cli.main import main
+from anfitrion._cli.main import main
 main()
 """
-ANFITRION = [sys.executable, "-c", "from anfitrion.cli.main import main; main()"]
+ANFITRION = [sys.executable, "-c", "from anfitrion._cli.main import main; main()"]
 
 
 def anfitrion(*args: str, web: bool = True, check: bool = True
@@ -201,10 +201,10 @@ value = 3
 
 def test_resume_with_a_factory_of_the_wrong_shape_says_so_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from anfitrion._approvals import DeferredApprover
     from anfitrion._demo import demo_model, demo_toolbox
     from anfitrion._home import default_store_url
-    from anfitrion.approvals import DeferredApprover
-    from anfitrion.host import Host
+    from anfitrion._host import Host
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "wrongapps.py").write_text(WRONG_APPS)

@@ -75,7 +75,7 @@ def test_a_scripted_session_continues_in_another_process(tmp_path: Path) -> None
 
 def test_a_failed_constraint_tells_the_model_what_was_wrong_not_the_rules_reason() -> None:
     from anfitrion import Effect, Policy, Toolbox
-    from anfitrion.conversation import ToolResult, UserMessage
+    from anfitrion._conversation import ToolResult, UserMessage
     from anfitrion.policy import ArgumentRule, OneOf, PathInside
 
     tools = Toolbox()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from anfitrion.cli.main import cli
+from anfitrion._cli.main import cli
 
 TOOLS = '''
 from anfitrion import Effect, Toolbox

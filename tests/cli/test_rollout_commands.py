@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ANFITRION = [sys.executable, "-c", "from anfitrion.cli.main import main; main()"]
+ANFITRION = [sys.executable, "-c", "from anfitrion._cli.main import main; main()"]
 
 TOOLS = '''
 from anfitrion import Effect, Toolbox
@@ -48,7 +48,7 @@ def Fetch(url: str) -> str:
 RECORD = '''
 import sys
 from anfitrion import Runtime
-from anfitrion.approvals import CallbackApprover
+from anfitrion._approvals import CallbackApprover
 from anfitrion.policy import find_policy
 import mytools
 

@@ -9,11 +9,12 @@ import pytest
 from click.testing import CliRunner, Result
 
 from anfitrion import default_store_url
-from anfitrion._demo import demo_model, demo_toolbox
+from anfitrion._approvals import DeferredApprover
+from anfitrion._cli.main import cli
+from anfitrion._demo import demo_toolbox
 from anfitrion._home import store_choice
-from anfitrion.approvals import DeferredApprover
-from anfitrion.cli.main import cli
-from anfitrion.host import Host
+from anfitrion._host import Host
+from anfitrion.models._demo_script import demo_model
 
 
 def invoke(*args: str) -> Result:

@@ -18,11 +18,11 @@ from typing import Any
 import anyio
 
 from anfitrion import Host
-from anfitrion.approvals import CallbackApprover
-from anfitrion.conversation import ToolCall
+from anfitrion._approvals import CallbackApprover
+from anfitrion._conversation import ToolCall
 from anfitrion.mcp import Elicitation, ElicitationAnswer
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import McpToolset
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.policy import Policy
 from anfitrion.testing import MemoryStore, ScriptedModel
 

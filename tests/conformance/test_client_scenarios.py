@@ -1,5 +1,5 @@
 """The suite's client scenarios against anfitrion's client side: the host with an
-:class:`~anfitrion.mcp.toolset.McpToolset` as its tool source (``client.py``), one test per
+:class:`~anfitrion.mcp._toolset.McpToolset` as its tool source (``client.py``), one test per
 scenario. Authorization (``auth/*``) scenarios are not run: OAuth is not supported."""
 
 from __future__ import annotations

@@ -36,9 +36,9 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from anfitrion.mcp.config import ServerConfig, load_config
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._config import ServerConfig, load_config
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import open_store
 
 # a module's first test also waits for the suite's run (tens of seconds, more under load)
@@ -49,7 +49,7 @@ SERVER_ID = "conformance"
 
 
 def _gateway_options() -> tuple[str, ...]:
-    from anfitrion.cli.gateway import command
+    from anfitrion._cli.gateway import command
 
     own_names = any(p.name == "own_names" for p in command.params)
     return ("--own-names",) if own_names else ()
@@ -115,7 +115,7 @@ async def call_by_own_name(url: str, token: str) -> mt.CallToolResult:
 async def approve_prompts(pins: PinBook) -> None:
     """The operator's review of the server's prompts, where this anfitrion pins them (the
     gateway serves only approved prompts): each listed prompt recorded, then approved."""
-    from anfitrion.mcp import pinning
+    from anfitrion.mcp import _pinning as pinning
 
     observe = getattr(pins, "observe_prompt", None)
     if observe is None:

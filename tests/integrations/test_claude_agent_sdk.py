@@ -18,10 +18,11 @@ from claude_agent_sdk.types import (
     ToolPermissionContext,
 )
 
-from anfitrion import ApprovalRequest, DeferredApprover, Runtime, answers
-from anfitrion.audit import verify_chain
+from anfitrion import ApprovalRequest, DeferredApprover, Runtime
+from anfitrion import _answers as answers
+from anfitrion._audit import verify_chain
+from anfitrion._runtime import GatedSession
 from anfitrion.integrations.claude_agent_sdk import ClaudeGate
-from anfitrion.runtime import GatedSession
 
 pytestmark = pytest.mark.anyio
 

@@ -11,10 +11,12 @@ from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from anfitrion import Decision, DeferredApprover, Policy, Runtime, answers
-from anfitrion.audit import verify_chain
-from anfitrion.integrations.langchain import AnfitrionMiddleware, approve, gated_tools, reject
-from anfitrion.taint import taint_rule
+from anfitrion import Decision, DeferredApprover, Policy, Runtime
+from anfitrion import _answers as answers
+from anfitrion._audit import verify_chain
+from anfitrion.integrations.langchain import AnfitrionMiddleware
+from anfitrion.integrations.langgraph import approve, gated_tools, reject
+from anfitrion.policy._taint import taint_rule
 
 from .fakes import THREAD, Ran, calls, fake_model
 

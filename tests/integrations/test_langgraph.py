@@ -13,8 +13,9 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import tools_condition
 from langgraph.types import Command
 
-from anfitrion import Decision, DeferredApprover, Policy, Runtime, UserError, answers
-from anfitrion.audit import verify_chain
+from anfitrion import Decision, DeferredApprover, Policy, Runtime, UserError
+from anfitrion import _answers as answers
+from anfitrion._audit import verify_chain
 from anfitrion.integrations.langgraph import ToolGate, approve, edit, gated_tools
 
 from .fakes import THREAD, Ran, calls
@@ -171,7 +172,7 @@ async def test_a_result_from_an_ungated_node_taints_the_session(lc_tools: list[B
         return Decision.allow("notes are fine", "notes") if call.tool.name == "post_note" \
             else None
 
-    from anfitrion.taint import taint_rule
+    from anfitrion.policy._taint import taint_rule
 
     runtime = Runtime(gated_tools(lc_tools, reads={"get_weather"}),
                       approver=DeferredApprover(), policy=Policy([taint_rule(), notes_are_fine]))

@@ -13,10 +13,11 @@ from agents import Agent, RunConfig, Runner, RunState, function_tool
 from agents.exceptions import ModelBehaviorError
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from anfitrion import DeferredApprover, Runtime, answers
-from anfitrion.audit import verify_chain
+from anfitrion import DeferredApprover, Runtime
+from anfitrion import _answers as answers
+from anfitrion._audit import verify_chain
+from anfitrion._runtime import GatedSession
 from anfitrion.integrations.openai_agents import AgentsGate
-from anfitrion.runtime import GatedSession
 
 pytestmark = pytest.mark.anyio
 

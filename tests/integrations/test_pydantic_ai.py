@@ -16,10 +16,11 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.toolsets import FunctionToolset
 
-from anfitrion import DeferredApprover, Runtime, answers
-from anfitrion.audit import verify_chain
+from anfitrion import DeferredApprover, Runtime
+from anfitrion import _answers as answers
+from anfitrion._audit import verify_chain
+from anfitrion._runtime import GatedSession
 from anfitrion.integrations.pydantic_ai import REQUEST_DIGEST, REQUEST_ID, GatedToolset
-from anfitrion.runtime import GatedSession
 
 pytestmark = pytest.mark.anyio
 

@@ -85,27 +85,17 @@ def test_importing_the_package_does_not_import_the_runtime() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_the_old_import_path_still_works_and_says_where_the_package_moved() -> None:
-    import anfitrion.models.local as old
-
-    with pytest.warns(DeprecationWarning, match=r"moved to anfitrion\.localmodel"):
-        assert old.local_model is local.local_model
-    with pytest.warns(DeprecationWarning, match="moved"), pytest.raises(AttributeError):
-        _ = old.nothing_of_that_name
-
-
-def test_both_command_lines_start_the_local_model_cli() -> None:
-    for module in ("anfitrion.localmodel", "anfitrion.models.local"):
-        out = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
-                             text=True, check=True)
-        assert "serve" in out.stdout
-        assert "bench" in out.stdout
+def test_the_command_line_starts_the_local_model_cli() -> None:
+    out = subprocess.run([sys.executable, "-m", "anfitrion.localmodel", "--help"],
+                         capture_output=True, text=True, check=True)
+    assert "serve" in out.stdout
+    assert "bench" in out.stdout
 
 
 def test_the_models_package_imports_nothing_of_the_local_model() -> None:
-    code = ("import sys, anfitrion.models.registry, anfitrion.models.local; "
+    code = ("import sys, anfitrion.models._registry; "
             "assert 'anfitrion.localmodel' not in sys.modules, 'imported'; "
             "assert 'anfitrion._demo' not in sys.modules, 'imported the demo'; "
-            "anfitrion.models.registry.resolve_model('scripted:demo'); "
+            "anfitrion.models._registry.resolve_model('scripted:demo'); "
             "assert 'anfitrion._demo' not in sys.modules, 'resolved through the demo'")
     subprocess.run([sys.executable, "-c", code], check=True)

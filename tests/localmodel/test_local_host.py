@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from anfitrion import Effect, Host, RunStatus, Toolbox
-from anfitrion.conversation import Reply, Text, ToolCall, ToolResult, UserMessage
+from anfitrion._conversation import Reply, Text, ToolCall, ToolResult, UserMessage
 from anfitrion.models import ModelRequest
 
 pytestmark = pytest.mark.local_model

@@ -16,10 +16,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "servers"))  # the servers' helper, for imports
 from mcp_helpers import MALICIOUS
 
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.principal import Principal
+from anfitrion._principal import Principal
+from anfitrion._tools import OfferContext
+from anfitrion.mcp._config import ServerConfig
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext
 
 
 @pytest.fixture

@@ -13,14 +13,14 @@ import anyio
 from mcp.client.session import ClientSession
 from mcp.shared.memory import create_client_server_memory_streams
 
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
+from anfitrion._tools import Effect
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import Policy, SecretArguments, Verdict
+from anfitrion.policy._taint import taint_rule
 from anfitrion.store import Store
-from anfitrion.taint import taint_rule
-from anfitrion.tools import Effect
 
 PROTOCOL = str(Path(__file__).parent / "servers" / "protocol.py")
 

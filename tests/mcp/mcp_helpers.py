@@ -18,9 +18,9 @@ async def through_gate(tools: Any, name: str, arguments: dict[str, Any], store: 
                        call_id: str = "call-1", turn: int = 1, policy: Any = None) -> Any:
     """One call through the real gate (approving every ask unless told otherwise), in *turn*
     of ``session-1``."""
-    from anfitrion.approvals import CallbackApprover
-    from anfitrion.conversation import ToolCall
-    from anfitrion.gate import Gate
+    from anfitrion._approvals import CallbackApprover
+    from anfitrion._conversation import ToolCall
+    from anfitrion._gate import Gate
     from anfitrion.policy import Policy
     from anfitrion.testing import gate_session
 

@@ -21,12 +21,12 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from anfitrion import DeferredApprover, Effect, Host, Toolbox
-from anfitrion.channels.reviewers import token_sha256
-from anfitrion.cli.main import cli
+from anfitrion._cli.main import cli
+from anfitrion.channels._reviewers import token_sha256
 from anfitrion.exceptions import ConfigError
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.queue_guard import refuse_approval_queue_in
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._queue_guard import refuse_approval_queue_in
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import parse_policy
 from anfitrion.store import Store, open_store
 from anfitrion.testing import ScriptedModel, call

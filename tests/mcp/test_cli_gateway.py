@@ -19,17 +19,17 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_helpers import MALICIOUS
 
-from anfitrion import answers
-from anfitrion.approvals import ApprovalRequest
-from anfitrion.mcp.config import load_config
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
+from anfitrion import _answers as answers
+from anfitrion._approvals import ApprovalRequest
+from anfitrion.mcp._config import load_config
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import Store, open_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 
 ANFITRION = str(Path(sys.executable).parent / "anfitrion")
-HAS_SQLITE = importlib.util.find_spec("anfitrion.store.sqlite") is not None
+HAS_SQLITE = importlib.util.find_spec("anfitrion.store._sqlite") is not None
 needs_sqlite = pytest.mark.skipif(not HAS_SQLITE, reason="needs the SQLite store to share "
                                   "approvals between the test and the gateway process")
 

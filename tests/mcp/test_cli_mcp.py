@@ -12,7 +12,7 @@ pytest.importorskip("mcp")
 from click.testing import CliRunner
 from mcp_helpers import MALICIOUS
 
-from anfitrion.cli.mcp import command
+from anfitrion._cli.mcp import command
 from anfitrion.store import MemoryStore
 
 pytestmark = pytest.mark.mcp_servers

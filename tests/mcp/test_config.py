@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from anfitrion.exceptions import ConfigError
-from anfitrion.mcp.config import load_config, parse_config
+from anfitrion.mcp._config import load_config, parse_config
 
 DESKTOP = {"mcpServers": {
     "git": {"command": "uvx", "args": ["mcp-server-git", "--repository", "."]},

@@ -22,15 +22,15 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import through_gate
 
-from anfitrion.approvals import ApprovalAnswer
-from anfitrion.events import EventType, HostEvent
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers, McpToolset
+from anfitrion._approvals import ApprovalAnswer
+from anfitrion._events import EventType, HostEvent
+from anfitrion._tools import OfferContext
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers, McpToolset
 from anfitrion.policy import Decision, Policy
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

@@ -17,8 +17,8 @@ from gateway_helpers import PROTOCOL, approve_all, protocol_server
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from anfitrion.cli.main import cli
-from anfitrion.mcp.config import load_config
+from anfitrion._cli.main import cli
+from anfitrion.mcp._config import load_config
 from anfitrion.store import open_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
@@ -78,7 +78,7 @@ def test_the_config_refuses_an_own_names_that_is_not_a_flag(tmp_path: Path) -> N
 
 def test_a_server_entry_refuses_a_sampling_that_is_not_a_flag(tmp_path: Path) -> None:
     from anfitrion.exceptions import ConfigError
-    from anfitrion.mcp.config import parse_config
+    from anfitrion.mcp._config import parse_config
 
     with pytest.raises(ConfigError, match=r"mcpServers\.a\.sampling"):
         parse_config({"mcpServers": {"a": {"command": "x", "sampling": "always"}}})

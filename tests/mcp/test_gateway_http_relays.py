@@ -20,8 +20,8 @@ from gateway_helpers import approve_all, protocol_server, writes_allowed
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import MemoryStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]

@@ -17,9 +17,9 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from test_gateway import approve_pins, http_gateway, mcp_client
 
-from anfitrion.mcp.config import ServerConfig, load_config
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._config import ServerConfig, load_config
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import MemoryStore, open_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]

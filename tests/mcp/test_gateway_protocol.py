@@ -16,9 +16,9 @@ from gateway_helpers import approve_all, connected, gateway_client, protocol_ser
 from mcp.shared.exceptions import MCPError
 
 from anfitrion.exceptions import UserError
+from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._gateway_content import ANNOTATIONS_META
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import Policy
 from anfitrion.store import MemoryStore
 

@@ -28,9 +28,9 @@ from gateway_helpers import approve_all, connected, writes_allowed
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import MemoryStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]

@@ -13,7 +13,7 @@ import mcp.types as mt
 from gateway_helpers import approve_all, gateway_client, protocol_server
 from mcp.shared.exceptions import MCPError
 
-from anfitrion.mcp.pinning import PinBook
+from anfitrion.mcp._pinning import PinBook
 from anfitrion.store import MemoryStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]

@@ -14,10 +14,10 @@ import pytest
 pytest.importorskip("mcp")
 from mcp_helpers import MISBEHAVING, through_gate
 
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import MAX_LINE_BYTES, MAX_NOISE_LINES, McpToolset
+from anfitrion._tools import OfferContext, Tool
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import MAX_LINE_BYTES, MAX_NOISE_LINES, McpToolset
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext, Tool
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 
@@ -123,7 +123,7 @@ def test_review_shows_why_a_backtracking_schema_is_refused(tmp_path: Path) -> No
 
     from click.testing import CliRunner
 
-    from anfitrion.cli.mcp import command
+    from anfitrion._cli.mcp import command
 
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"bad": {"command": sys.executable,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from anfitrion.exceptions import UserError
-from anfitrion.mcp.pinning import (
+from anfitrion.mcp._pinning import (
     PinBook,
     PinState,
     definition_digest,

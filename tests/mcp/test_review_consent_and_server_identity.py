@@ -19,12 +19,13 @@ pytest.importorskip("mcp")
 from click.testing import CliRunner
 from mcp_helpers import MALICIOUS
 
-from anfitrion.cli.mcp import command
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.pinning import NAMESPACE, PinBook, server_key
-from anfitrion.mcp.toolset import McpServerError, McpToolset
+from anfitrion._cli.mcp import command
+from anfitrion._tools import OfferContext
+from anfitrion.exceptions import McpServerError
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._pinning import NAMESPACE, PinBook, server_key
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 
@@ -86,7 +87,7 @@ def _interactive_review(tmp_path: Path, config: Path, answer: bytes) -> str:
     primary, secondary = pty.openpty()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "anfitrion.cli.main", "mcp", "review", "--config", str(config),
+        [sys.executable, "-m", "anfitrion._cli.main", "mcp", "review", "--config", str(config),
          "--store", f"sqlite:///{tmp_path / 'a.db'}"],
         stdin=secondary, stdout=secondary, stderr=secondary, env=env, close_fds=True)
     os.close(secondary)

@@ -23,11 +23,11 @@ import pytest
 from gateway_helpers import approve_all, gateway_client
 from mcp_helpers import through_gate
 
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import McpServers
-from anfitrion.principal import Principal
+from anfitrion._principal import Principal
+from anfitrion._tools import OfferContext
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

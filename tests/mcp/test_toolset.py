@@ -15,14 +15,14 @@ import pytest
 pytest.importorskip("mcp")
 from mcp_helpers import through_gate
 
-from anfitrion.approvals import ApprovalAnswer, DeferredApprover, DenyAllApprover
-from anfitrion.conversation import Provenance
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.pinning import PinState
-from anfitrion.mcp.toolset import McpServers, McpToolset
-from anfitrion.principal import Principal
+from anfitrion._approvals import ApprovalAnswer, DeferredApprover, DenyAllApprover
+from anfitrion._conversation import Provenance
+from anfitrion._principal import Principal
+from anfitrion._tools import Effect, OfferContext
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._pinning import PinState
+from anfitrion.mcp._toolset import McpServers, McpToolset
 from anfitrion.store import MemoryStore
-from anfitrion.tools import Effect, OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 
@@ -360,7 +360,7 @@ async def test_a_request_on_a_connection_that_dies_unanswered_ends_at_once() -> 
     import mcp.types as mt
     from mcp.shared.exceptions import MCPError
 
-    from anfitrion.mcp.toolset import _Connection
+    from anfitrion.mcp._toolset import _Connection
 
     conn = _Connection()
     async with anyio.create_task_group() as tg:
@@ -373,7 +373,7 @@ async def test_a_request_on_a_connection_that_dies_unanswered_ends_at_once() -> 
 
 
 async def test_a_request_error_reaches_the_caller_as_it_is() -> None:
-    from anfitrion.mcp.toolset import _Connection
+    from anfitrion.mcp._toolset import _Connection
 
     async def refuse() -> None:
         raise anyio.BrokenResourceError

@@ -16,12 +16,12 @@ pytest.importorskip("mcp")
 from gateway_helpers import approve_all
 from mcp_helpers import through_gate
 
+from anfitrion._principal import Principal
+from anfitrion._tools import OfferContext
 from anfitrion.mcp import Elicitation, ElicitationAnswer
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import McpToolset
-from anfitrion.principal import Principal
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

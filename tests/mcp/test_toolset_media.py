@@ -19,14 +19,14 @@ from hypothesis import strategies as st
 pytest.importorskip("mcp")
 from mcp_helpers import through_gate
 
-from anfitrion.conversation import Media
+from anfitrion._conversation import Media
+from anfitrion._media import AUDIO_TYPES, IMAGE_TYPES, SUMMARY, MediaSettings
+from anfitrion._tools import OfferContext
 from anfitrion.mcp import _media
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import McpToolset
-from anfitrion.media import AUDIO_TYPES, IMAGE_TYPES, SUMMARY, MediaSettings
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.policy import Policy
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

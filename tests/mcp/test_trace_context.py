@@ -14,11 +14,11 @@ from mcp_helpers import through_gate
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import McpToolset
+from anfitrion._tools import OfferContext
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.store import MemoryStore
 from anfitrion.telemetry import extracted_context, trace_meta
-from anfitrion.tools import OfferContext
 
 pytestmark = pytest.mark.anyio
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from anfitrion.conversation import Reply, StopReason, Text, ToolCall, ToolResult, UserMessage
+from anfitrion._conversation import Reply, StopReason, Text, ToolCall, ToolResult, UserMessage
+from anfitrion._tools import Effect, Tool, ToolDefinition
 from anfitrion.models._base import ModelRequest
-from anfitrion.tools import Effect, Tool, ToolDefinition
 
 
 def get_weather(location: str,

@@ -8,7 +8,15 @@ from __future__ import annotations
 import pytest
 from inline_snapshot import snapshot
 
-from anfitrion.conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
+from anfitrion._conversation import (
+    Reply,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
 from anfitrion.exceptions import AdapterError
 from anfitrion.models._base import ModelRequest
 from anfitrion.models.anthropic import from_wire, to_wire

@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from anfitrion import Host, RunStatus
+from anfitrion._conversation import Text, UserMessage
 from anfitrion._demo import demo_toolbox
-from anfitrion.conversation import Text, UserMessage
 from anfitrion.exceptions import ModelError
 from anfitrion.models import StreamingModel
 from anfitrion.models._base import Model, ModelRequest

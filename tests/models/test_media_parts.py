@@ -19,8 +19,8 @@ import anyio
 import pytest
 
 from anfitrion import Effect, Host, RunStatus, Toolbox
-from anfitrion.conversation import Media, ToolResult
-from anfitrion.media import MediaResult
+from anfitrion._conversation import Media, ToolResult
+from anfitrion._media import MediaResult
 from anfitrion.models._base import Model
 from anfitrion.models._profiles import OPENAI_CHAT
 from anfitrion.policy import parse_policy

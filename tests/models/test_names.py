@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from anfitrion import Effect, Host, RunStatus, Toolbox
-from anfitrion.conversation import Reply, StopReason, ToolCall, ToolResult, UserMessage
+from anfitrion._conversation import Reply, StopReason, ToolCall, ToolResult, UserMessage
+from anfitrion._tools import ToolDefinition
 from anfitrion.models._base import Model, ModelRequest
 from anfitrion.models._names import restore_names, wire_safe
 from anfitrion.models._profiles import ANTHROPIC, OPENAI_CHAT
-from anfitrion.tools import ToolDefinition
 
 from .fake_providers import anthropic_brain, chat_brain, responses_brain, serve
 

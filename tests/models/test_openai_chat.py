@@ -10,7 +10,15 @@ import json
 import pytest
 from inline_snapshot import snapshot
 
-from anfitrion.conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
+from anfitrion._conversation import (
+    Reply,
+    StopReason,
+    Text,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+)
 from anfitrion.exceptions import AdapterError
 from anfitrion.models._base import ModelRequest
 from anfitrion.models._profiles import COMPATIBLE_CHAT, OPENAI_CHAT

@@ -9,7 +9,7 @@ import pytest
 
 from anfitrion.exceptions import MissingDependencyError, UserError
 from anfitrion.models import Model
-from anfitrion.models.registry import resolve_model
+from anfitrion.models._registry import resolve_model
 
 
 def test_scripted_demo_needs_nothing() -> None:
@@ -74,9 +74,9 @@ def test_unknown_or_incomplete_strings_are_user_errors(spec: str) -> None:
 
 
 def test_importing_the_adapters_imports_no_sdk() -> None:
-    code = ("import sys, anfitrion, anfitrion.models.registry, anfitrion.models.anthropic, "
+    code = ("import sys, anfitrion, anfitrion.models._registry, anfitrion.models.anthropic, "
             "anfitrion.models.openai_responses, anfitrion.models.openai_chat, "
-            "anfitrion.cli.chat; "
+            "anfitrion._cli.chat; "
             "print(sorted(m for m in ('anthropic', 'openai', 'httpx2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from anfitrion.conversation import StopReason, Text, ToolCall, Usage
+from anfitrion._conversation import StopReason, Text, ToolCall, Usage
 from anfitrion.exceptions import AdapterError, ModelError
 from anfitrion.models import anthropic, openai_chat, openai_responses
 from anfitrion.models._streaming import AnthropicStream, ChatStream, ResponsesStream

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from anfitrion.conversation import Reply, Text, ToolCall, ToolResult, UserMessage
+from anfitrion._conversation import Reply, Text, ToolCall, ToolResult, UserMessage
+from anfitrion._tools import ToolDefinition
 from anfitrion.models import anthropic, openai_responses
 from anfitrion.models._base import ModelRequest
 from anfitrion.models._profiles import OPENAI_RESPONSES
-from anfitrion.tools import ToolDefinition
 
 EXAMPLES: dict[str, Any] = json.loads(
     (Path(__file__).parent / "fixtures" / "wire_examples.json").read_text(encoding="utf-8"))

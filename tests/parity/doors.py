@@ -27,14 +27,14 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from anfitrion import DeferredApprover, Host
-from anfitrion.conversation import ToolResult, UserMessage
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.pinning import PinBook
-from anfitrion.mcp.toolset import McpServers
+from anfitrion._conversation import ToolResult, UserMessage
+from anfitrion._runtime import GatedSession, Runtime
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._pinning import PinBook
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.models._base import ModelRequest
 from anfitrion.policy import Policy, parse_policy
-from anfitrion.runtime import GatedSession, Runtime
 from anfitrion.store import Store, open_store
 from anfitrion.testing import ScriptedModel, call
 from mcp import StdioServerParameters
@@ -235,7 +235,7 @@ async def open_door(kind: str, store_url: str, policy_text: str,
                 "gateway": {"principal": PRINCIPAL}}))
             params = StdioServerParameters(
                 command=sys.executable,
-                args=["-m", "anfitrion.cli.main", "gateway", "--config", str(config_file),
+                args=["-m", "anfitrion._cli.main", "gateway", "--config", str(config_file),
                       "--store", store_url, "--policy", str(policy_file),
                       "--approval-wait", "0.05"],
                 env={**os.environ, "PYTHONWARNINGS": "ignore"})

@@ -16,9 +16,9 @@ from doors import PRINCIPAL, TOKEN, WAITING, _serve_http, approve_pins, server_c
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from anfitrion import answers
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
+from anfitrion import _answers as answers
+from anfitrion.mcp._gateway import Gateway
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import parse_policy
 from anfitrion.store import MemoryStore
 

@@ -19,8 +19,8 @@ pytest.importorskip("mcp")
 from doors import PRINCIPAL, Door, Out, open_door
 from pg_schema import pg_schema_url
 
-from anfitrion import answers
-from anfitrion.audit import verify_chain
+from anfitrion import _answers as answers
+from anfitrion._audit import verify_chain
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from anfitrion import CallbackApprover, Effect, Host, Principal, Tool, Toolbox
+from anfitrion._tools import BoundCall
 from anfitrion.policy import (
     Budgets,
     Decision,
@@ -17,7 +18,6 @@ from anfitrion.policy import (
     Verdict,
 )
 from anfitrion.testing import ScriptedModel, call
-from anfitrion.tools import BoundCall
 
 from .conftest import office_tools
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from anfitrion import ConfigError, Effect, Principal, Tool
+from anfitrion._tools import BoundCall
 from anfitrion.policy import (
     ArgumentRule,
     PathInside,
@@ -21,7 +22,6 @@ from anfitrion.policy import (
     parse_policy,
 )
 from anfitrion.policy._core import rule_id_of
-from anfitrion.tools import BoundCall
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "anfitrion.toml"
 

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 import pytest
 
 from anfitrion import Effect, Principal, Tool
-from anfitrion.approvals import Quorum
+from anfitrion._approvals import Quorum
+from anfitrion._tools import BoundCall
 from anfitrion.policy import (
     BaseRule,
     Decision,
@@ -25,9 +26,8 @@ from anfitrion.policy import (
     as_rule,
     rule_id_of,
 )
-from anfitrion.policy.quorum import RequireQuorum
-from anfitrion.taint import taint_rule
-from anfitrion.tools import BoundCall
+from anfitrion.policy._quorum import RequireQuorum
+from anfitrion.policy._taint import taint_rule
 
 
 def _tool(name: str = "t", effect: Effect = Effect.WRITE) -> Tool:

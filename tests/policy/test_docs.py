@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from anfitrion.cli.main import cli
+from anfitrion._cli.main import cli
 
 ROOT = Path(__file__).parents[2]
 

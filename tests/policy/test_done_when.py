@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from anfitrion import CallbackApprover, Host
-from anfitrion.approvals import ApprovalRequest
+from anfitrion._approvals import ApprovalRequest
 from anfitrion.policy import load_policy
 from anfitrion.testing import MemoryStore, ScriptedModel, call
 

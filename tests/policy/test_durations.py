@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anfitrion.policy.ratelimit import MAX_DURATION, parse_duration
+from anfitrion.policy._ratelimit import MAX_DURATION, parse_duration
 
 _TEXT = st.builds(lambda n, unit, pad: f"{pad}{n}{pad}{unit}{pad}",
                   st.integers(min_value=0, max_value=10 ** 30),

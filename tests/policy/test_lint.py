@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from anfitrion import Effect, Toolbox
 from anfitrion.exceptions import ConfigError
 from anfitrion.policy import parse_policy
-from anfitrion.policy.lint import (
+from anfitrion.policy._lint import (
     CODES,
     Silence,
     ToolFacts,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from anfitrion import ConfigError
-from anfitrion.media import AUDIO_TYPES, IMAGE_TYPES, MediaSettings
+from anfitrion._media import AUDIO_TYPES, IMAGE_TYPES, MediaSettings
 from anfitrion.policy import Policy, parse_policy
 
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from anfitrion import Host, Principal, Tool
+from anfitrion._tools import BoundCall
 from anfitrion.policy import (
     Policy,
     PolicyContext,
@@ -17,7 +18,6 @@ from anfitrion.policy import (
     parse_duration,
 )
 from anfitrion.testing import MemoryStore, ScriptedModel, call
-from anfitrion.tools import BoundCall
 
 from .conftest import FakeClock, office_tools
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from anfitrion import Host, Principal, Tool
+from anfitrion._tools import BoundCall
 from anfitrion.policy import (
     ArgumentRule,
     EmailDomain,
@@ -20,7 +21,6 @@ from anfitrion.policy import (
     Verdict,
 )
 from anfitrion.testing import ScriptedModel, call
-from anfitrion.tools import BoundCall
 
 from .conftest import office_tools
 
@@ -149,7 +149,7 @@ def test_denied_proposals_count_towards_the_repeat_guard() -> None:
 
 def test_a_tool_rule_answers_the_same_for_a_name_every_time_past_its_name_cache() -> None:
     """Glob results are remembered per tool name; names past the cap are matched afresh."""
-    from anfitrion.policy import rules
+    from anfitrion.policy import _rules as rules
 
     rule = ToolRule(["get_*", "list_?"], Verdict.ALLOW)
     names = [f"get_{i}" for i in range(rules._NAMES_CACHED + 5)] + ["list_x", "send_mail",

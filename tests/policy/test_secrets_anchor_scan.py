@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anfitrion.policy import secrets
-from anfitrion.policy.secrets import _KINDS, _PROSE_ANCHORS, find_credentials
+from anfitrion.policy import _secrets as secrets
+from anfitrion.policy._secrets import _KINDS, _PROSE_ANCHORS, find_credentials
 
 ANCHORS = sorted({a for _, anchors, _, _ in _KINDS for a in anchors} | set(_PROSE_ANCHORS))
 pieces = st.sampled_from([*ANCHORS, *(a.upper() for a in ANCHORS), *(a.title() for a in ANCHORS),

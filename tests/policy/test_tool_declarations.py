@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from anfitrion import ConfigError, DenyAllApprover, Effect, Tool, ToolError
-from anfitrion.conversation import ToolCall
-from anfitrion.effects import EffectScope, effect_key
-from anfitrion.gate import Gate, _silent
+from anfitrion._conversation import ToolCall
+from anfitrion._effects import EffectScope, effect_key
+from anfitrion._gate import Gate, _silent
 from anfitrion.policy import parse_policy
-from anfitrion.policy.declarations import ToolDeclaration, check_declarations
+from anfitrion.policy._declarations import ToolDeclaration, check_declarations
 from anfitrion.store import LedgerState, MemoryStore
 from anfitrion.testing import gate_session
 
@@ -179,7 +179,7 @@ def test_policy_validate_with_a_toolbox_checks_the_declarations_against_its_tool
 
     from click.testing import CliRunner
 
-    from anfitrion.cli.main import cli
+    from anfitrion._cli.main import cli
 
     name = f"declared_tools_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{name}.py").write_text(
@@ -205,7 +205,7 @@ def test_policy_validate_with_a_toolbox_checks_the_declarations_against_its_tool
 
 def test_a_declaration_applies_to_an_mcp_tool_and_keeps_what_pins_it() -> None:
     pytest.importorskip("mcp")
-    from anfitrion.mcp.toolset import McpTool
+    from anfitrion.mcp._toolset import McpTool
 
     async def handler(arguments: dict[str, Any], context: Any) -> str:
         return "ok"

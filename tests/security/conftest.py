@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from anfitrion import CallbackApprover, Host, Policy, Principal, Tool, Toolbox, ToolResult
-from anfitrion.approvals import ApprovalRequest, Approver
-from anfitrion.conversation import ToolCall
-from anfitrion.host import RunResult
-from anfitrion.models.scripted import ScriptedModel
+from anfitrion._approvals import ApprovalRequest, Approver
+from anfitrion._conversation import ToolCall
+from anfitrion._host import RunResult
+from anfitrion.models._scripted import ScriptedModel
 from anfitrion.store import MemoryStore, Store
 
 

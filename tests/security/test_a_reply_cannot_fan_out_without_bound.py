@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from anfitrion import Effect, GateLimits, Host, Reply, ScriptedModel, Toolbox
-from anfitrion.conversation import ToolCall, ToolResult, UserMessage
-from anfitrion.host import DEFAULT_MAX_TOOL_CALLS
+from anfitrion._conversation import ToolCall, ToolResult, UserMessage
+from anfitrion._host import DEFAULT_MAX_TOOL_CALLS
 
 
 def _tools(ran: list[int]) -> Toolbox:

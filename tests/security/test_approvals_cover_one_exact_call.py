@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from anfitrion import DeferredApprover, Effect, Host, Policy, Tool, Toolbox
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest, approval_digest, make_visible
-from anfitrion.conversation import ToolCall
-from anfitrion.gate import Gate, _silent
-from anfitrion.models.scripted import ScriptedModel, call
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest, approval_digest, make_visible
+from anfitrion._conversation import ToolCall
+from anfitrion._gate import Gate, _silent
+from anfitrion.models._scripted import ScriptedModel, call
 from anfitrion.store import MemoryStore
 from anfitrion.testing import gate_session
 
@@ -208,7 +208,7 @@ def test_a_persons_no_or_silence_holds_when_the_policy_flips_to_allow_on_resume(
         approved: bool | None) -> None:
     """The policy asked; a person said no (or has not answered); on resume the policy would
     allow the call (a rule that changed, or flips). The person's decision still holds."""
-    from anfitrion import answers
+    from anfitrion import _answers as answers
     from anfitrion.policy import Decision
 
     ran: list[dict[str, Any]] = []

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anfitrion import Effect, Tool, Toolbox
-from anfitrion._json import DEFAULT_MAX_DEPTH, JsonError, check_json_value, parse_json_strict
-from anfitrion.models.scripted import call
-from anfitrion.tools import ArgumentError
+from anfitrion._json import DEFAULT_MAX_DEPTH, check_json_value, parse_json_strict
+from anfitrion.exceptions import ArgumentError, JsonError
+from anfitrion.models._scripted import call
 
 # -- the parser --------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from anfitrion.exceptions import ConfigError
-from anfitrion.mcp.config import load_config
+from anfitrion.mcp._config import load_config
 from anfitrion.policy import load_policy
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,8 +17,10 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from anfitrion import Effect, Policy, Tool, Toolbox
+from anfitrion._principal import Principal
+from anfitrion._tools import BoundCall
 from anfitrion.exceptions import ConfigError
-from anfitrion.models.scripted import call
+from anfitrion.models._scripted import call
 from anfitrion.policy import (
     Decision,
     PolicyContext,
@@ -27,8 +29,6 @@ from anfitrion.policy import (
     Verdict,
     parse_policy,
 )
-from anfitrion.principal import Principal
-from anfitrion.tools import BoundCall
 
 CREDENTIALS = {
     "a private key": ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7\n"
@@ -210,7 +210,7 @@ def test_the_rule_refuses_to_allow() -> None:
 
 def test_a_hostile_argument_is_scanned_in_bounded_work(monkeypatch: pytest.MonkeyPatch) -> None:
     from anfitrion import _encodings
-    from anfitrion.policy import secrets
+    from anfitrion.policy import _secrets as secrets
 
     decoded: list[str] = []
     real = _encodings._decode_token
@@ -236,7 +236,7 @@ def test_an_allow_from_a_rule_with_its_own_reason_keeps_its_words_and_gains_the_
 
 
 def test_arguments_too_many_to_scan_ask_rather_than_pass() -> None:
-    from anfitrion.policy import secrets
+    from anfitrion.policy import _secrets as secrets
 
     many = {"rows": [f"harmless row {i}" for i in range(secrets.MAX_STRINGS + 1)]}
     decision = SecretArguments()(_bound(many), CONTEXT)

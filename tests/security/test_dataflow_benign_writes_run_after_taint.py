@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from anfitrion import Effect, Tool
-from anfitrion.models.scripted import call
+from anfitrion.models._scripted import call
 from anfitrion.policy import parse_policy
-from anfitrion.taint import TAINT_WARNING
+from anfitrion.policy._taint import TAINT_WARNING
 
 from .test_dataflow_injected_sinks_ask_a_person import POLICY, Mailbox, run
 

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from anfitrion import CallbackApprover, Effect, Host, Policy, Toolbox
-from anfitrion.approvals import ApprovalRequest
-from anfitrion.host import RunResult
-from anfitrion.models.scripted import ScriptedModel, call
+from anfitrion._approvals import ApprovalRequest
+from anfitrion._host import RunResult
+from anfitrion.models._scripted import ScriptedModel, call
 from anfitrion.policy import parse_policy
+from anfitrion.policy._taint import FLAG_WARNING, UNPROVEN_WARNING
 from anfitrion.store import MemoryStore
-from anfitrion.taint import FLAG_WARNING, UNPROVEN_WARNING
 
 pytestmark = pytest.mark.anyio
 

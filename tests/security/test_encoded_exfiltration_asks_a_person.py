@@ -18,10 +18,11 @@ from urllib.parse import quote
 import pytest
 
 from anfitrion import Effect, Host, Policy, Toolbox
-from anfitrion.approvals import ApprovalRequest, CallbackApprover
-from anfitrion.conversation import ToolResult
-from anfitrion.host import RunResult
-from anfitrion.taint import EGRESS_WARNING, FLAG_WARNING, TaintIndex
+from anfitrion._approvals import ApprovalRequest, CallbackApprover
+from anfitrion._conversation import ToolResult
+from anfitrion._host import RunResult
+from anfitrion._provenance import EGRESS_WARNING, TaintIndex
+from anfitrion.policy._taint import FLAG_WARNING
 from anfitrion.testing import ScriptedModel, call
 
 PROFILE = {"name": "Emma Johnson", "iban": "DE89 3704 0044 0532 0130 00",

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from anfitrion import Principal, ToolContext
-from anfitrion.gate import ToolError
-from anfitrion.models.scripted import call
+from anfitrion._tools import Tool
+from anfitrion.exceptions import ArgumentError, ToolError
+from anfitrion.models._scripted import call
 from anfitrion.toolkits import files
-from anfitrion.tools import ArgumentError, Tool
 
 
 @pytest.fixture

@@ -28,9 +28,9 @@ import mcp.types as mt
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._http_body import MCP_REQUEST_METHODS, check_body
-from anfitrion.mcp.gateway import Gateway
-from anfitrion.mcp.toolset import McpServers
+from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import MemoryStore
 
 pytestmark = pytest.mark.anyio

@@ -18,13 +18,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 from mcp_helpers import MISBEHAVING
 
 from anfitrion import CallbackApprover, Host, Toolbox
-from anfitrion.approvals import make_visible
-from anfitrion.conversation import ToolCall
-from anfitrion.events import EventType
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import HIDDEN_NOTICE, McpToolset, reveal_hidden
-from anfitrion.models.scripted import ScriptedModel
-from anfitrion.principal import Principal
+from anfitrion._approvals import make_visible
+from anfitrion._conversation import ToolCall
+from anfitrion._events import EventType
+from anfitrion._principal import Principal
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import HIDDEN_NOTICE, McpToolset, reveal_hidden
+from anfitrion.models._scripted import ScriptedModel
 from anfitrion.store import MemoryStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]

@@ -14,13 +14,13 @@ import anyio
 import pytest
 
 from anfitrion import Principal, ToolContext
-from anfitrion.gate import ToolError
-from anfitrion.tools import ArgumentError, Tool
+from anfitrion._tools import Tool
+from anfitrion.exceptions import ArgumentError, ToolError
 
 pytest.importorskip("httpx")
 
 from anfitrion.toolkits import http_fetch, static_resolver
-from anfitrion.toolkits.http_fetch import address_is_public
+from anfitrion.toolkits._http_fetch import address_is_public
 
 NON_PUBLIC = [
     "0.0.0.0", "0", "0.0", "00000", "0x0", "127.0.0.1", "127.1", "0177.1", "0x7f.1",

@@ -11,12 +11,11 @@ import anyio
 import pytest
 
 from anfitrion import Principal, Toolbox, ToolContext
-from anfitrion.drafts import draft_tools
-from anfitrion.gate import ToolError
-from anfitrion.models.scripted import call
+from anfitrion._drafts import draft_tools
+from anfitrion.exceptions import ArgumentError, ToolError
+from anfitrion.models._scripted import call
 from anfitrion.store import MemoryStore
 from anfitrion.toolkits import mail
-from anfitrion.tools import ArgumentError
 
 EMAIL = {"to": ["ana@example.com"], "subject": "Minutes", "body": "See you on Monday."}
 

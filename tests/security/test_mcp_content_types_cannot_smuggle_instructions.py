@@ -21,7 +21,7 @@ import mcp.types as mt
 from gateway_helpers import approve_all, gateway_client, protocol_server
 
 from anfitrion.mcp._gateway_content import forward_result
-from anfitrion.mcp.toolset import HIDDEN_NOTICE
+from anfitrion.mcp._toolset import HIDDEN_NOTICE
 from anfitrion.store import MemoryStore
 
 pytestmark = [pytest.mark.mcp_servers]

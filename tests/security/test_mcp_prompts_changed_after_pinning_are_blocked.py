@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 from gateway_helpers import approve_all, gateway_client, protocol_server
 from mcp.shared.exceptions import MCPError
 
-from anfitrion.mcp.pinning import PinBook, PinState
+from anfitrion.mcp._pinning import PinBook, PinState
 from anfitrion.store import MemoryStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]

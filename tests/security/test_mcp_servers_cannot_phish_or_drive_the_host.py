@@ -19,12 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "mcp"))
 from gateway_helpers import approve_all
 from mcp_helpers import through_gate
 
+from anfitrion._principal import Principal
+from anfitrion._tools import OfferContext
 from anfitrion.mcp import Elicitation, ElicitationAnswer
-from anfitrion.mcp.config import ServerConfig
-from anfitrion.mcp.toolset import McpToolset
-from anfitrion.principal import Principal
+from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._toolset import McpToolset
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 
@@ -86,8 +86,8 @@ async def test_a_sampling_request_cannot_drive_the_hosts_model() -> None:
     """No sampling is declared, and a server that asks anyway is refused: the host's model is
     never called with the server's prompt, so it cannot be talked into calling a tool."""
     from anfitrion import Host
-    from anfitrion.approvals import CallbackApprover
-    from anfitrion.conversation import ToolCall
+    from anfitrion._approvals import CallbackApprover
+    from anfitrion._conversation import ToolCall
     from anfitrion.policy import Policy
     from anfitrion.testing import ScriptedModel
 

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anfitrion import Effect, Toolbox
-from anfitrion.conversation import (
+from anfitrion._conversation import (
     Media,
     Provenance,
     Reply,
@@ -27,7 +27,7 @@ from anfitrion.conversation import (
     ToolResult,
     UserMessage,
 )
-from anfitrion.media import KNOWN_TYPES, MediaResult, MediaSettings, admit, sniff
+from anfitrion._media import KNOWN_TYPES, MediaResult, MediaSettings, admit, sniff
 from anfitrion.models import ModelRequest, anthropic, openai_chat, openai_responses
 from anfitrion.models._profiles import OPENAI_CHAT
 from anfitrion.policy import Policy
@@ -52,10 +52,10 @@ async def mcp_call(tool: str, *, settings: MediaSettings | None = None) -> ToolR
     sys.path.insert(0, str(MCP_TESTS))
     from mcp_helpers import through_gate
 
-    from anfitrion.mcp.config import ServerConfig
-    from anfitrion.mcp.toolset import McpToolset
-    from anfitrion.principal import Principal
-    from anfitrion.tools import OfferContext
+    from anfitrion._principal import Principal
+    from anfitrion._tools import OfferContext
+    from anfitrion.mcp._config import ServerConfig
+    from anfitrion.mcp._toolset import McpToolset
 
     store = MemoryStore()
     config = ServerConfig(id="media", command=sys.executable, args=(MEDIA,))

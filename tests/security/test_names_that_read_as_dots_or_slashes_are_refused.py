@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from anfitrion.models.scripted import call
-from anfitrion.policy.constraints import PathInside
+from anfitrion._constraints import PathInside
+from anfitrion.exceptions import ArgumentError
+from anfitrion.models._scripted import call
 from anfitrion.toolkits import files
-from anfitrion.toolkits.files import check_relative_path
-from anfitrion.tools import ArgumentError
+from anfitrion.toolkits._files import check_relative_path
 
 
 @cache

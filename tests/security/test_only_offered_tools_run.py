@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from anfitrion import DeferredApprover, Effect, Host, Principal, Tool, Toolbox
-from anfitrion.models.scripted import ScriptedModel, call
+from anfitrion._tools import OfferContext
+from anfitrion.models._scripted import ScriptedModel, call
 from anfitrion.store import MemoryStore
-from anfitrion.tools import OfferContext
 
 
 def _tools(ran: list[str]) -> Toolbox:
@@ -84,7 +84,7 @@ async def test_a_call_waiting_for_approval_is_refused_on_resume_when_the_tool_is
                 tools=_tools(ran), approver=DeferredApprover(), store=store)
     run = await host.run("go", principal="alice")
     assert run.status == "suspended"
-    from anfitrion.approvals import ApprovalAnswer
+    from anfitrion._approvals import ApprovalAnswer
     assert await store.answer_approval(ApprovalAnswer.to(run.pending[0], True, "bob"))
     withdrawn = Host(model=ScriptedModel(["done"]), tools=Toolbox(), store=store)
     resumed = await withdrawn.resume(run.session_id)
@@ -105,7 +105,7 @@ async def test_a_time_zone_that_is_a_path_or_not_exactly_a_zone_name_is_refused(
 
 @pytest.mark.anyio
 async def test_a_call_whose_name_is_not_a_string_runs_nothing(hostile: Any) -> None:
-    from anfitrion.conversation import ToolCall
+    from anfitrion._conversation import ToolCall
 
     ran: list[str] = []
     outcome = await hostile(_tools(ran), [ToolCall("c1", None, "{}")])  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from anfitrion.mcp.pinning import suspicious_text
+from anfitrion.mcp._pinning import suspicious_text
 
 POISONED: list[tuple[str, set[str]]] = [
     # (description, reasons at least one of which must be found)
@@ -156,7 +156,7 @@ async def test_the_installed_reference_servers_definitions_give_no_finding(
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    from anfitrion.mcp.pinning import pinned_fields
+    from anfitrion.mcp._pinning import pinned_fields
 
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     definitions: dict[str, list[dict[str, Any]]] = {}

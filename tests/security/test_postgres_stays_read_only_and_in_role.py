@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from anfitrion import Principal, ToolContext
-from anfitrion.gate import ToolError
-from anfitrion.tools import ArgumentError, Tool
+from anfitrion._tools import Tool
+from anfitrion.exceptions import ArgumentError, ToolError
 
 psycopg = pytest.importorskip("psycopg")
 

@@ -9,7 +9,7 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anfitrion.constraints import NoneOf, NotMatches
+from anfitrion._constraints import NoneOf, NotMatches
 from anfitrion.policy import ArgumentRule
 
 REFUSED = "ceo@example.com"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from anfitrion import Effect, Policy, Tool, ToolResult
-from anfitrion.conversation import Provenance, Reply, ToolCall, Transcript
-from anfitrion.models.scripted import call
+from anfitrion._conversation import Provenance, Reply, ToolCall, Transcript
+from anfitrion.models._scripted import call
 from anfitrion.policy import Decision
 
 _BREAKOUT = (

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from anfitrion.exceptions import ToolDefinitionError
-from anfitrion.tools import ArgumentError, Tool
+from anfitrion._tools import Tool
+from anfitrion.exceptions import ArgumentError, ToolDefinitionError
 
 ATOMS = ["a", "[a-z]", r"\w", ".", "(?:ab)"]
 QUANTIFIERS = ["+", "*", "{1,9}", "{2,}"]
@@ -169,7 +169,7 @@ def test_format_is_an_annotation_and_runs_no_regular_expression() -> None:
 GUARD = textwrap.dedent("""
     import json, sys
     from anfitrion.exceptions import ToolDefinitionError
-    from anfitrion.tools import ArgumentError, Tool
+    from anfitrion._tools import ArgumentError, Tool
     outcomes = []
     for schema, arguments in json.loads(sys.stdin.read()):
         try:

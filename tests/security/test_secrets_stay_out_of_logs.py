@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from anfitrion import Effect, Host, Policy, Toolbox
-from anfitrion.events import HostEvent
+from anfitrion._events import HostEvent
+from anfitrion._tools import BoundCall
 from anfitrion.models._base import ModelRequest
 from anfitrion.policy import Decision, PolicyContext
 from anfitrion.testing import ScriptedModel, call
-from anfitrion.tools import BoundCall
 
 SECRETS = {
     "openai": "sk-proj-Q7wErTyU1oP4aSdFgH6jKlZxCvBnM0",
@@ -206,7 +206,7 @@ def test_redaction_is_installed_once_and_chains_a_factory_set_before(
 def test_a_redacting_filter_on_a_handler_redacts_every_logger_it_hears() -> None:
     import io
 
-    from anfitrion.audit import RedactingFilter
+    from anfitrion._logging import RedactingFilter
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

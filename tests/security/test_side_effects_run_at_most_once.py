@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from anfitrion import DenyAllApprover, Effect, Policy, Tool
-from anfitrion.conversation import ToolCall
-from anfitrion.gate import Gate, _silent
-from anfitrion.models.scripted import call
+from anfitrion._conversation import ToolCall
+from anfitrion._gate import Gate, _silent
+from anfitrion.models._scripted import call
 from anfitrion.policy import Decision
 from anfitrion.store import MemoryStore
 from anfitrion.testing import gate_session

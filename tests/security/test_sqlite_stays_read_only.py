@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from anfitrion import Principal, ToolContext
-from anfitrion.gate import ToolError
+from anfitrion._tools import Tool
+from anfitrion.exceptions import ArgumentError, ToolError
 from anfitrion.toolkits import sqlite
-from anfitrion.tools import ArgumentError, Tool
 
 
 @pytest.fixture

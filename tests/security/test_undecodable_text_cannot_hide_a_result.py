@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import pytest
 
 from anfitrion import Effect, Tool
-from anfitrion.models.scripted import call
+from anfitrion.models._scripted import call
 from anfitrion.toolkits import files
 
 pytest.importorskip("httpx")

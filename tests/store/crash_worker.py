@@ -36,12 +36,12 @@ from typing import Any
 import anyio
 
 from anfitrion import Effect, Host, Toolbox
-from anfitrion.approvals import Approver, CallbackApprover, DeferredApprover
-from anfitrion.conversation import ToolResult, UserMessage
-from anfitrion.effects import effect_key
+from anfitrion._approvals import Approver, CallbackApprover, DeferredApprover
+from anfitrion._conversation import ToolResult, UserMessage
+from anfitrion._effects import effect_key
+from anfitrion._runtime import reap_dead_leases
 from anfitrion.exceptions import ConflictError
 from anfitrion.models._base import ModelRequest
-from anfitrion.runtime import reap_dead_leases
 from anfitrion.store import ClaimState, open_store
 from anfitrion.testing import ScriptedModel, call
 

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import anyio
 import pytest
 
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
-from anfitrion.audit import verify_chain
-from anfitrion.conversation import Provenance, ToolResult
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest
+from anfitrion._audit import verify_chain
+from anfitrion._conversation import Provenance, ToolResult
 from anfitrion.exceptions import ConflictError
 from anfitrion.store import ClaimState, LedgerState, SessionState, Store
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from anfitrion import DeferredApprover, Effect, Host, Toolbox
+from anfitrion._host import RunStatus
 from anfitrion.exceptions import StoreError
-from anfitrion.host import RunStatus
 from anfitrion.store import LedgerState, Store, open_store
 from anfitrion.store._rows import skipped_rows
 from anfitrion.testing import ScriptedModel, call
@@ -157,7 +157,7 @@ async def test_a_key_with_control_characters_is_shown_escaped(
 
 async def test_a_corrupt_session_does_not_block_resume_ready_for_the_others(
         store: Store, corrupt: Corrupt) -> None:
-    from anfitrion import answers
+    from anfitrion import _answers as answers
 
     sessions = await suspended(store, 3)
     for _, request_id in sessions:

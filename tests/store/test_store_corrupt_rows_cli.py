@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from anfitrion._demo import demo_model, demo_toolbox
-from anfitrion.approvals import DeferredApprover
-from anfitrion.cli.main import cli
-from anfitrion.host import Host, RunStatus
+from anfitrion._approvals import DeferredApprover
+from anfitrion._cli.main import cli
+from anfitrion._demo import demo_toolbox
+from anfitrion._host import Host, RunStatus
+from anfitrion.models._demo_script import demo_model
 
 
 def invoke(*args: str) -> Result:
@@ -51,7 +52,7 @@ def test_approvals_list_shows_the_other_requests_and_a_line_naming_the_corrupt_o
     _corrupt(path, "UPDATE anfitrion_approvals SET request = '{not json' WHERE id = ?", broken)
     for extra in ((), ("--all",), ("--json",)):
         done = subprocess.run(
-            [sys.executable, "-c", "from anfitrion.cli.main import main; main()",
+            [sys.executable, "-c", "from anfitrion._cli.main import main; main()",
              "approvals", "list", "--store", url, *extra],
             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
             env=os.environ.copy())

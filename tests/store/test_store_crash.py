@@ -18,8 +18,8 @@ from typing import Any
 import anyio
 import pytest
 
-from anfitrion.approvals import ApprovalAnswer
-from anfitrion.audit import verify_chain
+from anfitrion._approvals import ApprovalAnswer
+from anfitrion._audit import verify_chain
 from anfitrion.store import LedgerState, open_store
 
 from .pg_schema import pg_schema_url
@@ -133,7 +133,7 @@ def test_a_host_killed_during_its_first_run_is_resumed_without_running_twice(
 
 async def approve_via_answers(url: str, session_id: str) -> list[str]:
     """A person approves every request of the session (the one answer path); their ids."""
-    from anfitrion import answers
+    from anfitrion import _answers as answers
 
     store = open_store(url)
     try:

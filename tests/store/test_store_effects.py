@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from anfitrion import DenyAllApprover, Effect, Policy, Tool, ToolError, ToolNotExecuted
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
-from anfitrion.conversation import ToolCall
-from anfitrion.effects import EffectScope, effect_key
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest
+from anfitrion._conversation import ToolCall
+from anfitrion._effects import EffectScope, effect_key
+from anfitrion._gate import Gate, _silent
 from anfitrion.exceptions import ConflictError, ToolDefinitionError
-from anfitrion.gate import Gate, _silent
 from anfitrion.policy import Decision
 from anfitrion.store import ClaimState, LedgerState, Store
 from anfitrion.testing import gate_session
@@ -217,7 +217,7 @@ async def test_the_claim_reserving_a_key_held_by_a_done_call_claims_nothing(
     key = effect_key(tool="t", arguments={"a": 1}, principal_id="p", session_id="s")
     first = await store.claim_execution("s", "c1", "d", effect=key)
     assert first.token is not None
-    from anfitrion.conversation import ToolResult
+    from anfitrion._conversation import ToolResult
     await store.settle_execution("s", "c1", ToolResult("c1", "t", "ok"), first.token)
     second = await store.claim_execution("s", "c2", "d", effect=key)
     assert second.state is ClaimState.DUPLICATE and second.token is None
@@ -331,7 +331,7 @@ async def test_a_ledger_from_before_effect_keys_is_migrated_and_keeps_its_entrie
 
 async def test_audit_records_carry_the_effect_key_and_the_duplicate_and_unknown_states(
         store: Store) -> None:
-    from anfitrion.audit import AuditRecorder, verify_chain
+    from anfitrion._audit import AuditRecorder, verify_chain
 
     recorder = AuditRecorder(store)
     ran: list[dict[str, Any]] = []

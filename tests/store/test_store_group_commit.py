@@ -21,10 +21,10 @@ import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
-from anfitrion.audit import verify_chain
+from anfitrion._audit import verify_chain
 from anfitrion.exceptions import ConflictError, StoreError
 from anfitrion.store import ClaimState, SessionState, Store, open_store
-from anfitrion.store.sqlite import SQLiteStore
+from anfitrion.store._sqlite import SQLiteStore
 
 from .pg_schema import pg_schema_url
 
@@ -351,7 +351,7 @@ async def test_close_waits_for_the_audit_appends_under_way(pg_url: str) -> None:
 async def test_sessions_starting_together_open_one_pool(
         pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     psycopg_pool = pytest.importorskip("psycopg_pool")
-    from anfitrion.store import postgres
+    from anfitrion.store import _postgres as postgres
 
     opened: list[object] = []
 

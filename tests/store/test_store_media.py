@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from anfitrion import Effect, Host, Toolbox
-from anfitrion.conversation import Media, ToolResult, UserMessage
+from anfitrion._conversation import Media, ToolResult, UserMessage
+from anfitrion._media import MediaResult
+from anfitrion._session import Session
 from anfitrion.exceptions import StoreError
-from anfitrion.media import MediaResult
 from anfitrion.models._base import ModelRequest
-from anfitrion.session import Session
 from anfitrion.store import SessionState, Store
 from anfitrion.testing import ScriptedModel, call
 

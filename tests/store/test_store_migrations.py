@@ -12,7 +12,7 @@ import pytest
 from anfitrion.exceptions import StoreError, UserError
 from anfitrion.store import SessionState, open_store
 from anfitrion.store._migrations import MIGRATIONS
-from anfitrion.store.sqlite import SQLiteStore
+from anfitrion.store._sqlite import SQLiteStore
 
 from .pg_schema import pg_schema_url
 
@@ -92,7 +92,7 @@ async def test_the_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:
 
 def test_a_sqlite_url_chooses_durability_and_rejects_nonsense(tmp_path: Any) -> None:
     from anfitrion.exceptions import UserError
-    from anfitrion.store.sqlite import SQLiteStore
+    from anfitrion.store._sqlite import SQLiteStore
 
     assert SQLiteStore.from_url(f"sqlite:///{tmp_path}/a.db").synchronous == "full"
     assert SQLiteStore.from_url(

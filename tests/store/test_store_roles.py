@@ -9,7 +9,7 @@ from typing import Protocol
 
 import pytest
 
-from anfitrion.approvals import ApprovalRequest
+from anfitrion._approvals import ApprovalRequest
 from anfitrion.store import (
     ApprovalStore,
     AuditStore,

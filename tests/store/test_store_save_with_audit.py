@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from anfitrion import Effect, Host, Reply, ScriptedModel, StopReason, Toolbox, ToolCall
-from anfitrion.audit import verify_chain
+from anfitrion._audit import verify_chain
 from anfitrion.exceptions import ConflictError
 from anfitrion.store import SessionAuditStore, SessionState, open_store
-from anfitrion.store.sqlite import SQLiteStore
+from anfitrion.store._sqlite import SQLiteStore
 
 from .pg_schema import pg_schema_url
 
@@ -76,7 +76,7 @@ def pg_url() -> Iterator[str]:
 
 @pytest.mark.postgres
 async def test_a_one_call_conversation_commits_twice_on_postgresql(pg_url: str) -> None:
-    from anfitrion.store.postgres import PostgresStore
+    from anfitrion.store._postgres import PostgresStore
 
     class CountingPg(PostgresStore):
         """The real PostgreSQL store, counting its transactions and its audit-only appends

@@ -9,10 +9,10 @@ import anyio
 import pytest
 
 from anfitrion import Effect, Host, Toolbox
-from anfitrion.approvals import DeferredApprover
-from anfitrion.conversation import ToolCall, ToolResult, UserMessage
+from anfitrion._approvals import DeferredApprover
+from anfitrion._conversation import ToolCall, ToolResult, UserMessage
+from anfitrion._host import RunStatus
 from anfitrion.exceptions import ConflictError, UserError
-from anfitrion.host import RunStatus
 from anfitrion.models._base import ModelRequest
 from anfitrion.store import LedgerState, Store
 from anfitrion.testing import ScriptedModel, call
@@ -68,7 +68,7 @@ def host(store: Store, world: World, *calls: ToolCall) -> Host:
 
 
 async def approve_all(store: Store, session_id: str, approved: bool = True) -> None:
-    from anfitrion import answers
+    from anfitrion import _answers as answers
 
     for request in await store.list_approvals(session_id=session_id):
         done = await answers.answer(store, request.id, request.digest, approved=approved,
@@ -194,7 +194,7 @@ async def test_an_idempotent_tool_is_run_again_after_an_unknown_outcome(store: S
 
 
 async def test_the_audit_log_of_a_suspended_and_resumed_run_verifies(store: Store) -> None:
-    from anfitrion.audit import verify_chain
+    from anfitrion._audit import verify_chain
 
     world = World()
     calls = (call("send", {"to": "ana"}, id="w1"),)

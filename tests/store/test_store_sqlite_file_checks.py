@@ -14,9 +14,9 @@ import anyio
 import pytest
 from click.testing import CliRunner, Result
 
-from anfitrion.cli.main import cli
+from anfitrion._cli.main import cli
 from anfitrion.exceptions import StoreError
-from anfitrion.store.sqlite import SQLiteStore
+from anfitrion.store._sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
 
@@ -30,7 +30,7 @@ def test_audit_verify_on_an_empty_file_fails_clearly_without_a_traceback(
     empty = tmp_path / "empty.db"
     empty.touch()
     done = subprocess.run(
-        [sys.executable, "-c", "from anfitrion.cli.main import main; main()",
+        [sys.executable, "-c", "from anfitrion._cli.main import main; main()",
          "audit", "verify", "--store", f"sqlite:///{empty}"],
         capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         env=os.environ.copy())

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Quorum
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Quorum
 from anfitrion.store import Store, VoteState
 
 pytestmark = pytest.mark.anyio
@@ -132,8 +132,8 @@ async def test_concurrent_votes_of_one_person_count_once(
 
 async def test_concurrent_votes_through_the_answer_path_audit_one_answer(
         store: Store, other_handle: Callable[[], Store]) -> None:
-    from anfitrion import answers
-    from anfitrion.approvals import Reviewer
+    from anfitrion import _answers as answers
+    from anfitrion._approvals import Reviewer
 
     request = _request(3, ("finance",))
     await store.create_approval(request)

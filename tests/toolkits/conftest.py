@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from anfitrion import CallbackApprover, Host, Policy, Principal, Tool, Toolbox, ToolResult
-from anfitrion.approvals import ApprovalRequest
-from anfitrion.models.scripted import ScriptedModel, call
+from anfitrion._approvals import ApprovalRequest
+from anfitrion.models._scripted import ScriptedModel, call
 from anfitrion.store import MemoryStore, Store
 
 

@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 
 from anfitrion import Principal, Provenance, ToolContext
+from anfitrion.exceptions import ArgumentError
 from anfitrion.toolkits import clock
-from anfitrion.tools import ArgumentError
 
 NOON = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from anfitrion import CallbackApprover, DenyAllApprover, Host
-from anfitrion._demo import SCENES, demo_model, demo_toolbox
-from anfitrion.approvals import ApprovalRequest
+from anfitrion._approvals import ApprovalRequest
+from anfitrion._demo import SCENES, demo_toolbox
+from anfitrion.models._demo_script import demo_model
 
 
 async def play(tmp_path: Path, approver: object) -> list[str]:

@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anfitrion import Principal, Provenance, ToolContext
-from anfitrion.gate import ToolError
+from anfitrion._tools import Tool
+from anfitrion.exceptions import ArgumentError, ToolError
 from anfitrion.toolkits import files
-from anfitrion.toolkits.files import check_relative_path
-from anfitrion.tools import ArgumentError, Tool
+from anfitrion.toolkits._files import check_relative_path
 
 
 @pytest.fixture

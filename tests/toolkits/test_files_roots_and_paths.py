@@ -15,10 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anfitrion import Principal, ToolContext, ToolDefinitionError
-from anfitrion.gate import ToolError
+from anfitrion._tools import Tool, Toolbox
+from anfitrion.exceptions import ArgumentError, ToolError
 from anfitrion.toolkits import files
-from anfitrion.toolkits.files import check_relative_path
-from anfitrion.tools import ArgumentError, Tool, Toolbox
+from anfitrion.toolkits._files import check_relative_path
 
 
 def _tool(box: Toolbox, name: str) -> Tool:

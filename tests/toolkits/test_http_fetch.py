@@ -13,13 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from anfitrion import Principal, ToolContext
-from anfitrion.gate import ToolError
-from anfitrion.tools import ArgumentError, Tool
+from anfitrion._tools import Tool
+from anfitrion.exceptions import ArgumentError, ToolError
 
 pytest.importorskip("httpx")
 
 from anfitrion.toolkits import http_fetch, static_resolver
-from anfitrion.toolkits.http_fetch import address_is_public, numeric_host
+from anfitrion.toolkits._http_fetch import address_is_public, numeric_host
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from anfitrion import Principal, ToolContext
-from anfitrion.gate import ToolError
+from anfitrion.exceptions import ToolError
 
 pytest.importorskip("httpx")
 
+# the package's function shadows the module's attribute name: import the module itself
 from anfitrion.toolkits import http_fetch, static_resolver
 
-# the package's function shadows the module's attribute name: import the module itself
-module = importlib.import_module("anfitrion.toolkits.http_fetch")
+module = importlib.import_module("anfitrion.toolkits._http_fetch")
 
 
 class Hello(BaseHTTPRequestHandler):

@@ -11,11 +11,11 @@ import anyio
 import pytest
 
 from anfitrion import Decision, Policy, Principal, ToolContext
-from anfitrion.gate import ToolError
+from anfitrion._tools import BoundCall
+from anfitrion.exceptions import ArgumentError, ToolError
 from anfitrion.policy import PolicyContext
 from anfitrion.store import MemoryStore
 from anfitrion.toolkits import mail
-from anfitrion.tools import ArgumentError, BoundCall
 
 EMAIL = {"to": ["team@example.com"], "subject": "Weather in Lisboa",
          "body": "Lisboa: 15 °C, partly cloudy.\nSee you."}

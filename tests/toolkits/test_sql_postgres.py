@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from anfitrion import Principal, ToolContext
-from anfitrion.gate import ToolError
-from anfitrion.tools import ArgumentError, Tool
+from anfitrion._tools import Tool
+from anfitrion.exceptions import ArgumentError, ToolError
 
 psycopg = pytest.importorskip("psycopg")
 
@@ -132,7 +132,7 @@ def test_multiple_statements_and_non_reads_are_refused_at_validation(query: str)
 async def test_the_server_refuses_a_second_statement_the_lexer_missed(
         pg: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     """The extended protocol carries one statement: a lexer bug cannot smuggle a second."""
-    import anfitrion.toolkits.sql as sql
+    import anfitrion.toolkits._sql as sql
 
     monkeypatch.setattr(sql, "_check_query", lambda arguments: None)  # the "lexer bug"
     t = postgres(pg["dsn"])

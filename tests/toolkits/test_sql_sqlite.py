@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from anfitrion import Principal, ToolContext
-from anfitrion.gate import ToolError
+from anfitrion._tools import Tool
+from anfitrion.exceptions import ArgumentError, ToolError
 from anfitrion.toolkits import sqlite
-from anfitrion.toolkits.sql import split_statements
-from anfitrion.tools import ArgumentError, Tool
+from anfitrion.toolkits._sql import split_statements
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ async def test_writes_hidden_in_a_read_are_refused_by_the_authorizer(db: Path, q
 @pytest.mark.anyio
 async def test_the_connection_itself_is_read_only(db: Path) -> None:
     """Even past the lexer and the authorizer, the file is opened with mode=ro."""
-    import anfitrion.toolkits.sql as sql
+    import anfitrion.toolkits._sql as sql
 
     conn = sqlite3.connect(Path(db).resolve().as_uri() + "?mode=ro", uri=True)
     try:

@@ -16,13 +16,13 @@ from typing import Any, ClassVar
 import pytest
 
 from anfitrion import DenyAllApprover, Policy, Principal, ToolContext, ToolNotExecuted
-from anfitrion.conversation import ToolCall
-from anfitrion.gate import Gate, _silent
+from anfitrion._conversation import ToolCall
+from anfitrion._gate import Gate, _silent
+from anfitrion._tools import Tool
 from anfitrion.policy import Decision
 from anfitrion.store import LedgerState, MemoryStore, Store
 from anfitrion.testing import gate_session
 from anfitrion.toolkits import SmtpSettings, files, mail
-from anfitrion.tools import Tool
 
 pytestmark = pytest.mark.anyio
 

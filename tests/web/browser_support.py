@@ -23,7 +23,7 @@ from anfitrion import (
     Toolbox,
     Usage,
 )
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest
 from anfitrion.store import MemoryStore
 from anfitrion.testing import ScriptedModel, call
 from anfitrion.web import create_app

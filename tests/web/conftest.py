@@ -11,7 +11,7 @@ pytest.importorskip("starlette")
 from starlette.testclient import TestClient
 
 from anfitrion import Host
-from anfitrion.approvals import ApprovalRequest
+from anfitrion._approvals import ApprovalRequest
 from anfitrion.store import MemoryStore
 from anfitrion.web import create_app
 

@@ -1,4 +1,4 @@
-"""One way to answer: the inbox page, the JSON API and the CLI all call anfitrion.answers, and
+"""One way to answer: the inbox page, the JSON API and the CLI all call anfitrion._answers, and
 each leaves the same approval.answered audit record (the door named in it), once."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from anfitrion.cli.main import cli
+from anfitrion._cli.main import cli
 from anfitrion.store import Store, open_store
 from anfitrion.web import create_app
 

@@ -6,7 +6,7 @@ import anyio
 from starlette.testclient import TestClient
 
 from anfitrion import Host
-from anfitrion.approvals import ApprovalRequest
+from anfitrion._approvals import ApprovalRequest
 from anfitrion.store import MemoryStore
 
 from .inbox_support import ORIGIN, TOKEN

@@ -6,7 +6,7 @@ import anyio
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from anfitrion.approvals import ApprovalRequest
+from anfitrion._approvals import ApprovalRequest
 from anfitrion.store import MemoryStore
 from anfitrion.web import create_app
 

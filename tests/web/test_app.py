@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from anfitrion import Decision, DeferredApprover, Host, Policy, RunResult, ToolResult
-from anfitrion.approvals import ApprovalAnswer, ApprovalRequest, with_expiry
+from anfitrion._approvals import ApprovalAnswer, ApprovalRequest, with_expiry
 from anfitrion.store import MemoryStore
 from anfitrion.web import create_app
 
@@ -444,7 +444,7 @@ def test_taint_of_the_session_is_shown_as_a_warning(
         pending: tuple[Host, ApprovalRequest]) -> None:
     client, _ = browser_client
     _, request = pending
-    from anfitrion.conversation import Provenance, ToolResult, UserMessage, message_to_dict
+    from anfitrion._conversation import Provenance, ToolResult, UserMessage, message_to_dict
 
     state = anyio.run(store.load_session, request.session_id)
     assert state is not None

@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from anfitrion import DenyAllApprover, Effect, Policy, Tool
-from anfitrion.conversation import ToolCall
-from anfitrion.gate import Gate, _silent
+from anfitrion._conversation import ToolCall
+from anfitrion._gate import Gate, _silent
 from anfitrion.policy import Decision
 from anfitrion.store import LedgerState, MemoryStore
 from anfitrion.testing import gate_session

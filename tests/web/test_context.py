@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anfitrion.approvals import ApprovalRequest, make_visible
+from anfitrion._approvals import ApprovalRequest, make_visible
 from anfitrion.web._pages import visible_html
 from anfitrion.web._render import (
     Intent,

@@ -12,7 +12,7 @@ import anyio
 import pytest
 from starlette.testclient import TestClient
 
-from anfitrion.approvals import ApprovalAnswer
+from anfitrion._approvals import ApprovalAnswer
 from anfitrion.store import Store, open_store
 from anfitrion.web import create_app
 

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from starlette.testclient import TestClient
 
-from anfitrion.approvals import ApprovalRequest
+from anfitrion._approvals import ApprovalRequest
 from anfitrion.channels import Reviewers
 from anfitrion.policy import parse_policy
 from anfitrion.store import MemoryStore

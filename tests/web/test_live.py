@@ -13,7 +13,8 @@ import anyio
 import httpx
 import pytest
 
-from anfitrion import RunStatus, answers
+from anfitrion import RunStatus
+from anfitrion import _answers as answers
 from anfitrion.store import MemoryStore
 
 from .browser_support import CHROMIUM, CHROMIUM_ARGS, Resumer, off_loop, serve

@@ -9,7 +9,7 @@ import uvicorn
 from click.testing import CliRunner
 from starlette.testclient import TestClient
 
-from anfitrion.cli.serve import command
+from anfitrion._cli.serve import command
 
 
 @pytest.fixture

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from anfitrion import Decision, Effect, Policy, PolicyContext
-from anfitrion.conversation import Provenance
+from anfitrion._conversation import Provenance
+from anfitrion._provenance import egress_warnings
+from anfitrion._tools import BoundCall
 from anfitrion.policy import Rule, ToolRule, Verdict
-from anfitrion.taint import PLAN_BEFORE_TAINT, egress_warnings, taint_rule
-from anfitrion.tools import BoundCall
+from anfitrion.policy._taint import PLAN_BEFORE_TAINT, taint_rule
 
 
 @dataclass(frozen=True)

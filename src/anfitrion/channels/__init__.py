@@ -1,15 +1,17 @@
 """Approval channels: the ways a request reaches people and their answers come back.
 
-- :mod:`~anfitrion.channels.reviewers`: people who approve, each with their own token and roles
+- :mod:`~anfitrion.channels._reviewers`: people who approve, each with their own token and roles
   (the two-person rule counts people, so it needs to know who is who);
-- :mod:`~anfitrion.channels.webhooks`: signed webhooks out, signed callbacks in;
-- :mod:`anfitrion.mcp.approval_queue`: the queue as an MCP server for a reviewer's assistant.
+- :mod:`~anfitrion.channels._webhooks`: signed webhooks out, signed callbacks in;
+- :mod:`anfitrion.mcp._approval_queue`: the queue as an MCP server for a reviewer's assistant.
 
-Every answer, whichever channel it comes through, goes through :func:`anfitrion.answers.answer`.
+Every answer, whichever channel it comes through, goes through :func:`anfitrion._answers.answer`.
 """
 
 from __future__ import annotations
 
-from .reviewers import Reviewers, load_reviewers, token_sha256
+from ._reviewers import Reviewers, load_reviewers, token_sha256
+from ._webhooks import signature_header, verify_signature
 
-__all__ = ["Reviewers", "load_reviewers", "token_sha256"]
+__all__ = ["Reviewers", "load_reviewers", "signature_header", "token_sha256",
+           "verify_signature"]

@@ -1,7 +1,7 @@
 """What a framework's agent offers, as anfitrion tools, and the checks its approvals share.
 
 A framework describes its tools (name, description, JSON Schema); :class:`AgentTools` holds
-them as :class:`~anfitrion.tools.Tool` values, a :class:`~anfitrion.tools.ToolSource` the
+them as :class:`~anfitrion._tools.Tool` values, a :class:`~anfitrion._tools.ToolSource` the
 runtime resolves calls against. The tools' own handlers never run: the framework's handler is
 given to :meth:`GatedSession.submit` as ``execute=`` each time.
 """
@@ -15,14 +15,14 @@ from typing import Any
 
 import anyio
 
-from .. import answers
+from .. import _answers as answers
+from .._approvals import ApprovalRequest, approval_digest
 from .._canonical import canonical_json
-from .._json import JsonError, parse_json_strict
-from ..approvals import ApprovalRequest, approval_digest
-from ..conversation import Provenance
-from ..exceptions import ToolError, UserError
-from ..runtime import GatedSession, Submission
-from ..tools import Effect, OfferContext, Tool, Toolbox
+from .._conversation import Provenance
+from .._json import parse_json_strict
+from .._runtime import GatedSession, Submission
+from .._tools import Effect, OfferContext, Tool, Toolbox
+from ..exceptions import JsonError, ToolError, UserError
 
 __all__ = ["AgentTools", "Effects", "approve_in_framework", "pending_request", "presented_digest",
            "submit", "would_ask"]
@@ -156,8 +156,9 @@ async def would_ask(session: GatedSession, tool: Tool | None, call_id: str,
     """Whether the gate's policy would ask a person for this call now — for frameworks that
     decide about an interruption before the call is executed. The gate decides again when the
     call is submitted; this only chooses whether the framework interrupts its run first."""
+    from .._tools import BoundCall
+    from ..exceptions import ArgumentError
     from ..policy import Verdict
-    from ..tools import ArgumentError, BoundCall
 
     if session.pending.get(call_id) is not None:
         return True

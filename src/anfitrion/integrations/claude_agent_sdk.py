@@ -10,7 +10,7 @@ the gate's reason. The ``PostToolUse`` hook (:meth:`ClaudeGate.post_tool_use`) r
 the tool returned, with its provenance, so taint sees it.
 
 A call that needs a person: with ``ask`` (your own prompt, the SDK's HITL), the gate asks it and
-records the answer through :func:`anfitrion.answers.answer` (``via="claude-agent-sdk"``);
+records the answer through :func:`anfitrion._answers.answer` (``via="claude-agent-sdk"``);
 without, the call is denied for now and its request waits in the inbox — once answered there,
 the same call (same tool use id, same input) is allowed.
 
@@ -25,11 +25,11 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from .. import answers
-from ..approvals import ApprovalRequest
+from .. import _answers as answers
+from .._approvals import ApprovalRequest
+from .._runtime import GatedSession, SubmissionStatus
+from .._tools import Effect
 from ..exceptions import MissingDependencyError
-from ..runtime import GatedSession, SubmissionStatus
-from ..tools import Effect
 from ._offered import AgentTools, submit
 
 try:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from .._principal import Principal
+from .._runtime import Runtime
 from ..exceptions import MissingDependencyError
-from ..principal import Principal
-from ..runtime import Runtime
 from .langgraph import (
     APPROVAL,
     Result,

@@ -9,7 +9,7 @@ approval bound to the call's digest, the execution ledger, shaping and audit.
 
 A call that must wait for a person raises LangGraph's ``interrupt()`` carrying the approval
 request (id, digest, description). The graph resumes with ``Command(resume=approve(value))``;
-the answer is recorded through :func:`anfitrion.answers.answer` (``via="langgraph"``) bound to
+the answer is recorded through :func:`anfitrion._answers.answer` (``via="langgraph"``) bound to
 the digest it names, so the same request can be answered in the inbox or the CLI instead, and
 an answer for other arguments is refused. One LangGraph thread is one anfitrion session
 (``langgraph-<thread_id>``): taint and argument provenance carry across the graph's turns.
@@ -34,14 +34,14 @@ from typing import Any
 
 import anyio
 
-from .. import answers
-from .._json import JsonError, parse_json_strict
-from ..conversation import Reply, Text, ToolResult, UserMessage
-from ..exceptions import MissingDependencyError, ToolError, UserError
-from ..principal import Principal
-from ..runtime import GatedSession, Runtime, Submission, SubmissionStatus
-from ..session import Session
-from ..tools import Effect, OfferContext, Tool
+from .. import _answers as answers
+from .._conversation import Reply, Text, ToolResult, UserMessage
+from .._json import parse_json_strict
+from .._principal import Principal
+from .._runtime import GatedSession, Runtime, Submission, SubmissionStatus
+from .._session import Session
+from .._tools import Effect, OfferContext, Tool
+from ..exceptions import JsonError, MissingDependencyError, ToolError, UserError
 
 try:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -74,7 +74,7 @@ Result = ToolMessage | Command[Any]
 
 
 class LangChainTools:
-    """A :class:`~anfitrion.tools.ToolSource` of LangChain tools, described for the gate.
+    """A :class:`~anfitrion._tools.ToolSource` of LangChain tools, described for the gate.
 
     While the gate handles a call of a graph, only the tools that graph offers are offered
     (resolve is exact, by name); outside a graph, all of them. Build it with

@@ -10,7 +10,7 @@ request in anfitrion and interrupts the run (``result.interruptions``).
 
 Answer it in the framework — :meth:`AgentsGate.approve` / :meth:`AgentsGate.reject` record the
 answer in anfitrion (``via="openai-agents"``) and then call ``RunState.approve`` / ``reject`` —
-or in anfitrion (the inbox, the CLI, :func:`anfitrion.answers.answer`) and apply it with
+or in anfitrion (the inbox, the CLI, :func:`anfitrion._answers.answer`) and apply it with
 :meth:`AgentsGate.apply_answers`. Then run the state again. An approval counts only for the
 arguments the request was raised for: a state whose call was changed since is refused.
 
@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..approvals import DeferredApprover
+from .._approvals import DeferredApprover
+from .._runtime import GatedSession, SubmissionStatus
+from .._tools import Effect
 from ..exceptions import MissingDependencyError, ToolError, UserError
-from ..runtime import GatedSession, SubmissionStatus
-from ..tools import Effect
 from ._offered import AgentTools, approve_in_framework, pending_request, submit, would_ask
 
 try:

@@ -10,7 +10,7 @@ A call that needs a person raises :class:`~pydantic_ai.exceptions.ApprovalRequir
 the request id and digest in its metadata; the run ends with
 :class:`~pydantic_ai.tools.DeferredToolRequests`. Answer it in the framework
 (:meth:`GatedToolset.answer`, or ``DeferredToolResults(approvals=...)`` as Pydantic AI documents)
-or in anfitrion (the inbox, the CLI, :func:`anfitrion.answers.answer`, then
+or in anfitrion (the inbox, the CLI, :func:`anfitrion._answers.answer`, then
 :meth:`GatedToolset.results`), and run the agent again with the results: an approval counts
 only for the arguments the request was raised for, whichever door it came through.
 
@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .. import answers
+from .. import _answers as answers
+from .._runtime import GatedSession, Submission, SubmissionStatus
+from .._tools import Effect
 from ..exceptions import MissingDependencyError
-from ..runtime import GatedSession, Submission, SubmissionStatus
-from ..tools import Effect
 from ._offered import AgentTools, approve_in_framework, submit
 
 try:

@@ -77,10 +77,10 @@ def demo(approve: bool | None) -> None:
     """The demo scenario of ``anfitrion demo``, with the real local model instead of a script."""
     import anyio
 
+    from .._approvals import Approver, DenyAllApprover, TerminalApprover
+    from .._cli.demo import DemoPrinter
     from .._demo import demo_toolbox
-    from ..approvals import Approver, DenyAllApprover, TerminalApprover
-    from ..cli.demo import DemoPrinter
-    from ..host import Host
+    from .._host import Host
 
     interactive = sys.stdin.isatty() if approve is None else approve
     approver: Approver = TerminalApprover() if interactive else DenyAllApprover()

@@ -3,12 +3,12 @@
 Needs the ``mcp`` extra (``pip install 'anfitrion[mcp]'``) for anything that talks to a
 server; the config and the pins (:mod:`.config`, :mod:`.pinning`) work without it.
 
-- :class:`~anfitrion.mcp.toolset.McpServers` / :class:`~anfitrion.mcp.toolset.McpToolset` —
-  tool sources for a :class:`~anfitrion.tools.Toolbox`;
+- :class:`~anfitrion.mcp._toolset.McpServers` / :class:`~anfitrion.mcp._toolset.McpToolset` —
+  tool sources for a :class:`~anfitrion._tools.Toolbox`;
 - :class:`Elicitation` / :class:`ElicitationAnswer` — what a server asks the host's person,
   and the answer, for the ``elicitation=`` handler of a toolset (:mod:`._elicitation`);
-- :class:`~anfitrion.mcp.pinning.PinBook` — approved definitions, in the store;
-- :class:`~anfitrion.mcp.gateway.Gateway` — ``anfitrion gateway``: an MCP server in front of
+- :class:`~anfitrion.mcp._pinning.PinBook` — approved definitions, in the store;
+- :class:`~anfitrion.mcp._gateway.Gateway` — ``anfitrion gateway``: an MCP server in front of
   the configured servers, every ``tools/call`` through the gate.
 """
 
@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import GatewaySettings, McpConfig, ServerConfig, load_config, parse_config
-from .pinning import Pin, PinBook, PinState
+from ..exceptions import McpServerError
+from ._config import GatewaySettings, McpConfig, ServerConfig, load_config, parse_config
+from ._pinning import Pin, PinBook, PinState
 
 __all__ = [
     "Elicitation",
@@ -38,8 +39,8 @@ __all__ = [
     "parse_config",
 ]
 
-_LAZY = {"McpServerError": "toolset", "McpServers": "toolset", "McpTool": "toolset",
-         "McpToolset": "toolset", "Gateway": "gateway", "Elicitation": "_elicitation",
+_LAZY = {"McpServers": "_toolset", "McpTool": "_toolset",
+         "McpToolset": "_toolset", "Gateway": "_gateway", "Elicitation": "_elicitation",
          "ElicitationAnswer": "_elicitation", "ElicitationHandler": "_elicitation"}
 
 

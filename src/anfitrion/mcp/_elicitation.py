@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 import mcp.types as mt
 
-from ..tools import ArgumentValidator, SchemaBudgetExceeded, schema_errors
+from .._tools import ArgumentValidator, SchemaBudgetExceeded, schema_errors
 
 __all__ = ["Elicitation", "ElicitationAnswer", "ElicitationHandler", "answer_elicitation",
            "schema_problem", "secret_problem", "with_defaults"]

@@ -8,7 +8,7 @@ unseen:
 - hidden characters (tag characters, zero-width, bidi, controls, private-use) in any string a
   model or a person reads — text, embedded text resources, resource-link names, titles and
   descriptions, ``structuredContent`` keys and values, log data — are made visible
-  (``⟨U+E0069⟩``), and the result begins with :data:`~anfitrion.mcp.toolset.HIDDEN_NOTICE`;
+  (``⟨U+E0069⟩``), and the result begins with :data:`~anfitrion.mcp._toolset.HIDDEN_NOTICE`;
 - an image or audio block whose ``mimeType`` is not ``image/…`` / ``audio/…``, or whose data is
   not base64, and a binary resource whose blob is not base64, become a text notice: a block
   cannot pass text off as a picture;
@@ -26,9 +26,9 @@ from typing import Any
 
 import mcp.types as mt
 
-from ..conversation import Provenance
-from ..tools import Effect
-from .toolset import _hidden_notice, _reveal_in_value, reveal_hidden
+from .._conversation import Provenance
+from .._tools import Effect
+from ._toolset import _hidden_notice, _reveal_in_value, reveal_hidden
 
 __all__ = ["ANNOTATIONS_META", "Shaper", "as_text", "forward_result", "listed_tool",
            "shape_messages"]

@@ -7,7 +7,7 @@ Each is forwarded to the server it belongs to, with the gate where it matters:
   enters the client session's taint index (a later side-effecting call asks a person) and is
   shaped like a result (hidden characters made visible); every read is audited. A server whose
   own pin (instructions, identity) is not approved serves no resources;
-- prompts are pinned like tools (:meth:`~anfitrion.mcp.pinning.PinBook.observe_prompt`): only
+- prompts are pinned like tools (:meth:`~anfitrion.mcp._pinning.PinBook.observe_prompt`): only
   approved, unchanged prompts are listed, the server is listed again before each
   ``prompts/get``, and a prompt whose definition changed is refused until approved again;
 - ``sampling/createMessage`` and ``elicitation/create`` from a server reach the client only
@@ -30,16 +30,17 @@ import mcp.types as mt
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
-from ..conversation import Provenance
-from ..events import EventType
+from .._conversation import Provenance
+from .._events import EventType
+from ..exceptions import McpServerError
 from ._gateway_content import Shaper, as_text, shape_messages
-from .pinning import PinState, pinned_prompt_fields, prompt_pin_name, server_key, suspicious_text
-from .toolset import MAX_LIST_PAGES, McpServerError, McpToolset
+from ._pinning import PinState, pinned_prompt_fields, prompt_pin_name, server_key, suspicious_text
+from ._toolset import MAX_LIST_PAGES, McpToolset
 
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession
 
-    from .gateway import Gateway, _Client
+    from ._gateway import Gateway, _Client
 
 __all__ = ["LOG_LEVELS", "UpstreamProtocol", "page"]
 

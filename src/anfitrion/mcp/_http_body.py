@@ -33,7 +33,8 @@ from typing import Any
 import mcp.types as mt
 from pydantic import ValidationError
 
-from .._json import JsonError, parse_json_strict
+from .._json import parse_json_strict
+from ..exceptions import JsonError
 
 __all__ = ["INVALID_REQUEST", "MAX_BODY_DEPTH", "MCP_REQUEST_METHODS", "METHOD_NOT_FOUND",
            "PARSE_ERROR", "BodyRefusal", "check_body", "send_refusal"]

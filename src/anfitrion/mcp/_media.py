@@ -1,8 +1,8 @@
 """Media in MCP results that a model is shown as a summary (type, size, SHA-256), never as data.
 
 Images and audio a server returns — as content blocks, or as base64 *text* in a text block
-(:func:`base64_media`) — become :class:`~anfitrion.conversation.Media` parts when the media
-settings admit them (:mod:`anfitrion.media`); everything else is summarised here: binary
+(:func:`base64_media`) — become :class:`~anfitrion._conversation.Media` parts when the media
+settings admit them (:mod:`anfitrion._media`); everything else is summarised here: binary
 resources, base64 of other types (PDF, archives), base64 in an embedded text resource or a
 structured value (``{"type": "image", "data": "iVBOR…", "mimeType": "image/png"}``), which would
 otherwise reach the model as thousands of meaningless characters, cut at the result limit.
@@ -16,9 +16,9 @@ import hashlib
 import re
 from typing import Any
 
-from ..media import sniff
+from .._media import sniff
 
-__all__ = ["base64_media", "base64_summary", "decode", "describe", "sniff", "summarise_in_value"]
+__all__ = ["base64_media", "base64_summary", "decode", "describe", "summarise_in_value"]
 
 MIN_BASE64_CHARS = 512
 """Shorter base64-looking text is left as it is (an id, a token, a short digest)."""

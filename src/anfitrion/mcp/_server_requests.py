@@ -1,7 +1,7 @@
 """What an MCP server sends the client during a call — log messages, sampling and elicitation
 requests — routed to the call that caused it (:mod:`anfitrion.mcp._relay_routing`).
 
-For a call the gateway relays, the caller's :class:`~anfitrion.mcp.toolset.UpstreamCall` gets
+For a call the gateway relays, the caller's :class:`~anfitrion.mcp._toolset.UpstreamCall` gets
 it (the gateway applies the server's ``"sampling"`` / ``"elicitation"`` setting). For a host's
 own call, the toolset answers itself:
 
@@ -31,18 +31,18 @@ from typing import TYPE_CHECKING, Any
 
 import mcp.types as mt
 
-from ..audit import event_record_data
-from ..events import EventType, HostEvent
+from .._audit import event_record_data
+from .._events import EventType, HostEvent
 from ..exceptions import AnfitrionError
 from ..store import Store
 from ._elicitation import ElicitationHandler, answer_elicitation
+from ._pinning import suspicious_text
 from ._relay_routing import PendingCall
-from .pinning import suspicious_text
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
 
-    from .toolset import McpToolset, _Connection
+    from ._toolset import McpToolset, _Connection
 
 __all__ = ["Callbacks", "ServerRequests"]
 

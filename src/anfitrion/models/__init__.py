@@ -4,7 +4,8 @@ adapters."""
 from __future__ import annotations
 
 from ._base import Model, ModelRequest
+from ._registry import resolve_model
+from ._scripted import ScriptedModel
 from ._streaming import StreamingModel
-from .scripted import ScriptedModel
 
-__all__ = ["Model", "ModelRequest", "ScriptedModel", "StreamingModel"]
+__all__ = ["Model", "ModelRequest", "ScriptedModel", "StreamingModel", "resolve_model"]

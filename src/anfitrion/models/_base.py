@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..conversation import Message, Reply
-from ..tools import ToolDefinition
+from .._conversation import Message, Reply
+from .._tools import ToolDefinition
 
 __all__ = ["Model", "ModelRequest"]
 

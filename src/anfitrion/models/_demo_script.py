@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from ..conversation import Reply, ToolResult, UserMessage
+from .._conversation import Reply, ToolResult, UserMessage
 from ._base import ModelRequest
-from .scripted import ScriptedModel, call
+from ._scripted import ScriptedModel, call
 
 __all__ = ["EMAIL", "demo_model"]
 

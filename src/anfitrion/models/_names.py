@@ -15,7 +15,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 
-from ..conversation import Reply, Text, ToolCall, ToolResult, UserMessage
+from .._conversation import Reply, Text, ToolCall, ToolResult, UserMessage
 from ._base import ModelRequest
 from ._profiles import Profile
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..media import AUDIO_TYPES, IMAGE_TYPES
+from .._media import AUDIO_TYPES, IMAGE_TYPES
 
 __all__ = [
     "ANTHROPIC",
@@ -38,7 +38,7 @@ class Profile:
             server) are sent under a stand-in name and mapped back in the reply.
         media_types: the media types of tool results this format is sent as media (images,
             audio); any other item of a result is sent as its summary line
-            (:func:`anfitrion.media.split`). Empty: every item is summarised.
+            (:func:`anfitrion._media.split`). Empty: every item is summarised.
     """
 
     name: str

@@ -13,7 +13,7 @@ import importlib
 import os
 from typing import Any, ClassVar, Protocol
 
-from ..conversation import Reply
+from .._conversation import Reply
 from ..exceptions import MissingDependencyError, UserError
 from ._base import ModelRequest
 from ._names import restore_names, wire_safe

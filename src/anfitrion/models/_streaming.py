@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..conversation import Reply
+from .._conversation import Reply
 from ..exceptions import ModelError
 from ._base import Model, ModelRequest
 from ._wire import Reader

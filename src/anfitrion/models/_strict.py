@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .._json import JsonError, parse_json_strict
+from .._json import parse_json_strict
+from ..exceptions import JsonError
 
 __all__ = ["StrictSchema", "restore_optional", "to_strict"]
 

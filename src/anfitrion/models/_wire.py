@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from ..conversation import Message, Reply, ToolCall, ToolResult, UserMessage
+from .._conversation import Message, Reply, ToolCall, ToolResult, UserMessage
 from ..exceptions import AdapterError, ModelError, map_exceptions
 
 __all__ = ["Reader", "as_dict", "details_of", "interleave", "ordered_results", "sdk_errors"]

@@ -2,12 +2,12 @@
 
 :func:`to_wire` and :func:`from_wire` are pure (no SDK, no I/O). Tools are sent as
 ``{name, description, input_schema}``; a reply's ``tool_use`` blocks become
-:class:`~anfitrion.conversation.ToolCall`; tool results go back as ``tool_result`` blocks — all
+:class:`~anfitrion._conversation.ToolCall`; tool results go back as ``tool_result`` blocks — all
 results of a turn in one ``user`` message, in call order, ``is_error`` set on failures, a
 result's images as ``image`` blocks inside its ``tool_result``.
 
 Example:
-    >>> from anfitrion.conversation import Text, UserMessage
+    >>> from anfitrion._conversation import Text, UserMessage
     >>> from anfitrion.models import ModelRequest
     >>> to_wire(ModelRequest([UserMessage((Text("Hi"),))]), model="claude-x")
     {'model': 'claude-x', 'max_tokens': 1024, 'messages': [{'role': 'user', 'content': 'Hi'}]}
@@ -19,9 +19,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal, NotRequired, TypedDict
 
-from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
+from .._conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
+from .._media import split
 from ..exceptions import AdapterError
-from ..media import split
 from ._base import ModelRequest
 from ._profiles import ANTHROPIC, Profile
 from ._sdk import WireModel, sdk_client, sdk_error_type

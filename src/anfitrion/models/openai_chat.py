@@ -4,13 +4,13 @@ Ollama, LM Studio), and a model that speaks it through the official ``openai`` S
 :func:`to_wire` and :func:`from_wire` are pure (no SDK, no I/O). Tools are sent as
 ``{type: "function", function: {name, description, parameters}}``; a reply's
 ``message.tool_calls[].{id, function.{name, arguments}}`` become
-:class:`~anfitrion.conversation.ToolCall` with the argument text passed through untouched (the
+:class:`~anfitrion._conversation.ToolCall` with the argument text passed through untouched (the
 gate parses it strictly); results go back as ``{role: "tool", tool_call_id, content}``. Tool
 messages are text only, so a result's images and audio follow all of them in one ``user``
 message of ``image_url`` / ``input_audio`` parts, each group labelled as the tool's data.
 
 Example:
-    >>> from anfitrion.conversation import Text, UserMessage
+    >>> from anfitrion._conversation import Text, UserMessage
     >>> from anfitrion.models import ModelRequest
     >>> to_wire(ModelRequest([UserMessage((Text("Hi"),))]), model="qwen")
     {'model': 'qwen', 'messages': [{'role': 'user', 'content': 'Hi'}]}
@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
-from ..conversation import (
+from .._conversation import (
     Media,
     Reply,
     StopReason,
@@ -32,8 +32,8 @@ from ..conversation import (
     Usage,
     UserMessage,
 )
-from ..media import describe, split
-from ..tools import ToolDefinition
+from .._media import describe, split
+from .._tools import ToolDefinition
 from ._base import ModelRequest
 from ._profiles import COMPATIBLE_CHAT, OPENAI_CHAT, Profile
 from ._sdk import WireModel, sdk_error_type

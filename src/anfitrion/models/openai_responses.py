@@ -10,7 +10,7 @@ in ``provider_details`` so the item goes back exactly. Results go back as
 ``input_text`` and ``input_image`` parts when the result carries images.
 
 Example:
-    >>> from anfitrion.conversation import Text, UserMessage
+    >>> from anfitrion._conversation import Text, UserMessage
     >>> from anfitrion.models import ModelRequest
     >>> to_wire(ModelRequest([UserMessage((Text("Hi"),))]), model="gpt-x")
     {'model': 'gpt-x', 'input': [{'role': 'user', 'content': 'Hi'}]}
@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
-from ..conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
-from ..media import split
-from ..tools import ToolDefinition
+from .._conversation import Reply, StopReason, Text, ToolCall, ToolResult, Usage, UserMessage
+from .._media import split
+from .._tools import ToolDefinition
 from ._base import ModelRequest
 from ._profiles import OPENAI_RESPONSES, Profile
 from ._sdk import WireModel, sdk_client, sdk_error_type

@@ -10,7 +10,7 @@ calls), :mod:`.ratelimit` and :mod:`.secrets` (credentials leaving in arguments)
 
 from __future__ import annotations
 
-from ..constraints import (
+from .._constraints import (
     Constraint,
     EmailDomain,
     LengthRange,
@@ -23,28 +23,21 @@ from ..constraints import (
     UrlAllowed,
     canonical_host,
 )
+from .._media import AUDIO_TYPES, IMAGE_TYPES, MediaSettings
+from ._config import DEFAULT_POLICY_FILE, find_policy, load_policy, parse_policy
 from ._contract import BaseRule, PolicyRule, Reach, RuleRole, as_rule
-from ._core import (
-    ApprovalLimits,
-    Budgets,
-    Decision,
-    Evaluation,
-    Opinion,
-    Policy,
-    PolicyContext,
-    RateKey,
-    Rule,
-    Verdict,
-    rule_id_of,
-)
-from .config import DEFAULT_POLICY_FILE, find_policy, load_policy, parse_policy
-from .ratelimit import ALL_TOOLS, RateLimit, parse_duration
-from .rules import ArgumentRule, EffectRule, RepeatGuard, ToolRule, arguments_digest
-from .secrets import SecretArguments
+from ._core import ApprovalLimits, Budgets, Evaluation, Opinion, Policy, rule_id_of
+from ._decision import Decision, PolicyContext, RateKey, Rule, Verdict
+from ._ratelimit import ALL_TOOLS, RateLimit, parse_duration
+from ._rules import ArgumentRule, EffectRule, RepeatGuard, ToolRule, arguments_digest
+from ._secrets import SecretArguments
+from ._taint import TaintRule, taint_rule
 
 __all__ = [
     "ALL_TOOLS",
+    "AUDIO_TYPES",
     "DEFAULT_POLICY_FILE",
+    "IMAGE_TYPES",
     "ApprovalLimits",
     "ArgumentRule",
     "BaseRule",
@@ -56,6 +49,7 @@ __all__ = [
     "Evaluation",
     "LengthRange",
     "Matches",
+    "MediaSettings",
     "NoneOf",
     "NotMatches",
     "NumberRange",
@@ -72,6 +66,7 @@ __all__ = [
     "Rule",
     "RuleRole",
     "SecretArguments",
+    "TaintRule",
     "ToolRule",
     "UrlAllowed",
     "Verdict",
@@ -83,4 +78,5 @@ __all__ = [
     "parse_duration",
     "parse_policy",
     "rule_id_of",
+    "taint_rule",
 ]

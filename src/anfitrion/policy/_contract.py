@@ -31,8 +31,8 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ..principal import Principal
-    from ..tools import BoundCall, Tool
+    from .._principal import Principal
+    from .._tools import BoundCall, Tool
     from ._decision import Decision, PolicyContext, RateKey
 
 __all__ = ["BaseRule", "PolicyRule", "Reach", "RuleRole", "as_rule"]

@@ -36,35 +36,23 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .._approvals import Quorum
 from .._canonical import digest as _digest
-from ..approvals import Quorum
-from ..media import MediaSettings
-from ..principal import Principal
-from ..tools import BoundCall, Effect, Tool
+from .._media import MediaSettings
+from .._principal import Principal
+from .._tools import BoundCall, Effect, Tool
 from ._contract import PolicyRule, Reach, RuleRole, as_rule
 from ._decision import Decision, PolicyContext, RateKey, Rule, Verdict
-from .secrets import SecretArguments
-from .taint import taint_rule
+from ._secrets import SecretArguments
+from ._taint import taint_rule
 
 if TYPE_CHECKING:
-    from ..channels.webhooks import WebhookTarget
+    from ..channels._webhooks import WebhookTarget
 
 if TYPE_CHECKING:
-    from .declarations import ToolDeclaration
+    from ._declarations import ToolDeclaration
 
-__all__ = [
-    "ApprovalLimits",
-    "Budgets",
-    "Decision",
-    "Evaluation",
-    "Opinion",
-    "Policy",
-    "PolicyContext",
-    "RateKey",
-    "Rule",
-    "Verdict",
-    "rule_id_of",
-]
+__all__ = ["ApprovalLimits", "Budgets", "Evaluation", "Opinion", "Policy", "rule_id_of"]
 
 log = logging.getLogger("anfitrion.policy")
 
@@ -126,7 +114,7 @@ class ApprovalLimits:
         per: the window of *max_asks*.
         max_edits: how many times an approver may edit one call (each edit is a new ask).
         webhooks: where every new request is also sent, signed
-            (:mod:`anfitrion.channels.webhooks`; a runtime adds one listener per target).
+            (:mod:`anfitrion.channels._webhooks`; a runtime adds one listener per target).
     """
 
     ttl: timedelta = timedelta(minutes=15)
@@ -189,9 +177,9 @@ class Policy:
         principals: principals declared in a policy file, by id (see :meth:`principal`).
         source: where the policy came from (a file path), for messages.
         declarations: what ``[tools."<name>"]`` declares about tools, by tool name (see
-            :meth:`declared` and :mod:`anfitrion.policy.declarations`).
+            :meth:`declared` and :mod:`anfitrion.policy._declarations`).
         media: which images and sounds tool results may carry to the model (``[media]``,
-            :class:`anfitrion.media.MediaSettings`); by default png/jpeg/gif/webp images.
+            :class:`anfitrion._media.MediaSettings`); by default png/jpeg/gif/webp images.
 
     Example:
         >>> policy = Policy.default()
@@ -262,7 +250,7 @@ class Policy:
     def default(cls) -> Policy:
         """Reads are allowed, writes ask a person, and taint containment is on: in a session
         that read untrusted content every write asks, and arguments that came only from such
-        content are flagged (:func:`anfitrion.policy.taint.taint_rule`). A call whose arguments
+        content are flagged (:func:`anfitrion.policy._taint.taint_rule`). A call whose arguments
         carry a credential asks too (:class:`anfitrion.policy.SecretArguments`)."""
         return cls([taint_rule(), SecretArguments()])
 

@@ -10,10 +10,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, TypeAlias
 
-from ..approvals import Quorum
-from ..principal import Principal
-from ..tools import BoundCall
-from .declarations import ArgumentProvenance
+from .._approvals import Quorum
+from .._principal import Principal
+from .._tools import BoundCall
+from ._declarations import ArgumentProvenance
 
 __all__ = ["Decision", "PolicyContext", "RateKey", "Rule", "Verdict"]
 
@@ -81,7 +81,7 @@ class PolicyContext:
         rate_counts: calls the principal made in each window a rate limit needs, keyed by
             :attr:`RateKey.id` (filled by the gate from the store).
         provenance: where the session's values came from (the session's
-            :class:`anfitrion.taint.TaintIndex`): ``unproven(value)``,
+            :class:`anfitrion._provenance.TaintIndex`): ``unproven(value)``,
             ``unproven_entities(text)``, ``planned_tools``; ``None`` outside a session.
     """
 

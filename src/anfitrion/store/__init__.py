@@ -31,7 +31,7 @@ from ._base import (
     VoteOutcome,
     VoteState,
 )
-from .memory import MemoryStore
+from ._memory import MemoryStore
 
 __all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
            "EffectEntry", "LedgerEntry", "LedgerState", "LedgerStore", "MemoryStore",
@@ -53,13 +53,13 @@ def open_store(url: str | Store | None) -> Store:
         return url
     if url.startswith("sqlite:"):
         try:
-            from .sqlite import SQLiteStore  # type: ignore[import-not-found,unused-ignore]
+            from ._sqlite import SQLiteStore  # type: ignore[import-not-found,unused-ignore]
         except ImportError as exc:  # pragma: no cover - sqlite3 is in the standard library
             raise UserError(f"the SQLite store is unavailable: {exc}") from exc
         store: Store = SQLiteStore.from_url(url)
         return store
     if url.startswith(("postgresql:", "postgres:")):
-        from .postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
+        from ._postgres import PostgresStore  # type: ignore[import-not-found,unused-ignore]
 
         pg_store: Store = PostgresStore.from_url(url)
         return pg_store

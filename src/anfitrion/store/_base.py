@@ -8,9 +8,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
-from ..conversation import ToolResult
-from ..effects import EffectKey
+from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
+from .._conversation import ToolResult
+from .._effects import EffectKey
 
 __all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
            "EffectEntry", "LedgerEntry", "LedgerState", "LedgerStore", "RecordStore",
@@ -24,7 +24,7 @@ class SessionState:
 
     Attributes:
         data: the session as plain JSON data, without its messages (owned by
-            :mod:`anfitrion.host`).
+            :mod:`anfitrion._host`).
         version: optimistic-concurrency version; saving with a stale version conflicts.
         messages: the transcript as plain JSON data, one mapping per message.
         saved_messages: how many of *messages* the store already holds unchanged. A save
@@ -281,7 +281,7 @@ class LedgerStore(Protocol):
         ...
 
     async def effect_state(self, key: str) -> EffectEntry | None:
-        """The effect reserved under *key* (an :class:`~anfitrion.effects.EffectKey` key)."""
+        """The effect reserved under *key* (an :class:`~anfitrion._effects.EffectKey` key)."""
         ...
 
     async def list_effects(self, *, unsettled_only: bool = False) -> Sequence[EffectEntry]:
@@ -320,7 +320,7 @@ class LedgerStore(Protocol):
 @runtime_checkable
 class AuditStore(Protocol):
     """The hash-chained audit log (the recorder's and the readers' role). The store chains
-    each record (:func:`anfitrion.audit.chain_hash`) in one writer order."""
+    each record (:func:`anfitrion._audit.chain_hash`) in one writer order."""
 
     async def append_audit(self, type: str, session_id: str, at: float,
                            data: Mapping[str, Any]) -> AuditRecord: ...
@@ -335,7 +335,7 @@ class AuditStore(Protocol):
 
 @runtime_checkable
 class CallCounterStore(Protocol):
-    """Counted calls for rate limits (:mod:`anfitrion.policy.ratelimit`)."""
+    """Counted calls for rate limits (:mod:`anfitrion.policy._ratelimit`)."""
 
     async def count_calls(self, principal_id: str, tool: str, since: float) -> int: ...
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from .._approvals import ApprovalAnswer, ApprovalRequest
 from .._canonical import canonical_json
-from ..approvals import ApprovalAnswer, ApprovalRequest
-from ..conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
-from ..effects import EffectKey
+from .._conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
+from .._effects import EffectKey
 from ..exceptions import StoreError
 from ._base import (
     PRE_CLAIM,

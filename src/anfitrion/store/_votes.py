@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..approvals import ApprovalAnswer, ApprovalVote
+from .._approvals import ApprovalAnswer, ApprovalVote
 from ._rows import load_json, row_of
 
 __all__ = ["tally", "vote_of"]

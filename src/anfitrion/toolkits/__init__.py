@@ -1,7 +1,7 @@
 """Built-in toolkits: narrow, least-privilege tools to use as they are or copy as patterns.
 
 Each toolkit is a factory taking its configuration from the operator and returning a
-:class:`~anfitrion.tools.Tool` or a :class:`~anfitrion.tools.Toolbox`:
+:class:`~anfitrion._tools.Tool` or a :class:`~anfitrion._tools.Toolbox`:
 
 - :func:`clock` — the current time in an IANA zone (read, trusted);
 - :func:`files` — list, read, write a draft and delete, inside one folder;
@@ -22,11 +22,12 @@ Example:
 
 from __future__ import annotations
 
-from .clock import clock
-from .files import files
-from .http_fetch import http_fetch, static_resolver
-from .mail import SmtpSettings, mail
-from .sql import postgres, sqlite
+from .._drafts import draft_tools
+from ._clock import clock
+from ._files import files
+from ._http_fetch import http_fetch, static_resolver
+from ._mail import SmtpSettings, mail
+from ._sql import postgres, sqlite
 
-__all__ = ["SmtpSettings", "clock", "files", "http_fetch", "mail", "postgres", "sqlite",
-           "static_resolver"]
+__all__ = ["SmtpSettings", "clock", "draft_tools", "files", "http_fetch", "mail", "postgres",
+           "sqlite", "static_resolver"]

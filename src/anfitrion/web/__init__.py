@@ -19,6 +19,6 @@ try:
 except ImportError as exc:  # pragma: no cover - the test extra installs it
     raise MissingDependencyError("web", "jinja2") from exc
 
-from .app import DEFAULT_ALLOWED_HOSTS, create_app
+from ._app import DEFAULT_ALLOWED_HOSTS, create_app
 
 __all__ = ["DEFAULT_ALLOWED_HOSTS", "create_app"]

@@ -4,7 +4,7 @@ page, a bearer token, and an OpenAPI 3.1 document at ``/api/v1/openapi.json``.
 The bearer token is the inbox's shared token or a reviewer's own (``reviewers``): only a
 reviewer's own token votes on a request that needs several approvers, as that reviewer.
 ``POST /api/v1/approvals/callback`` takes no bearer token: it takes signed webhook callbacks
-(:mod:`anfitrion.channels.webhooks`) and is refused unless callback secrets are configured."""
+(:mod:`anfitrion.channels._webhooks`) and is refused unless callback secrets are configured."""
 
 from __future__ import annotations
 
@@ -19,15 +19,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from .. import resolutions
-from .._json import JsonError, parse_json_strict
-from ..answers import Outcome, votes_json
-from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
-from ..channels.reviewers import Reviewers
-from ..channels.webhooks import CallbackVerifier
-from ..exceptions import ConflictError
+from .. import _resolutions as resolutions
+from .._answers import OnAnswer, Outcome, Refusal, answer, notify, state_of, votes_json
+from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
+from .._json import parse_json_strict
+from ..channels._reviewers import Reviewers
+from ..channels._webhooks import CallbackVerifier
+from ..exceptions import ConflictError, JsonError
 from ..store import Store
-from ._decisions import OnAnswer, Refusal, answer, notify, state_of
 from ._render import findings
 from ._security import token_matches
 

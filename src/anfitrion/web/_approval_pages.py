@@ -4,7 +4,7 @@
 file diffs are read from and the callback awaited after each recorded decision — and each route
 is one of its methods. Every page needs a signed-in person; every POST also the form's CSRF
 token (:class:`~anfitrion.web._signin.SignIn`). Answers go through
-:mod:`anfitrion.answers`, the one answer path the API and the CLI take too.
+:mod:`anfitrion._answers`, the one answer path the API and the CLI take too.
 """
 
 from __future__ import annotations
@@ -19,12 +19,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
-from ..exceptions import StoreError
-from ..session import untrusted_sources_of
-from ..store import Store
-from . import _pages as pages
-from ._decisions import (
+from .._answers import (
     OnAnswer,
     Refusal,
     answer,
@@ -33,6 +28,11 @@ from ._decisions import (
     parse_edited_arguments,
     propose_edit,
 )
+from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
+from .._session import untrusted_sources_of
+from ..exceptions import StoreError
+from ..store import Store
+from . import _pages as pages
 from ._live import PendingEvents
 from ._render import Intent, Notice, email_preview, file_diff, finding_parts, intent_of, notices
 from ._security import SESSION_COOKIE, SignedIn

@@ -3,7 +3,7 @@
 ``GET /effects`` lists the unsettled effects (``?show=all``: every one), ``GET /effects/{key}``
 shows one — its arguments redacted as the audit log redacts them — and ``POST
 /effects/{key}/resolve`` (signed in, CSRF token, same origin: the approval pages' rules)
-settles it through :func:`anfitrion.resolutions.resolve`, the path the CLI and the JSON API
+settles it through :func:`anfitrion._resolutions.resolve`, the path the CLI and the JSON API
 take, audited as ``web:<name>``. The form carries the call the person saw holding the effect:
 if the key has moved to another call since, the resolution is refused.
 """
@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from .. import resolutions
+from .. import _resolutions as resolutions
 from ..exceptions import ConflictError
 from ..store import EffectEntry, Store
 from . import _pages as pages

@@ -20,11 +20,11 @@ from typing import Any
 import jinja2
 from markupsafe import Markup, escape
 
+from .._answers import state_of
+from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, make_visible
 from .._canonical import canonical_json
-from ..approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, make_visible
-from ..session import untrusted_sources_of
+from .._session import untrusted_sources_of
 from ..store import AuditRecord, SessionState
-from ._decisions import state_of
 from ._render import Intent, Notice, Piece, argument_views, plural, visible_pieces
 
 __all__ = ["Detail", "Row", "approvals_so_far", "detail_page", "history_page", "login_page",

@@ -22,10 +22,10 @@ from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
+from .._approvals import make_visible
+from .._conversation import JsonValue
 from .._json import json_strings
-from ..approvals import make_visible
-from ..conversation import JsonValue
-from ..taint import TAINT_WARNING
+from ..policy._taint import TAINT_WARNING
 
 __all__ = ["ArgumentView", "Intent", "Notice", "Piece", "argument_views", "email_preview",
            "file_diff", "finding_parts", "findings", "intent_of", "notices", "plural", "punycode",
@@ -65,7 +65,7 @@ _CATEGORY_NAMES = {"Cc": "control character", "Cn": "unassigned code point",
 
 
 def visible_pieces(text: str, *, layout_newlines: bool = False) -> list[Piece]:
-    """*text* as :func:`~anfitrion.approvals.make_visible` shows it, split into plain runs and
+    """*text* as :func:`~anfitrion._approvals.make_visible` shows it, split into plain runs and
     the host's markers.
 
     Each character is made visible on its own, so a marker is known to be one from its origin,
@@ -200,7 +200,7 @@ def _texts(message: object) -> list[str]:
 
 def intent_of(messages: Sequence[Mapping[str, Any]], call_id: str) -> Intent:
     """The principal's request and the turn around the call *call_id* (stored messages,
-    as :func:`~anfitrion.conversation.message_to_dict` writes them). Never raises on
+    as :func:`~anfitrion._conversation.message_to_dict` writes them). Never raises on
     malformed data: what cannot be read is left out."""
     kinds = [m.get("kind") if isinstance(m, Mapping) else None for m in messages]
     proposed = next((i for i in range(len(messages) - 1, -1, -1) if kinds[i] == "reply" and any(

@@ -14,8 +14,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from ..approvals import Reviewer
-from ..channels.reviewers import Reviewers
+from .._approvals import Reviewer
+from ..channels._reviewers import Reviewers
 from . import _pages as pages
 from ._security import SESSION_COOKIE, SessionBook, SignedIn, token_matches
 

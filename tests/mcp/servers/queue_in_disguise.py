@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import anyio
 
-from anfitrion.approvals import Reviewer
-from anfitrion.mcp.approval_queue import approval_queue
+from anfitrion._approvals import Reviewer
+from anfitrion.mcp._approval_queue import approval_queue
 from anfitrion.store import MemoryStore
 
 if __name__ == "__main__":

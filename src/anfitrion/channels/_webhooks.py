@@ -1,0 +1,384 @@
+"""Signed webhooks: approval requests sent to a URL, answers taken back through a signed callback.
+
+**Signature format** (the same both ways, like Stripe's and Standard Webhooks')::
+
+    Anfitrion-Delivery: 3f1c0e6b9a8d4c21b7e5f0a2d9c8b7a6        (a fresh id per message)
+    Anfitrion-Signature: t=1764614400,v1=5d41402abc4b2a76b9719d911017c592...
+
+``v1`` is the lowercase hex HMAC-SHA256, keyed with the shared secret (UTF-8), of the bytes
+``f"{t}.{delivery_id}."`` followed by the exact request body. ``t`` is Unix seconds. A receiver
+recomputes it over the raw body (never a re-serialisation), compares in constant time, refuses a
+``t`` more than five minutes away from its clock, and refuses a delivery id it has seen. While
+a secret is rotated, several ``v1=`` may be sent; one valid one suffices.
+
+**Out**: :class:`ApprovalWebhook` is a :class:`~anfitrion._events.HostEvent` listener (give it to
+``Runtime(listeners=...)``, or declare ``[[approvals.webhooks]]`` in the policy file). On every
+``approval.requested`` it starts a delivery in the background — the gate never waits for it —
+and retries with bounded exponential backoff and jitter (network errors, 408, 429, 5xx) until
+it is accepted, the attempts are spent or the request expired. Every delivery's outcome is
+audited (``approval.delivery``, status ``delivered`` or ``failed``). Each attempt of one
+delivery carries the same delivery id (receivers deduplicate by it) and a fresh signature.
+
+**In**: :class:`CallbackVerifier` checks a callback's signature, timestamp and delivery id (kept
+in the store, so a replay is refused after a restart and by every process sharing the store);
+the inbox app's ``POST /api/v1/approvals/callback`` then answers through
+:func:`anfitrion._answers.answer` with ``via="webhook"`` — bound to the digest the callback names.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import os
+import random
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
+
+from .._approvals import ApprovalRequest
+from .._events import EventType, HostEvent
+from ..exceptions import UserError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ..store import Store
+
+__all__ = ["DELIVERY_HEADER", "SIGNATURE_HEADER", "TOLERANCE_SECONDS", "ApprovalWebhook",
+           "CallbackVerifier", "Delivery", "WebhookTarget", "sign", "signature_header",
+           "verify_signature"]
+
+log = logging.getLogger("anfitrion.webhooks")
+
+DELIVERY_HEADER = "anfitrion-delivery"
+SIGNATURE_HEADER = "anfitrion-signature"
+TOLERANCE_SECONDS = 300
+"""How far a signed timestamp may be from the receiver's clock."""
+MIN_SECRET_CHARS = 16
+SEEN_NAMESPACE = "webhook.callbacks"
+"""Store records: the delivery ids of callbacks already accepted."""
+_DELIVERY_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def sign(secret: str, timestamp: int, delivery_id: str, body: bytes) -> str:
+    """The hex HMAC-SHA256 of ``f"{timestamp}.{delivery_id}."`` + *body* under *secret*."""
+    message = f"{timestamp}.{delivery_id}.".encode("ascii") + body
+    return hmac.new(secret.encode("utf-8"), message, hashlib.sha256).hexdigest()
+
+
+def signature_header(secrets: Sequence[str], timestamp: int, delivery_id: str,
+                     body: bytes) -> str:
+    """``t=<timestamp>,v1=<sig>[,v1=<sig>…]``: one signature per secret (rotation)."""
+    return ",".join([f"t={timestamp}", *(f"v1={sign(s, timestamp, delivery_id, body)}"
+                                         for s in secrets)])
+
+
+def verify_signature(secrets: Sequence[str], header: str, delivery_id: str, body: bytes, *,
+                     now: float, tolerance: int = TOLERANCE_SECONDS) -> str | None:
+    """Why the signature does not hold, or ``None`` when it does (format: module docstring)."""
+    if not _DELIVERY_ID.match(delivery_id):
+        return "the delivery id is missing or malformed"
+    timestamp: int | None = None
+    given: list[str] = []
+    for part in header.split(","):
+        key, _, value = part.strip().partition("=")
+        if key == "t" and value.isdigit() and len(value) <= 12 and timestamp is None:
+            timestamp = int(value)
+        elif key == "v1" and len(value) == 64:
+            given.append(value)
+    if timestamp is None or not given:
+        return "the signature header is missing or malformed"
+    if abs(now - timestamp) > tolerance:
+        return "the signed timestamp is too old or in the future (replay?)"
+    valid = False
+    for secret in secrets:
+        expected = sign(secret, timestamp, delivery_id, body)
+        for candidate in given:  # every pair compared: no early exit on a match
+            valid |= hmac.compare_digest(expected, candidate.lower())
+    return None if valid else "the signature does not match"
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookTarget:
+    """Where approval requests are sent, and how.
+
+    Args:
+        url: ``https://…`` (``http://`` only to a loopback address).
+        secret: the shared secret (at least 16 characters); or *secret_env*, the
+            environment variable holding it, read when a runtime starts.
+        callback_url: the signed callback the receiver should answer to (the inbox's
+            ``/api/v1/approvals/callback``), sent in every delivery.
+        max_attempts: deliveries are tried at most this many times.
+        first_delay / max_delay: the backoff: ``first_delay * 2**(n-1)`` seconds, capped,
+            with jitter (half to all of it).
+        timeout: seconds per attempt.
+    """
+
+    url: str
+    secret: str | None = None
+    secret_env: str | None = None
+    callback_url: str | None = None
+    max_attempts: int = 6
+    first_delay: float = 1.0
+    max_delay: float = 60.0
+    timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise ValueError(f"a webhook URL must be https://host/… , not {self.url!r}")
+        if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
+            raise ValueError("a webhook over plain http must go to a loopback address; "
+                             "use https")
+        if (self.secret is None) == (self.secret_env is None):
+            raise ValueError("give a webhook 'secret' or 'secret_env', one of them")
+        if self.secret is not None and len(self.secret) < MIN_SECRET_CHARS:
+            raise ValueError(f"a webhook secret needs at least {MIN_SECRET_CHARS} characters")
+        if not 1 <= self.max_attempts <= 20:
+            raise ValueError("max_attempts must be between 1 and 20")
+        if not (0 <= self.first_delay <= self.max_delay <= 3600) or self.timeout <= 0:
+            raise ValueError("need 0 <= first_delay <= max_delay <= 3600 and timeout > 0")
+
+    def resolved_secret(self) -> str:
+        """The secret, read from the environment when given by name.
+
+        Raises:
+            UserError: the variable is unset or the secret too short.
+        """
+        if self.secret is not None:
+            return self.secret
+        value = os.environ.get(self.secret_env or "", "")
+        if len(value) < MIN_SECRET_CHARS:
+            raise UserError(f"the webhook secret variable {self.secret_env} is unset or "
+                            f"shorter than {MIN_SECRET_CHARS} characters")
+        return value
+
+    def delay(self, attempt: int) -> float:
+        """The wait after failed attempt number *attempt* (from 1), before jitter."""
+        return float(min(self.max_delay, self.first_delay * 2 ** (attempt - 1)))
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """How one delivery ended."""
+
+    delivery_id: str
+    request_id: str
+    delivered: bool
+    attempts: int
+    last_status: int | None
+    error: str = ""
+
+
+def delivery_body(request: ApprovalRequest, delivery_id: str, callback_url: str | None,
+                  ) -> bytes:
+    """What a receiver gets: the request, the text a person should read, how to answer."""
+    payload: dict[str, Any] = {
+        "type": "approval.requested", "delivery_id": delivery_id,
+        "request": request.to_dict(), "description": request.describe(),
+        "answer": {"url": callback_url, "method": "POST",
+                   "body": {"request_id": request.id, "digest": request.digest,
+                            "decision": "approve | deny", "reviewer": "<who decided>",
+                            "note": ""}}}
+    return json.dumps(payload, ensure_ascii=False, sort_keys=True).encode("utf-8")
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class ApprovalWebhook:
+    """A listener sending every new approval request to *target* (module docstring).
+
+    Args:
+        target: the URL and its secret.
+        store: where delivery outcomes are audited (the runtime's store).
+        transport: an ``httpx`` transport (tests); default a real HTTP client.
+        sleep: how to wait between attempts (tests may make it instant).
+
+    Example:
+        >>> from anfitrion.store import MemoryStore
+        >>> hook = ApprovalWebhook(WebhookTarget("https://chat.example/hook",
+        ...                                      secret="a-long-shared-secret"), MemoryStore())
+    """
+
+    def __init__(self, target: WebhookTarget, store: Store, *,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 sleep: Sleep = asyncio.sleep,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.target = target
+        self.store = store
+        self._secret = target.resolved_secret()
+        self._transport = transport
+        self._sleep = sleep
+        self._clock = clock
+        self._tasks: set[asyncio.Task[Delivery]] = set()
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    async def _http(self) -> httpx.AsyncClient:
+        """The listener's HTTP client, made once — in a worker thread, because building its TLS
+        context reads the CA bundle (tens of milliseconds that would stall the gate's loop)."""
+        import httpx
+
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:  # a client serves one loop
+            client = await anyio.to_thread.run_sync(lambda: httpx.AsyncClient(
+                transport=self._transport, timeout=self.target.timeout,
+                follow_redirects=False))
+            if self._client is not None and self._client_loop is loop:
+                await client.aclose()  # another delivery made one meanwhile
+            else:
+                self._client, self._client_loop = client, loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Wait for the deliveries in flight, then close the HTTP client."""
+        await self.drain()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    def __call__(self, event: HostEvent) -> None:
+        if event.type is not EventType.APPROVAL_REQUESTED or event.request is None:
+            return
+        task = asyncio.get_running_loop().create_task(self.deliver(event.request))
+        self._tasks.add(task)  # held until done: the loop keeps only weak references
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> list[Delivery]:
+        """Wait for the deliveries in flight (before a process exits; tests)."""
+        found: list[Delivery] = []
+        while self._tasks:
+            found += await asyncio.gather(*list(self._tasks))
+        return found
+
+    async def deliver(self, request: ApprovalRequest) -> Delivery:
+        """Send *request*, retrying as configured; the outcome is audited. Never raises but
+        for a cancellation (the loop ending: ``run_sync``, a process stopping), which is
+        audited as a failed delivery first."""
+        delivery_id = uuid.uuid4().hex
+        try:
+            return await self._deliver(request, delivery_id)
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True):
+                await self._audit(request, Delivery(
+                    delivery_id, request.id, False, 0, None,
+                    "stopped before it ended (the event loop or the process ended)"))
+            raise
+
+    async def _deliver(self, request: ApprovalRequest, delivery_id: str) -> Delivery:
+        body = delivery_body(request, delivery_id, self.target.callback_url)
+        status: int | None = None
+        error = ""
+        attempt = 0
+        try:
+            client = await self._http()
+        except ImportError:
+            outcome = Delivery(delivery_id, request.id, False, 0, None,
+                               "httpx is not installed: pip install 'anfitrion[http]'")
+            await self._audit(request, outcome)
+            return outcome
+        import httpx
+
+        while attempt < self.target.max_attempts:
+            attempt += 1
+            now = int(self._clock())
+            headers = {"content-type": "application/json", DELIVERY_HEADER: delivery_id,
+                       SIGNATURE_HEADER: signature_header([self._secret], now,
+                                                          delivery_id, body),
+                       "user-agent": "anfitrion-webhook/1"}
+            try:
+                response = await client.post(self.target.url, content=body,
+                                             headers=headers)
+                status, error = response.status_code, ""
+            except httpx.HTTPError as exc:
+                status, error = None, f"{type(exc).__name__}: {exc}"[:300]
+            if status is not None and 200 <= status < 300:
+                outcome = Delivery(delivery_id, request.id, True, attempt, status)
+                await self._audit(request, outcome)
+                return outcome
+            if status is not None and 400 <= status < 500 and status not in (408, 429):
+                error = f"the receiver refused it with HTTP {status}"
+                break  # a permanent refusal: retrying sends the same thing again
+            if status is not None:
+                error = f"HTTP {status}"
+            if request.expired(datetime.now(UTC)):
+                error += " (the request expired: not retried)"
+                break
+            if attempt < self.target.max_attempts:
+                pause = self.target.delay(attempt)
+                await self._sleep(pause * (0.5 + random.random() / 2))
+        outcome = Delivery(delivery_id, request.id, False, attempt, status, error)
+        log.warning("webhook delivery of approval request %s to %s failed after %d "
+                    "attempt(s): %s", request.id, self.target.url, attempt, error)
+        await self._audit(request, outcome)
+        return outcome
+
+    async def _audit(self, request: ApprovalRequest, outcome: Delivery) -> None:
+        from .._audit import AuditRecorder  # the recorder's module imports the store package
+
+        recorder = AuditRecorder(self.store)
+        detail = (f"to {self.target.url} in {outcome.attempts} attempt(s), delivery "
+                  f"{outcome.delivery_id}" + (f": {outcome.error}" if outcome.error else ""))
+        try:
+            await recorder(HostEvent(EventType.APPROVAL_DELIVERY, request.session_id, 0,
+                                     request.principal_id, request.call_id, request.tool_name,
+                                     request=request,
+                                     status="delivered" if outcome.delivered else "failed",
+                                     detail=detail))
+            await recorder.flush()
+        except Exception:  # the top of a background task: the delivery's outcome is logged
+            log.exception("could not audit the webhook delivery of %s", request.id)
+
+
+def webhook_listeners(store: Store, targets: Sequence[WebhookTarget]) -> list[ApprovalWebhook]:
+    """One listener per target (what a runtime adds for its policy's webhooks)."""
+    return [ApprovalWebhook(t, store) for t in targets]
+
+
+class CallbackVerifier:
+    """Checks signed callbacks: a valid signature under one of *secrets*, a fresh timestamp,
+    and a delivery id never accepted before (recorded in *store*).
+
+    Args:
+        secrets: the shared secrets callbacks may be signed with (rotation: several).
+        tolerance: seconds a timestamp may be away from now.
+    """
+
+    def __init__(self, secrets: Sequence[str], store: Store, *,
+                 tolerance: int = TOLERANCE_SECONDS,
+                 clock: Callable[[], float] = time.time) -> None:
+        if not secrets or any(len(s) < MIN_SECRET_CHARS for s in secrets):
+            raise UserError(f"callback secrets need at least {MIN_SECRET_CHARS} characters")
+        self.secrets = tuple(secrets)
+        self.store = store
+        self.tolerance = tolerance
+        self._clock = clock
+        self._lock = asyncio.Lock()
+
+    async def check(self, headers: Mapping[str, str], body: bytes) -> str | None:
+        """Why the callback is refused, or ``None`` when it may be acted on (and its delivery
+        id is now spent: the same callback sent again is a replay)."""
+        delivery_id = headers.get(DELIVERY_HEADER, "")
+        now = self._clock()
+        problem = verify_signature(self.secrets, headers.get(SIGNATURE_HEADER, ""),
+                                   delivery_id, body, now=now, tolerance=self.tolerance)
+        if problem is not None:
+            return problem
+        async with self._lock:  # check-and-record, one at a time in this process
+            if await self.store.get_record(SEEN_NAMESPACE, delivery_id) is not None:
+                return "this delivery id was used already (replay)"
+            await self.store.put_record(SEEN_NAMESPACE, delivery_id, {"at": now})
+        return None

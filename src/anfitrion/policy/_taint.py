@@ -1,0 +1,333 @@
+"""The taint rule: a person looks at calls an injected instruction could have caused.
+
+It asks the session's provenance index (:class:`anfitrion._provenance.TaintIndex`, through
+``PolicyContext.provenance`` and ``PolicyContext.flagged_arguments``) and turns its answers into
+decisions: every side-effecting call in a tainted session asks a person (even when another
+rule allowed it), and any call with a flagged argument or an egress warning asks too (or is
+denied, if the operator says so). Warnings name the untrusted sources and the flagged values:
+``argument recipients[0]: e-mail `x@y` appeared only in a result of web_fetch at turn 3``.
+
+It is an escalation (:attr:`~anfitrion.policy.RuleRole.ESCALATION`): it can make a person look
+at an allowed call, never grant a denied one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
+
+from .._dataflow import Dataflow
+from .._provenance import (
+    _APPEARED,
+    EGRESS_WARNING,
+    MAX_FLAGS_PER_ARGUMENT,
+    _host_of,
+    _is_url,
+    _short,
+    _strings,
+    egress_warnings,
+    normalise,
+)
+from .._tools import BoundCall, Effect
+from ._contract import BaseRule, RuleRole
+from ._decision import Decision, PolicyContext, Verdict
+from ._declarations import ArgumentProvenance
+
+__all__ = ["FLAG_WARNING", "PLAN_BEFORE_TAINT", "PLAN_WARNING", "READS_MODES", "TAINT_WARNING",
+           "TRADE_OFFS", "UNPROVEN_WARNING", "TaintRule", "taint_rule"]
+
+TAINT_WARNING = "this session read untrusted content from"
+"""Prefix of the warning on side-effecting calls in a tainted session."""
+FLAG_WARNING = "argument "
+"""Prefix of a warning about an argument whose value came only from untrusted content."""
+UNPROVEN_WARNING = "is not proven"
+"""In a warning about a sink, destructive target or outward payload whose value nobody
+trusted wrote (``argument to (recipient): `x@y` is not proven: it appeared in ...``)."""
+PLAN_WARNING = "outside the plan: "
+"""Prefix of a warning about a call of a tool the task's plan does not name."""
+
+READS_MODES = ("url", "flagged", "all", "sinks")
+"""How :func:`taint_rule` treats calls: see its ``reads`` argument."""
+
+TRADE_OFFS = {
+    "url": "reads stay free after taint unless a URL argument came from untrusted content; "
+           "every write asks",
+    "flagged": "reads ask after taint only for an argument from untrusted content; every "
+               "write asks",
+    "all": "after taint every call asks, reads included: no attacker read runs unseen, and a "
+           "person is asked most often",
+    "sinks": "after taint a declared tool asks only where an injection could act (an "
+             "unproven sink or destructive target, an unproven address in an outward payload, "
+             "a call outside the plan, a URL from untrusted content); other reads run unseen "
+             "and so may an attacker's; undeclared writes still ask",
+}
+"""What each mode lets through, in a phrase (shown by ``anfitrion policy validate``)."""
+
+PLAN_BEFORE_TAINT = "before-taint"
+"""``taint_rule(plan=...)``: the plan is the tools the model proposed before the first
+untrusted result."""
+
+_MAX_LEARNED = 4096
+
+
+def _values(arguments: Any, path: str) -> list[str]:
+    """The scalar values at a dotted *path* (arrays entered), as text."""
+    found: list[Any] = [arguments]
+    for part in path.split("."):
+        nxt: list[Any] = []
+        for item in found:
+            for one in (item if isinstance(item, list) else [item]):
+                if isinstance(one, Mapping) and part in one:
+                    nxt.append(one[part])
+        found = nxt
+    out: list[str] = []
+    for item in found:
+        for one in (item if isinstance(item, list) else [item]):
+            if isinstance(one, str | int | float) and not isinstance(one, bool):
+                out.append(str(one))
+            elif one is not None:
+                out += [text for _, text in _strings(one)]
+    return out
+
+
+def _plain(path: str) -> str:
+    """An argument path without array indices (``to[0]`` → ``to``), as declarations name it."""
+    return re.sub(r"\[\d+\]", "", path)
+
+
+class _DataflowCheck:
+    """The ``reads="sinks"`` checks of one declared call (see :func:`taint_rule`)."""
+
+    def __init__(self, declarations: Mapping[str, Dataflow]) -> None:
+        self.declarations = dict(declarations)
+        self.learned: dict[str, tuple[str, ...]] = {}  # tool -> service ids, from calls seen
+
+    def flow_of(self, call: BoundCall) -> Dataflow | None:
+        flow = self.declarations.get(call.name) or call.tool.dataflow
+        if call.tool.dataflow is not None and call.name not in self.learned \
+                and len(self.learned) < _MAX_LEARNED:
+            self.learned[call.name] = call.tool.dataflow.service_ids
+        return flow
+
+    def service_ids(self, tool: str) -> Collection[str]:
+        flow = self.declarations.get(tool)
+        return flow.service_ids if flow is not None else self.learned.get(tool, ())
+
+    def warnings(self, call: BoundCall, flow: Dataflow,
+                 provenance: ArgumentProvenance) -> list[str]:
+        """Unproven sinks, destructive targets and outward addresses (a read: URL sinks)."""
+        out: list[str] = []
+        write = call.tool.effect is Effect.WRITE
+        for path, kind in flow.sinks.items():
+            if not write and kind != "url":
+                continue  # a look-up changes nothing; only where it reaches matters
+            for value in _values(call.arguments, path):
+                why = provenance.unproven(value, service_ids=self.service_ids)
+                if why is not None and not write:
+                    # a read asks only for a URL or host from untrusted content
+                    host = _host_of(normalise(value))
+                    host_why = provenance.unproven(host) if host else None
+                    why = why if why.startswith(_APPEARED) else (
+                        f"its host {host_why}" if host_why and host_why.startswith(_APPEARED)
+                        else None)
+                if why is not None:
+                    out.append(f"{FLAG_WARNING}{path} ({kind}): `{_short(value)}` "
+                               f"{UNPROVEN_WARNING}: {why}")
+        for path in flow.destructive if write else ():
+            for value in _values(call.arguments, path):
+                why = provenance.unproven(value, service_ids=self.service_ids, minted=False)
+                if why is not None:
+                    out.append(f"{FLAG_WARNING}{path} (destructive target): `{_short(value)}` "
+                               f"{UNPROVEN_WARNING} to come from the user or a trusted result: "
+                               f"{why}")
+        for path in flow.outward if write else ():
+            for value in _values(call.arguments, path):
+                found = provenance.unproven_entities(value, service_ids=self.service_ids)
+                if found:
+                    out.append(f"{FLAG_WARNING}{path} (outward): carries "
+                               f"{'; '.join(found[:MAX_FLAGS_PER_ARGUMENT])}, which "
+                               f"{UNPROVEN_WARNING}")
+        return out
+
+
+class TaintRule(BaseRule):
+    """The rule that makes a person look at calls an injected instruction could have caused:
+    an escalation (:attr:`RuleRole.ESCALATION`) — it can make a person look at an allowed
+    call, never grant a denied one. Built by :func:`taint_rule`, which documents the settings.
+    """
+
+    role = RuleRole.ESCALATION
+
+    def __init__(self, *, allowed_hosts: Iterable[str] | None = None,
+                 deny_flagged: bool = False, reads: str = "url", free_reads: Iterable[str] = (),
+                 declarations: Mapping[str, Dataflow | Mapping[str, Any]] | None = None,
+                 plan: str | Iterable[str] | None = None) -> None:
+        if reads not in READS_MODES:
+            raise ValueError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
+                             f"not {reads!r}")
+        self.rule_id = "taint"
+        self.reads = reads
+        self.deny_flagged = deny_flagged
+        self.allowed_hosts = None if allowed_hosts is None else tuple(allowed_hosts)
+        self.free_reads = tuple(free_reads)
+        for glob in self.free_reads:
+            if not isinstance(glob, str) or not glob:
+                raise ValueError("free_reads takes tool-name globs (non-empty strings), "
+                                 f"not {glob!r}")
+        declared = {name: Dataflow.coerce(flow) for name, flow in (declarations or {}).items()}
+        self.plan = plan
+        self.planned: tuple[str, ...] | None
+        if plan is None or plan == PLAN_BEFORE_TAINT:
+            self.planned = None
+        elif isinstance(plan, str):
+            raise ValueError(f"plan takes tool-name globs or {PLAN_BEFORE_TAINT!r}, "
+                             f"not {plan!r}")
+        else:
+            self.planned = tuple(plan)
+            if not all(isinstance(g, str) and g for g in self.planned):
+                raise ValueError("plan takes tool-name globs (non-empty strings)")
+        self._check = _DataflowCheck(declared)
+        self.trade_off = TRADE_OFFS[reads]
+        # what `anfitrion policy validate` shows of this rule
+        self.settings: dict[str, Any] = {
+            "reads": reads, "free_reads": list(self.free_reads),
+            "allowed_hosts": None if self.allowed_hosts is None else list(self.allowed_hosts),
+            "deny_flagged": deny_flagged,
+            **({"declared_tools": sorted(declared)} if declared else {}),
+            **({"plan": plan if isinstance(plan, str) else list(self.planned or ())}
+               if plan is not None else {})}
+
+    def description(self) -> Mapping[str, Any]:
+        """What the policy hash covers: the shape earlier versions hashed (the rule was a
+        function carrying these attributes), so a policy's hash does not change with the
+        class. The settings say everything that can change a decision."""
+        return {"id": self.rule_id, "kind": "taint_rule.<locals>.rule",
+                "attributes": {"kind": "function", "escalates_only": True,
+                               "rule_id": self.rule_id, "settings": dict(self.settings),
+                               "trade_off": self.trade_off}}
+
+    def __call__(self, call: BoundCall, context: PolicyContext) -> Decision | None:
+        write = call.tool.effect is Effect.WRITE
+        flow = self._check.flow_of(call) if self.reads == "sinks" else None
+        flagged = self._flagged(call, context, flow)
+        egress = ([] if self.allowed_hosts is None
+                  else egress_warnings(call.arguments, self.allowed_hosts))
+        off_plan = self._outside_plan(call, context)
+        tainted_read = (not write and self.reads == "all" and context.tainted
+                        and not any(fnmatch.fnmatchcase(call.name, g) for g in self.free_reads))
+        warnings: list[str] = []
+        if ((write and flow is None) or tainted_read) and context.tainted:
+            warnings.append(f"{TAINT_WARNING} {', '.join(context.untrusted_sources)}")
+        warnings += flagged + egress + off_plan
+        if not warnings:
+            return None
+        return self._decision(warnings, flagged, egress, off_plan, tainted_read)
+
+    def _flagged(self, call: BoundCall, context: PolicyContext,
+                 flow: Dataflow | None) -> list[str]:
+        """Warnings on arguments: flagged values, and a declared tool's unproven sinks."""
+        write = call.tool.effect is Effect.WRITE
+        flagged_items = dict(context.flagged_arguments)
+        # a read, or a declared write (its sinks say what matters): only URL flags count
+        if flagged_items and (flow is not None or (not write and self.reads in ("url", "sinks"))):
+            values = dict(_strings(call.arguments))
+            flagged_items = {path: why for path, why in flagged_items.items()
+                             if _is_url(values.get(path, "").strip().casefold())
+                             or EGRESS_WARNING in why}
+        declared: list[str] = []
+        if flow is not None and context.tainted and context.provenance is not None:
+            declared = self._check.warnings(call, flow, context.provenance)
+            # a sink's own warning says more than the flag on the same argument
+            flagged_items = {p: why for p, why in flagged_items.items()
+                             if EGRESS_WARNING in why or not any(
+                                 w.startswith(f"{FLAG_WARNING}{_plain(p)} (") for w in declared)}
+        return [f"{FLAG_WARNING}{path}: {why}" for path, why in flagged_items.items()] + declared
+
+    def _outside_plan(self, call: BoundCall, context: PolicyContext) -> list[str]:
+        if self.plan is None or not context.tainted:
+            return []
+        if self.planned is not None:
+            globs = self.planned
+            source = "the application's plan"
+        else:
+            provenance = context.provenance
+            globs = tuple(provenance.planned_tools) if provenance is not None else ()
+            source = "the tools proposed before untrusted content was read"
+        if any(fnmatch.fnmatchcase(call.name, g) for g in globs):
+            return []
+        return [f"{PLAN_WARNING}{call.name} is not among {source} "
+                f"({', '.join(globs) or 'none'})"]
+
+    def _decision(self, warnings: list[str], flagged: list[str], egress: list[str],
+                  off_plan: list[str], tainted_read: bool) -> Decision:
+        if flagged or egress:
+            rule_id = "taint.egress" if egress and not flagged else "taint.argument"
+            if self.deny_flagged:
+                reason = ("an argument came from untrusted content or leaves the allow-list: "
+                          f"{(flagged + egress)[0]}")
+                return Decision(Verdict.DENY, reason, rule_id, tuple(warnings))
+            return Decision.ask("an argument came from untrusted content or leaves the "
+                                "allow-list; a person must check it", rule_id, warnings)
+        if off_plan:
+            return Decision.ask("the session read untrusted content and this tool is not in "
+                                "the task's plan; a person must check it", "taint.plan",
+                                warnings)
+        if tainted_read:
+            return Decision.ask("the session read untrusted content; under this policy every "
+                                "call after that, reads included, needs a person's approval",
+                                "taint.read", warnings)
+        return Decision.ask("the session read untrusted content; a side-effecting call needs "
+                            "a person's approval", "taint", warnings)
+
+
+def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool = False,
+               reads: str = "url", free_reads: Iterable[str] = (),
+               declarations: Mapping[str, Dataflow | Mapping[str, Any]] | None = None,
+               plan: str | Iterable[str] | None = None) -> TaintRule:
+    """The rule that makes a person look at calls an injected instruction could have caused.
+
+    Args:
+        allowed_hosts: hosts URL arguments may reach (subdomains included); ``None`` turns
+            the allow-list check off.
+        deny_flagged: deny, rather than ask about, calls with flagged arguments or egress
+            warnings.
+        reads: how calls are treated once the session is tainted.
+            ``"url"`` (the default): a read asks only when a flagged argument is a URL (the
+            read would reach a host an attacker chose, or carry data out); chained look-ups
+            — reviews of the hotels a listing returned — stay free.
+            ``"flagged"``: a read asks for *any* flagged argument.
+            ``"all"``: every read asks too, flagged or not — for an operator who assumes the
+            model is compromised: an injected instruction cannot even make it *look*
+            anything up unseen. Tools named in *free_reads* are exempt.
+            ``"sinks"``: a tool that declares its data flow (:class:`~anfitrion.policy.
+            declarations.Dataflow`, on the tool or in *declarations*) asks only where an
+            injection could act: a sink whose value is not proven, a destructive target not
+            from the user or a trusted result, an outward payload carrying an unproven
+            e-mail address, URL, account or phone number, a URL argument from untrusted
+            content, a call outside the *plan*. Its other calls run without a question even
+            after taint. Undeclared tools are treated as under ``"url"``.
+        free_reads: tool-name globs of reads that stay free in a tainted session under
+            ``reads="all"`` (a clock, a unit converter: nothing private comes back and
+            nothing leaves). A flagged URL argument still asks. Writes are never exempt.
+        declarations: tool name → data-flow declaration, for tools the operator does not
+            own (``[tools."name"]`` in the policy file); it takes precedence over the tool's.
+            The service ids a tool declares itself are learned when the rule first decides a
+            call of it (in this process); until then its results prove nothing (fail closed).
+        plan: the tools the task may use (name globs, fixed by the application before the
+            task starts), or :data:`PLAN_BEFORE_TAINT` — the tools the model proposed before
+            the first untrusted result. A call of another tool after taint asks, whatever
+            *reads* says. ``None``: no plan.
+
+    Returns:
+        a :class:`TaintRule`: side-effecting calls in a tainted session ask, naming the
+        untrusted sources; calls with flagged arguments ask (or are denied), naming each
+        value and its origin.
+
+    Raises:
+        ValueError: *reads* is not one of :data:`READS_MODES`, or a declaration or plan is
+            malformed.
+    """
+    return TaintRule(allowed_hosts=allowed_hosts, deny_flagged=deny_flagged, reads=reads,
+                     free_reads=free_reads, declarations=declarations, plan=plan)

@@ -1,0 +1,112 @@
+"""The approval inbox as a Starlette application: pages for people, a JSON API for programs.
+
+Example:
+    >>> from anfitrion.store import MemoryStore
+    >>> from anfitrion.web import create_app
+    >>> app = create_app(MemoryStore(), token="a-long-random-token")
+
+Serve it with uvicorn (``anfitrion serve`` does) on a loopback address. The app reads and answers
+approval requests in the store; it never runs a tool. A host resumes the session afterwards —
+in the same process through *on_answer*, or elsewhere with ``anfitrion resume``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from .._answers import OnAnswer
+from .._approvals import make_visible
+from ..channels._reviewers import Reviewers
+from ..channels._webhooks import CallbackVerifier
+from ..exceptions import UserError
+from ..store import Store
+from ._api import api_routes, error
+from ._approval_pages import ApprovalPages
+from ._effects import EffectPages
+from ._security import GuardMiddleware, SessionBook
+from ._signin import SignIn
+
+__all__ = ["DEFAULT_ALLOWED_HOSTS", "MIN_TOKEN_CHARS", "create_app"]
+
+DEFAULT_ALLOWED_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+MIN_TOKEN_CHARS = 16
+_STATIC = {name: resources.files(__package__).joinpath("static", name).read_bytes()
+           for name in ("inbox.css", "inbox.js", "favicon.svg")}
+_TYPES = {"inbox.css": "text/css; charset=utf-8", "inbox.js": "text/javascript; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
+
+
+def create_app(store: Store, *, token: str,
+               allowed_hosts: Iterable[str] = DEFAULT_ALLOWED_HOSTS,
+               files_root: str | Path | None = None, on_answer: OnAnswer | None = None,
+               session_lifetime: float = 12 * 3600,
+               public_origin: str | None = None, reviewers: Reviewers | None = None,
+               callback_secrets: Sequence[str] = ()) -> Starlette:
+    """Build the inbox for *store*.
+
+    Args:
+        store: where the hosts keep their approval requests (the same store).
+        token: the secret for signing in and for ``Authorization: Bearer`` on the API.
+        allowed_hosts: host names the ``Host`` header may carry (DNS-rebinding defence).
+        files_root: the folder a files tool writes under; enables diffs for file writes.
+        on_answer: awaited after each recorded decision, e.g. to resume the session.
+        session_lifetime: seconds a browser stays signed in.
+        public_origin: the origin browsers use when a TLS proxy fronts the inbox
+            (``https://inbox.example``); accepted in ``Origin`` and makes cookies ``Secure``.
+        reviewers: people with their own tokens and roles (sign-in and API); only they vote
+            on requests that need several approvers (docs/approvals.md).
+        callback_secrets: enable signed webhook callbacks (``/api/v1/approvals/callback``).
+
+    Raises:
+        UserError: the token is shorter than 16 characters.
+    """
+    if len(token) < MIN_TOKEN_CHARS:
+        raise UserError(f"the inbox token must have at least {MIN_TOKEN_CHARS} characters")
+    secure = bool(public_origin and public_origin.lower().startswith("https://"))
+    sign_in = SignIn(token, reviewers, SessionBook(session_lifetime), secure=secure)
+    approval_pages = ApprovalPages(store, sign_in,
+                                   Path(files_root) if files_root is not None else None,
+                                   on_answer)
+    callbacks = CallbackVerifier(callback_secrets, store) if callback_secrets else None
+    routes: Sequence[Route] = [
+        *approval_pages.routes(),
+        *sign_in.routes(),
+        Route("/static/{name}", static, methods=["GET"]),
+        *EffectPages(store, sign_in).routes(),
+        *api_routes(store, token, on_answer, reviewers=reviewers, callbacks=callbacks),
+    ]
+    return Starlette(routes=list(routes),
+                     middleware=[Middleware(GuardMiddleware, allowed_hosts=allowed_hosts,
+                                            public_origin=public_origin)],
+                     exception_handlers={404: not_found, 405: not_found})
+
+
+async def static(request: Request) -> Response:
+    """``GET /static/{name}``: the stylesheet, the script and the icon, from the package."""
+    name = request.path_params["name"]
+    if name not in _STATIC:
+        return Response("not found", status_code=404)
+    return Response(_STATIC[name], media_type=_TYPES[name],
+                    headers={"cache-control": "no-cache"})
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    """404 and 405: JSON under ``/api/``, plain text (hidden characters shown) elsewhere."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
+    if request.url.path.startswith("/api/"):
+        response: Response = error(status, "no such endpoint or method", "not_found"
+                                   if status == 404 else "method_not_allowed")
+        response.headers.update(headers)
+        return response
+    return Response(make_visible(str(getattr(exc, "detail", "error"))),
+                    status_code=status, media_type="text/plain", headers=headers)
