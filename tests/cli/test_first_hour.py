@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -202,9 +203,10 @@ value = 3
 def test_resume_with_a_factory_of_the_wrong_shape_says_so_in_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from anfitrion._approvals import DeferredApprover
-    from anfitrion._demo import demo_model, demo_toolbox
+    from anfitrion._demo import demo_toolbox
     from anfitrion._home import default_store_url
     from anfitrion._host import Host
+    from anfitrion.models._demo_script import demo_model
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "wrongapps.py").write_text(WRONG_APPS)
@@ -234,3 +236,41 @@ def test_make_test_fast_is_a_documented_subset_and_make_test_stays_whole() -> No
     assert "`make test-fast`" in readme
     assert "[approvals](docs/approvals.md)" in readme
     assert "[integrations](docs/integrations/)" in readme
+
+
+def test_plain_approvals_list_keeps_expired_requests_apart(tmp_path: Path) -> None:
+    import anyio
+
+    from anfitrion._approvals import with_expiry
+    from anfitrion._canonical import canonical_json
+    from anfitrion.store import open_store
+    from anfitrion.store._sqlite import SQLiteStore
+
+    store_url = f"sqlite:///{tmp_path / 'x.db'}"
+    store = ["--store", store_url]
+    first = re.search(r"approvals approve ([0-9a-f]{32})",
+                      anfitrion("demo", "--defer", *store).stdout)
+    second = re.search(r"approvals approve ([0-9a-f]{32})",
+                       anfitrion("demo", "--defer", *store).stdout)
+    assert first is not None and second is not None
+
+    async def expire(request_id: str) -> None:
+        opened = open_store(store_url)
+        assert isinstance(opened, SQLiteStore)
+        try:
+            found = await opened.get_approval(request_id)
+            assert found is not None
+            old = with_expiry(found.request, datetime.now(UTC) - timedelta(hours=1))
+            await opened._write(lambda c: c.execute(
+                "UPDATE anfitrion_approvals SET request = ? WHERE id = ?",
+                (canonical_json(old.to_dict()), request_id)))
+        finally:
+            await opened.close()
+
+    anyio.run(expire, first.group(1))
+    listed = anfitrion("approvals", "list", *store).stdout
+    assert second.group(1) in listed
+    assert first.group(1) not in listed
+    assert "1 expired request(s) not listed: they can no longer be answered" in listed
+    everything = anfitrion("approvals", "list", "--all", *store).stdout
+    assert f"{first.group(1)}  expired" in everything

@@ -140,9 +140,15 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
         click.echo(json.dumps({"approvals": [_approval_json(*item) for item in found]},
                               indent=2, ensure_ascii=False))
         return
+    expired = [] if show_all else [item for item in found
+                                   if _api_state(item[1], item[0]) == "expired"]
+    found = [item for item in found if not any(item is e for e in expired)]
     if not found:
         what = "approval request is waiting" if not show_all else "approval request"
         click.echo(f"no {what}{' for session ' + session_id if session_id else ''} in {where}")
+    if expired:  # unanswered but past their expiry: nobody can answer them any more
+        click.echo(f"{len(expired)} expired request(s) not listed: they can no longer be "
+                   "answered (--all lists them)")
     for request, answer, used, votes in found:
         state = _state(answer, used, request)
         if request.quorum is not None and answer is None:
