@@ -7,21 +7,32 @@ model proposing the calls the scenario (``$MCP_CONFORMANCE_SCENARIO``) expects.
 Every listed tool is approved first (the operator's review), every call is allowed; what the
 host did is printed, and the exit status is 1 when a call did not succeed. The server may ask
 the person (``"elicitation": true``); the person accepts with the server's defaults.
+
+Authorization scenarios (``auth/*``): the server's ``auth`` entry comes from the scenario's
+context (``$MCP_CONFORMANCE_CONTEXT``: a pre-registered client, client credentials, a signing
+key); the person "authorizes" headlessly: :class:`FollowRedirect` requests the authorization
+URL and reads the code from the authorization server's redirect, as a browser would. Tokens
+are sealed in the store with a key made for the run.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import anyio
+import httpx2
+from mcp.shared.auth import AuthorizationCodeResult
 
 from anfitrion import Host
 from anfitrion._approvals import CallbackApprover
 from anfitrion._conversation import ToolCall
 from anfitrion.mcp import Elicitation, ElicitationAnswer
-from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._config import AuthSettings, ServerConfig
+from anfitrion.mcp._oauth import OAuthAccess, TokenCipher, new_key
 from anfitrion.mcp._toolset import McpToolset
 from anfitrion.policy import Policy
 from anfitrion.testing import MemoryStore, ScriptedModel
@@ -34,6 +45,48 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "sse-retry": [("test_reconnection", {})],
 }
 """Scenario → the tools the model calls (by the server's names), in one turn."""
+AUTH_CALLS = [("test-tool", {})]
+"""What an ``auth/*`` scenario's server offers: one tool behind authorization."""
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
+"""This client's metadata document URL, as the suite's ``auth/basic-cimd`` expects it."""
+
+
+class FollowRedirect:
+    """The person's browser, headless: GET the authorization URL, take ``code``, ``state`` and
+    ``iss`` from the redirect back (the suite's authorization server asks no one)."""
+
+    def __init__(self) -> None:
+        self.answer: AuthorizationCodeResult | None = None
+
+    async def redirect(self, url: str) -> None:
+        async with httpx2.AsyncClient(follow_redirects=False, timeout=20) as client:
+            response = await client.get(url)
+        location = response.headers.get("location", "")
+        query = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
+        if "code" not in query:
+            raise RuntimeError(f"the authorization server answered {response.status_code} "
+                               "without a code")
+        self.answer = AuthorizationCodeResult(code=query["code"], state=query.get("state"),
+                                              iss=query.get("iss"))
+
+    async def callback(self) -> AuthorizationCodeResult:
+        assert self.answer is not None
+        return self.answer
+
+
+def auth_settings(context: dict[str, Any]) -> AuthSettings:
+    """The ``auth`` entry for the scenario's context (everything on 127.0.0.1: allowInternal)."""
+    if "private_key_pem" in context:
+        return AuthSettings(client_id=context["client_id"], grant="client_credentials",
+                            private_key=context["private_key_pem"],
+                            signing_algorithm=context.get("signing_algorithm", "ES256"),
+                            allow_internal=True)
+    if context.get("name", "").startswith("auth/client-credentials"):
+        return AuthSettings(client_id=context["client_id"], grant="client_credentials",
+                            client_secret=context["client_secret"], allow_internal=True)
+    return AuthSettings(client_id=context.get("client_id"),
+                        client_secret=context.get("client_secret"),
+                        client_metadata_url=CIMD_URL, allow_internal=True)
 
 
 async def accept_defaults(asked: Elicitation) -> ElicitationAnswer:
@@ -44,12 +97,19 @@ async def accept_defaults(asked: Elicitation) -> ElicitationAnswer:
 
 async def main(url: str, scenario: str) -> int:
     store = MemoryStore()
-    calls = CALLS.get(scenario)
+    calls = AUTH_CALLS if scenario.startswith("auth/") else CALLS.get(scenario)
     if calls is None:
         print(f"client: scenario {scenario!r} is not supported", file=sys.stderr)
         return 2
-    config = ServerConfig(id=SERVER_ID, url=url, timeout=20, elicitation=True)
-    async with McpToolset(config, store, elicitation=accept_defaults) as toolset:
+    oauth, auth = None, None
+    if scenario.startswith("auth/"):
+        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+        context.setdefault("name", scenario)
+        auth = auth_settings(context)
+        oauth = OAuthAccess(store, TokenCipher.from_env({"ANFITRION_TOKEN_KEY": new_key()}),
+                            "conformance", FollowRedirect())
+    config = ServerConfig(id=SERVER_ID, url=url, timeout=20, elicitation=True, auth=auth)
+    async with McpToolset(config, store, elicitation=accept_defaults, oauth=oauth) as toolset:
         for status in await toolset.refresh():
             await toolset.pins.approve(status.name, by="conformance")
         script: list[Any] = []

@@ -45,7 +45,31 @@ SERVER_SCENARIOS = (
 
 CLIENT_SCENARIOS = ("initialize", "tools_call", "elicitation-sep1034-client-defaults",
                     "sse-retry")
-"""The suite's client scenarios but authorization (``auth/*``: OAuth is not supported)."""
+"""The suite's client scenarios but authorization."""
+
+AUTH_SCENARIOS = (
+    # 2025-11-25 (and 2025-06-18)
+    "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
+    "auth/basic-cimd", "auth/scope-from-www-authenticate", "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined", "auth/scope-step-up", "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none", "auth/pre-registration",
+    # 2025-03-26
+    "auth/2025-03-26-oauth-metadata-backcompat", "auth/2025-03-26-oauth-endpoint-fallback",
+    # draft in 0.1.16, 2026-07-28 in the prerelease
+    "auth/resource-mismatch", "auth/offline-access-scope", "auth/offline-access-not-supported",
+    # the client-credentials extension (service accounts)
+    "auth/client-credentials-jwt", "auth/client-credentials-basic",
+)
+"""The authorization scenarios (``auth/*``) of the client, in both suites."""
+
+NEXT_AUTH_SCENARIOS = (
+    "auth/authorization-server-migration", "auth/iss-supported", "auth/iss-not-advertised",
+    "auth/iss-supported-missing", "auth/iss-wrong-issuer", "auth/iss-unexpected",
+    "auth/iss-normalized", "auth/metadata-issuer-mismatch",
+)
+"""The prerelease's 2026-07-28 authorization scenarios: ``iss`` (RFC 9207), the metadata's
+issuer, and an authorization server migration (SEP-2352)."""
 
 
 def default_home() -> Path:
@@ -61,9 +85,10 @@ class Suite:
     entry: str
 
     @classmethod
-    def find(cls, home: Path | None = None) -> Suite | None:
-        """The suite ``install.sh`` installed under *home*, or ``None``."""
-        current = (home or default_home()) / "current"
+    def find(cls, home: Path | None = None, which: str = "current") -> Suite | None:
+        """The suite ``install.sh`` installed under *home* (``current``: 0.1.16, ``next``: the
+        newest prerelease), or ``None``."""
+        current = (home or default_home()) / which
         try:
             node, entry = current.read_text().split()
         except (OSError, ValueError):

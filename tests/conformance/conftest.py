@@ -15,7 +15,17 @@ from conformance_suite import INSTALL, REQUIRE, Suite
 
 @pytest.fixture(scope="session")
 def suite() -> Suite:
-    found = Suite.find()
+    return _installed("current")
+
+
+@pytest.fixture(scope="session")
+def next_suite() -> Suite:
+    """The newest prerelease of the suite (its 2026-07-28 scenarios)."""
+    return _installed("next")
+
+
+def _installed(which: str) -> Suite:
+    found = Suite.find(which=which)
     if found is None:
         why = (f"the MCP conformance suite is not installed: run {INSTALL} "
                "(make install-conformance)")

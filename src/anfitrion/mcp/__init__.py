@@ -17,10 +17,20 @@ from __future__ import annotations
 from typing import Any
 
 from ..exceptions import McpServerError
-from ._config import GatewaySettings, McpConfig, ServerConfig, load_config, parse_config
+from ._config import (
+    AuthSettings,
+    GatewaySettings,
+    McpConfig,
+    ServerConfig,
+    load_config,
+    parse_config,
+)
 from ._pinning import Pin, PinBook, PinState
 
 __all__ = [
+    "AccountNotConnected",
+    "AuthSettings",
+    "CredentialError",
     "Elicitation",
     "ElicitationAnswer",
     "ElicitationHandler",
@@ -31,17 +41,21 @@ __all__ = [
     "McpServers",
     "McpTool",
     "McpToolset",
+    "OAuthAccess",
     "Pin",
     "PinBook",
     "PinState",
     "ServerConfig",
+    "TokenCipher",
     "load_config",
     "parse_config",
 ]
 
 _LAZY = {"McpServers": "_toolset", "McpTool": "_toolset",
          "McpToolset": "_toolset", "Gateway": "_gateway", "Elicitation": "_elicitation",
-         "ElicitationAnswer": "_elicitation", "ElicitationHandler": "_elicitation"}
+         "ElicitationAnswer": "_elicitation", "ElicitationHandler": "_elicitation",
+         "AccountNotConnected": "_oauth", "CredentialError": "_oauth", "OAuthAccess": "_oauth",
+         "TokenCipher": "_oauth"}
 
 
 def __getattr__(name: str) -> Any:

@@ -29,6 +29,10 @@ never under the name the server reports. Keys anfitrion adds to a server entry:
 - ``sampling``, ``elicitation`` (default ``false``): through the gateway, relay the server's
   ``sampling/createMessage`` / ``elicitation/create`` requests to the MCP client; otherwise
   they are refused (and audited either way).
+- ``auth`` (HTTP servers): OAuth 2.1 to the server with each principal's own token
+  (:class:`AuthSettings`, ``docs/auth-client.md``): ``{"scopes": [...], "clientId": …,
+  "clientSecret": "${VAR}", "clientMetadataUrl": …, "issuer": …, "grant":
+  "client_credentials", "allowInternal": false}``.
 
 A spawned server gets a minimal environment: ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``,
 ``TERM``, ``USER`` and what its ``env`` names — never the rest of anfitrion's environment (no API
@@ -51,13 +55,57 @@ from typing import Any
 from .._home import relative_to
 from ..exceptions import ConfigError
 
-__all__ = ["GatewaySettings", "McpConfig", "ServerConfig", "load_config", "parse_config"]
+__all__ = ["DEFAULT_REDIRECT_URI", "AuthSettings", "GatewaySettings", "McpConfig", "ServerConfig",
+           "load_config", "parse_config"]
 
 SERVER_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SERVER_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "type", "transport",
                           "trusted", "timeout", "maxResultChars", "relistBeforeCall",
-                          "disabled", "description", "sampling", "elicitation"})
+                          "disabled", "description", "sampling", "elicitation", "auth"})
+_AUTH_KEYS = frozenset({"scopes", "clientId", "clientSecret", "clientMetadataUrl", "issuer",
+                        "grant", "tokenEndpointAuthMethod", "privateKey", "signingAlgorithm",
+                        "redirectUri", "allowInternal"})
+DEFAULT_REDIRECT_URI = "http://127.0.0.1:33418/callback"
+"""Where ``anfitrion auth login`` listens for the authorization server's redirect."""
+_GRANTS = ("authorization_code", "client_credentials")
+_AUTH_METHODS = ("none", "client_secret_basic", "client_secret_post", "private_key_jwt")
+_SCOPE = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]{1,200}")  # RFC 6749 scope-token
+
+
+@dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """A server entry's ``auth``: how anfitrion obtains OAuth tokens for it.
+
+    Attributes:
+        scopes: the scopes to ask for (the narrowest the tools need); empty: the server's
+            challenge, else its metadata's ``scopes_supported`` (the MCP scope strategy).
+        client_id: a pre-registered client id (else a Client ID Metadata Document, else
+            dynamic registration).
+        client_secret: the pre-registered client's secret (``"${VAR}"`` in the file).
+        client_metadata_url: the HTTPS URL of this client's metadata document (CIMD).
+        issuer: the one authorization server accepted (any the server names, if unset).
+        grant: ``authorization_code`` (a person connects an account) or ``client_credentials``
+            (a service account the operator declares).
+        token_endpoint_auth_method: for a pre-registered client.
+        private_key: a PEM key signing ``private_key_jwt`` assertions (client credentials).
+        signing_algorithm: the JWS algorithm of those assertions.
+        redirect_uri: where the authorization server sends the person back (a loopback URL).
+        allow_internal: fetch metadata and tokens from loopback and private addresses.
+    """
+
+    scopes: tuple[str, ...] = ()
+    client_id: str | None = None
+    client_secret: str | None = field(default=None, repr=False)
+    client_metadata_url: str | None = None
+    issuer: str | None = None
+    grant: str = "authorization_code"
+    token_endpoint_auth_method: str | None = None
+    private_key: str | None = field(default=None, repr=False)
+    signing_algorithm: str = "RS256"
+    redirect_uri: str = "http://127.0.0.1:33418/callback"  # DEFAULT_REDIRECT_URI
+    allow_internal: bool = False
+
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RESULT_CHARS = 16 * 1024
 
@@ -81,6 +129,8 @@ class ServerConfig:
     """Relay the server's sampling requests to the gateway's client (else refuse them)."""
     elicitation: bool = False
     """Relay the server's elicitation requests to the gateway's client (else refuse them)."""
+    auth: AuthSettings | None = None
+    """OAuth to the server (HTTP only), per principal."""
 
     @property
     def transport(self) -> str:
@@ -266,7 +316,70 @@ def _server(server_id: str, raw: Any, *, path: str | None,
         relist_before_call=_flag(raw.get("relistBeforeCall"), True, path=path,
                                  key=f"{key}.relistBeforeCall"),
         sampling=_flag(raw.get("sampling"), False, path=path, key=f"{key}.sampling"),
-        elicitation=_flag(raw.get("elicitation"), False, path=path, key=f"{key}.elicitation"))
+        elicitation=_flag(raw.get("elicitation"), False, path=path, key=f"{key}.elicitation"),
+        auth=_auth(raw.get("auth"), url, path=path, key=f"{key}.auth", environ=environ))
+
+
+def _text(raw: dict[str, Any], name: str, *, path: str | None, key: str,
+          environ: Mapping[str, str], https: bool = False) -> str | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise _config_error("must be a non-empty string", path=path, key=f"{key}.{name}")
+    value = _expand(value, path=path, key=f"{key}.{name}", environ=environ)
+    if https and (not value.startswith(("https://", "http://"))
+                  or any(c.isspace() or not c.isprintable() for c in value)):
+        raise _config_error("must be an http(s) URL", path=path, key=f"{key}.{name}")
+    return value
+
+
+def _choice(raw: dict[str, Any], name: str, choices: tuple[str, ...], *, path: str | None,
+            key: str) -> str | None:
+    value = raw.get(name)
+    if value is not None and value not in choices:
+        raise _config_error(f"must be one of {', '.join(choices)}", path=path,
+                            key=f"{key}.{name}")
+    return value
+
+
+def _auth(raw: Any, url: str | None, *, path: str | None, key: str,
+          environ: Mapping[str, str]) -> AuthSettings | None:
+    if raw is None:
+        return None
+    if url is None:
+        raise _config_error("OAuth is for HTTP servers (give a url)", path=path, key=key)
+    if not isinstance(raw, dict):
+        raise _config_error("must be an object", path=path, key=key)
+    unknown = sorted(set(raw) - _AUTH_KEYS)
+    if unknown:
+        raise _config_error(f"unknown keys {_names(unknown)}", path=path, key=key)
+    scopes = raw.get("scopes", [])
+    if not isinstance(scopes, list) or not all(isinstance(s, str) and _SCOPE.fullmatch(s)
+                                               for s in scopes):
+        raise _config_error("must be a list of OAuth scope names", path=path,
+                            key=f"{key}.scopes")
+    text = {name: _text(raw, name, path=path, key=key, environ=environ,
+                        https=name in ("clientMetadataUrl", "issuer", "redirectUri"))
+            for name in ("clientId", "clientSecret", "clientMetadataUrl", "issuer",
+                         "privateKey", "signingAlgorithm", "redirectUri")}
+    grant = _choice(raw, "grant", _GRANTS, path=path, key=key) or "authorization_code"
+    if grant == "client_credentials" and not text["clientId"]:
+        raise _config_error("the client_credentials grant needs a clientId", path=path,
+                            key=f"{key}.clientId")
+    if grant == "client_credentials" and not (text["clientSecret"] or text["privateKey"]):
+        raise _config_error("the client_credentials grant needs a clientSecret or a "
+                            "privateKey", path=path, key=key)
+    return AuthSettings(
+        scopes=tuple(dict.fromkeys(scopes)), client_id=text["clientId"],
+        client_secret=text["clientSecret"], client_metadata_url=text["clientMetadataUrl"],
+        issuer=text["issuer"], grant=grant,
+        token_endpoint_auth_method=_choice(raw, "tokenEndpointAuthMethod", _AUTH_METHODS,
+                                           path=path, key=key),
+        private_key=text["privateKey"], signing_algorithm=text["signingAlgorithm"] or "RS256",
+        redirect_uri=text["redirectUri"] or DEFAULT_REDIRECT_URI,
+        allow_internal=_flag(raw.get("allowInternal"), False, path=path,
+                             key=f"{key}.allowInternal"))
 
 
 def _gateway(raw: Any, *, path: str | None) -> GatewaySettings:

@@ -52,6 +52,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 import unicodedata
 from collections import Counter
@@ -85,6 +86,7 @@ from ..telemetry import trace_meta
 from . import _media
 from ._config import McpConfig, ServerConfig
 from ._elicitation import ElicitationHandler
+from ._oauth import CredentialError, OAuthAccess
 from ._pinning import (
     Pin,
     PinBook,
@@ -97,6 +99,7 @@ from ._pinning import (
 from ._queue_guard import approval_queue_refusal
 from ._relay_routing import InFlight, PendingCall
 from ._server_requests import ServerRequests
+from ._stderr import relay_stderr
 
 try:
     import httpx2
@@ -123,6 +126,9 @@ MAX_LINE_BYTES = 4 * 1024 * 1024
 """The longest message line a stdio server may send; a longer one closes the connection."""
 MAX_NOISE_LINES = 50
 """Lines on a stdio server's stdout that are not JSON-RPC before the connection is closed."""
+DEFAULT_OAUTH_PRINCIPAL = "local"
+"""Whose tokens a toolset uses when it was given no :class:`~anfitrion.mcp._oauth.OAuthAccess`
+(``anfitrion auth login``'s default ``--principal``)."""
 TERMINATE_GRACE = 2.0
 """Seconds a stdio server has to exit after its input is closed, then after SIGTERM."""
 _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
@@ -136,6 +142,10 @@ class McpTool(Tool):
     server: str = ""
     upstream_name: str = ""
     pinned_digest: str = ""
+    recheck: Callable[[tuple[str, int]], Awaitable[str | None]] | None = field(
+        default=None, repr=False, compare=False)
+    """Lists the server now and says why this definition is no longer the pinned, approved
+    one (``None``: it still is); the gate calls it right before running an approved call."""
 
     def definition_dict(self) -> dict[str, Any]:
         d = Tool.definition_dict(self)
@@ -204,6 +214,9 @@ class _Connection:
     """A call was sent since the last listing (it may have changed what the server lists)."""
     listed_for: tuple[str, int] | None = None
     """The (session, turn) whose offer made the last listing; ``None`` for any other."""
+    checked_for: tuple[str, int] | None = None
+    """The (session, turn) of the last call whose definition was checked by a listing right
+    before it was sent (an approved call: :attr:`McpTool.recheck`)."""
     dead: bool = False
     error: str = ""
     stop: anyio.Event = field(default_factory=anyio.Event)
@@ -301,7 +314,8 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
     # env given explicitly: only HOME, LOGNAME, PATH, SHELL, TERM, USER are added to it, never
     # the rest of our environment.
     process = await anyio.open_process(
-        [cfg.command, *cfg.args], env={**get_default_environment(), **cfg.env}, stderr=errlog,
+        [cfg.command, *cfg.args], env={**get_default_environment(), **cfg.env},
+        stderr=subprocess.PIPE,  # relayed redacted to errlog (issue 35): mcp/_stderr.py
         cwd=cfg.cwd, start_new_session=True)
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -350,6 +364,8 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
             tg.start_soon(write)
+            assert process.stderr is not None
+            tg.start_soon(relay_stderr, process.stderr, errlog)
             try:
                 yield read_stream, write_stream
             finally:
@@ -469,6 +485,20 @@ def _content_text(blocks: Sequence[Any], limit: int, admission: Admission) -> st
     return "\n".join(parts)
 
 
+def _connection_error(exc: BaseException) -> str:
+    """Why a connection ended, in one line: an authorization error (which names the command
+    that connects an account) rather than the task group that carried it."""
+    if isinstance(exc, BaseExceptionGroup):
+        found, _ = exc.split(CredentialError)
+        leaf: BaseException = found if found is not None else exc
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        exc = leaf
+    if isinstance(exc, CredentialError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 class McpToolset:
     """One upstream MCP server as a :class:`~anfitrion._tools.ToolSource`.
 
@@ -495,8 +525,12 @@ class McpToolset:
     def __init__(self, config: ServerConfig, store: Store, *,
                  errlog: TextIO | None = None, launch_changed: bool = False,
                  elicitation: ElicitationHandler | None = None,
-                 media: MediaSettings | None = None) -> None:
+                 media: MediaSettings | None = None, oauth: OAuthAccess | None = None) -> None:
         self.config = config
+        self.store = store
+        self.oauth = oauth
+        """Whose OAuth tokens a server with ``auth`` is called with (else, the keys of the
+        environment and :data:`DEFAULT_OAUTH_PRINCIPAL`)."""
         self.media = media or MediaSettings()
         """Which images and sounds of a result are passed on as media; the host's policy
         (``[media]``) admits them again, so the stricter of the two holds."""
@@ -558,7 +592,8 @@ class McpToolset:
                     assert cfg.url is not None
                     http = await stack.enter_async_context(httpx2.AsyncClient(
                         headers=dict(cfg.headers), follow_redirects=False,
-                        timeout=httpx2.Timeout(cfg.timeout, read=max(cfg.timeout, 300))))
+                        timeout=httpx2.Timeout(cfg.timeout, read=max(cfg.timeout, 300)),
+                        **self._oauth_client()))
                     read, write = await stack.enter_async_context(
                         streamable_http_client(cfg.url, http_client=http))
                 callbacks = self.requests.callbacks(conn)
@@ -580,7 +615,7 @@ class McpToolset:
                 task_status.started()
                 await conn.stop.wait()
         except Exception as exc:  # noqa: BLE001 - the connection's top level: report it, never crash the host
-            conn.error = conn.error or f"{type(exc).__name__}: {exc}"
+            conn.error = conn.error or _connection_error(exc)
             log.warning("MCP server %r stopped: %s", cfg.id, conn.error)
         finally:
             conn.dead = True
@@ -588,6 +623,15 @@ class McpToolset:
             if not started:
                 conn.error = conn.error or "the server ended before it was ready"
                 task_status.started()
+
+    def _oauth_client(self) -> dict[str, Any]:
+        """The HTTP client's ``auth`` and guarded ``transport`` for a server with ``auth``."""
+        cfg = self.config
+        if cfg.auth is None:
+            return {}
+        if self.oauth is None:
+            self.oauth = OAuthAccess.from_env(self.store, DEFAULT_OAUTH_PRINCIPAL)
+        return {"auth": self.oauth.auth(cfg), "transport": self.oauth.transport(cfg)}
 
     async def _ensure(self) -> _Connection:
         async with self._lock:
@@ -807,7 +851,27 @@ class McpToolset:
             max_result_chars=self.config.max_result_chars,
             timeout=2 * self.config.timeout + STARTUP_TIMEOUT,
             metadata={"mcp_server": self.id, "mcp_tool": listed.name, "title": listed.title},
-            server=self.id, upstream_name=listed.name, pinned_digest=pinned_digest)
+            server=self.id, upstream_name=listed.name, pinned_digest=pinned_digest,
+            recheck=self._rechecker(name, pinned_digest))
+
+    def _rechecker(self, name: str, pinned_digest: str
+                   ) -> Callable[[tuple[str, int]], Awaitable[str | None]]:
+        """What :attr:`McpTool.recheck` runs: a fresh listing (a server can change a tool while
+        a person approves a call, with or without ``list_changed``), then the pin compared."""
+        async def recheck(turn: tuple[str, int]) -> str | None:
+            try:  # the listing keeps the turn of the offer it replaces (see _listed_this_turn)
+                kept = self._connection.listed_for if self._connection is not None else None
+                await self._refresh(kept)
+                (await self._ensure()).checked_for = turn
+            except McpServerError as exc:
+                return f"{exc}; it could not be listed again to check its definition"
+            current = self._offered.get(name)
+            if current is None or current.pinned_digest != pinned_digest:
+                return (f"{name} is blocked: its definition is no longer the one a person "
+                        "approved (it changed while the call waited for approval); an "
+                        "operator must review it (anfitrion mcp review)")
+            return None
+        return recheck
 
     def _handler(self, name: str, upstream: str, pinned_digest: str,
                  output: Any) -> Any:
@@ -821,7 +885,8 @@ class McpToolset:
         listing was made in this very turn (the offer reused an earlier one)."""
         if conn.stale:
             return True
-        return self.config.relist_before_call and not self._listed_this_turn(conn, turn)
+        return self.config.relist_before_call and not self._listed_this_turn(conn, turn) \
+            and conn.checked_for != turn
 
     async def _call(self, name: str, upstream: str, pinned_digest: str,
                     output: Any, arguments: dict[str, Any],
@@ -934,11 +999,11 @@ class McpServers:
     def __init__(self, config: McpConfig | Iterable[ServerConfig], store: Store, *,
                  errlog: TextIO | None = None, launch_changed: bool = False,
                  elicitation: ElicitationHandler | None = None,
-                 media: MediaSettings | None = None) -> None:
+                 media: MediaSettings | None = None, oauth: OAuthAccess | None = None) -> None:
         servers = config.servers.values() if isinstance(config, McpConfig) else config
         self.toolsets: dict[str, McpToolset] = {
             s.id: McpToolset(s, store, errlog=errlog, launch_changed=launch_changed,
-                             elicitation=elicitation, media=media)
+                             elicitation=elicitation, media=media, oauth=oauth)
             for s in servers}
         self.store = store
         self._stack: AsyncExitStack | None = None

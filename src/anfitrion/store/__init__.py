@@ -18,6 +18,8 @@ from ._base import (
     CallCounterStore,
     Claim,
     ClaimState,
+    CredentialEntry,
+    CredentialStore,
     EffectEntry,
     LedgerEntry,
     LedgerState,
@@ -34,7 +36,8 @@ from ._base import (
 from ._memory import MemoryStore
 
 __all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
-           "EffectEntry", "LedgerEntry", "LedgerState", "LedgerStore", "MemoryStore",
+           "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState",
+           "LedgerStore", "MemoryStore",
            "RecordStore", "SessionAuditStore", "SessionState", "SessionStore", "Store",
            "StoredApproval", "VoteOutcome", "VoteState", "open_store"]
 

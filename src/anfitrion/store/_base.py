@@ -13,7 +13,8 @@ from .._conversation import ToolResult
 from .._effects import EffectKey
 
 __all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
-           "EffectEntry", "LedgerEntry", "LedgerState", "LedgerStore", "RecordStore",
+           "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState",
+           "LedgerStore", "RecordStore",
            "SessionAuditStore", "SessionState", "SessionStore", "Store", "StoredApproval",
            "VoteOutcome", "VoteState"]
 
@@ -373,4 +374,47 @@ class SessionAuditStore(Protocol):
             entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> SessionState:
         """:meth:`SessionStore.save_session` and :meth:`AuditStore.append_audit_many` in one
         transaction; if the save fails (a conflict), neither is written."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialEntry:
+    """One sealed OAuth credential: a principal's tokens (``kind="tokens"``) or a client
+    registration (``kind="client"``) for one resource (an MCP server's URL) at one
+    authorization server (*issuer*). *sealed* is the AES-GCM ciphertext (see
+    :mod:`anfitrion.mcp.oauth`), never plain; *key_id* names the key that sealed it; *meta*
+    holds what may be shown (scopes, expiry, client id) — never a token or a secret."""
+
+    principal: str
+    issuer: str
+    resource: str
+    kind: str
+    key_id: str
+    sealed: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    updated_at: float = 0.0
+
+
+@runtime_checkable
+class CredentialStore(Protocol):
+    """An optional role: OAuth credentials per (principal, issuer, resource, kind), sealed by the
+    caller (the memory, SQLite and PostgreSQL stores have it)."""
+
+    async def put_credential(self, entry: CredentialEntry) -> None:
+        """Insert or replace the entry with the same principal, issuer, resource and kind."""
+        ...
+
+    async def get_credentials(self, principal: str, resource: str,
+                              kind: str) -> Sequence[CredentialEntry]:
+        """The entries of *principal* for *resource* and *kind*, newest first (one per
+        issuer)."""
+        ...
+
+    async def delete_credentials(self, principal: str, resource: str, *,
+                                 issuer: str | None = None, kind: str | None = None) -> int:
+        """Delete the matching entries; how many there were."""
+        ...
+
+    async def list_credentials(self, principal: str | None = None) -> Sequence[CredentialEntry]:
+        """Every entry (of *principal*), by principal, resource, issuer and kind."""
         ...

@@ -19,6 +19,7 @@ from ._base import (
     AuditRecord,
     Claim,
     ClaimState,
+    CredentialEntry,
     EffectEntry,
     LedgerEntry,
     LedgerState,
@@ -34,6 +35,7 @@ from ._rows import (
     lease_free,
     may_advance,
     new_claim_token,
+    refuse_while_running,
     resolution_result,
     settled_state,
 )
@@ -60,6 +62,7 @@ class MemoryStore:
         self._audit: list[AuditRecord] = []
         self._calls: list[tuple[str, str, float]] = []
         self._records: dict[str, dict[str, dict[str, Any]]] = {}
+        self._credentials: dict[tuple[str, str, str, str], CredentialEntry] = {}
 
     async def save_session(self, state: SessionState) -> SessionState:
         with self._lock:
@@ -285,6 +288,11 @@ class MemoryStore:
             if entry is None or entry.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
                 raise ConflictError(f"effect {key[:12]}… is not unsettled "
                                     f"({entry.state.value if entry else 'never claimed'})")
+            if entry.state is LedgerState.CLAIMED:
+                owner = self._sessions.get(held.session_id)
+                refuse_while_running(key, held.session_id,
+                                     owner.lease_owner if owner else None,
+                                     owner.lease_expires if owner else None)
             result = resolution_result(held.call_id, held.tool, done=done, by=by, note=note)
             self._ledger[call] = LedgerEntry(held.session_id, held.call_id, settled_state(result),
                                              entry.digest, result, datetime.now(UTC))
@@ -357,6 +365,33 @@ class MemoryStore:
     async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]:
         with self._lock:
             return sorted((k, dict(v)) for k, v in self._records.get(namespace, {}).items())
+
+    async def put_credential(self, entry: CredentialEntry) -> None:
+        with self._lock:
+            key = (entry.principal, entry.resource, entry.issuer, entry.kind)
+            self._credentials[key] = dataclasses.replace(entry, meta=dict(entry.meta))
+
+    async def get_credentials(self, principal: str, resource: str,
+                              kind: str) -> Sequence[CredentialEntry]:
+        with self._lock:
+            found = [e for (p, r, _, k), e in self._credentials.items()
+                     if (p, r, k) == (principal, resource, kind)]
+        return sorted(found, key=lambda e: -e.updated_at)
+
+    async def delete_credentials(self, principal: str, resource: str, *,
+                                 issuer: str | None = None, kind: str | None = None) -> int:
+        with self._lock:
+            doomed = [key for key in self._credentials
+                      if key[:2] == (principal, resource) and issuer in (None, key[2])
+                      and kind in (None, key[3])]
+            for key in doomed:
+                del self._credentials[key]
+        return len(doomed)
+
+    async def list_credentials(self, principal: str | None = None) -> Sequence[CredentialEntry]:
+        with self._lock:
+            return [e for key, e in sorted(self._credentials.items())
+                    if principal in (None, key[0])]
 
     async def close(self) -> None:
         return None

@@ -141,6 +141,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             PRIMARY KEY (request_id, voter))""",
         "ALTER TABLE anfitrion_approvals ADD COLUMN quorum BIGINT NOT NULL DEFAULT 0",
     )),
+    # OAuth credentials to upstream MCP servers: a principal's tokens and the client
+    # registrations, per authorization server (issuer) and resource, sealed with AES-GCM by
+    # the caller (``sealed``, base64) under the key ``key_id`` names; ``meta`` is what may be
+    # shown (scopes, expiry, client id), canonical JSON.
+    Migration("0009_oauth_credentials", (
+        """CREATE TABLE anfitrion_credentials (
+            principal TEXT NOT NULL,
+            issuer TEXT NOT NULL,
+            resource TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key_id TEXT NOT NULL,
+            sealed TEXT NOT NULL,
+            meta TEXT NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (principal, resource, issuer, kind))""",
+    )),
 )
 
 

@@ -43,6 +43,7 @@ from ._base import (
     AuditRecord,
     Claim,
     ClaimState,
+    CredentialEntry,
     EffectEntry,
     LedgerEntry,
     LedgerState,
@@ -53,6 +54,7 @@ from ._base import (
 )
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
+    CREDENTIAL_COLUMNS,
     EFFECT_COLUMNS,
     EffectMove,
     advances_from,
@@ -60,6 +62,7 @@ from ._rows import (
     approval_rows,
     audit_row,
     claim_state_sql,
+    credential_row,
     dump_json,
     dump_result,
     effect_arguments,
@@ -72,6 +75,7 @@ from ._rows import (
     new_claim_token,
     now_iso,
     record_value,
+    refuse_while_running,
     resolution_result,
     session_row,
     session_rows,
@@ -492,6 +496,12 @@ class PostgresStore:
             if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
                 state = found.state.value if found.state else "never claimed"
                 raise ConflictError(f"effect {key[:12]}… is not unsettled ({state})")
+            if found.state is LedgerState.CLAIMED:
+                cur = await conn.execute("SELECT lease_owner, lease_expires FROM "
+                                         "anfitrion_sessions WHERE session_id = %s",
+                                         (found.session_id,))
+                lease = await cur.fetchone()
+                refuse_while_running(key, found.session_id, *(lease or (None, None)))
             result = resolution_result(found.call_id, found.tool, done=done, by=by,
                                        note=note)
             cur = await conn.execute(
@@ -633,6 +643,35 @@ class PostgresStore:
         rows = await self._fetch("SELECT key, value FROM anfitrion_records WHERE namespace = %s "
                                  "ORDER BY key", (namespace,))
         return [(r[0], record_value(namespace, r[0], r[1])) for r in rows]
+
+    async def put_credential(self, entry: CredentialEntry) -> None:
+        await self._rowcount(
+            f"INSERT INTO anfitrion_credentials ({CREDENTIAL_COLUMNS}) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (principal, resource, issuer, "
+            "kind) DO UPDATE SET key_id = excluded.key_id, sealed = excluded.sealed, "
+            "meta = excluded.meta, updated_at = excluded.updated_at",
+            (entry.principal, entry.issuer, entry.resource, entry.kind, entry.key_id,
+             entry.sealed, dump_json(entry.meta), entry.updated_at))
+
+    async def get_credentials(self, principal: str, resource: str,
+                              kind: str) -> Sequence[CredentialEntry]:
+        rows = await self._fetch(
+            f"SELECT {CREDENTIAL_COLUMNS} FROM anfitrion_credentials WHERE principal = %s "
+            "AND resource = %s AND kind = %s ORDER BY updated_at DESC", (principal, resource, kind))
+        return [credential_row(r) for r in rows]
+
+    async def delete_credentials(self, principal: str, resource: str, *,
+                                 issuer: str | None = None, kind: str | None = None) -> int:
+        return await self._rowcount(
+            "DELETE FROM anfitrion_credentials WHERE principal = %s AND resource = %s "
+            "AND (%s::text IS NULL OR issuer = %s) AND (%s::text IS NULL OR kind = %s)",
+            (principal, resource, issuer, issuer, kind, kind))
+
+    async def list_credentials(self, principal: str | None = None) -> Sequence[CredentialEntry]:
+        rows = await self._fetch(
+            f"SELECT {CREDENTIAL_COLUMNS} FROM anfitrion_credentials WHERE (%s::text IS NULL OR "
+            "principal = %s) ORDER BY principal, resource, issuer, kind", (principal, principal))
+        return [credential_row(r) for r in rows]
 
     async def close(self) -> None:
         """Close the pool once the audit appends queued so far are written."""

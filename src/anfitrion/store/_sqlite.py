@@ -47,6 +47,7 @@ from ._base import (
     AuditRecord,
     Claim,
     ClaimState,
+    CredentialEntry,
     EffectEntry,
     LedgerEntry,
     LedgerState,
@@ -57,12 +58,14 @@ from ._base import (
 )
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
+    CREDENTIAL_COLUMNS,
     EFFECT_COLUMNS,
     EffectMove,
     approval_row,
     approval_rows,
     audit_row,
     claim_transition,
+    credential_row,
     dump_json,
     dump_result,
     effect_arguments,
@@ -76,6 +79,7 @@ from ._rows import (
     new_claim_token,
     now_iso,
     record_value,
+    refuse_while_running,
     resolution_result,
     session_row,
     session_rows,
@@ -450,6 +454,10 @@ class SQLiteStore:
             if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
                 raise ConflictError(f"effect {key[:12]}… is not unsettled "
                                     f"({found.state.value if found.state else 'never claimed'})")
+            if found.state is LedgerState.CLAIMED:
+                lease = c.execute("SELECT lease_owner, lease_expires FROM anfitrion_sessions "
+                                  "WHERE session_id = ?", (found.session_id,)).fetchone()
+                refuse_while_running(key, found.session_id, *(lease or (None, None)))
             result = resolution_result(found.call_id, found.tool, done=done, by=by, note=note)
             c.execute("UPDATE anfitrion_ledger SET state = ?, result = ?, updated_at = ?, "
                       "claim_token = NULL WHERE session_id = ? AND call_id = ? AND state = ?",
@@ -537,6 +545,38 @@ class SQLiteStore:
             "SELECT key, value FROM anfitrion_records WHERE namespace = ? ORDER BY key",
             (namespace,)).fetchall())
         return [(r[0], record_value(namespace, r[0], r[1])) for r in rows]
+
+    async def put_credential(self, entry: CredentialEntry) -> None:
+        await self._write(lambda c: c.execute(
+            f"INSERT INTO anfitrion_credentials ({CREDENTIAL_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (principal, resource, issuer, kind) "
+            "DO UPDATE SET key_id = excluded.key_id, sealed = excluded.sealed, "
+            "meta = excluded.meta, updated_at = excluded.updated_at",
+            (entry.principal, entry.issuer, entry.resource, entry.kind, entry.key_id,
+             entry.sealed, dump_json(entry.meta), entry.updated_at)))
+
+    async def get_credentials(self, principal: str, resource: str,
+                              kind: str) -> Sequence[CredentialEntry]:
+        rows = await self._run(lambda c: c.execute(
+            f"SELECT {CREDENTIAL_COLUMNS} FROM anfitrion_credentials WHERE principal = ? "
+            "AND resource = ? AND kind = ? ORDER BY updated_at DESC",
+            (principal, resource, kind)).fetchall())
+        return [credential_row(r) for r in rows]
+
+    async def delete_credentials(self, principal: str, resource: str, *,
+                                 issuer: str | None = None, kind: str | None = None) -> int:
+        cursor = await self._write(lambda c: c.execute(
+            "DELETE FROM anfitrion_credentials WHERE principal = ? AND resource = ? "
+            "AND (? IS NULL OR issuer = ?) AND (? IS NULL OR kind = ?)",
+            (principal, resource, issuer, issuer, kind, kind)))
+        return int(cursor.rowcount)
+
+    async def list_credentials(self, principal: str | None = None) -> Sequence[CredentialEntry]:
+        rows = await self._run(lambda c: c.execute(
+            f"SELECT {CREDENTIAL_COLUMNS} FROM anfitrion_credentials WHERE (? IS NULL OR "
+            "principal = ?) ORDER BY principal, resource, issuer, kind",
+            (principal, principal)).fetchall())
+        return [credential_row(r) for r in rows]
 
     async def close(self) -> None:
         """Close the connection once every operation queued before has finished.
