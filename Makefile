@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: agentdojo demo demo-local test lint typecheck unit bench install install-test install-local install-conformance install-idp conformance clean
+.PHONY: agentdojo demo demo-local test test-fast lint typecheck unit bench install install-test install-local install-conformance install-idp conformance clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -72,6 +72,14 @@ typecheck: install-test
 
 unit: install-test
 	$(PY) -m pytest
+
+# A developer's subset (#36): the core, policy, store, CLI and security tests, without the
+# browser, the real MCP servers from PyPI, PostgreSQL, the local model, the conformance suite
+# and AgentDojo. `make test` stays the full suite (CI). One area: $(PY) -m pytest tests/policy
+FAST_MARKERS := not browser and not mcp_servers and not postgres and not local_model
+test-fast: install-test
+	$(PY) -m pytest -q -x -m "$(FAST_MARKERS)" --ignore=tests/conformance \
+	  --ignore=tests/agentdojo --ignore=tests/localmodel --ignore=tests/parity
 
 test: install-test
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -44,7 +44,8 @@ from .exceptions import JsonError
 from .store import Store, StoredApproval, VoteState
 
 __all__ = ["Outcome", "Refusal", "RequestState", "answer", "edit_for", "find_request", "notify",
-           "parse_edited_arguments", "propose_edit", "state_of", "votes_needed", "withdraw"]
+           "parse_edited_arguments", "propose_edit", "state_of", "votes_json", "votes_needed",
+           "withdraw"]
 MAX_NOTE_CHARS = 2000
 MAX_EDIT_BYTES = 256 * 1024
 
@@ -142,6 +143,17 @@ def votes_needed(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> i
     if request.quorum is None:
         return 0
     return max(request.quorum.required - sum(v.approved for v in votes), 0)
+
+
+def votes_json(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> dict[str, Any]:
+    """Who has voted so far on a request that needs a quorum, and how many more it needs (the
+    ``quorum`` object of the inbox API and of ``anfitrion approvals list --json``)."""
+    return {"required": request.quorum.required if request.quorum else 1,
+            "roles": list(request.quorum.roles) if request.quorum else [],
+            "needed": votes_needed(request, votes),
+            "votes": [{"voter": v.voter, "approved": v.approved, "via": v.via,
+                       "roles": list(v.roles), "note": v.note, "at": v.at.isoformat()}
+                      for v in votes]}
 
 
 async def _vote(store: Store, request: ApprovalRequest, digest: str, *, approved: bool,

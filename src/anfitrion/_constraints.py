@@ -39,6 +39,8 @@ __all__ = [
     "EmailDomain",
     "LengthRange",
     "Matches",
+    "NoneOf",
+    "NotMatches",
     "NumberRange",
     "OneOf",
     "PathInside",
@@ -212,6 +214,41 @@ class OneOf:
         return f"OneOf({list(self.values)!r})"
 
 
+def _folded(value: Any) -> Any:
+    """A string as a denylist compares it: NFKC, case-folded, outer white space removed."""
+    if isinstance(value, str):
+        return unicodedata.normalize("NFKC", value).casefold().strip()
+    return value
+
+
+class NoneOf:
+    """The value is none of a fixed set of refused values: the negative of :class:`OneOf`.
+
+    A denylist is easy to slip past with a variant spelling, so strings are compared after
+    Unicode NFKC normalisation, case folding and trimming (``" CEO@Example.com"`` is refused
+    when ``"ceo@example.com"`` is); numbers and booleans compare exactly, types included. An
+    allowlist (:class:`OneOf`, :class:`EmailDomain`) is still the stronger rule.
+    """
+
+    def __init__(self, values: Iterable[Any]) -> None:
+        self.values = tuple(values)
+        if not self.values:
+            raise ValueError("none_of needs at least one value")
+        for v in self.values:
+            if not isinstance(v, (str, int, float, bool)) and v is not None:
+                raise ValueError(f"none_of values must be strings, numbers or booleans: {v!r}")
+        self._folded = tuple(_folded(v) for v in self.values)
+
+    def check(self, value: Any) -> str | None:
+        folded = _folded(value)
+        if any(_same_value(folded, v) for v in self._folded):
+            return f"is one of the refused values ({_listed(self.values, repr)})"
+        return None
+
+    def __repr__(self) -> str:
+        return f"NoneOf({list(self.values)!r})"
+
+
 class NumberRange:
     """The value is a number (not a boolean) within inclusive bounds."""
 
@@ -352,6 +389,37 @@ class Matches:
 
     def __repr__(self) -> str:
         return f"Matches({self.pattern!r})"
+
+
+class NotMatches:
+    """The value is a string that the regular expression does *not* match in full: the
+    negative of :class:`Matches`, with its pattern checks and input cap.
+
+    What it cannot judge fails: a value that is not a string, or one longer than the cap. The
+    pattern is tried on the value and on its NFKC form, so full-width or compatibility look-alikes
+    of a refused value are refused too; add ``(?i)`` to the pattern to ignore case.
+
+    Raises:
+        ValueError: the pattern does not compile or uses a backtracking-prone construct.
+    """
+
+    def __init__(self, pattern: str, *, max_input_length: int = 1024) -> None:
+        self._matches = Matches(pattern, max_input_length=max_input_length)
+        self.pattern = pattern
+        self.input_cap = self._matches.input_cap
+
+    def check(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return "must be a string"
+        if len(value) > self.input_cap:
+            return f"is longer than {self.input_cap} characters"
+        for form in dict.fromkeys((value, unicodedata.normalize("NFKC", value))):
+            if self._matches.check(form) is None:
+                return f"matches the refused pattern {self.pattern}"
+        return None
+
+    def __repr__(self) -> str:
+        return f"NotMatches({self.pattern!r})"
 
 
 # -- hosts, URLs, e-mail -----------------------------------------------------------------------

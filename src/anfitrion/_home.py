@@ -1,14 +1,21 @@
 """Where anfitrion keeps its data, one rule for every command and for the library.
 
-The store a command (or :func:`default_store_url`) uses is, first that applies:
+The store a command, the MCP gateway (or :func:`default_store_url`) uses is, first that applies:
 
 1. the ``--store`` option (or the URL a program passes);
-2. ``$ANFITRION_STORE``, a store URL;
-3. ``$ANFITRION_HOME``: the SQLite file ``anfitrion.db`` in that folder;
-4. the project file ``./anfitrion.toml``, when it has ``[store] url = "…"`` (a relative SQLite
+2. ``gateway.store`` of the MCP config a command is given (``--config mcp.json``; a relative
+   SQLite path is taken relative to the config's folder);
+3. ``$ANFITRION_STORE``, a store URL;
+4. ``$ANFITRION_HOME``: the SQLite file ``anfitrion.db`` in that folder;
+5. the project file ``./anfitrion.toml``, when it has ``[store] url = "…"`` (a relative SQLite
    path is taken relative to the file's folder);
-5. ``anfitrion.db`` in the data folder, ``$XDG_DATA_HOME/anfitrion`` or
+6. ``anfitrion.db`` in the data folder, ``$XDG_DATA_HOME/anfitrion`` or
    ``~/.local/share/anfitrion``.
+
+This module is the only place that answers it (``tests/cli/test_store_rule.py`` checks that no
+other module reads ``$ANFITRION_STORE``). The library's :class:`~anfitrion.Host` does not follow
+it: its default store is ``memory://`` (a library writes no file unasked); pass
+``store=default_store_url()`` to share the command line's store.
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .exceptions import ConfigError
+from .exceptions import ConfigError, UserError
 
-__all__ = ["PROJECT_FILE", "StoreChoice", "default_store_url", "home_dir", "store_choice"]
+__all__ = ["PROJECT_FILE", "StoreChoice", "default_store_url", "home_dir", "missing_store",
+           "relative_to", "store_choice", "store_flag"]
 
 PROJECT_FILE = "anfitrion.toml"
 """The project file, looked for in the current folder (also the policy file)."""
@@ -69,25 +77,34 @@ def _project_store(folder: Path) -> str | None:
     if not isinstance(url, str) or not url or set(table) != {"url"}:
         raise ConfigError('[store] must be one store URL: url = "sqlite:///anfitrion.db"',
                           path=str(path), key="store")
+    return relative_to(url, folder)
+
+
+def relative_to(url: str, folder: str | os.PathLike[str]) -> str:
+    """*url* with a relative SQLite path taken relative to *folder* (other URLs unchanged): a
+    store named in a file is found from the file's folder, wherever the command runs."""
     prefix = "sqlite:///"
     if url.startswith(prefix) and not url.startswith(prefix + "/"):
-        return f"{prefix}{(folder / url[len(prefix):]).absolute()}"
+        return f"{prefix}{(Path(folder) / url[len(prefix):]).absolute()}"
     return url
 
 
-def store_choice(option: str | None = None, *, folder: str | os.PathLike[str] | None = None
-                 ) -> StoreChoice:
+def store_choice(option: str | None = None, *, folder: str | os.PathLike[str] | None = None,
+                 gateway_store: str | None = None) -> StoreChoice:
     """The store to use, by the rule in this module's docstring.
 
     Args:
         option: the URL given explicitly (a command's ``--store``); wins when set.
         folder: where to look for ``anfitrion.toml`` (default: the current folder).
+        gateway_store: ``gateway.store`` of the MCP config the command was given.
 
     Raises:
         ConfigError: the project file is unreadable or its ``[store]`` table is wrong.
     """
     if option:
         return StoreChoice(option, "--store")
+    if gateway_store:
+        return StoreChoice(gateway_store, "the MCP config's gateway.store")
     if url := os.environ.get("ANFITRION_STORE"):
         return StoreChoice(url, "$ANFITRION_STORE")
     if os.environ.get("ANFITRION_HOME"):
@@ -113,3 +130,37 @@ def default_store_url() -> str:
         True
     """
     return store_choice().url
+
+
+def store_flag(url: str) -> str:
+    """`` --store URL`` for a printed command, or ``""`` when *url* is the store that command
+    finds by itself (the rule without ``--store``), so every hint names the store it needs."""
+    try:
+        if store_choice().url == url:
+            return ""
+    except ConfigError:
+        pass
+    import shlex
+
+    if not url.startswith(("sqlite:", "memory:")):
+        from ._redaction import redact
+
+        url = redact(url, 1000)  # a hint may reach a model or a log: never a password
+    return f" --store {shlex.quote(url)}"
+
+
+def missing_store(url: str) -> Path | None:
+    """The file of a SQLite store *url* names that does not exist yet, else ``None``.
+
+    Commands that only read (or answer what is already there) refuse such a store rather than
+    create an empty one at a mistyped path; ``anfitrion db migrate`` creates it.
+    """
+    if not url.startswith("sqlite:"):
+        return None
+    from .store._sqlite import SQLiteStore
+
+    try:
+        path = Path(SQLiteStore.from_url(url).path)
+    except UserError:  # a malformed URL: opening it says what is wrong
+        return None
+    return None if path.exists() else path.absolute()

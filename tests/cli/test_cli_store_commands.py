@@ -44,8 +44,9 @@ def test_the_store_url_can_come_from_the_environment(tmp_path: Path,
 
 
 def test_db_migrate_and_status_list_named_migrations() -> None:
-    status = json.loads(invoke("db", "status", "--json").output)
-    assert all(m["applied_at"] is None for m in status)
+    missing = invoke("db", "status", "--json")  # #36: reading never creates the store
+    assert missing.exit_code == 1
+    assert "Create it with `anfitrion db migrate`" in missing.output
     migrated = invoke("db", "migrate")
     assert "0001_sessions_approvals_ledger" in migrated.output
     assert "up to date" in invoke("db", "migrate").output
@@ -61,6 +62,7 @@ def test_db_path_never_prints_a_password() -> None:
 
 
 def test_approvals_list_is_empty_then_shows_the_waiting_request() -> None:
+    invoke("db", "migrate")
     assert "no approval request is waiting" in invoke("approvals", "list").output
     assert json.loads(invoke("approvals", "list", "--json").output) == {"approvals": []}
     run = suspended_note()
@@ -123,6 +125,7 @@ def test_an_expired_request_cannot_be_approved() -> None:
 
 
 def test_unknown_ids_and_sessions_are_clean_errors() -> None:
+    invoke("db", "migrate")
     assert "no approval request 'nope'" in invoke("approvals", "show", "nope").output
     missing = invoke("resume", "0" * 32)
     assert missing.exit_code == 1
@@ -131,6 +134,7 @@ def test_unknown_ids_and_sessions_are_clean_errors() -> None:
 
 
 def test_unknown_outcomes_are_listed_for_the_operator() -> None:
+    invoke("db", "migrate")
     assert "no execution has an unknown outcome" in invoke("approvals", "list",
                                                            "--unknown").output
 

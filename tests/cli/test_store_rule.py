@@ -88,6 +88,7 @@ def test_every_store_command_uses_the_project_store(project: Path) -> None:
 
 
 def test_an_empty_list_names_the_store_it_read(anfitrion_home: Path) -> None:
+    invoke("db", "migrate")
     out = invoke("approvals", "list").output
     assert out.strip() == (f"no approval request is waiting in "
                            f"sqlite:///{anfitrion_home / 'anfitrion.db'}")
@@ -115,6 +116,7 @@ def test_serve_reads_the_same_store_as_the_other_commands(
 
     ran: list[object] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **options: ran.append(app))
+    invoke("db", "migrate")
     result = invoke("serve", "--token", "t" * 24)
     assert result.exit_code == 0, result.output
     assert f"(store sqlite:///{anfitrion_home / 'anfitrion.db'})" in result.output

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -48,10 +49,12 @@ async def approve_pins(configs: Sequence[ServerConfig], store: MemoryStore,
 async def http_gateway(configs: Sequence[ServerConfig], store: MemoryStore, *,
                        policy: Policy | None = None, approval_wait: float = 30,
                        on_event: Callable[[HostEvent], Any] | None = None,
+                       store_url: str | None = None,
                        ) -> AsyncIterator[tuple[Gateway, str]]:
     async with McpServers(configs, store) as servers:
         gateway = Gateway(servers, store=store, policy=policy, approval_wait=approval_wait,
-                          poll_interval=0.05, listeners=[on_event] if on_event else [])
+                          poll_interval=0.05, listeners=[on_event] if on_event else [],
+                          store_url=store_url)
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         ready = anyio.Event()
@@ -197,6 +200,27 @@ async def test_without_an_answer_the_call_says_where_to_approve_and_a_retry_runs
             assert retried.content[0].text == "2"
             other = await client.call_tool("mal.rug", {"a": 5, "b": 5})
             assert other.is_error  # the approval covered exactly one call
+
+
+async def test_the_approve_hint_names_the_store_when_it_is_not_the_default(
+        malicious: Callable[..., ServerConfig], store: MemoryStore, tmp_path: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """#36: `anfitrion approvals approve ID` alone would look in another store."""
+    monkeypatch.setenv("ANFITRION_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ANFITRION_STORE", raising=False)
+    elsewhere = f"sqlite:///{tmp_path / 'gateway store.db'}"
+    default = f"sqlite:///{tmp_path / 'home' / 'anfitrion.db'}"
+    configs = [malicious()]
+    await approve_pins(configs, store, ["mal.rug"])
+    for url, expected in ((elsewhere, f" --store '{elsewhere}'` "), (default, "`")):
+        with anyio.fail_after(60):
+            async with http_gateway(configs, store, approval_wait=0.05, store_url=url) \
+                    as (_, mcp_url), mcp_client(mcp_url) as client:
+                first = await client.call_tool("mal.rug", {"a": 2, "b": len(url)})
+        text = first.content[0].text
+        found = re.search(r"approvals approve ([0-9a-f]{32})", text)
+        assert found is not None
+        assert f"anfitrion approvals approve {found.group(1)}{expected}" in text
 
 
 async def test_unapproved_and_unknown_tools_are_refused(

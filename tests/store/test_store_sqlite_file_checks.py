@@ -78,8 +78,13 @@ def test_db_migrate_creates_a_store_in_an_empty_file_and_then_it_opens(tmp_path:
 
 def test_a_file_that_does_not_exist_becomes_a_new_store(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "fresh.db"
-    verified = invoke("audit", "verify", "--store", f"sqlite:///{path}")
-    assert verified.exit_code == 0
+    # #36: a command that only reads refuses it (a mistyped path is not an empty store) ...
+    refused = invoke("audit", "verify", "--store", f"sqlite:///{path}")
+    assert refused.exit_code == 1
+    assert not path.parent.exists()
+    # ... and the command that creates stores makes it
+    created = invoke("db", "migrate", "--store", f"sqlite:///{path}")
+    assert created.exit_code == 0, created.output
     assert path.stat().st_size > 0
     assert [p.name for p in path.parent.iterdir() if p.name.endswith(".new")] == []
 

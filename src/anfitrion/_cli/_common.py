@@ -3,6 +3,7 @@ naming the store in messages, and importing ``module:attribute`` references."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -12,26 +13,52 @@ from typing import Any, TypeVar
 import anyio
 import click
 
-from .._home import store_choice
+from .._home import missing_store, store_choice, store_flag
 from ..exceptions import AnfitrionError, ConfigError, UserError
 from ..policy import DEFAULT_POLICY_FILE, Policy, find_policy
 from ..store import Store, open_store
 
-__all__ = ["import_reference", "load_policy_option", "policy_option", "principal_option",
-           "resolve_url", "run_with_store", "shown", "shown_store", "store_option"]
+__all__ = ["config_store", "existing_store", "import_reference", "load_policy_option",
+           "policy_option", "principal_option", "resolve_url", "run_with_store", "shown",
+           "shown_store", "store_option"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 STORE_HELP = ("Store URL: sqlite:///PATH, postgresql://… or memory:// (default: "
-              "$ANFITRION_STORE, else anfitrion.db in $ANFITRION_HOME, else [store] url in "
-              "./anfitrion.toml, else ~/.local/share/anfitrion/anfitrion.db).")
+              "--config's gateway.store, else $ANFITRION_STORE, else anfitrion.db in "
+              "$ANFITRION_HOME, else [store] url in ./anfitrion.toml, else "
+              "~/.local/share/anfitrion/anfitrion.db).")
+CONFIG_HELP = "An MCP gateway config (mcp.json): use the store of its gateway.store."
+
+
+def config_store(config_path: str | None) -> str | None:
+    """``gateway.store`` of the MCP config at *config_path* (``None`` when it names none)."""
+    if config_path is None:
+        return None
+    from ..mcp._config import load_config
+
+    try:
+        return load_config(config_path).gateway.store
+    except AnfitrionError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def store_option(function: F) -> F:
-    """``--store URL``, resolved by :func:`resolve_url` (the one rule of ``anfitrion._home``)."""
-    return click.option("--store", "store_url", default=None, metavar="URL",
-                        help=STORE_HELP)(function)
+    """``--store URL`` and ``--config mcp.json``, resolved by :func:`resolve_url` (the one rule
+    of ``anfitrion._home``): the command receives one ``store_url``."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, store_url: str | None = None, mcp_config: str | None = None,
+                **kwargs: Any) -> Any:
+        if store_url is None and mcp_config is not None:
+            store_url = config_store(mcp_config)
+        return function(*args, store_url=store_url, **kwargs)
+
+    with_config = click.option("--config", "mcp_config", default=None, metavar="FILE",
+                               type=click.Path(dir_okay=False), help=CONFIG_HELP)(wrapper)
+    return click.option("--store", "store_url", default=None, metavar="URL",  # type: ignore[return-value]
+                        help=STORE_HELP)(with_config)
 
 
 def policy_option(function: F) -> F:
@@ -57,13 +84,28 @@ def load_policy_option(path: str | None) -> Policy:
         raise click.ClickException(str(exc)) from None
 
 
-def resolve_url(url: str | None) -> str:
-    """``--store``, else ``$ANFITRION_STORE``, ``$ANFITRION_HOME``, ``./anfitrion.toml``, the
-    data folder."""
+def resolve_url(url: str | None, *, gateway_store: str | None = None) -> str:
+    """``--store``, else the MCP config's ``gateway.store``, ``$ANFITRION_STORE``,
+    ``$ANFITRION_HOME``, ``./anfitrion.toml``, the data folder."""
     try:
-        return store_choice(url).url
+        return store_choice(url, gateway_store=gateway_store).url
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def existing_store(url: str) -> str:
+    """*url*, when it names a store that exists (or a server's); a SQLite file that does not
+    exist is refused with its path and the command that creates it, never created empty.
+
+    Raises:
+        click.ClickException: the SQLite file is missing.
+    """
+    path = missing_store(url)
+    if path is not None:
+        raise click.ClickException(
+            f"no store at {path}: nothing to read there (a mistyped --store?). Create it with "
+            f"`anfitrion db migrate{store_flag(url)}`, or name the store you meant with --store")
+    return url
 
 
 def shown_store(url: str) -> str:
@@ -75,9 +117,15 @@ def shown_store(url: str) -> str:
     return redact(url, 1000)
 
 
-def run_with_store(url: str | None, work: Callable[[Store], Awaitable[T]]) -> T:
-    """Open the store, run *work*, close the store; our errors become a clean CLI error."""
+def run_with_store(url: str | None, work: Callable[[Store], Awaitable[T]], *,
+                   create: bool = False) -> T:
+    """Open the store, run *work*, close the store; our errors become a clean CLI error.
+
+    A SQLite store that does not exist is refused (:func:`existing_store`) unless *create*
+    (``anfitrion db migrate``)."""
     resolved = resolve_url(url)
+    if not create:
+        existing_store(resolved)
 
     async def main() -> T:
         store = open_store(resolved)

@@ -22,6 +22,7 @@ import click
 from .. import _answers as answers
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from .._apps import DEMO_APP, GATEWAY_APP
+from .._home import store_flag
 from .._identity import identity_problem
 from ..exceptions import AnfitrionError
 from ..store import Store, StoredApproval
@@ -51,12 +52,10 @@ def _state(answer: ApprovalAnswer | None, used: bool, request: ApprovalRequest) 
 def _approval_json(request: ApprovalRequest, answer: ApprovalAnswer | None,
                    used: bool, votes: tuple[ApprovalVote, ...] = ()) -> dict[str, Any]:
     """One request in the inbox API's shape (``GET /api/v1/approvals``)."""
-    from ..web._api import votes_json
-
     out = {"request": request.to_dict(), "state": _api_state(answer, request),
            "answer": answer.to_dict() if answer else None, "used": used}
     if request.quorum is not None:
-        out["quorum"] = votes_json(request, votes)
+        out["quorum"] = answers.votes_json(request, votes)
     return out
 
 
@@ -102,7 +101,7 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
     """List approval requests waiting for a person (or unknown outcomes).
 
     --json prints the inbox API's shape: {"approvals": [{"request", "state", "answer",
-    "used"}, …]}.
+    "used"}, …]} (no extra needed: the web extra is only for `anfitrion serve`).
     """
     where = shown_store(resolve_url(store_url))
     if unknown:
@@ -142,9 +141,15 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
         click.echo(json.dumps({"approvals": [_approval_json(*item) for item in found]},
                               indent=2, ensure_ascii=False))
         return
+    expired = [] if show_all else [item for item in found
+                                   if _api_state(item[1], item[0]) == "expired"]
+    found = [item for item in found if not any(item is e for e in expired)]
     if not found:
         what = "approval request is waiting" if not show_all else "approval request"
         click.echo(f"no {what}{' for session ' + session_id if session_id else ''} in {where}")
+    if expired:  # unanswered but past their expiry: nobody can answer them any more
+        click.echo(f"{len(expired)} expired request(s) not listed: they can no longer be "
+                   "answered (--all lists them)")
     for request, answer, used, votes in found:
         state = _state(answer, used, request)
         if request.quorum is not None and answer is None:
@@ -222,7 +227,7 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
         state = await store.load_session(request.session_id)
         return request, outcome, resume_hint(request.session_id,
                                              state.data.get("app") if state else None,
-                                             store_url)
+                                             resolve_url(store_url))
 
     request, outcome, hint = run_with_store(store_url, work)
     if not outcome.recorded:
@@ -249,9 +254,10 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
     click.echo(hint)
 
 
-def resume_hint(session_id: str, app: object, store_url: str | None) -> str:
-    """How the session of an answered request continues, by who may resume it."""
-    store = f" --store {store_url}" if store_url else ""
+def resume_hint(session_id: str, app: object, store_url: str) -> str:
+    """How the session of an answered request continues, by who may resume it (naming the
+    store when ``anfitrion resume`` would not find it by itself)."""
+    store = store_flag(store_url)
     if app == DEMO_APP:
         return f"continue the session with:  anfitrion resume {session_id}{store}"
     if app == GATEWAY_APP:

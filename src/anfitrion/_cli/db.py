@@ -31,7 +31,7 @@ def migrate(store_url: str | None) -> None:
         done: list[str] = await _migratable(store).migrate()
         return done
 
-    done = run_with_store(store_url, work)
+    done = run_with_store(store_url, work, create=True)
     for name in done:
         click.echo(f"applied {name}")
     click.echo("the store is up to date" if not done else f"{len(done)} migration(s) applied")

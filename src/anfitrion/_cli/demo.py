@@ -12,6 +12,7 @@ from .._approvals import Approver, DeferredApprover, DenyAllApprover, TerminalAp
 from .._apps import DEMO_APP
 from .._demo import SCENES, demo_parts
 from .._events import EventType, HostEvent
+from .._home import store_flag
 from .._host import Host, RunStatus
 from .._principal import Principal
 from ..store import Store, open_store
@@ -81,10 +82,14 @@ def command(store_url: str | None, policy_path: str | None, principal_id: str,
     model, tools = demo_parts(store)
     host = Host(model=model, tools=tools, store=store, policy=policy,
                 approver=approver, listeners=[DemoPrinter()], max_turns=4, app=DEMO_APP)
-    hint = f" --store '{store_url}'" if store_url else ""
+    hint = store_flag(url)
     if policy_path:
         hint += f" --policy '{policy_path}'"
     anyio.run(_scenes, host, store, hint, policy.principal(principal_id), shown_store(url))
+    click.echo(click.style("\nnext:", bold=True))
+    if not defer:
+        click.echo(f"  see a person approve a write:  anfitrion demo --defer{hint}")
+    click.echo(f"  answer approvals in the browser:  anfitrion serve{store_flag(url)}")
 
 
 async def _scenes(host: Host, store: Store, hint: str, principal: Principal,

@@ -19,15 +19,14 @@ from ..exceptions import AnfitrionError
 from ..mcp._config import load_config
 from ..policy import Policy
 from ..store import open_store
-from .mcp import store_url_for
+from ._common import STORE_HELP, resolve_url
 
 
 @click.command("gateway")
 @click.option("--config", "config_path", required=True, type=click.Path(dir_okay=False),
               help="The MCP servers file (mcpServers JSON, optional gateway section).")
 @click.option("--store", "store_url", default=None, metavar="URL",
-              help="Store URL (default: the config's gateway.store, else $ANFITRION_STORE, "
-                   "else anfitrion's SQLite file).")
+              help=STORE_HELP)
 @click.option("--http", "use_http", is_flag=True,
               help="Serve streamable HTTP on 127.0.0.1 instead of stdio.")
 @click.option("--port", type=int, default=None, help="HTTP port (default: gateway.port, 8765).")
@@ -70,7 +69,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
         raise click.ClickException(
             f"--own-names needs exactly one configured server, not {len(config.servers)}: "
             "with several, one server's tool could take another's name")
-    url = store_url_for(store_url, config)
+    url = resolve_url(store_url, gateway_store=config.gateway.store)
     policy = _policy(policy_path or settings.policy)
 
     def say(text: str) -> None:
@@ -84,7 +83,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                 gateway = Gateway(servers, store=store, policy=policy,
                                   principal=Principal(settings.principal, scopes=settings.scopes),
                                   approval_wait=approval_wait or settings.approval_wait,
-                                  own_names=own)
+                                  own_names=own, store_url=url)
                 await servers.start()  # all at once, while the client connects
                 if not use_http:
                     await gateway.serve_stdio()

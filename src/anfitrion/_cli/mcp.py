@@ -40,22 +40,14 @@ from ..mcp._resolve import package_spec, resolve_program
 from ..mcp._sandbox import describe_profile
 from ..policy._lint import LintReport, ToolFacts, facts_of_mcp, lint_tools, visible
 from ..store import Store, open_store
+from ._common import STORE_HELP, resolve_url
 
 T = TypeVar("T")
 
 
-def store_url_for(option: str | None, config: McpConfig | None) -> str:
-    """``--store``, else the config's ``gateway.store``, else anfitrion's default store."""
-    if option:
-        return option
-    if config is not None and config.gateway.store:
-        return config.gateway.store
-    try:
-        from .._home import default_store_url  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return os.environ.get("ANFITRION_STORE") or "sqlite:///anfitrion.db"
-    url: str = default_store_url()
-    return url
+def _store_url(option: str | None, config: McpConfig | None) -> str:
+    """The store by the one rule (``anfitrion._home``), the config's ``gateway.store`` second."""
+    return resolve_url(option, gateway_store=config.gateway.store if config else None)
 
 
 def with_store(ctx: click.Context, url: str, work: Callable[[Store], Awaitable[T]]) -> T:
@@ -88,8 +80,7 @@ def _config(path: str | None) -> McpConfig | None:
 _config_option = click.option("--config", "config_path", type=click.Path(dir_okay=False),
                               help="The MCP servers file (mcpServers JSON).")
 _store_option = click.option("--store", "store_url", default=None, metavar="URL",
-                             help="Store URL (default: the config's gateway.store, else "
-                                  "$ANFITRION_STORE, else anfitrion's SQLite file).")
+                             help=STORE_HELP)
 _json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
@@ -245,7 +236,7 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
         raise click.UsageError("--config FILE is required to reach the servers")
     config = _config(config_path)
     assert config is not None
-    url = store_url_for(store_url, config)
+    url = _store_url(store_url, config)
     states = with_store(ctx, url, lambda store: _launch_states(store, config))
     _ask_launch_consent(config, states, consent=consent, as_json=as_json)
     facts: list[ToolFacts] = []
@@ -412,7 +403,7 @@ def approve(ctx: click.Context, names: tuple[str, ...], config_path: str | None,
                 approved.append(await book.approve(name, by=who, digest_prefix=digest_prefix))
         return approved
 
-    for pin in with_store(ctx, store_url_for(store_url, config), work):
+    for pin in with_store(ctx, _store_url(store_url, config), work):
         click.echo(f"approved {make_visible(pin.name)} ({pin.seen_digest[:12]}) as {who}")
 
 
@@ -429,7 +420,7 @@ def list_(ctx: click.Context, config_path: str | None, store_url: str | None,
     async def work(store: Store) -> list[Pin]:
         return await PinBook(store).pins()
 
-    pins = with_store(ctx, store_url_for(store_url, config), work)
+    pins = with_store(ctx, _store_url(store_url, config), work)
     if as_json:
         click.echo(json.dumps([p.to_dict() for p in pins], indent=2, ensure_ascii=False))
         return

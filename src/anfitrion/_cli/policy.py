@@ -23,6 +23,7 @@ from ..policy import (
     Verdict,
     as_rule,
 )
+from ..policy._lint import lint_rules
 from ..store import Store
 from ._common import import_reference, load_policy_option, run_with_store, shown, store_option
 
@@ -185,6 +186,8 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
         "budgets": policy.budgets.to_dict(),
         "approvals": policy.approvals.to_dict(),  # durations in seconds
         "untrusted_tools": untrusted,
+        "warnings": [{"rule": rule_id, "warning": text}
+                     for rule_id, text in lint_rules(policy)],
     }
     if as_json:
         click.echo(json.dumps(summary, indent=2))
@@ -198,6 +201,8 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
         click.echo(f"  rule {rule.rule_id}{shown}")
         if rule.trade_off is not None:
             click.echo(f"    trade-off: {rule.trade_off}")
+    for warning in summary["warnings"]:
+        click.echo(f"warning: rule {warning['rule']} {warning['warning']}")
     for line in _confined_allows(policy):
         click.echo(line)
     if untrusted:

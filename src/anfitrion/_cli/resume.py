@@ -31,7 +31,14 @@ from .._runtime import reap_dead_leases
 from ..exceptions import AnfitrionError, SessionNotFound
 from ..policy import Policy
 from ..store import SessionState, Store, open_store
-from ._common import load_policy_option, resolve_url, shown, shown_store, store_option
+from ._common import (
+    existing_store,
+    load_policy_option,
+    resolve_url,
+    shown,
+    shown_store,
+    store_option,
+)
 
 _MODELS = ("scripted:demo",)
 
@@ -66,12 +73,18 @@ def _host_for(app: str, recorded: object, store: Store, policy: Policy,
     target = load_app(app)
     if isinstance(target, Host):
         return target
+    shape = f"{app!r} must be a Host or a function (store) -> Host"
     if callable(target):
-        built = target(store=store)
+        try:
+            built = target(store=store)
+        except TypeError as exc:  # a factory of another shape: one line, never a traceback
+            raise click.BadParameter(f"{shape}; calling it with store=… failed: {exc}",
+                                     param_hint="--app") from None
         if isinstance(built, Host):
             return built
-    raise click.BadParameter(f"{app!r} is neither a Host nor a function (store) -> Host",
-                             param_hint="--app")
+        raise click.BadParameter(f"{shape}; it returned {type(built).__name__}",
+                                 param_hint="--app")
+    raise click.BadParameter(f"{shape}, not {type(target).__name__}", param_hint="--app")
 
 
 def _check_app(session_id: str, recorded: object, given: str | None) -> str:
@@ -114,8 +127,10 @@ def _check_app(session_id: str, recorded: object, given: str | None) -> str:
               help="Resume a session left 'running' by a process that died. Unsettled "
                    "side effects are reported as 'outcome unknown', never run again.")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), default=None,
-              help="Policy file (TOML), the same as the suspended run's; default "
-                   "./anfitrion.toml if present, else the default policy.")
+              help="Policy file (TOML) for a demo session, the same as the suspended run's; "
+                   "default ./anfitrion.toml if present, else the default policy. A session "
+                   "resumed with --app MODULE:ATTR uses that Host's own policy (this option "
+                   "is then refused).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def command(session_id: str | None, store_url: str | None, app: str | None,
             model: str | None, ready: bool, force: bool, policy_path: str | None,
@@ -130,6 +145,9 @@ def command(session_id: str | None, store_url: str | None, app: str | None,
             raise click.BadParameter(f"unknown model {model!r}; known: {', '.join(_MODELS)}",
                                      param_hint="--model")
         app = app or DEMO_APP
+    if policy_path is not None and app is not None and app != DEMO_APP:
+        raise click.UsageError(f"--policy is for demo sessions: the Host {app} brings its own "
+                               "policy")
     policy = load_policy_option(policy_path)
     listeners: list[Listener] = [] if as_json else [DemoPrinter()]
 
@@ -146,7 +164,7 @@ def command(session_id: str | None, store_url: str | None, app: str | None,
         return await host.resume(sid, force=forced, lease_from=lease_from)
 
     async def main() -> list[RunResult]:
-        store = open_store(resolve_url(store_url))
+        store = open_store(existing_store(resolve_url(store_url)))
         hosts: dict[str, Host] = {}
         try:
             if session_id is not None:

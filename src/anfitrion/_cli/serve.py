@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 import click
 
 from ..exceptions import UserError
-from ._common import resolve_url, shown_store, store_option
+from ._common import existing_store, resolve_url, shown_store, store_option
 
 TOKEN_ENV = "ANFITRION_INBOX_TOKEN"
 
@@ -87,7 +87,7 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
             raise click.UsageError("--public-url must look like https://inbox.example")
         public_origin = f"{parts.scheme}://{parts.netloc}"
         allowed_host = (*allowed_host, parts.hostname)
-    url = resolve_url(store_url)
+    url = existing_store(resolve_url(store_url))
     try:
         from ..channels._reviewers import load_reviewers
 

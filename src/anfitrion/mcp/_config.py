@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._home import relative_to
 from ..exceptions import ConfigError
 from ._oauth_settings import OAuthSettings, TokenExchangeSettings, parse_oauth, parse_token_exchange
 from ._sandbox import ProfileError, SandboxProfile, parse_sandbox
@@ -153,7 +154,8 @@ class GatewaySettings:
     """The ``gateway`` section: how ``anfitrion gateway`` runs.
 
     Attributes:
-        store: store URL (approvals, pins, ledger, audit).
+        store: store URL (approvals, pins, ledger, audit); a relative SQLite path is relative
+            to the config file.
         policy: a policy file (TOML), relative to the config file.
         principal: who the gateway's callers act as.
         scopes: the principal's scopes.
@@ -455,11 +457,12 @@ def _gateway(raw: Any, *, path: str | None,
     if isinstance(body, bool) or not isinstance(body, int) or body < 1024:
         raise _config_error("must be an integer of at least 1024", path=path,
                           key="gateway.maxBodyBytes")
-    policy = raw.get("policy")
-    if policy is not None and path is not None:
-        policy = str(Path(path).parent / policy)
+    policy, store = raw.get("policy"), raw.get("store")
+    if path is not None:  # both found from the config's folder, wherever the command runs
+        policy = str(Path(path).parent / policy) if policy is not None else None
+        store = relative_to(store, Path(path).parent) if store is not None else None
     return GatewaySettings(
-        store=raw.get("store"), policy=policy,
+        store=store, policy=policy,
         principal=raw.get("principal", defaults.principal),
         scopes=frozenset(scopes),
         approval_wait=_number(raw.get("approvalWait"), defaults.approval_wait, path=path,

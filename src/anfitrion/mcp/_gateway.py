@@ -51,6 +51,7 @@ from .._canonical import digest
 from .._conversation import ToolResult
 from .._events import Listener
 from .._gate import Gate, GateLimits
+from .._home import store_flag
 from .._principal import Principal
 from .._runtime import GatedSession, Runtime, SubmissionStatus
 from .._tools import OfferContext, Tool
@@ -231,6 +232,8 @@ class Gateway:
         page_size: items per page of ``tools/list``, ``prompts/list``, ``resources/list``.
         conversation_key: the key signing conversation handles and deriving session ids
             (default: ``$ANFITRION_GATEWAY_KEY``, else a key kept in the store).
+        store_url: the URL *store* was opened from: the "approve it with …" hint then names
+            ``--store URL`` when it is not the store ``anfitrion approvals`` finds by itself.
 
     Raises:
         UserError: ``own_names`` with more than one server.
@@ -247,7 +250,8 @@ class Gateway:
                  listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
                  audit: bool = True, session_id: str | None = None,
                  max_tool_calls: int | None = None, own_names: bool = False,
-                 page_size: int = 100, conversation_key: str | bytes | None = None) -> None:
+                 page_size: int = 100, conversation_key: str | bytes | None = None,
+                 store_url: str | None = None) -> None:
         if own_names and len(servers.toolsets) != 1:
             raise UserError(f"own names need exactly one wrapped server, not "
                             f"{len(servers.toolsets)}: with several, one server's tool could "
@@ -261,6 +265,7 @@ class Gateway:
         """The MCP client sessions connected now (list-changed notices go to each)."""
         self._refused_tasks: set[str] = set()
         self.store = store
+        self._store_flag = store_flag(store_url) if store_url else ""
         self.principal = Principal.of(principal)
         self.approval_wait = approval_wait
         self.poll_interval = poll_interval
@@ -620,9 +625,10 @@ class Gateway:
                     return _text_result(
                         f"{name} needs a person's approval and none came within "
                         f"{self.approval_wait:g} seconds. Nothing was run. Approve it with "
-                        f"`anfitrion approvals approve {request.id}` (or in the approval "
-                        "inbox), then call the tool again with the same arguments. The request "
-                        f"expires at {request.expires_at.isoformat(timespec='seconds')}.",
+                        f"`anfitrion approvals approve {request.id}{self._store_flag}` (or in "
+                        "the approval inbox), then call the tool again with the same arguments. "
+                        "The request expires at "
+                        f"{request.expires_at.isoformat(timespec='seconds')}.",
                         is_error=True)
             if gated.session.retry_of(name, key) is not None:
                 gated.session.forget_retry(name, key)

@@ -37,6 +37,8 @@ from .._constraints import (
     EmailDomain,
     LengthRange,
     Matches,
+    NoneOf,
+    NotMatches,
     NumberRange,
     OneOf,
     PathInside,
@@ -69,7 +71,8 @@ _NOT_HASHED = {"store", "shadow", "lint"}
 _RULE = {"id", "tool", "tools", "effect", "roles", "verdict", "reason", "violation",
          "arguments", "quorum"}
 _RATE = {"id", "tool", "tools", "max_calls", "per", "combined", "reason"}
-_CONSTRAINT = {"path_inside", "base", "resolve_symlinks", "one_of", "matches",
+_CONSTRAINT = {"path_inside", "base", "resolve_symlinks", "one_of", "none_of", "matches",
+               "not_matches",
                "max_input_length", "min", "max", "min_length", "max_length", "url_hosts",
                "url_schemes", "email_domains"}
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$")
@@ -212,6 +215,8 @@ def _constraints(r: _Reader, spec: Any, key: str, base_dir: str | None) -> list[
     pairs = {"base": "path_inside", "resolve_symlinks": "path_inside",
              "max_input_length": "matches", "url_schemes": "url_hosts"}
     for option, owner in pairs.items():
+        if option == "max_input_length" and "not_matches" in spec:
+            continue
         if option in spec and owner not in spec:
             r.fail(f"{option!r} only goes with {owner!r}", f"{key}.{option}")
     if "path_inside" in spec:
@@ -227,10 +232,20 @@ def _constraints(r: _Reader, spec: Any, key: str, base_dir: str | None) -> list[
         if not isinstance(values, list):
             r.fail("must be a list", f"{key}.one_of")
         out.append(r.built(f"{key}.one_of", lambda: OneOf(values)))
+    if "none_of" in spec:
+        refused = spec["none_of"]
+        if not isinstance(refused, list):
+            r.fail("must be a list", f"{key}.none_of")
+        out.append(r.built(f"{key}.none_of", lambda: NoneOf(refused)))
     if "matches" in spec:
         pattern = r.typed(spec, "matches", key, str, "a regular expression")
         cap = r.typed(spec, "max_input_length", key, int, "an integer") or 1024
         out.append(r.built(f"{key}.matches", lambda: Matches(pattern, max_input_length=cap)))
+    if "not_matches" in spec:
+        negative = r.typed(spec, "not_matches", key, str, "a regular expression")
+        limit = r.typed(spec, "max_input_length", key, int, "an integer") or 1024
+        out.append(r.built(f"{key}.not_matches",
+                           lambda: NotMatches(negative, max_input_length=limit)))
     if "min" in spec or "max" in spec:
         low = r.typed(spec, "min", key, (int, float), "a number")
         high = r.typed(spec, "max", key, (int, float), "a number")

@@ -46,6 +46,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._constraints import NoneOf, OneOf
+from ._decision import Verdict
 from ._quorum import RequireQuorum
 from ._rules import ArgumentRule
 
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
     from ._core import Policy
 
 __all__ = ["CODES", "Finding", "LintReport", "Silence", "ToolFacts", "facts_of_mcp",
-           "facts_of_tool", "lint_tools", "parse_silenced"]
+           "facts_of_tool", "lint_rules", "lint_tools", "parse_silenced"]
 
 CODES: Mapping[str, str] = {
     "description-short": "the description is too short to choose the tool by",
@@ -432,3 +434,36 @@ def _clashes(facts: Sequence[ToolFacts]) -> list[tuple[str, str, str, str | None
             out.append(("name-confusable", name, f"looks like {others}: a model or a person "
                         "can take one for the other; rename one of them", None))
     return out
+
+
+def lint_rules(policy: Policy) -> list[tuple[str, str]]:
+    """Argument rules whose constraints make them apply to every call of their tools or to
+    none: ``(rule id, what is wrong)`` for ``anfitrion policy validate``.
+
+    - a ``verdict = "deny"`` rule with ``arguments``: a call that breaks a constraint is denied,
+      and one that keeps them gets the verdict, deny, so the rule denies every call;
+    - an argument whose ``one_of`` values are all refused by its ``none_of``: no value passes.
+
+    Example:
+        >>> from anfitrion.policy import ArgumentRule, OneOf, Policy
+        >>> lint_rules(Policy([ArgumentRule("send", {"to": OneOf(["ceo@x.io"])}, "deny",
+        ...                                 rule_id="no-ceo")]))[0][0]
+        'no-ceo'
+    """
+    found: list[tuple[str, str]] = []
+    for rule in policy.rules:
+        inner = rule.rule if isinstance(rule, RequireQuorum) else rule
+        if not isinstance(inner, ArgumentRule):
+            continue
+        if inner.verdict is Verdict.DENY:
+            found.append((inner.rule_id, "denies every call of its tools: a call that breaks an "
+                          "argument constraint is denied too. To deny only some values, use "
+                          "none_of or not_matches (and no verdict)"))
+        for name, constraints in inner.constraints.items():
+            allowed = [v for c in constraints if isinstance(c, OneOf) for v in c.values]
+            refusers = [c for c in constraints if isinstance(c, NoneOf)]
+            if allowed and refusers and all(
+                    any(c.check(v) is not None for c in refusers) for v in allowed):
+                found.append((inner.rule_id, f"argument {name!r}: none_of refuses every value "
+                              "one_of allows, so no call that sets it passes"))
+    return found

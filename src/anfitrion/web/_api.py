@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from .. import _resolutions as resolutions
-from .._answers import OnAnswer, Outcome, Refusal, answer, notify, state_of, votes_needed
+from .._answers import OnAnswer, Outcome, Refusal, answer, notify, state_of, votes_json
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from .._json import parse_json_strict
 from ..channels._reviewers import Reviewers
@@ -110,16 +110,6 @@ def _reviewer(request: Request, reviewers: Reviewers | None) -> Reviewer | None:
     if reviewers is None or scheme.lower() != "bearer" or not given:
         return None
     return reviewers.by_token(given.strip())
-
-
-def votes_json(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> dict[str, Any]:
-    """Who has voted so far on a request that needs a quorum, and how many more it needs."""
-    return {"required": request.quorum.required if request.quorum else 1,
-            "roles": list(request.quorum.roles) if request.quorum else [],
-            "needed": votes_needed(request, votes),
-            "votes": [{"voter": v.voter, "approved": v.approved, "via": v.via,
-                       "roles": list(v.roles), "note": v.note, "at": v.at.isoformat()}
-                      for v in votes]}
 
 
 def outcome_response(outcome: Outcome, on_answer: OnAnswer | None) -> JSONResponse:
