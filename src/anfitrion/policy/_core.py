@@ -66,14 +66,6 @@ def rule_id_of(rule: Rule) -> str:
 
 
 
-@runtime_checkable
-class CountsCalls(Protocol):
-    """A rule that needs rate counts says which, per tool name (part of :class:`PolicyRule`;
-    a plain callable with this method has its counts fetched too)."""
-
-    def rate_keys(self, tool_name: str) -> Iterable[RateKey]: ...
-
-
 _RATE_KEYS_CACHED = 1024
 
 
