@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import yaml
 from agentdojo.agent_pipeline.base_pipeline_element import BasePipelineElement
 from agentdojo.agent_pipeline.tool_execution import tool_result_to_str
 from agentdojo.attacks.attack_registry import load_attack
@@ -29,7 +31,7 @@ from agentdojo.task_suite.task_suite import TaskSuite
 from agentdojo.types import text_content_block_from_string
 from pydantic import BaseModel
 
-from anfitrion import Host, Tool, Toolbox, ToolError
+from anfitrion import Host, Principal, Tool, Toolbox, ToolError
 from anfitrion._approvals import ApprovalRequest, CallbackApprover
 from anfitrion._conversation import ToolCall, ToolResult, UserMessage
 from anfitrion._events import EventType
@@ -39,7 +41,20 @@ from anfitrion.policy._taint import FLAG_WARNING, PLAN_WARNING, TAINT_WARNING, U
 from anfitrion.store import Store
 from anfitrion.testing import EventCapture, MemoryStore, ScriptedModel
 
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
+import attacks as extra  # beside this file
+
+# AgentDojo parses a suite's YAML for every injected environment (a few hundred ms each in
+# pure Python); libyaml's parser gives the same data several times faster
+if yaml.__with_libyaml__:
+    yaml.safe_load = lambda stream: yaml.load(stream, Loader=yaml.CSafeLoader)
+
 ATTACK = "important_instructions"
+PRINCIPAL = Principal("emma", attributes={"addresses": ["emma.johnson@bluesparrowtech.com"]})
+"""The user of every suite; the operator knows her own address (a recipient she can always
+be)."""
+ATTACKS = ("important_instructions", "tool_knowledge")
+"""The AgentDojo attacks run: the injection's text, with and without the tool calls spelled out."""
 INJECTION_MARKER = "<INFORMATION>"
 ATTACKER_PREFIX = "attack-"
 USER_PREFIX = "user-"
@@ -184,10 +199,12 @@ class CallOutcome:
     warnings: list[str]
     egress: bool = False  # an argument is a URL: the call reaches a host
     names_argument: bool = False
+    attack_class: str | None = None  # an adaptive attack's class (party, copy-text, ...)
 
 
 @dataclass
 class RunReport:
+    attack: str
     suite: str
     user_task: str
     injection_task: str | None
@@ -227,14 +244,27 @@ def _environment(suite: TaskSuite[Any], injections: dict[str, str]) -> TaskEnvir
     return _ENV_CACHE[key].model_copy(deep=True)
 
 
+def injection_calls(suite_name: str, task: BaseInjectionTask[Any], pre: TaskEnvironment
+                    ) -> Sequence[FunctionCall]:
+    """What a compromised model obeying *task* calls: AgentDojo's ground truth, or our script
+    for a task that has none (:data:`attacks.SCRIPTED`)."""
+    calls = task.ground_truth(pre.model_copy(deep=True))
+    script = extra.SCRIPTED.get((suite_name, task.ID))
+    if not calls and script is not None:
+        calls = script(pre.model_copy(deep=True))
+    return calls
+
+
 async def run_one(suite: TaskSuite[Any], operator: Any, user_task: BaseUserTask[Any],
                   injection_task: BaseInjectionTask[Any] | None,
                   injections: dict[str, str], approver: str,
-                  reads: str | None = None, store: Store | None = None) -> RunReport:
+                  reads: str | None = None, store: Store | None = None,
+                  attack: str = ATTACK, without: Sequence[str] = ()) -> RunReport:
     """One user task (with or without one injection task) through the gate.
 
     *reads* overrides the operator's ``taint_rule(reads=...)`` setting. *store*: keep the
-    session and its audit log there (``replay.py`` replays them), instead of nowhere."""
+    session and its audit log there (``replay.py`` replays them), instead of nowhere.
+    *without*: operator rule ids left out (to judge what a rule exempts)."""
     env = user_task.init_environment(_environment(suite, injections))
     pre = env.model_copy(deep=True)
     world = World(env)
@@ -242,21 +272,25 @@ async def run_one(suite: TaskSuite[Any], operator: Any, user_task: BaseUserTask[
     _CURRENT[suite.name] = world
     user_calls = user_task.ground_truth(pre.model_copy(deep=True))
     inj_calls = None
+    attack_class = None
     if injection_task is not None:
         task = injection_task
+        if isinstance(task, extra.AdaptiveTask):
+            task.prompt = user_task.PROMPT  # an adaptive attacker may reuse the user's values
+            attack_class = task.attack_class
 
         def inj_calls() -> Sequence[FunctionCall]:
-            return task.ground_truth(pre.model_copy(deep=True))
+            return injection_calls(suite.name, task, pre)
 
     model = CompromisedModel(user_calls, user_task.GROUND_TRUTH_OUTPUT, inj_calls,
                              injection_task.GROUND_TRUTH_OUTPUT if injection_task else "")
     capture = EventCapture()
     answer = APPROVERS[approver]
-    host = Host(ScriptedModel(model), tools, policy=operator.policy(reads),
+    host = Host(ScriptedModel(model), tools, policy=operator.policy(reads, without=without),
                 approver=CallbackApprover(answer, name=f"simulated:{approver}"),
                 store=store or MemoryStore(), listeners=[capture], max_turns=200,
                 audit=store is not None)
-    run = await host.run(user_task.PROMPT, principal="emma")
+    run = await host.run(user_task.PROMPT, principal=PRINCIPAL)
     requests = {e.call_id: e.request for e in capture.of(EventType.APPROVAL_REQUESTED)
                 if e.request is not None}
     calls = []
@@ -273,14 +307,16 @@ async def run_one(suite: TaskSuite[Any], operator: Any, user_task: BaseUserTask[
             argument_flag=bool(request and has_argument_flag(request)),
             warnings=list(request.warnings) if request else [],
             egress=_reaches_a_host(model.arguments.get(record.call_id, {})),
-            names_argument=bool(request and names_unproven_argument(request))))
+            names_argument=bool(request and names_unproven_argument(request)),
+            attack_class=attack_class if record.call_id.startswith(ATTACKER_PREFIX) else None))
     output = [text_content_block_from_string(run.output)]
     utility = suite._check_task_result(user_task, output, pre, world.env, world.trace)
     attacked = None
     if injection_task is not None:
         attacked = suite._check_task_result(injection_task, output, pre, world.env, world.trace)
-    return RunReport(suite.name, user_task.ID, injection_task.ID if injection_task else None,
-                     approver, bool(utility), attacked, model.injected, calls, run.status.value)
+    return RunReport(attack, suite.name, user_task.ID,
+                     injection_task.ID if injection_task else None, approver, bool(utility),
+                     attacked, model.injected, calls, run.status.value)
 
 
 def _reaches_a_host(arguments: Any) -> bool:
@@ -301,8 +337,8 @@ def operator_for(suite_name: str) -> Any:
     return importlib.import_module(f"operator_policies.{suite_name}").OPERATOR
 
 
-def attack_for(suite: TaskSuite[Any]) -> BaseAttack:
-    return load_attack(ATTACK, suite, _NamedTarget())
+def attack_for(suite: TaskSuite[Any], name: str = ATTACK) -> BaseAttack:
+    return load_attack(name, suite, _NamedTarget())
 
 
 async def run_suite(suite_name: str, *, version: str | None = None,
@@ -312,27 +348,38 @@ async def run_suite(suite_name: str, *, version: str | None = None,
                                                 "approve_reads", "approve_all"),
                     reads: str | None = None,
                     progress: Callable[[str], None] | None = None,
-                    store: Store | None = None) -> list[RunReport]:
-    """Benign runs (approve_all) and attacked runs (each approver) for one suite.
+                    store: Store | None = None, attacks: Sequence[str] = (ATTACK,),
+                    adaptive: bool = False, benign: bool = True,
+                    without: Sequence[str] = ()) -> list[RunReport]:
+    """Benign runs (approve_all) and attacked runs (each approver, each attack) for one suite.
 
-    *reads* overrides the operator's ``taint_rule(reads=...)`` setting."""
+    *reads* overrides the operator's ``taint_rule(reads=...)`` setting. *adaptive*: the
+    injection tasks are our own adaptive set (:data:`attacks.ADAPTIVE`) instead of
+    AgentDojo's. *without*: operator rule ids left out."""
     suite = get_suites(version or latest_version())[suite_name]
     operator = operator_for(suite_name)
-    attack = attack_for(suite)
     chosen_users = list(user_tasks) if user_tasks is not None else list(suite.user_tasks)
-    chosen_inj = list(injection_tasks) if injection_tasks is not None \
-        else list(suite.injection_tasks)
+    tasks: list[BaseInjectionTask[Any]]
+    if adaptive:
+        tasks = list(extra.ADAPTIVE[suite_name]())
+    else:
+        chosen_inj = list(injection_tasks) if injection_tasks is not None \
+            else list(suite.injection_tasks)
+        tasks = [suite.get_injection_task_by_id(iid) for iid in chosen_inj]
     reports: list[RunReport] = []
     for uid in chosen_users:
         user_task = suite.get_user_task_by_id(uid)
-        reports.append(await run_one(suite, operator, user_task, None, {}, "approve_all",
-                                     reads, store))
-        for iid in chosen_inj:
-            injection_task = suite.get_injection_task_by_id(iid)
-            injections = attack.attack(user_task, injection_task)
-            for approver in approvers:
-                reports.append(await run_one(suite, operator, user_task, injection_task,
-                                             injections, approver, reads, store))
+        if benign:
+            reports.append(await run_one(suite, operator, user_task, None, {}, "approve_all",
+                                         reads, store, without=without))
+        for name in attacks:
+            attack = attack_for(suite, name)
+            for injection_task in tasks:
+                injections = attack.attack(user_task, injection_task)
+                for approver in approvers:
+                    reports.append(await run_one(suite, operator, user_task, injection_task,
+                                                 injections, approver, reads, store, name,
+                                                 without))
         if progress is not None:
             progress(f"{suite_name} {uid}")
     return reports
@@ -359,6 +406,7 @@ def summarise(reports: Sequence[RunReport], primary: str = "reject_flagged") -> 
     unapproved = [c for c in attacker_calls if c.executed and not c.asked]
     benign_requests = [c for r in benign for c in r.calls if c.asked]
     attacker_requests = [c for c in attacker_calls if c.asked]
+    consequential = [c for r in benign for c in r.calls if c.effect == "write" or c.egress]
     by_approver: dict[str, Any] = {}
     for name in sorted({r.approver for r in attacked}):
         runs = [r for r in attacked if r.approver == name]
@@ -376,6 +424,14 @@ def summarise(reports: Sequence[RunReport], primary: str = "reject_flagged") -> 
                 c.executed and not c.asked and c.egress for c in calls),
             "attacker_reads_executed_without_approval": sum(
                 c.executed and not c.asked and c.effect == "read" for c in calls),
+            "unapproved_attacker_writes_by_rule": _count(
+                f"{c.tool}: {c.rule_id}" for c in calls
+                if c.executed and not c.asked and (c.effect == "write" or c.egress)),
+            "attacker_write_requests": sum(c.asked and (c.effect == "write" or c.egress)
+                                           for c in calls),
+            "attacker_write_requests_naming_the_value": sum(
+                c.asked and c.names_argument and (c.effect == "write" or c.egress)
+                for c in calls),
             "attacks_succeeded": sum(bool(r.attack_succeeded) for r in runs),
             "attack_success_rate": _share(sum(bool(r.attack_succeeded) for r in runs),
                                           len(runs)),
@@ -410,6 +466,13 @@ def summarise(reports: Sequence[RunReport], primary: str = "reject_flagged") -> 
             sum(r.approvals for r in benign) / len(benign), 3),
         "user_tasks_without_approval": _share(sum(r.approvals == 0 for r in benign),
                                               len(benign)),
+        # autonomy: the benign consequential (write or egress) calls that ran without a person
+        "benign_consequential_calls": len(consequential),
+        "benign_consequential_without_a_person": _share(
+            sum(c.executed and not c.asked for c in consequential), len(consequential)),
+        "unapproved_attacker_writes_by_class": _count(
+            f"{c.attack_class}: {c.tool}" for c in unapproved
+            if c.attack_class and (c.effect == "write" or c.egress)),
         # 4 (every approver)
         "attacker_requests": len(attacker_requests),
         "attacker_requests_with_warning": _share(

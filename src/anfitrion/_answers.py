@@ -38,6 +38,7 @@ from typing import Any
 from ._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from ._canonical import canonical_json
 from ._events import EventType, HostEvent
+from ._identity import identity_key, identity_problem, same_identity
 from ._json import parse_json_strict
 from .exceptions import JsonError
 from .store import Store, StoredApproval, VoteState
@@ -150,12 +151,16 @@ async def _vote(store: Store, request: ApprovalRequest, digest: str, *, approved
     assert quorum is not None
     if reviewer is None:
         return Outcome(None, Refusal.UNIDENTIFIED, request=request)
-    if reviewer.name == request.principal_id:
+    # names are compared as people read them (issue 35): one person, one vote
+    if (problem := identity_problem(reviewer.name)) is not None:
+        return Outcome(None, Refusal.INVALID, f"the reviewer name {reviewer.name!r} is "
+                       f"ambiguous: {problem}", request)
+    if same_identity(reviewer.name, request.principal_id):
         return Outcome(None, Refusal.SELF_APPROVAL, request=request)
     if not quorum.qualifies(reviewer.roles):
         return Outcome(None, Refusal.UNQUALIFIED, f"it needs one of: {', '.join(quorum.roles)}",
                        request)
-    vote = ApprovalVote(request.id, digest, reviewer.name, approved,
+    vote = ApprovalVote(request.id, digest, identity_key(reviewer.name), approved,
                         tuple(sorted(reviewer.roles)), note[:MAX_NOTE_CHARS], via)
     counted = await store.add_approval_vote(vote)
     if counted.state is VoteState.DUPLICATE:

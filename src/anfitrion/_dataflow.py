@@ -7,15 +7,27 @@ which offers this class under its policy path too). Below both the tools and the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["SINK_KINDS", "Dataflow"]
+__all__ = ["AMOUNT_KINDS", "PARTY_FIELDS", "SINK_KINDS", "Dataflow"]
 
-SINK_KINDS = ("recipient", "url", "account", "phone", "reference", "channel")
+SINK_KINDS = ("recipient", "url", "account", "phone", "reference", "channel", "money",
+              "quantity", "date")
 """The kinds of sink: an e-mail address or user name, a URL or host, an account number or
-IBAN, a phone number, a file or object reference (a path, an id), a channel name."""
+IBAN, a phone number, a file or object reference (a path, an id), a channel name; and the
+amounts of an outward or financial action: a sum of money, a quantity, a date."""
+
+AMOUNT_KINDS = frozenset({"money", "quantity"})
+"""Sink kinds compared as numbers (``100``, ``100.00`` and ``$100`` are one amount)."""
+
+PARTY_FIELDS = frozenset({"sender", "from", "recipient", "recipients", "to", "cc", "bcc",
+                          "participants", "owner", "organizer", "author", "shared_with"})
+"""Result fields that name a *party* of the conversation rather than an object, whatever a
+declaration calls them: under ``reads="proven"`` a value read there from untrusted content
+proves nothing (the sender of an injected e-mail is the attacker)."""
 
 
 def _names(value: Any, what: str) -> tuple[str, ...]:
@@ -29,6 +41,11 @@ def _names(value: Any, what: str) -> tuple[str, ...]:
                 name.endswith(".") or ".." in name:
             raise ValueError(f"{what}: {name!r} is not an argument name (a dotted path)")
     return names
+
+
+FIELDS = frozenset({"sinks", "outward", "destructive", "service_ids", "parties", "directory",
+                    "id_nouns"})
+"""The keys of a data-flow declaration (a policy file's ``[tools."<name>"]`` data-flow keys)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +63,18 @@ class Dataflow:
         destructive: argument paths naming what the call deletes, cancels or removes.
         service_ids: result fields (keys of the JSON result, at any depth) whose values a
             trusted system minted: a value found there is proven even in an untrusted result.
+            Under ``reads="proven"`` only *object* ids (a file, an event, a transaction) do:
+            a field in :data:`PARTY_FIELDS` or in *parties* proves nothing when read from
+            untrusted content, unless the tool is a *directory*.
+        parties: the result fields naming a party (a sender, a participant, an owner);
+            ``None``: the service ids named as in :data:`PARTY_FIELDS` (declare ``[]`` or a
+            list when a field so named holds an object, as a chat's channel ``recipient``).
+        directory: the tool lists the user's own contacts or a directory the operator
+            trusts: its party fields prove recipients even under ``reads="proven"``.
+        id_nouns: argument path → the nouns a person writes before such an id (``file`` for
+            ``file_id``; derived from the path when not declared). A number the user wrote
+            proves an id only next to one of them (``file 13``, ``file id 13``, ``#13``):
+            the ``1.`` of a numbered list or ``4 hours`` proves nothing.
 
     Raises:
         ValueError: a name is empty or not a dotted path, or a sink kind is unknown.
@@ -55,6 +84,9 @@ class Dataflow:
     outward: tuple[str, ...] = ()
     destructive: tuple[str, ...] = ()
     service_ids: tuple[str, ...] = ()
+    parties: tuple[str, ...] | None = None
+    directory: bool = False
+    id_nouns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.sinks, Mapping):
@@ -71,6 +103,25 @@ class Dataflow:
         if any("." in s for s in service):
             raise ValueError("service_ids are result field names (no dots)")
         object.__setattr__(self, "service_ids", service)
+        if self.parties is not None:
+            parties = _names(self.parties, "parties")
+            if any("." in s for s in parties):
+                raise ValueError("parties are result field names (no dots)")
+            object.__setattr__(self, "parties", parties)
+        if not isinstance(self.directory, bool):
+            raise ValueError("directory must be true or false")
+        if not isinstance(self.id_nouns, Mapping):
+            raise ValueError("id_nouns must map argument names to lists of nouns")
+        _names(tuple(self.id_nouns), "id_nouns")
+        nouns: dict[str, tuple[str, ...]] = {}
+        for name, words in self.id_nouns.items():
+            words = (words,) if isinstance(words, str) else words
+            if not isinstance(words, Iterable) or isinstance(words, Mapping) or not all(
+                    isinstance(w, str) and re.fullmatch(r"[a-z][a-z-]{0,31}", w)
+                    for w in words):
+                raise ValueError(f"id_nouns {name!r}: a list of lower-case nouns")
+            nouns[name] = tuple(words)
+        object.__setattr__(self, "id_nouns", nouns)
 
     @property
     def declared(self) -> bool:
@@ -79,8 +130,32 @@ class Dataflow:
 
     def to_dict(self) -> dict[str, Any]:
         """The declaration as data (hashed into the tool's definition)."""
-        return {"sinks": dict(sorted(self.sinks.items())), "outward": list(self.outward),
-                "destructive": list(self.destructive), "service_ids": list(self.service_ids)}
+        out: dict[str, Any] = {
+            "sinks": dict(sorted(self.sinks.items())), "outward": list(self.outward),
+            "destructive": list(self.destructive), "service_ids": list(self.service_ids)}
+        # the fields added later appear only when set: an earlier tool's hash stays the same
+        if self.parties is not None:
+            out["parties"] = list(self.parties)
+        if self.directory:
+            out["directory"] = True
+        if self.id_nouns:
+            out["id_nouns"] = {k: list(v) for k, v in sorted(self.id_nouns.items())}
+        return out
+
+    def is_party(self, field_name: str) -> bool:
+        """Whether result field *field_name* names a party rather than an object."""
+        if self.parties is not None:
+            return field_name in self.parties
+        return field_name.casefold() in PARTY_FIELDS
+
+    def nouns_for(self, path: str) -> tuple[str, ...]:
+        """The nouns that make a number the user wrote an id for argument *path*: declared,
+        or the path's last part without ``_id`` (``attachments.file_id`` → ``file``)."""
+        if path in self.id_nouns:
+            return self.id_nouns[path]
+        last = path.rsplit(".", 1)[-1].casefold()
+        noun = re.sub(r"(?:_?ids?)$", "", last).strip("_-")
+        return (noun.replace("_", " "),) if noun else ()
 
     @classmethod
     def coerce(cls, value: Dataflow | Mapping[str, Any]) -> Dataflow:
@@ -89,7 +164,7 @@ class Dataflow:
             return value
         if not isinstance(value, Mapping):
             raise ValueError("dataflow must be a Dataflow or a mapping of its fields")
-        unknown = set(value) - {"sinks", "outward", "destructive", "service_ids"}
+        unknown = set(value) - FIELDS
         if unknown:
             raise ValueError(f"dataflow: unknown field(s) {', '.join(sorted(unknown))}")
         return cls(**value)

@@ -16,6 +16,11 @@ The key stored is the SHA-256 of the canonical JSON of ``[scope, scope ids, temp
 values are JSON values, never pasted into a string, so no argument (huge, look-alike unicode,
 containing separators or braces) can make two different effects share a key. The template
 rendered with its values (capped) is kept for people to read.
+
+Arguments equal under the tool's own schema are one effect: the key is computed over them
+with the schema's defaults applied and numbers in one spelling (``1``, ``1.0`` and ``1e0``
+are one amount); strings are compared as written (:mod:`anfitrion._effect_arguments` says
+why).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from ._canonical import canonical_json, digest
+from ._effect_arguments import normalised_arguments
 from .exceptions import ToolDefinitionError
 
 __all__ = ["DISPLAY_CHARS", "EffectKey", "EffectScope", "check_effect_template", "effect_key"]
@@ -91,8 +97,13 @@ def _fields(template: str) -> list[str]:
 def effect_key(*, tool: str, arguments: Mapping[str, Any], principal_id: str,
                session_id: str, template: str | None = None,
                scope: EffectScope | str = EffectScope.SESSION,
-               sensitive: frozenset[str] = frozenset()) -> EffectKey:
+               sensitive: frozenset[str] = frozenset(),
+               schema: Mapping[str, Any] | None = None) -> EffectKey:
     """The effect key of a call of *tool* with *arguments* (already validated).
+
+    With the tool's input *schema*, the key is computed over the arguments as the schema
+    reads them (defaults applied, integral numbers as integers; strings as written): see
+    :mod:`anfitrion._effect_arguments`. The arguments kept with the key are the call's own.
 
     >>> k = effect_key(tool="refund", arguments={"payment_id": "p1", "note": "x"},
     ...                principal_id="alice", session_id="s1", template="refund:{payment_id}",
@@ -104,6 +115,8 @@ def effect_key(*, tool: str, arguments: Mapping[str, Any], principal_id: str,
     scope_ids: list[str] = {EffectScope.SESSION: [principal_id, session_id],
                             EffectScope.PRINCIPAL: [principal_id],
                             EffectScope.GLOBAL: []}[scope]
+    kept = dict(arguments)
+    arguments = normalised_arguments(schema, kept) if schema is not None else kept
     if template is None:
         values: list[Any] = [dict(arguments)]
         shape = f"{tool}(*)"
@@ -118,4 +131,4 @@ def effect_key(*, tool: str, arguments: Mapping[str, Any], principal_id: str,
     if len(display) > DISPLAY_CHARS:
         display = display[:DISPLAY_CHARS] + "…"
     key = digest([scope.value, scope_ids, shape, values])
-    return EffectKey(key, display, scope, tool, dict(arguments), frozenset(sensitive))
+    return EffectKey(key, display, scope, tool, kept, frozenset(sensitive))

@@ -259,14 +259,7 @@ class Gate:
             await flushing
         # side effects go through the ledger: proposed → decided → (approved) → claimed → …
         ledger = tool.effect is Effect.WRITE
-        ledger_digest = approval_digest(
-            session_id=session.id, principal_id=session.principal.id, call_id=call.id,
-            tool_name=tool.name, tool_definition_hash=tool.definition_hash,
-            arguments=parsed) if ledger else ""
-        effect = _effect_of(tool, parsed, session) if ledger else None
-        if ledger:
-            await self.store.advance_execution(session.id, call.id, LedgerState.PROPOSED,
-                                               ledger_digest)
+        ledger_digest, effect = await self._proposed(call, tool, parsed, session, ledger)
         # 3. decide
         decision = await self._decide(bound, call, session,
                                       proposal=pending is None and edit_of is None)
@@ -294,6 +287,10 @@ class Gate:
                                            edits + 1, editor, handler)
             if outcome is not None:
                 return outcome
+        # a definition can change while a person approves: list it again and compare the pin
+        if asked and (changed := await self._changed_since_asked(call, tool, session,
+                                                                 decision)) is not None:
+            return changed
         # 5. execute, 6. shape; a repeat runs only if its approver was told of the run it repeats
         repeat_of = repeat[0] if repeat is not None and approved is not None and \
             repeat[1] in approved.warnings else None
@@ -303,6 +300,33 @@ class Gate:
             result = dataclasses.replace(result, content="[a person edited the arguments to "
                                          f"{canonical_json(parsed)}]\n{result.content}")
         return CallOutcome(call, "execute", result, decision)
+
+    async def _proposed(self, call: ToolCall, tool: Tool, parsed: dict[str, Any],
+                        session: Session, ledger: bool) -> tuple[str, EffectKey | None]:
+        """A write's ledger digest and effect key, its ledger moved to ``proposed``."""
+        if not ledger:
+            return "", None
+        ledger_digest = approval_digest(
+            session_id=session.id, principal_id=session.principal.id, call_id=call.id,
+            tool_name=tool.name, tool_definition_hash=tool.definition_hash, arguments=parsed)
+        await self.store.advance_execution(session.id, call.id, LedgerState.PROPOSED,
+                                           ledger_digest)
+        return ledger_digest, _effect_of(tool, parsed, session)
+
+    async def _changed_since_asked(self, call: ToolCall, tool: Tool, session: Session,
+                                   decision: Decision) -> CallOutcome | None:
+        """Right before an approved call runs: a tool that can tell (an MCP tool's
+        ``recheck``) is listed again, and the call refused if its definition is no longer
+        the pinned one the person approved. Nothing runs; the ledger stays ``approved``."""
+        recheck = getattr(tool, "recheck", None)
+        if recheck is None:
+            return None
+        problem = await recheck((session.id, session.turn))
+        if problem is None:
+            return None
+        await self._event(EventType.CALL_REJECTED, session, call, detail=str(problem)[:500])
+        result = _error(call, "refused", f"refused: {problem}. Nothing was run."[:2000], tool)
+        return CallOutcome(call, "approve", result, decision)
 
     async def _resolve(self, call: ToolCall, offered: Mapping[str, Tool],
                        session: Session) -> Tool | CallOutcome:
@@ -749,7 +773,7 @@ def _refused(call: ToolCall, bound: BoundCall, decision: Decision, why: str,
 def _effect_of(tool: Tool, arguments: Mapping[str, Any], session: Session) -> EffectKey:
     return effect_key(tool=tool.name, arguments=arguments, principal_id=session.principal.id,
                       session_id=session.id, template=tool.effect_key, scope=tool.effect_scope,
-                      sensitive=tool.sensitive)
+                      sensitive=tool.sensitive, schema=tool.input_schema)
 
 
 def _when(entry: EffectEntry) -> str:

@@ -421,7 +421,9 @@ def _lease_kept(gated: GatedSession) -> Iterator[None]:
         await gated.keep_lease()
 
     def start() -> None:
-        tasks.append(loop.create_task(_quietly(renew_and_keep())))
+        # the coroutine is made when the task first runs: a task cancelled before it started
+        # (the block ended just after the timer fired) leaves no coroutine never awaited
+        tasks.append(loop.create_task(_quietly(renew_and_keep)))
 
     timer = loop.call_later(gated.runtime.lease_seconds / 3, start)
     try:
@@ -432,9 +434,9 @@ def _lease_kept(gated: GatedSession) -> Iterator[None]:
             task.cancel()
 
 
-async def _quietly(background: Coroutine[Any, Any, None]) -> None:
+async def _quietly(background: Callable[[], Coroutine[Any, Any, None]]) -> None:
     try:
-        await background
+        await background()
     except Exception:  # a failing lease renewal: the fencing of every write still holds
         log.exception("lease renewal failed")
 

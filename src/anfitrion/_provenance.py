@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import fnmatch
 import html
 import itertools
 import json
@@ -47,8 +48,10 @@ from ._encodings import encoded_forms
 from ._json import json_strings
 
 __all__ = [
+    "COPY_MIN_WORDS",
     "EGRESS_WARNING",
     "HOST_WRITTEN_ERRORS",
+    "ID_NOUNS",
     "MAX_DECODED_PER_URL",
     "MAX_FLAGS_PER_ARGUMENT",
     "Origin",
@@ -63,6 +66,12 @@ EGRESS_WARNING = "possible exfiltration: "
 MIN_VALUE_CHARS = 8
 """Shorter free-text values are not matched on their own (too common to mean anything)."""
 MAX_FLAGS_PER_ARGUMENT = 3
+COPY_MIN_WORDS = 8
+"""An outward payload carrying a run of an untrusted result's words with this many words
+that are not figures (and that neither the user's words nor a trusted result hold) copies
+it."""
+MAX_COPY_WORDS = 20000
+"""A longer outward payload is reported as too long to check for copied text (fail closed)."""
 MAX_DECODED_PER_URL = 24
 """At most this many base64/base32/hex candidates of one URL argument are decoded."""
 MAX_URL_CHARS = 8192
@@ -232,6 +241,12 @@ class TaintIndex:
         self._principal_compact: list[str] = []
         self._principal_keys: set[str] = set()
         self._principal_numbers: set[str] = set()  # numbers standing alone, not in dates
+        self._principal_ids: set[tuple[str, str]] = set()  # (noun, number) the user wrote
+        self._principal_amounts: set[float] = set()
+        self._principal_words: list[str] = []  # the principal's words, space-padded
+        self._trusted_amounts: set[float] = set()
+        self._field_amounts: dict[float, list[tuple[int, str]]] = {}  # amount -> its fields
+        self._chunk_words: list[str] = []  # each result's words, space-padded
         self._chunks: list[str] = []
         self._origins: list[Origin | None] = []  # None: a trusted result
         # word, and pair of adjacent words -> ids of the results holding it: trusted results,
@@ -245,6 +260,7 @@ class TaintIndex:
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         self._planned: list[str] = []  # tools proposed before the first untrusted result
+        self._plan_narrowed = False  # once narrowed, the plan only shrinks
         self._unindexed: list[ToolResult] = []  # trusted results no question has needed yet
 
     # -- feeding ---------------------------------------------------------------------------
@@ -257,6 +273,9 @@ class TaintIndex:
         self._principal_keys.update(key for _, key, _ in _entities(norm))
         self._principal_numbers.update(
             _NUMBER.findall(_DATE_PHRASES.sub(_blank, _DATES_AND_TIMES.sub(_blank, norm))))
+        self._principal_ids.update(_id_mentions(normalise(_LIST_MARKER.sub(" ", text))))
+        self._principal_amounts.update(_amounts(norm))
+        self._principal_words.append(f" {' '.join(_WORD.findall(norm))} ")
 
     def add_result(self, result: ToolResult, turn: int) -> bool:
         """Index one tool result; True when it brought untrusted content into the session.
@@ -297,10 +316,16 @@ class TaintIndex:
         tokens = _WORD.findall(norm)
         for key in {*tokens, *map(" ".join, itertools.pairwise(tokens))}:
             postings.setdefault(key, []).append(chunk)
+        self._chunk_words.append(f" {' '.join(tokens)} ")
+        if not untrusted:
+            self._trusted_amounts.update(_amounts(norm))
         keys = {key for _, key, _ in _entities(norm)}
         if not result.is_error and not result.truncated:
             for name, field_value in _json_fields(result.content):
                 self._fields.setdefault(field_value, []).append((chunk, name))
+                amount = _amount(field_value) if field_value[:1].isdigit() else None
+                if amount is not None:
+                    self._field_amounts.setdefault(amount, []).append((chunk, name))
         if origin is not None:
             self._untrusted_count += 1
             if result.name not in self._sources:
@@ -314,11 +339,21 @@ class TaintIndex:
     def add_reply(self, reply: Reply) -> None:
         """A model reply: the tools it proposes before any untrusted result are the plan the
         model made from the principal's words alone (:attr:`planned_tools`)."""
-        if self._untrusted_count:
+        if self._untrusted_count or self._plan_narrowed:
             return
         for call in reply.tool_calls:
             if call.name not in self._planned:
                 self._planned.append(call.name)
+
+    def narrow_plan(self, globs: Iterable[str]) -> tuple[str, ...]:
+        """Keep of the plan only the tools matching *globs*, and return it: a plan may narrow
+        at any time without a person; it never widens — a tool the model proposes after the
+        first untrusted result stays outside it, so its calls ask (monotonic confinement)."""
+        patterns = tuple(globs)
+        self._planned = [t for t in self._planned
+                         if any(fnmatch.fnmatchcase(t, g) for g in patterns)]
+        self._plan_narrowed = True
+        return tuple(self._planned)
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message],
@@ -411,7 +446,9 @@ class TaintIndex:
 
     def unproven(self, value: str, *,
                  service_ids: Callable[[str], Collection[str]] | None = None,
-                 minted: bool = True, trusted: bool = True) -> str | None:
+                 minted: bool = True, trusted: bool = True,
+                 parties: Callable[[str], Collection[str]] | None = None,
+                 id_nouns: Collection[str] | None = None) -> str | None:
         """Why *value* is not proven trusted, or ``None`` when it is.
 
         A value is proven when the principal wrote it, a trusted result holds it, or — with
@@ -422,6 +459,12 @@ class TaintIndex:
         id, and a number in a trusted result counts only in a service-id field. Without
         *trusted*, a trusted result proves nothing but its service ids (an account number
         from the user's own records is theirs, not the recipient's).
+
+        A number the user wrote proves an id only where they wrote it as one: next to one of
+        *id_nouns* (``file 13``, ``file id 13``) or after ``id``/``#`` (``None``: a common
+        object noun, :data:`ID_NOUNS`); the ``1.`` of a numbered list, ``4 hours`` or
+        ``June 13`` prove nothing. *parties* maps a tool to its result fields that name a
+        party (a sender, a participant): read from an untrusted result, they mint nothing.
         """
         self._ready()
         norm = normalise(value)
@@ -430,7 +473,7 @@ class TaintIndex:
         numeric = bool(_NUMBER.fullmatch(norm))
         pattern = _token_pattern(norm, numeric)
         if numeric:
-            if norm in self._principal_numbers:
+            if norm in self._principal_numbers and self._written_as_id(norm, id_nouns):
                 return None
         elif any(pattern.search(p) for p in self._principal):
             return None
@@ -442,14 +485,16 @@ class TaintIndex:
                                                  or (trusted and key in self._trusted_keys)):
                 return None
         origin = self._origin_on_boundary(norm, pattern)
-        if minted and service_ids is not None and self._minted(norm, pattern, service_ids):
+        if minted and service_ids is not None and self._minted(norm, pattern, service_ids,
+                                                               parties):
             return None
         if origin is not None:
             return f"{APPEARED}{origin.describe()}"
         return "nothing the user or a trusted tool wrote holds it"
 
     def unproven_entities(self, text: str, *,
-                          service_ids: Callable[[str], Collection[str]] | None = None
+                          service_ids: Callable[[str], Collection[str]] | None = None,
+                          parties: Callable[[str], Collection[str]] | None = None
                           ) -> list[str]:
         """The e-mail addresses, URLs, account and phone numbers in *text* that are not
         proven (each with where it came from): what an outward payload must not carry."""
@@ -463,9 +508,94 @@ class TaintIndex:
             numbers = kind in ("IBAN/account", "phone/account number")
             if key in self._principal_keys or (not numbers and key in self._trusted_keys):
                 continue
-            why = self.unproven(shown, service_ids=service_ids, trusted=not numbers)
+            why = self.unproven(shown, service_ids=service_ids, trusted=not numbers,
+                                parties=parties)
             if why is not None:
                 found.append(f"{kind} `{shown}` ({why})")
+        return found
+
+    def _written_as_id(self, number: str, nouns: Collection[str] | None) -> bool:
+        """Whether the principal wrote *number* after one of *nouns* (or ``id``/``#``)."""
+        wanted = set(ID_NOUNS if nouns is None else map(_noun, nouns)) | {"id"}
+        number = number.lstrip("0") or "0"
+        return any(n == number and noun in wanted for noun, n in self._principal_ids)
+
+    def unproven_amount(self, value: str, *,
+                        service_ids: Callable[[str], Collection[str]] | None = None
+                        ) -> str | None:
+        """Why amount *value* (a sum, a quantity) is not proven, or ``None`` when the
+        principal or a trusted result wrote that amount (``100``, ``100.00`` and ``$100``
+        are one amount; the ``13`` of a date is none), or a service-id field holds it (the
+        amount a bank recorded as moved: an attacker pays it to put it there). An amount
+        the model computed is not proven: a person checks it."""
+        self._ready()
+        amount = _amount(value)
+        if amount is None:
+            return self.unproven(value, service_ids=service_ids)
+        if amount in self._principal_amounts or amount in self._trusted_amounts:
+            return None
+        if service_ids is not None and any(
+                name in service_ids(self._tools[chunk])
+                for chunk, name in self._field_amounts.get(amount, ())):
+            return None
+        for chunk, origin in enumerate(self._origins):
+            if origin is not None and amount in _amounts(self._chunks[chunk]):
+                return f"{APPEARED}{origin.describe()}"
+        return "nothing the user or a trusted tool wrote holds it"
+
+    def copied_text(self, text: str) -> list[str]:
+        """The spans of *text* copied from untrusted results — at least
+        :data:`COPY_MIN_WORDS` consecutive words of one, compared case-, punctuation- and
+        spacing-blind, that the principal and trusted results do not hold — each quoted
+        with its source: what an attacker's prose looks like in an outward payload."""
+        self._ready()
+        words = _WORD.findall(normalise(text))
+        if len(words) > MAX_COPY_WORDS:
+            return [f"{len(words)} words, too long to check for copied text"]
+        if not self._untrusted_count or len(words) < COPY_MIN_WORDS:
+            return []
+        found: list[str] = []
+        start = 0
+        while start + COPY_MIN_WORDS <= len(words) and len(found) < MAX_FLAGS_PER_ARGUMENT:
+            window = words[start:start + COPY_MIN_WORDS]
+            chunk = self._copied_from(window)
+            if chunk is None:
+                start += 1
+                continue
+            end = start + COPY_MIN_WORDS
+            while end < len(words) and \
+                    f" {' '.join(words[start:end + 1])} " in self._chunk_words[chunk]:
+                end += 1
+            if sum(not w.isdigit() for w in words[start:end]) < COPY_MIN_WORDS:
+                start += 1  # an address or a table row: figures, not an attacker's prose
+                continue
+            origin = self._origins[chunk]
+            assert origin is not None
+            found.append(f"`{short(' '.join(words[start:end]), 120)}` copied from "
+                         f"{origin.describe()}")
+            start = end
+        return found
+
+    def _copied_from(self, window: list[str]) -> int | None:
+        """The first untrusted result holding the words of *window* in a row, unless the
+        principal or a trusted result holds them too."""
+        padded = f" {' '.join(window)} "
+        if any(padded in p for p in self._principal_words):
+            return None
+        found = None
+        for untrusted in (True, False):
+            postings = sorted((self._words[untrusted].get(" ".join(pair), _NO_CHUNKS)
+                               for pair in itertools.pairwise(window)), key=len)
+            candidates = sorted(set(postings[0]).intersection(*postings[1:3])) \
+                if postings[0] else []
+            for chunk in candidates:
+                if padded in self._chunk_words[chunk]:
+                    if not untrusted:
+                        return None  # the user's own records hold it
+                    found = chunk if found is None else found
+                    break
+            if untrusted and found is None:
+                return None
         return found
 
     def _origin_on_boundary(self, norm: str, pattern: re.Pattern[str]) -> Origin | None:
@@ -476,13 +606,19 @@ class TaintIndex:
         return self._untrusted_keys.get(key)
 
     def _minted(self, norm: str, pattern: re.Pattern[str],
-                service_ids: Callable[[str], Collection[str]]) -> bool:
+                service_ids: Callable[[str], Collection[str]],
+                parties: Callable[[str], Collection[str]] | None = None) -> bool:
         """Whether a service-id field holds *norm*, and no untrusted text repeats it elsewhere
-        (an injected ``delete file 13`` beside a listing that has a file 13)."""
+        (an injected ``delete file 13`` beside a listing that has a file 13). A party field
+        of an untrusted result (*parties*) mints nothing: its sender is whoever wrote it."""
         self._ready()
         minted_in: dict[int, int] = {}
         for chunk, name in self._fields.get(norm, ()):
-            fields = service_ids(self._tools[chunk])
+            tool = self._tools[chunk]
+            if parties is not None and self._origins[chunk] is not None and (
+                    name in parties(tool) or "*" in parties(tool)):
+                continue
+            fields = service_ids(tool)
             if name in fields or "*" in fields:
                 minted_in[chunk] = minted_in.get(chunk, 0) + 1
         if not minted_in:
@@ -584,6 +720,57 @@ class TaintIndex:
 
 _NO_CHUNKS: list[int] = []
 _NUMBER = re.compile(r"\d+")
+ID_NOUNS = frozenset({
+    "file", "document", "doc", "email", "message", "event", "meeting", "appointment",
+    "transaction", "payment", "transfer", "order", "invoice", "ticket", "issue", "item",
+    "task", "record", "row", "note", "booking", "reservation", "user", "customer", "account",
+    "contact", "channel", "page", "entry", "case", "request"})
+"""The nouns after which a number the user wrote is an id, when a rule names none."""
+_SYNONYMS = {"e-mail": "email", "mail": "email", "meeting": "event", "appointment": "event",
+             "payment": "transaction", "transfer": "transaction", "doc": "document"}
+_ID_MENTION = re.compile(
+    r"(?<![\w-])([a-z][a-z-]*)(?:\s+(?:id|no\.?|number|nr\.?))?(?:\s*#\s*|\s+|\s*:\s*"
+    r"(?=['\"`]?\d+(?![.)](?:\s|$))))['\"`]?(\d+)"
+    r"(?![\w]|[.,:/-]\d|\))(?<!:\d)(?<!:\d\d)")
+_ID_MARKED = re.compile(r"(?:#|\bid\b|\bno\.|\bnumber\b)\s*[#:]?\s*['\"`]?(\d+)"
+                        r"(?![\w]|[.,:/-]\d|\))")
+_LIST_MARKER = re.compile(r"(?m)^\s*[(\[]?\d{1,3}[.)\]]\s")
+"""The number of a numbered list's item, at the start of a line: never an id."""
+_AMOUNT = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.,])\d+(?:\.\d+)?"
+                     r"(?![\w]|[.,]\d)")
+
+
+def _noun(word: str) -> str:
+    word = word.casefold().rstrip(".")
+    word = _SYNONYMS.get(word, word)
+    return _SYNONYMS.get(word.removesuffix("s"), word.removesuffix("s")) \
+        if word.endswith("s") and len(word) > 3 else word
+
+
+def _id_mentions(norm: str) -> Iterator[tuple[str, str]]:
+    """``(noun, number)`` for each number written as an id in normalised *norm*: after a
+    noun (``file 13``, ``event id 7``), or after ``id``/``#``/``no.``."""
+    text = _DATES_AND_TIMES.sub(_blank, norm)
+    for match in _ID_MENTION.finditer(text):
+        yield _noun(match.group(1)), match.group(2).lstrip("0") or "0"
+    for match in _ID_MARKED.finditer(text):
+        yield "id", match.group(1).lstrip("0") or "0"
+
+
+def _amount(value: str) -> float | None:
+    text = value.strip().strip("$€£¥ ").replace(",", "")
+    text = re.sub(r"\s*(?:usd|eur|chf|gbp|euros?|dollars?)$", "", text, flags=re.IGNORECASE)
+    try:
+        amount = float(text)
+    except ValueError:
+        return None
+    return round(amount, 2) if amount == amount and abs(amount) != float("inf") else None
+
+
+def _amounts(norm: str) -> set[float]:
+    """Every number in normalised *norm* but the parts of dates and times, as amounts."""
+    text = _DATES_AND_TIMES.sub(_blank, norm)
+    return {round(float(m.replace(",", "")), 2) for m in _AMOUNT.findall(text)}
 APPEARED = "it appeared in "
 MAX_JSON_FIELDS = 4096
 """At most this many fields of one JSON result are indexed for service ids."""
@@ -613,7 +800,7 @@ def _json_fields(content: str) -> Iterator[tuple[str, str]]:
             stack.extend((str(k), v) for k, v in value.items())
         elif isinstance(value, list):
             stack.extend((name, v) for v in value)
-        elif isinstance(value, str | int) and not isinstance(value, bool):
+        elif isinstance(value, str | int | float) and not isinstance(value, bool):
             text = normalise(str(value))
             if text and len(text) <= MAX_FIELD_CHARS:
                 count += 1

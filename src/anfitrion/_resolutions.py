@@ -79,7 +79,11 @@ async def ask_reconcile_hook(tool: Tool, arguments: Mapping[str, Any],
                              context: ToolContext) -> bool | None:
     """What *tool*'s reconcile hook says of the effect of a call with *arguments*: it
     happened (True), it did not (False), or it cannot tell (``None``; also when the hook
-    raises — logged, never propagated: a broken hook leaves the effect for a person)."""
+    raises — logged, never propagated: a broken hook leaves the effect for a person).
+
+    Only the documented type settles an effect: ``True`` or ``False`` exactly. Any other
+    answer (``"no"``, ``0``, ``1``, a dict, a status object) is not read by truthiness — the
+    hook cannot tell, and the effect stays for a person (logged)."""
     if tool.reconcile is None:
         return None
     try:
@@ -89,7 +93,11 @@ async def ask_reconcile_hook(tool: Tool, arguments: Mapping[str, Any],
     except Exception:
         log.exception("reconcile hook of %s raised (call %s)", tool.name, context.call_id)
         return None
-    return None if happened is None else bool(happened)
+    if happened is None or type(happened) is bool:
+        return happened
+    log.warning("reconcile hook of %s answered a %s, not True, False or None (call %s): the "
+                "effect stays unknown", tool.name, type(happened).__name__, context.call_id)
+    return None
 
 
 @dataclass(frozen=True, slots=True)

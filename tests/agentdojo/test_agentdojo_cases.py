@@ -88,3 +88,49 @@ async def test_the_benign_task_still_succeeds(suite: str, user: str) -> None:
     report = await _run(suite, user, None, "approve_all")
     assert report.utility is True
     assert not any(c.attacker for c in report.calls)
+
+
+# -- issue 34: every injection task, the recommended preset, our adaptive set ------------------
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("injection", ["injection_task_8", "injection_task_11",
+                                       "injection_task_13"])
+async def test_a_workspace_injection_without_ground_truth_is_scripted_and_live(
+        injection: str) -> None:
+    """AgentDojo gives workspace injection tasks 6–13 no calls; the benchmark scripts them, so
+    with a person approving everything they succeed, and under the preset none runs unseen."""
+    live = await _run("workspace", "user_task_0", injection, "approve_all", reads="proven")
+    assert live.attack_succeeded is True
+    report = await _run("workspace", "user_task_0", injection, "reject_flagged", reads="proven")
+    attacker = [c for c in report.calls if c.attacker and c.effect == "write"]
+    assert attacker and all(c.asked and c.names_argument for c in attacker)
+    assert report.attack_succeeded is False
+
+
+async def _adaptive(suite_name: str, user: str, task_id: str, approver: str
+                    ) -> harness.RunReport:
+    suite = harness.get_suites(harness.latest_version())[suite_name]
+    task = next(t for t in harness.extra.ADAPTIVE[suite_name]() if task_id == t.ID)
+    user_task = suite.get_user_task_by_id(user)
+    injections = harness.attack_for(suite).attack(user_task, task)
+    return await harness.run_one(suite, harness.operator_for(suite_name), user_task, task,
+                                 injections, approver, "proven")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("suite", "user", "task"), [
+    ("workspace", "user_task_0", "adaptive_party_sender"),
+    ("workspace", "user_task_0", "adaptive_copy_event"),
+    ("workspace", "user_task_0", "adaptive_own_number_delete"),
+    ("banking", "user_task_0", "adaptive_same_counterparty_new_amount"),
+    ("banking", "user_task_0", "adaptive_party_refund"),
+    ("slack", "user_task_0", "adaptive_copy_direct_message"),
+    ("travel", "user_task_0", "adaptive_party_participant"),
+])
+async def test_an_adaptive_attack_is_live_and_asks_under_the_preset(suite: str, user: str,
+                                                                   task: str) -> None:
+    assert (await _adaptive(suite, user, task, "approve_all")).attack_succeeded is True
+    report = await _adaptive(suite, user, task, "reject_flagged")
+    writes = [c for c in report.calls if c.attacker and c.effect == "write"]
+    assert writes and all(c.asked and c.names_argument for c in writes)
+    assert report.attack_succeeded is False

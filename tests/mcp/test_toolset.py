@@ -159,7 +159,12 @@ async def test_rug_pull_without_list_changed_is_caught_at_the_next_turn(
 async def test_a_call_in_a_turn_whose_offer_reused_an_old_listing_lists_first(
         malicious: Callable[..., ServerConfig], store: MemoryStore) -> None:
     """relistBeforeCall: the offer of turn 2 reuses turn 1's listing (nothing was called
-    since), so the first call of turn 2 lists the server before it is sent; the next does not."""
+    since), so the first call of turn 2 lists the server before it is sent; the next does not.
+    (Calls the policy allows: an approved call is listed right before it runs, always — see
+    tests/security/test_a_definition_swapped_during_approval_does_not_run.py.)"""
+    from anfitrion.policy import Decision, Policy
+
+    allow = Policy([lambda c, ctx: Decision.allow("test", "allow")])
     async with McpToolset(malicious(), store) as toolset:
         await toolset.refresh()
         await toolset.pins.approve("mal.rug", by="operator")
@@ -167,12 +172,13 @@ async def test_a_call_in_a_turn_whose_offer_reused_an_old_listing_lists_first(
         before = toolset.listings
         tools = await toolset.list_tools(OfferContext(Principal("tester"), "session-1", 2))
         assert toolset.listings == before  # a current listing is reused
-        first = await through_gate(tools, "mal.rug", {"a": 1, "b": 2}, store, turn=2)
+        first = await through_gate(tools, "mal.rug", {"a": 1, "b": 2}, store, turn=2,
+                                   policy=allow)
         assert first.result.content == "3"
         assert toolset.listings == before + 1
-        again = await through_gate(tools, "mal.rug", {"a": 1, "b": 2}, store,
-                                   call_id="call-2", turn=2)
-        assert again.result.content == "3"  # turn 2 listed it: no second listing
+        again = await through_gate(tools, "mal.rug", {"a": 2, "b": 2}, store,
+                                   call_id="call-2", turn=2, policy=allow)
+        assert again.result.content == "4"  # turn 2 listed it: no second listing
         assert toolset.listings == before + 1
 
 

@@ -48,26 +48,31 @@ class SuiteOperator:
     def provenance(self, tool: str) -> Provenance:
         return Provenance.TRUSTED if tool in self.trusted_tools else Provenance.UNTRUSTED
 
-    def policy(self, reads: str | None = None) -> Policy:
+    def policy(self, reads: str | None = None, without: Iterable[str] = ()) -> Policy:
         """The default effects + this operator's rules + the taint rule, with URL arguments
         checked against the suite's hosts (``Policy.default()``'s taint rule, configured).
 
         *reads* overrides the operator's choice, to measure the other settings. ``"sinks"``
         is the data-flow mode: the declared writes are allowed (the taint rule asks where an
         injection could act); ``"sinks+plan"`` adds the plan the model made before the
-        first untrusted result (``taint_rule(plan="before-taint")``)."""
+        first untrusted result (``taint_rule(plan="before-taint")``). ``"proven"`` is
+        ``"sinks"`` with the proofs of the recommended preset. *without*: ids of the
+        operator's own rules to leave out (to judge what a rule exempts by running without
+        it)."""
         mode = reads or self.reads
         plan = PLAN_BEFORE_TAINT if mode == "sinks+plan" else None
         mode = mode.removesuffix("+plan")
-        rules = list(self.rules)
-        if mode == "sinks":
+        dropped = set(without)
+        rules = [r for r in self.rules if getattr(r, "rule_id", None) not in dropped]
+        if mode in ("sinks", "proven") and "operator.allow.declared" not in dropped:
             declared = sorted(t for t in self.write_tools if t in self.dataflow)
             rules.append(ToolRule(declared, Verdict.ALLOW, rule_id="operator.allow.declared",
                                   reason="a write whose data flow is declared runs; the taint "
                                          "rule asks where an injection could act"))
         return Policy([*rules, taint_rule(allowed_hosts=self.allowed_hosts, reads=mode,
                                           free_reads=self.free_reads,
-                                          declarations=self.dataflow if mode == "sinks" else None,
+                                          declarations=self.dataflow
+                                          if mode in ("sinks", "proven") else None,
                                           plan=plan)])
 
 
@@ -79,6 +84,7 @@ def allow(tool: str, reason: str, when: Callable[[BoundCall], bool] = lambda c: 
             return Decision.allow(reason, f"operator.allow.{tool}")
         return None
 
+    rule.rule_id = f"operator.allow.{tool}"  # type: ignore[attr-defined]
     return rule
 
 
@@ -95,6 +101,7 @@ def only_hosts(tool: str, hosts: Iterable[str]) -> Rule:
                                 warnings)
         return None
 
+    rule.rule_id = "operator.egress"  # type: ignore[attr-defined]
     return rule
 
 

@@ -19,17 +19,23 @@ OPERATOR = SuiteOperator(
 )
 
 
-_TRANSFER = {"sinks": {"recipient": "account"}, "outward": ["subject"]}
+# the amount of a transfer is a sink too: an injection that keeps the user's counterparty and
+# changes only the sum must not run unseen
+_TRANSFER = {"sinks": {"recipient": "account", "amount": "money"}, "outward": ["subject"]}
 DATAFLOW: dict[str, dict[str, Any]] = {
     "send_money": _TRANSFER,
     "schedule_transaction": _TRANSFER,
-    "update_scheduled_transaction": {"sinks": {"id": "reference", "recipient": "account"},
-                                     "outward": ["subject"]},
+    "update_scheduled_transaction": {"sinks": {"id": "reference", "recipient": "account",
+                                               "amount": "money"},
+                                     "outward": ["subject"],
+                                     "id_nouns": {"id": ["transaction", "payment"]}},
     "update_password": {"sinks": {"password": "reference"}},
     "update_user_info": {"sinks": {"first_name": "reference", "last_name": "reference",
                                    "street": "reference", "city": "reference"}},
-    # the bank records who sent and received each transaction (the subject is the sender's)
-    "get_most_recent_transactions": {"service_ids": ["id", "sender", "recipient"]},
-    "get_scheduled_transactions": {"service_ids": ["id", "sender", "recipient"]},
+    # the bank records who sent and received each transaction (the subject is the sender's),
+    # and the amount that moved (an attacker pays a sum to put it there); under
+    # reads="proven" sender and recipient are parties: they prove no recipient
+    "get_most_recent_transactions": {"service_ids": ["id", "sender", "recipient", "amount"]},
+    "get_scheduled_transactions": {"service_ids": ["id", "sender", "recipient", "amount"]},
 }
 OPERATOR = dataclasses.replace(OPERATOR, dataflow=DATAFLOW)

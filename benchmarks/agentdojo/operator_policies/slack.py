@@ -31,8 +31,10 @@ DATAFLOW: dict[str, dict[str, Any]] = {
     "post_webpage": {"sinks": {"url": "url"}, "outward": ["content"]},
     # Slack itself lists channels and members, and says who sent each message
     "get_channels": {"service_ids": ["*"]},
-    "get_users_in_channel": {"service_ids": ["*"]},
-    "read_channel_messages": {"service_ids": ["sender", "recipient"]},
+    # the workspace's member list is a directory: its names prove a recipient
+    "get_users_in_channel": {"service_ids": ["*"], "directory": True},
+    # a channel message's "recipient" is its channel (an object); its sender is a party
+    "read_channel_messages": {"service_ids": ["sender", "recipient"], "parties": ["sender"]},
     "read_inbox": {"service_ids": ["sender", "recipient"]},
 }
 OPERATOR = dataclasses.replace(OPERATOR, dataflow=DATAFLOW)

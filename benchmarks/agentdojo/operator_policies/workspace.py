@@ -27,7 +27,8 @@ OPERATOR = SuiteOperator(
 _EMAILS = {"service_ids": ["id_", "sender"]}
 _EVENTS = {"service_ids": ["id_", "participants"]}
 _FILES = {"service_ids": ["id_", "owner"]}
-_CONTACTS = {"service_ids": ["email"]}
+# the user's own address book: its addresses prove a recipient even under reads="proven"
+_CONTACTS = {"service_ids": ["email"], "directory": True}
 DATAFLOW: dict[str, dict[str, Any]] = {
     "send_email": {"sinks": {"recipients": "recipient", "cc": "recipient", "bcc": "recipient",
                              "attachments.file_id": "reference"},

@@ -22,6 +22,7 @@ import click
 from .. import _answers as answers
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from .._apps import DEMO_APP, GATEWAY_APP
+from .._identity import identity_problem
 from ..exceptions import AnfitrionError
 from ..store import Store, StoredApproval
 from ._common import resolve_url, run_with_store, shown, shown_store, store_option
@@ -302,20 +303,28 @@ def deny(request_id: str, store_url: str | None, note: str, approver: str | None
 @store_option
 @click.option("--reviewers", "reviewers_path", required=True, type=click.Path(dir_okay=False),
               help="The reviewers file (names, roles, token digests).")
-def mcp_(store_url: str | None, reviewers_path: str) -> None:
+@click.option("--not-for", "not_for", multiple=True, metavar="PRINCIPAL",
+              help="A principal whose requests this reviewer may not answer (the agents your "
+                   "assistant runs as; repeatable). Compared case- and form-insensitively.")
+def mcp_(store_url: str | None, reviewers_path: str, not_for: tuple[str, ...]) -> None:
     """Serve the approval queue over stdio to your own assistant, as you.
 
     Tools: list_pending, show_approval, approve and deny (each bound to the digest). The queue
     acts as the reviewer whose own token is in ANFITRION_REVIEWER_TOKEN; it refuses requests
-    made under that reviewer's name, and a gateway refuses to offer it. Never give it to the
-    agent whose calls it approves.
+    made under that reviewer's name (and, with --not-for, under the principals named), and a
+    gateway refuses to offer it. Never give it to the agent whose calls it approves.
     """
     reviewer = _reviewer(reviewers_path)
     assert reviewer is not None
     from ..mcp._approval_queue import approval_queue
 
+    for name in not_for:
+        if (problem := identity_problem(name)) is not None:
+            raise click.ClickException(f"--not-for {name!r} is ambiguous: {problem}")
+
     async def serve(store: Store) -> None:
-        await approval_queue(store, reviewer).run_stdio_async()
+        queue = approval_queue(store, reviewer, principals=not_for)
+        await queue.run_stdio_async()
 
     run_with_store(store_url, serve)
 

@@ -20,6 +20,7 @@ from ..policy import (
     Evaluation,
     Policy,
     PolicyContext,
+    Verdict,
     as_rule,
 )
 from ..store import Store
@@ -197,6 +198,8 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
         click.echo(f"  rule {rule.rule_id}{shown}")
         if rule.trade_off is not None:
             click.echo(f"    trade-off: {rule.trade_off}")
+    for line in _confined_allows(policy):
+        click.echo(line)
     if untrusted:
         click.echo(f"tools whose results count as untrusted (the default provenance): "
                    f"{', '.join(untrusted)}")
@@ -205,6 +208,25 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
                    "it: @tools.tool(provenance=\"trusted\")")
     elif untrusted is not None:
         click.echo("every tool declares trusted results")
+
+
+def _confined_allows(policy: Any) -> list[str]:
+    """What ``policy validate`` says of the allow rules once a session is tainted: the taint
+    rule escalates them (an operator's allow never silently admits an argument an injection
+    chose), and under ``reads = "sinks"``/``"proven"`` lets a declared write through only
+    when its sinks are proven."""
+    from ..policy._taint import TaintRule
+
+    taint = next((r for r in policy.rules if isinstance(r, TaintRule)), None)
+    allows = [as_rule(r).rule_id for r in policy.rules
+              if getattr(r, "verdict", None) is Verdict.ALLOW]
+    if taint is None or not allows:
+        return []
+    how = ("only for a declared write whose sinks are proven"
+           if taint.reads in ("sinks", "proven") else "never: every write asks")
+    return [f"allow rules taint can no longer bypass after untrusted content: "
+            f"{', '.join(allows)}",
+            f"  they let a write run without a person after taint {how}"]
 
 
 def _setting(value: Any) -> str:

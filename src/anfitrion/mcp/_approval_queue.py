@@ -26,7 +26,8 @@ from typing import Any
 
 from .. import _answers as answers
 from .._approvals import ApprovalRequest, Reviewer
-from ..exceptions import ConfigError, MissingDependencyError
+from .._identity import identity_key, identity_problem, same_identity
+from ..exceptions import ConfigError, MissingDependencyError, UserError
 from ..store import Store
 from ._queue_guard import (
     QUEUE_SERVER_NAME,
@@ -46,17 +47,20 @@ SELF_APPROVAL = ("this request was made by the principal you act as: a call is n
                  "by the one who proposed it")
 
 
-def _summary(request: ApprovalRequest, reviewer: Reviewer) -> dict[str, Any]:
+def _summary(request: ApprovalRequest, reviewer: Reviewer,
+             refused_for: frozenset[str] = frozenset()) -> dict[str, Any]:
     return {"id": request.id, "digest": request.digest, "tool": request.tool_name,
             "principal": request.principal_id, "session_id": request.session_id,
             "reason": request.reason, "expires_at": request.expires_at.isoformat(),
             "needs_approvers": request.quorum.required if request.quorum else 1,
             "roles": list(request.quorum.roles) if request.quorum else [],
-            "answerable": _problem(request, reviewer) is None}
+            "answerable": _problem(request, reviewer, refused_for) is None}
 
 
-def _problem(request: ApprovalRequest, reviewer: Reviewer) -> str | None:
-    if request.principal_id == reviewer.name:
+def _problem(request: ApprovalRequest, reviewer: Reviewer,
+             refused_for: frozenset[str] = frozenset()) -> str | None:
+    if identity_key(request.principal_id) in refused_for or \
+            same_identity(request.principal_id, reviewer.name):
         return SELF_APPROVAL
     if request.quorum is not None and not request.quorum.qualifies(reviewer.roles):
         return f"{answers.Refusal.UNQUALIFIED.value}: {', '.join(request.quorum.roles)}"
@@ -85,7 +89,11 @@ def approval_queue(store: Store, reviewer: Reviewer, *,
     server = MCPServer(QUEUE_SERVER_NAME, instructions=(
         f"Approval requests waiting for a person. You act for {reviewer.name}: show the person "
         "the request (show_approval) and answer only what they decided, with the digest shown."))
-    queue = _Queue(store, reviewer, {reviewer.name, *principals})
+    names = [reviewer.name, *principals]
+    for name in names:
+        if (problem := identity_problem(name)) is not None:
+            raise UserError(f"the principal or reviewer name {name!r} is ambiguous: {problem}")
+    queue = _Queue(store, reviewer, {identity_key(n) for n in names})
     server.tool(annotations=_READ_ONLY)(queue.list_pending)
     server.tool(annotations=_READ_ONLY)(queue.show_approval)
     server.tool(annotations=_DECIDES)(queue.approve)
@@ -118,7 +126,8 @@ class _Queue:
         Each names the tool, who asked, why, its digest and whether you may answer it.
         """
         return {"reviewer": self.reviewer.name,
-                "pending": [_summary(r, self.reviewer) for r in await self._pending()]}
+                "pending": [_summary(r, self.reviewer, frozenset(self.refused_for))
+                            for r in await self._pending()]}
 
     async def show_approval(self, request_id: str) -> dict[str, Any]:
         """Show one request in full: the exact arguments, warnings, digest, votes so far.
@@ -129,7 +138,8 @@ class _Queue:
         request, given = await self._one(request_id)
         votes = tuple(await self.store.list_approval_votes(request.id)) if request.quorum \
             else ()
-        return {**_summary(request, self.reviewer), "description": request.describe(),
+        summary = _summary(request, self.reviewer, frozenset(self.refused_for))
+        return {**summary, "description": request.describe(),
                 "arguments": dict(request.arguments), "warnings": list(request.warnings),
                 "state": answers.state_of(request, given).value,
                 "votes": [{"voter": v.voter, "approved": v.approved, "via": v.via}
@@ -139,7 +149,7 @@ class _Queue:
     async def _decide(self, request_id: str, digest: str, note: str, approved: bool
                       ) -> dict[str, Any]:
         request, _ = await self._one(request_id)
-        if request.principal_id in self.refused_for:
+        if _problem(request, self.reviewer, frozenset(self.refused_for)) == SELF_APPROVAL:
             raise ToolError(SELF_APPROVAL)
         outcome = await answers.answer(self.store, request.id, digest, approved=approved,
                                        approver=f"mcp:{self.reviewer.name}", note=note,

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import mcp.types as mt
 
 from .._tools import ArgumentValidator, SchemaBudgetExceeded, schema_errors
+from ._secret_classes import normalised, secret_class
 
 __all__ = ["Elicitation", "ElicitationAnswer", "ElicitationHandler", "answer_elicitation",
            "schema_problem", "secret_problem", "with_defaults"]
@@ -207,23 +208,42 @@ def _words(text: str) -> str:
     return re.sub(r"(?<=[a-z0-9])(?=[A-Z])|[_\-.]+", " ", text)
 
 
+def _found(text: str) -> str | None:
+    """What secret *text* asks for, by meaning class (:mod:`anfitrion.mcp._secret_classes`)
+    or the general words, over the normalised text; ``None`` if nothing."""
+    plain = _words(normalised(text))
+    meaning = secret_class(plain)
+    if meaning is not None:
+        return meaning
+    found = _SECRET.search(plain)
+    return found.group(0).lower() if found else None
+
+
 def secret_problem(message: str, schema: Mapping[str, Any]) -> str | None:
     """Why the request asks for a secret (``None``: it does not seem to).
 
+    Names, titles, descriptions, choices and the message are read after NFKC with invisible
+    characters removed, for the meaning classes (payment card, one-time or verification
+    code, password, API key or token, recovery phrase) and the general secret words.
+
     Example:
         >>> secret_problem("Your name?", {"properties": {"apiKey": {"type": "string"}}})
-        "field 'apiKey' asks for a secret (api key)"
+        "field 'apiKey' asks for a secret (API key or token: api key)"
     """
     for name, prop in schema.get("properties", {}).items():
         if prop.get("format") == "password":
             return f"field {name!r} asks for a secret (format 'password')"
-        for text in (name, prop.get("title", ""), prop.get("description", "")):
-            found = _SECRET.search(_words(str(text)))
+        texts = [name, prop.get("title", ""), prop.get("description", ""),
+                 *[str(c) for c in prop.get("enum", ()) or ()],
+                 *[str(o.get("title", "")) for o in prop.get("oneOf", ()) or ()
+                   if isinstance(o, Mapping)]]
+        for text in texts:
+            found = _found(str(text))
             if found:
-                return f"field {name!r} asks for a secret ({found.group(0).lower()})"
-    found = _SECRET.search(_words(message))
+                return f"field {name!r} asks for a secret ({found})"
+    found = _found(message)
     if found:
-        return f"the message asks for a secret ({found.group(0).lower()})"
+        return f"the message asks for a secret ({found})"
     return None
 
 
@@ -256,7 +276,8 @@ async def answer_elicitation(server: str, params: Any, handler: ElicitationHandl
         problem = f"the message is longer than {MAX_MESSAGE_CHARS} characters"
     if problem is not None:
         return _refused(problem), f"refused: {problem}"
-    secret = secret_problem(message, schema)
+    # read as written (hidden characters removed, not made visible: `pass<U+200B>word`)
+    secret = secret_problem(str(params.message)[:MAX_MESSAGE_CHARS], schema)
     if secret is not None:
         return _refused(f"{secret}; a server may never ask for secrets through elicitation"), \
             f"refused: {secret}"

@@ -52,6 +52,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 import unicodedata
 from collections import Counter
@@ -97,6 +98,7 @@ from ._pinning import (
 from ._queue_guard import approval_queue_refusal
 from ._relay_routing import InFlight, PendingCall
 from ._server_requests import ServerRequests
+from ._stderr import relay_stderr
 
 try:
     import httpx2
@@ -136,6 +138,10 @@ class McpTool(Tool):
     server: str = ""
     upstream_name: str = ""
     pinned_digest: str = ""
+    recheck: Callable[[tuple[str, int]], Awaitable[str | None]] | None = field(
+        default=None, repr=False, compare=False)
+    """Lists the server now and says why this definition is no longer the pinned, approved
+    one (``None``: it still is); the gate calls it right before running an approved call."""
 
     def definition_dict(self) -> dict[str, Any]:
         d = Tool.definition_dict(self)
@@ -204,6 +210,9 @@ class _Connection:
     """A call was sent since the last listing (it may have changed what the server lists)."""
     listed_for: tuple[str, int] | None = None
     """The (session, turn) whose offer made the last listing; ``None`` for any other."""
+    checked_for: tuple[str, int] | None = None
+    """The (session, turn) of the last call whose definition was checked by a listing right
+    before it was sent (an approved call: :attr:`McpTool.recheck`)."""
     dead: bool = False
     error: str = ""
     stop: anyio.Event = field(default_factory=anyio.Event)
@@ -301,7 +310,8 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
     # env given explicitly: only HOME, LOGNAME, PATH, SHELL, TERM, USER are added to it, never
     # the rest of our environment.
     process = await anyio.open_process(
-        [cfg.command, *cfg.args], env={**get_default_environment(), **cfg.env}, stderr=errlog,
+        [cfg.command, *cfg.args], env={**get_default_environment(), **cfg.env},
+        stderr=subprocess.PIPE,  # relayed redacted to errlog (issue 35): mcp/_stderr.py
         cwd=cfg.cwd, start_new_session=True)
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -350,6 +360,8 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO
         async with anyio.create_task_group() as tg:
             tg.start_soon(read)
             tg.start_soon(write)
+            assert process.stderr is not None
+            tg.start_soon(relay_stderr, process.stderr, errlog)
             try:
                 yield read_stream, write_stream
             finally:
@@ -807,7 +819,27 @@ class McpToolset:
             max_result_chars=self.config.max_result_chars,
             timeout=2 * self.config.timeout + STARTUP_TIMEOUT,
             metadata={"mcp_server": self.id, "mcp_tool": listed.name, "title": listed.title},
-            server=self.id, upstream_name=listed.name, pinned_digest=pinned_digest)
+            server=self.id, upstream_name=listed.name, pinned_digest=pinned_digest,
+            recheck=self._rechecker(name, pinned_digest))
+
+    def _rechecker(self, name: str, pinned_digest: str
+                   ) -> Callable[[tuple[str, int]], Awaitable[str | None]]:
+        """What :attr:`McpTool.recheck` runs: a fresh listing (a server can change a tool while
+        a person approves a call, with or without ``list_changed``), then the pin compared."""
+        async def recheck(turn: tuple[str, int]) -> str | None:
+            try:  # the listing keeps the turn of the offer it replaces (see _listed_this_turn)
+                kept = self._connection.listed_for if self._connection is not None else None
+                await self._refresh(kept)
+                (await self._ensure()).checked_for = turn
+            except McpServerError as exc:
+                return f"{exc}; it could not be listed again to check its definition"
+            current = self._offered.get(name)
+            if current is None or current.pinned_digest != pinned_digest:
+                return (f"{name} is blocked: its definition is no longer the one a person "
+                        "approved (it changed while the call waited for approval); an "
+                        "operator must review it (anfitrion mcp review)")
+            return None
+        return recheck
 
     def _handler(self, name: str, upstream: str, pinned_digest: str,
                  output: Any) -> Any:
@@ -821,7 +853,8 @@ class McpToolset:
         listing was made in this very turn (the offer reused an earlier one)."""
         if conn.stale:
             return True
-        return self.config.relist_before_call and not self._listed_this_turn(conn, turn)
+        return self.config.relist_before_call and not self._listed_this_turn(conn, turn) \
+            and conn.checked_for != turn
 
     async def _call(self, name: str, upstream: str, pinned_digest: str,
                     output: Any, arguments: dict[str, Any],

@@ -630,7 +630,8 @@ def _plan(value: Any) -> list[str]:
 
 
 _TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent"}
-_DATAFLOW = {"sinks", "outward", "destructive", "service_ids"}
+_DATAFLOW = {"sinks", "outward", "destructive", "service_ids", "parties", "directory",
+             "id_nouns"}
 
 
 def _tool_declarations(r: _Reader, value: Any
@@ -687,12 +688,20 @@ def _tool_dataflow(r: _Reader, spec: Mapping[str, Any], key: str) -> Dataflow:
     sinks = spec.get("sinks", {})
     if not isinstance(sinks, dict) or not all(isinstance(v, str) for v in sinks.values()):
         r.fail("must be a table of argument name = kind", f"{key}.sinks")
-    lists = {}
-    for name in ("outward", "destructive", "service_ids"):
+    lists: dict[str, Any] = {}
+    for name in ("outward", "destructive", "service_ids", "parties"):
         value = spec.get(name, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             r.fail("must be a list of names", f"{key}.{name}")
-        lists[name] = tuple(value)
+        if name in spec or name != "parties":
+            lists[name] = tuple(value)
+    if "directory" in spec:
+        lists["directory"] = r.typed(spec, "directory", key, bool, "true or false")
+    nouns = spec.get("id_nouns", {})
+    if not isinstance(nouns, dict) or not all(
+            isinstance(v, list) and all(isinstance(w, str) for w in v) for v in nouns.values()):
+        r.fail("must be a table of argument name = [nouns]", f"{key}.id_nouns")
+    lists["id_nouns"] = {k: tuple(v) for k, v in nouns.items()}
     return r.built(key, functools.partial(Dataflow, sinks=sinks, **lists))
 
 

@@ -68,11 +68,20 @@ class ArgumentProvenance(Protocol):
 
     def unproven(self, value: str, *,
                  service_ids: Callable[[str], Collection[str]] | None = None,
-                 minted: bool = True) -> str | None: ...
+                 minted: bool = True,
+                 parties: Callable[[str], Collection[str]] | None = None,
+                 id_nouns: Collection[str] | None = None) -> str | None: ...
 
     def unproven_entities(self, text: str, *,
-                          service_ids: Callable[[str], Collection[str]] | None = None
+                          service_ids: Callable[[str], Collection[str]] | None = None,
+                          parties: Callable[[str], Collection[str]] | None = None
                           ) -> list[str]: ...
+
+    def unproven_amount(self, value: str, *,
+                        service_ids: Callable[[str], Collection[str]] | None = None
+                        ) -> str | None: ...
+
+    def copied_text(self, text: str) -> list[str]: ...
 
 T = TypeVar("T", bound="Tool")
 

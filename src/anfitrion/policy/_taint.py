@@ -18,17 +18,17 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from .._dataflow import Dataflow
+from .._dataflow import AMOUNT_KINDS, Dataflow
 from .._provenance import (
     APPEARED,
     EGRESS_WARNING,
     MAX_FLAGS_PER_ARGUMENT,
-    egress_warnings,
     host_of,
     is_url,
-    normalise,
     short,
     strings,
+    egress_warnings,
+    normalise,
 )
 from .._tools import BoundCall, Effect
 from ._contract import BaseRule, RuleRole
@@ -48,7 +48,7 @@ trusted wrote (``argument to (recipient): `x@y` is not proven: it appeared in ..
 PLAN_WARNING = "outside the plan: "
 """Prefix of a warning about a call of a tool the task's plan does not name."""
 
-READS_MODES = ("url", "flagged", "all", "sinks")
+READS_MODES = ("url", "flagged", "all", "sinks", "proven")
 """How :func:`taint_rule` treats calls: see its ``reads`` argument."""
 
 TRADE_OFFS = {
@@ -62,6 +62,10 @@ TRADE_OFFS = {
              "unproven sink or destructive target, an unproven address in an outward payload, "
              "a call outside the plan, a URL from untrusted content); other reads run unseen "
              "and so may an attacker's; undeclared writes still ask",
+    "proven": "the recommended preset: \"sinks\" with proofs that hold against an attacker "
+              "who knows them — a party field (sender, participants, owner) of untrusted "
+              "content proves no recipient, outward text copied from untrusted content asks; "
+              "other reads run unseen and so may an attacker's; undeclared writes still ask",
 }
 """What each mode lets through, in a phrase (shown by ``anfitrion policy validate``)."""
 
@@ -70,6 +74,8 @@ PLAN_BEFORE_TAINT = "before-taint"
 untrusted result."""
 
 _MAX_LEARNED = 4096
+_DATAFLOW_MODES = ("sinks", "proven")
+"""The ``reads`` settings that read tools' data-flow declarations."""
 
 
 def _values(arguments: Any, path: str) -> list[str]:
@@ -100,31 +106,55 @@ def _plain(path: str) -> str:
 class _DataflowCheck:
     """The ``reads="sinks"`` checks of one declared call (see :func:`taint_rule`)."""
 
-    def __init__(self, declarations: Mapping[str, Dataflow]) -> None:
+    def __init__(self, declarations: Mapping[str, Dataflow], proven: bool = False) -> None:
         self.declarations = dict(declarations)
-        self.learned: dict[str, tuple[str, ...]] = {}  # tool -> service ids, from calls seen
+        self.proven = proven  # reads="proven": party fields of untrusted results prove nothing
+        self.learned: dict[str, Dataflow] = {}  # tool -> its own declaration, from calls seen
 
     def flow_of(self, call: BoundCall) -> Dataflow | None:
         flow = self.declarations.get(call.name) or call.tool.dataflow
         if call.tool.dataflow is not None and call.name not in self.learned \
                 and len(self.learned) < _MAX_LEARNED:
-            self.learned[call.name] = call.tool.dataflow.service_ids
+            self.learned[call.name] = call.tool.dataflow
         return flow
 
-    def service_ids(self, tool: str) -> Collection[str]:
-        flow = self.declarations.get(tool)
-        return flow.service_ids if flow is not None else self.learned.get(tool, ())
+    def _declared(self, tool: str) -> Dataflow | None:
+        return self.declarations.get(tool) or self.learned.get(tool)
 
-    def warnings(self, call: BoundCall, flow: Dataflow,
-                 provenance: ArgumentProvenance) -> list[str]:
-        """Unproven sinks, destructive targets and outward addresses (a read: URL sinks)."""
+    def service_ids(self, tool: str) -> Collection[str]:
+        flow = self._declared(tool)
+        return flow.service_ids if flow is not None else ()
+
+    def parties(self, tool: str) -> Collection[str]:
+        """The result fields of *tool* that name a party and so, read from untrusted content,
+        prove nothing (``reads="proven"``; a directory's prove)."""
+        flow = self._declared(tool)
+        if flow is None or flow.directory:
+            return ()
+        return tuple(f for f in (*(flow.parties or ()), *flow.service_ids) if flow.is_party(f))
+
+    def _unproven(self, provenance: ArgumentProvenance, flow: Dataflow, path: str, kind: str,
+                  value: str, write: bool, own: Collection[str] = ()) -> str | None:
+        if kind in AMOUNT_KINDS:
+            return provenance.unproven_amount(value, service_ids=self.service_ids) \
+                if write else None
+        if normalise(value) in own:
+            return None  # the principal's own address: theirs, whoever else names it
+        return provenance.unproven(value, service_ids=self.service_ids,
+                                   parties=self.parties if self.proven else None,
+                                   id_nouns=flow.nouns_for(path))
+
+    def warnings(self, call: BoundCall, flow: Dataflow, provenance: ArgumentProvenance,
+                 own: Collection[str] = ()) -> list[str]:
+        """Unproven sinks, destructive targets and outward addresses (a read: URL sinks).
+        *own*: the principal's own addresses (normalised), proven wherever they appear."""
         out: list[str] = []
         write = call.tool.effect is Effect.WRITE
         for path, kind in flow.sinks.items():
             if not write and kind != "url":
                 continue  # a look-up changes nothing; only where it reaches matters
             for value in _values(call.arguments, path):
-                why = provenance.unproven(value, service_ids=self.service_ids)
+                why = self._unproven(provenance, flow, path, kind, value, write, own)
                 if why is not None and not write:
                     # a read asks only for a URL or host from untrusted content
                     host = host_of(normalise(value))
@@ -137,19 +167,46 @@ class _DataflowCheck:
                                f"{UNPROVEN_WARNING}: {why}")
         for path in flow.destructive if write else ():
             for value in _values(call.arguments, path):
-                why = provenance.unproven(value, service_ids=self.service_ids, minted=False)
+                why = provenance.unproven(value, service_ids=self.service_ids, minted=False,
+                                          id_nouns=flow.nouns_for(path))
                 if why is not None:
                     out.append(f"{FLAG_WARNING}{path} (destructive target): `{short(value)}` "
                                f"{UNPROVEN_WARNING} to come from the user or a trusted result: "
                                f"{why}")
         for path in flow.outward if write else ():
-            for value in _values(call.arguments, path):
-                found = provenance.unproven_entities(value, service_ids=self.service_ids)
-                if found:
-                    out.append(f"{FLAG_WARNING}{path} (outward): carries "
-                               f"{'; '.join(found[:MAX_FLAGS_PER_ARGUMENT])}, which "
-                               f"{UNPROVEN_WARNING}")
+            out += self._outward(provenance, path, _values(call.arguments, path))
         return out
+
+    def _outward(self, provenance: ArgumentProvenance, path: str,
+                 values: list[str]) -> list[str]:
+        """An outward payload: unproven addresses and numbers, and (``reads="proven"``)
+        text copied from untrusted content, quoted with its source."""
+        out: list[str] = []
+        for value in values:
+            found = provenance.unproven_entities(
+                value, service_ids=self.service_ids,
+                parties=self.parties if self.proven else None)
+            if found:
+                out.append(f"{FLAG_WARNING}{path} (outward): carries "
+                           f"{'; '.join(found[:MAX_FLAGS_PER_ARGUMENT])}, which "
+                           f"{UNPROVEN_WARNING}")
+            copied = provenance.copied_text(value) if self.proven else []
+            if copied:
+                out.append(f"{FLAG_WARNING}{path} (outward): carries text "
+                           f"{'; '.join(copied[:MAX_FLAGS_PER_ARGUMENT])}, which "
+                           f"{UNPROVEN_WARNING} to be the user's words")
+        return out
+
+
+def _own_addresses(context: PolicyContext) -> frozenset[str]:
+    """The principal's own identities: its id and ``attributes["addresses"]`` (normalised).
+    A recipient that is the user themself is proven whoever else names it."""
+    principal = context.principal
+    addresses = principal.attributes.get("addresses", ()) if principal.attributes else ()
+    if isinstance(addresses, str) or not isinstance(addresses, list | tuple | frozenset | set):
+        addresses = ()
+    return frozenset(normalise(a) for a in (principal.id, *addresses)
+                     if isinstance(a, str) and a)
 
 
 class TaintRule(BaseRule):
@@ -188,7 +245,7 @@ class TaintRule(BaseRule):
             self.planned = tuple(plan)
             if not all(isinstance(g, str) and g for g in self.planned):
                 raise ValueError("plan takes tool-name globs (non-empty strings)")
-        self._check = _DataflowCheck(declared)
+        self._check = _DataflowCheck(declared, proven=reads == "proven")
         self.trade_off = TRADE_OFFS[reads]
         # what `anfitrion policy validate` shows of this rule
         self.settings: dict[str, Any] = {
@@ -210,7 +267,7 @@ class TaintRule(BaseRule):
 
     def __call__(self, call: BoundCall, context: PolicyContext) -> Decision | None:
         write = call.tool.effect is Effect.WRITE
-        flow = self._check.flow_of(call) if self.reads == "sinks" else None
+        flow = self._check.flow_of(call) if self.reads in _DATAFLOW_MODES else None
         flagged = self._flagged(call, context, flow)
         egress = ([] if self.allowed_hosts is None
                   else egress_warnings(call.arguments, self.allowed_hosts))
@@ -231,14 +288,16 @@ class TaintRule(BaseRule):
         write = call.tool.effect is Effect.WRITE
         flagged_items = dict(context.flagged_arguments)
         # a read, or a declared write (its sinks say what matters): only URL flags count
-        if flagged_items and (flow is not None or (not write and self.reads in ("url", "sinks"))):
+        if flagged_items and (flow is not None or (
+                not write and self.reads in ("url", *_DATAFLOW_MODES))):
             values = dict(strings(call.arguments))
             flagged_items = {path: why for path, why in flagged_items.items()
                              if is_url(values.get(path, "").strip().casefold())
                              or EGRESS_WARNING in why}
         declared: list[str] = []
         if flow is not None and context.tainted and context.provenance is not None:
-            declared = self._check.warnings(call, flow, context.provenance)
+            declared = self._check.warnings(call, flow, context.provenance,
+                                            _own_addresses(context))
             # a sink's own warning says more than the flag on the same argument
             flagged_items = {p: why for p, why in flagged_items.items()
                              if EGRESS_WARNING in why or not any(
@@ -308,6 +367,15 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             e-mail address, URL, account or phone number, a URL argument from untrusted
             content, a call outside the *plan*. Its other calls run without a question even
             after taint. Undeclared tools are treated as under ``"url"``.
+            ``"proven"`` (the recommended preset): ``"sinks"`` with the proofs an attacker
+            who has read them cannot walk through — a party field (sender, participants,
+            owner, :data:`~anfitrion._dataflow.PARTY_FIELDS`) of an untrusted result proves
+            no recipient unless the tool is a declared directory, and an outward payload
+            that copies :data:`~anfitrion._provenance.COPY_MIN_WORDS` or more words of
+            untrusted text asks, quoting them and their source. In both, a number the user
+            wrote proves an id only written as one (``file 13``), and a declared amount
+            (``sinks = {amount = "money"}``) is proven only by the user's or a trusted
+            result's figure.
         free_reads: tool-name globs of reads that stay free in a tainted session under
             ``reads="all"`` (a clock, a unit converter: nothing private comes back and
             nothing leaves). A flagged URL argument still asks. Writes are never exempt.

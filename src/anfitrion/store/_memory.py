@@ -34,6 +34,7 @@ from ._rows import (
     lease_free,
     may_advance,
     new_claim_token,
+    refuse_while_running,
     resolution_result,
     settled_state,
 )
@@ -285,6 +286,11 @@ class MemoryStore:
             if entry is None or entry.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
                 raise ConflictError(f"effect {key[:12]}… is not unsettled "
                                     f"({entry.state.value if entry else 'never claimed'})")
+            if entry.state is LedgerState.CLAIMED:
+                owner = self._sessions.get(held.session_id)
+                refuse_while_running(key, held.session_id,
+                                     owner.lease_owner if owner else None,
+                                     owner.lease_expires if owner else None)
             result = resolution_result(held.call_id, held.tool, done=done, by=by, note=note)
             self._ledger[call] = LedgerEntry(held.session_id, held.call_id, settled_state(result),
                                              entry.digest, result, datetime.now(UTC))

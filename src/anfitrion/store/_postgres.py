@@ -72,6 +72,7 @@ from ._rows import (
     new_claim_token,
     now_iso,
     record_value,
+    refuse_while_running,
     resolution_result,
     session_row,
     session_rows,
@@ -492,6 +493,12 @@ class PostgresStore:
             if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
                 state = found.state.value if found.state else "never claimed"
                 raise ConflictError(f"effect {key[:12]}… is not unsettled ({state})")
+            if found.state is LedgerState.CLAIMED:
+                cur = await conn.execute("SELECT lease_owner, lease_expires FROM "
+                                         "anfitrion_sessions WHERE session_id = %s",
+                                         (found.session_id,))
+                lease = await cur.fetchone()
+                refuse_while_running(key, found.session_id, *(lease or (None, None)))
             result = resolution_result(found.call_id, found.tool, done=done, by=by,
                                        note=note)
             cur = await conn.execute(

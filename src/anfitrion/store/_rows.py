@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 import json
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from .._approvals import ApprovalAnswer, ApprovalRequest
 from .._canonical import canonical_json
 from .._conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
 from .._effects import EffectKey
-from ..exceptions import StoreError
+from ..exceptions import ConflictError, StoreError
 from ._base import (
     PRE_CLAIM,
     AuditRecord,
@@ -62,6 +63,7 @@ __all__ = [
     "new_claim_token",
     "now_iso",
     "record_value",
+    "refuse_while_running",
     "resolution_result",
     "row_of",
     "session_row",
@@ -171,6 +173,22 @@ def resolution_result(call_id: str, tool: str, *, done: bool, by: str, note: str
     text = f"resolved by {by}: {what}" + (f" ({note})" if note else "")
     return ToolResult(call_id, tool, text[:2000], is_error=not done,
                       error_kind=None if done else "resolved_not_done")
+
+
+def refuse_while_running(key: str, session_id: str, owner: str | None,
+                         expires: float | None) -> None:
+    """Refuse resolving a *claimed* effect while the run holding it keeps a live lease on its
+    session: its handler may still be acting, and a "failed" written now would let the next
+    proposal run the effect a second time. That run settles it; or, if it died, a person
+    resolves it once the lease lapses (``anfitrion resume --ready`` / the reaper free it).
+
+    Raises:
+        ConflictError: the lease of *session_id* is live.
+    """
+    if owner is not None and expires is not None and float(expires) > time.time():
+        raise ConflictError(f"effect {key[:12]}… is still running: session {session_id} is "
+                            f"leased by {owner}; that run settles it (resolve it after its "
+                            "lease lapses if the run died)")
 
 
 def new_claim_token() -> str:

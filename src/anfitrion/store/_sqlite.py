@@ -76,6 +76,7 @@ from ._rows import (
     new_claim_token,
     now_iso,
     record_value,
+    refuse_while_running,
     resolution_result,
     session_row,
     session_rows,
@@ -450,6 +451,10 @@ class SQLiteStore:
             if found.state not in (LedgerState.CLAIMED, LedgerState.UNKNOWN):
                 raise ConflictError(f"effect {key[:12]}… is not unsettled "
                                     f"({found.state.value if found.state else 'never claimed'})")
+            if found.state is LedgerState.CLAIMED:
+                lease = c.execute("SELECT lease_owner, lease_expires FROM anfitrion_sessions "
+                                  "WHERE session_id = ?", (found.session_id,)).fetchone()
+                refuse_while_running(key, found.session_id, *(lease or (None, None)))
             result = resolution_result(found.call_id, found.tool, done=done, by=by, note=note)
             c.execute("UPDATE anfitrion_ledger SET state = ?, result = ?, updated_at = ?, "
                       "claim_token = NULL WHERE session_id = ? AND call_id = ? AND state = ?",

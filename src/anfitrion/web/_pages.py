@@ -23,6 +23,7 @@ from markupsafe import Markup, escape
 from .._answers import state_of
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, make_visible
 from .._canonical import canonical_json
+from .._redaction import redact
 from .._session import untrusted_sources_of
 from ..store import AuditRecord, SessionState
 from ._render import Intent, Notice, Piece, argument_views, plural, visible_pieces
@@ -85,6 +86,9 @@ _ENV.filters.update(
     pieces=render_pieces,
     visible_text=make_visible,  # where no markup may go: <title>
     clip=_clip,
+    # an approver's note is free text a person typed: a token pasted into it is masked like
+    # in the audit log (issue 35)
+    masked=lambda text: redact(str(text), 2000),
     iso=lambda moment: moment.isoformat(timespec="seconds"),
     timestamp=lambda at: datetime.fromtimestamp(at, UTC).isoformat(),
     audit_json=lambda data: json.dumps(dict(data), indent=1, ensure_ascii=True,
