@@ -23,12 +23,12 @@ from .._provenance import (
     APPEARED,
     EGRESS_WARNING,
     MAX_FLAGS_PER_ARGUMENT,
+    egress_warnings,
     host_of,
     is_url,
+    normalise,
     short,
     strings,
-    egress_warnings,
-    normalise,
 )
 from .._tools import BoundCall, Effect
 from ._contract import BaseRule, RuleRole
