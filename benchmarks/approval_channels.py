@@ -31,7 +31,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from anfitrion import DeferredApprover, Effect, Host, Toolbox  # noqa: E402
 from anfitrion import _answers as answers  # noqa: E402
 from anfitrion._approvals import ApprovalRequest, Quorum, Reviewer  # noqa: E402
-from anfitrion.channels._webhooks import ApprovalWebhook, WebhookTarget  # noqa: E402
+from anfitrion.channels._webhooks import ApprovalWebhook  # noqa: E402
+from anfitrion.policy import WebhookTarget  # noqa: E402
 from anfitrion.store import MemoryStore, Store, open_store  # noqa: E402
 from anfitrion.testing import ScriptedModel, call  # noqa: E402
 

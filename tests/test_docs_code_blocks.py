@@ -13,6 +13,8 @@ Marked blocks are still compiled; the skips are reported with their reasons, and
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import os
 import re
 import shutil
@@ -100,3 +102,54 @@ def test_a_docs_block_runs_as_written(block: Block, tmp_path: Path) -> None:
             *OPTIONAL, ""):
         pytest.skip(f"{block.name} needs an extra that is not installed: {missing.group(0)}")
     assert done.returncode == 0, f"{block.name} failed:\n{done.stderr}"
+
+
+def _anfitrion_imports(code: str) -> list[tuple[str, str | None]]:
+    """(module, name) for every import of anfitrion in *code* (name None for ``import m``)."""
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Import):
+            found.extend((a.name, None) for a in node.names if a.name.split(".")[0] == "anfitrion")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "anfitrion":
+            found.extend((node.module or "", a.name) for a in node.names)
+    return found
+
+
+def private_imports(code: str) -> list[str]:
+    """The imports in *code* of a private module or name of anfitrion, or of a name its public
+    module does not list in ``__all__``."""
+    bad = []
+    for module, name in _anfitrion_imports(code):
+        dotted = module if name is None else f"{module}.{name}"
+        if any(p.startswith("_") and not p.startswith("__") for p in dotted.split(".")):
+            bad.append(dotted)
+            continue
+        if name is None:
+            continue
+        try:
+            imported = importlib.import_module(module)
+        except ImportError:  # an extra that is not installed: the name check needs the module
+            continue
+        if name not in getattr(imported, "__all__", ()) and not (
+                importlib.util.find_spec(dotted) if hasattr(imported, "__path__") else None):
+            bad.append(f"{dotted} (not in {module}.__all__)")
+    return bad
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
+def test_a_docs_block_imports_only_public_names(block: Block) -> None:
+    """Users copy the docs: a block shows only the public surface (issue #29)."""
+    assert private_imports(block.code) == []
+
+
+def test_a_private_import_in_a_block_is_found() -> None:
+    code = ("from anfitrion import Host\nfrom anfitrion.store._rows import skipped_rows\n"
+            "import anfitrion._gate\nfrom anfitrion.models import _strict\n"
+            "from anfitrion.policy import rule_id_of, _core\n"
+            "from anfitrion.policy import Policy\nfrom anfitrion.store import open_store\n"
+            "from anfitrion import _answers\nfrom anfitrion.exceptions import map_exceptions\n"
+            "from anfitrion.channels import WebhookChannelThatDoesNotExist\n")
+    assert private_imports(code) == [
+        "anfitrion.store._rows.skipped_rows", "anfitrion._gate", "anfitrion.models._strict",
+        "anfitrion.policy._core", "anfitrion._answers",
+        "anfitrion.channels.WebhookChannelThatDoesNotExist (not in anfitrion.channels.__all__)"]

@@ -14,7 +14,7 @@ from anfitrion import Effect, Tool
 from anfitrion._conversation import Provenance, Reply, ToolCall, ToolResult, UserMessage
 from anfitrion._dataflow import Dataflow
 from anfitrion._principal import Principal
-from anfitrion._provenance import TaintIndex, _entities, _is_url, egress_warnings, normalise
+from anfitrion._provenance import TaintIndex, _entities, egress_warnings, is_url, normalise
 from anfitrion._tools import BoundCall
 from anfitrion.exceptions import ConfigError, ToolDefinitionError
 from anfitrion.policy import PolicyContext, Verdict, parse_policy
@@ -71,14 +71,14 @@ def test_no_date_or_time_reads_as_a_number(text: str) -> None:
 
 @pytest.mark.parametrize("name", ["feedback.xlsx", "notes.txt", "report.pdf", "slides.pptx"])
 def test_a_file_name_is_not_a_url(name: str) -> None:
-    assert not _is_url(name)
+    assert not is_url(name)
     assert egress_warnings({"file": name}, ["example.com"]) == []
 
 
 @pytest.mark.parametrize("url", ["evil.com", "www.report.pdf", "example.com/a.pdf",
                                  "https://x.example/feedback.xlsx", "evil.com:8080/x"])
 def test_hosts_and_urls_to_files_are_still_urls(url: str) -> None:
-    assert _is_url(url)
+    assert is_url(url)
 
 
 # -- proof ------------------------------------------------------------------------------------

@@ -16,8 +16,8 @@ from ._approvals import (
     DenyAllApprover,
     Quorum,
     Reviewer,
-    TerminalApprover,
 )
+from ._cli.terminal import TerminalApprover
 from ._conversation import (
     Provenance,
     Reply,

@@ -27,14 +27,13 @@ from ._chain import chain_hash
 from ._events import EventType, HostEvent
 from ._logging import install as _install_log_redaction
 from ._media import record as record_media
-from ._redaction import _PROSE_SECRET as _PROSE_SECRET  # the secrets rule's prose pattern
 from ._redaction import ARGUMENT_PREVIEW_CHARS as ARGUMENT_PREVIEW_CHARS
 from ._redaction import MAX_PREVIEW_ARGUMENTS as MAX_PREVIEW_ARGUMENTS
 from ._redaction import PREVIEW_CHARS as PREVIEW_CHARS
 from ._redaction import SCAN_MARGIN as SCAN_MARGIN
 from ._redaction import _redact_arguments as _redact_arguments  # resolutions use it too
 from ._redaction import redact
-from .store._base import AuditRecord, AuditStore
+from .store import AuditRecord, AuditStore
 
 if TYPE_CHECKING:
     from ._tools import Tool

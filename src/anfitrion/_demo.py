@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Literal
 
 from ._tools import Effect, Toolbox
+from .models import ScriptedModel
 from .models._demo_script import demo_model
-from .models._scripted import ScriptedModel
 from .store import MemoryStore, Store
 from .toolkits import files, mail
 

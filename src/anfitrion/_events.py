@@ -177,8 +177,3 @@ class Router:
         route = self._routes.get(event.type)
         return hand_out(route, event) if route else None
 
-
-def event_payload(event: HostEvent) -> dict[str, Any]:
-    """The event's identity fields as plain data (used by recorders)."""
-    return {"type": event.type.value, "session_id": event.session_id, "turn": event.turn,
-            "call_id": event.call_id, "tool": event.tool, "at": event.at}

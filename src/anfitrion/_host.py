@@ -42,7 +42,7 @@ from ._principal import Principal
 from ._runtime import DEFAULT_LEASE_SECONDS, GatedSession, Runtime
 from ._tools import Effect, Tool, ToolSource
 from .exceptions import ConflictError, ModelError, UserError
-from .models._base import Model, ModelRequest
+from .models import Model, ModelRequest
 from .policy import Policy
 from .store import Store
 

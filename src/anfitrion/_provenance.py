@@ -126,7 +126,7 @@ def _compact(text: str) -> str:
     return re.sub(r"[\s\-().]", "", text)
 
 
-def _host_of(url: str) -> str:
+def host_of(url: str) -> str:
     if "://" not in url:
         url = "http://" + url
     try:
@@ -212,7 +212,7 @@ def _looks_like_date(text: str) -> bool:
                 or re.fullmatch(r"\s*\d{1,2}[./-]\d{1,2}[./-]\d{2,4}\s*", text))
 
 
-_strings = partial(json_strings, root="(value)")
+strings = partial(json_strings, root="(value)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,7 +489,7 @@ class TaintIndex:
                                                                parties):
             return None
         if origin is not None:
-            return f"{_APPEARED}{origin.describe()}"
+            return f"{APPEARED}{origin.describe()}"
         return "nothing the user or a trusted tool wrote holds it"
 
     def unproven_entities(self, text: str, *,
@@ -540,7 +540,7 @@ class TaintIndex:
             return None
         for chunk, origin in enumerate(self._origins):
             if origin is not None and amount in _amounts(self._chunks[chunk]):
-                return f"{_APPEARED}{origin.describe()}"
+                return f"{APPEARED}{origin.describe()}"
         return "nothing the user or a trusted tool wrote holds it"
 
     def copied_text(self, text: str) -> list[str]:
@@ -571,7 +571,7 @@ class TaintIndex:
                 continue
             origin = self._origins[chunk]
             assert origin is not None
-            found.append(f"`{_short(' '.join(words[start:end]), 120)}` copied from "
+            found.append(f"`{short(' '.join(words[start:end]), 120)}` copied from "
                          f"{origin.describe()}")
             start = end
         return found
@@ -636,7 +636,7 @@ class TaintIndex:
         flags: dict[str, str] = {}
         if not self._chunks and not self._unindexed:
             return flags
-        for path, value in _strings(arguments):
+        for path, value in strings(arguments):
             found = self._flag_value(value)
             if found:
                 flags[path] = "; ".join(found[:MAX_FLAGS_PER_ARGUMENT])
@@ -657,9 +657,9 @@ class TaintIndex:
                     not _DATE_OR_TIME.fullmatch(norm) and not self._known(norm):
                 origin = self.untrusted_origin(norm)
                 if origin is not None:
-                    found.append(f"value `{_short(value)}` appeared only in {origin.describe()}")
+                    found.append(f"value `{short(value)}` appeared only in {origin.describe()}")
         raw = value.strip()
-        if _is_url(raw.casefold()):
+        if is_url(raw.casefold()):
             carried = self._carried_text(raw)
             if carried:
                 found.append(EGRESS_WARNING + carried)
@@ -688,14 +688,14 @@ class TaintIndex:
             for piece in pieces:
                 text = self._conversation_part(transform(piece))
                 if text is not None:
-                    return f"the URL carries {how}`{_short(text)}` from the conversation"
+                    return f"the URL carries {how}`{short(text)}` from the conversation"
         # encodings are case-sensitive: decode the URL as written, not case-folded
         written = " ".join(unquote(p) for p in (spelled.netloc, spelled.path, spelled.query,
                                                   spelled.fragment) if p)
         for encoding, decoded in encoded_forms(written, max_tokens=MAX_DECODED_PER_URL):
             text = self._conversation_part(normalise(decoded))
             if text is not None:
-                return f"the URL carries {encoding}-encoded `{_short(text)}` from the conversation"
+                return f"the URL carries {encoding}-encoded `{short(text)}` from the conversation"
         return None
 
     def _conversation_part(self, norm: str) -> str | None:
@@ -771,7 +771,7 @@ def _amounts(norm: str) -> set[float]:
     """Every number in normalised *norm* but the parts of dates and times, as amounts."""
     text = _DATES_AND_TIMES.sub(_blank, norm)
     return {round(float(m.replace(",", "")), 2) for m in _AMOUNT.findall(text)}
-_APPEARED = "it appeared in "
+APPEARED = "it appeared in "
 MAX_JSON_FIELDS = 4096
 """At most this many fields of one JSON result are indexed for service ids."""
 MAX_FIELD_CHARS = 256
@@ -815,12 +815,12 @@ def _reversed(text: str) -> str:
     return text[::-1]
 
 
-def _short(text: str, limit: int = 80) -> str:
+def short(text: str, limit: int = 80) -> str:
     text = _WS.sub(" ", text).strip()
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def _is_url(norm: str) -> bool:
+def is_url(norm: str) -> bool:
     """A URL with a scheme, or a bare host with an optional port and path — not a file name
     (``feedback.xlsx``, ``notes.txt``: a name with a file extension and nothing after it)."""
     if " " in norm or "@" in norm.split("/", 1)[0]:
@@ -845,11 +845,11 @@ def egress_warnings(arguments: Mapping[str, Any], allowed_hosts: Iterable[str]) 
     """Warnings for URL arguments whose host is not on the allow-list (pure, no index)."""
     allowed = tuple(allowed_hosts)
     out = []
-    for path, value in _strings(arguments):
+    for path, value in strings(arguments):
         raw = value.strip().casefold()
-        if not _is_url(raw):
+        if not is_url(raw):
             continue
-        host = _host_of(raw)
+        host = host_of(raw)
         if not _host_allowed(host, allowed):
             out.append(f"{EGRESS_WARNING}argument {path} sends to `{host}`, "
                        "which is not on the allow-list")

@@ -29,7 +29,7 @@ _SECRET_NAME = (r"[\w-]*(?:password|passwd|passcode|passphrase|pwd|secret|api[_-
 # "my password is hunter2", "the passcode: 1234", "mi contraseña es …", "mein Passwort lautet …":
 # the word after a password word and a verb or colon. Every repetition is possessive or
 # bounded, so a hostile run of "is is is …" costs one pass.
-_PROSE_SECRET = re.compile(
+PROSE_SECRET = re.compile(
     r"(?i)(\b(?:password|passwd|passcode|passphrase|pass word|pin(?: code| number)?|pwd"
     r"|contraseña|contrasena|clave|senha|palavra-passe|mot de passe|passwort|kennwort"
     r"|wachtwoord|hasło|haslo|parola d'ordine)\b"
@@ -49,7 +49,7 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 [secret]"),
     (re.compile(r"(?i)(\b" + _SECRET_NAME + r"[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,;}]{3,}"),
      r"\1[secret]"),
-    (_PROSE_SECRET, r"\1[secret]"),
+    (PROSE_SECRET, r"\1[secret]"),
     # Each run of candidate characters is scanned once (lookbehind + possessive): linear time
     # on hostile input such as "a.a.a.…", where a plain pattern backtracks quadratically.
     (re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*+://[^/\s:@]*+:)[^@\s/]++@"),

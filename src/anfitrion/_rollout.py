@@ -38,8 +38,7 @@ from ._session import RECENT_PROPOSALS_KEPT, Session
 from ._tools import BoundCall, Tool
 from .exceptions import ArgumentError, JsonError, StoreError, UserError
 from .policy import Decision, Policy, PolicyContext, Verdict, arguments_digest
-from .store import AuditStore, SessionState, Store
-from .store._base import AuditRecord
+from .store import AuditRecord, AuditStore, SessionState, Store
 
 __all__ = ["Change", "ReplayRefused", "ReplayReport", "ShadowReport", "replay",
            "shadow_report"]

@@ -228,10 +228,6 @@ class Runtime:
             return self._record
         return self._router if self._router.kinds else _silent
 
-    @property
-    def has_listeners(self) -> bool:
-        return bool(self._listeners)
-
     def wants(self, kind: EventType) -> bool:
         """Whether some listener takes events of *kind* (else none need be built)."""
         return kind in self._router.kinds

@@ -12,7 +12,7 @@ from ._events import EventType, HostEvent
 from ._principal import Principal
 from ._session import Session
 from .models._scripted import ScriptedModel, call, reply
-from .store._memory import MemoryStore
+from .store import MemoryStore
 
 __all__ = ["EventCapture", "MemoryStore", "ScriptedModel", "call", "gate_session", "reply"]
 

@@ -21,12 +21,11 @@ from anfitrion.channels._webhooks import (
     DELIVERY_HEADER,
     SIGNATURE_HEADER,
     ApprovalWebhook,
-    WebhookTarget,
     signature_header,
     verify_signature,
 )
 from anfitrion.exceptions import ConfigError
-from anfitrion.policy import parse_policy
+from anfitrion.policy import WebhookTarget, parse_policy
 from anfitrion.store import MemoryStore, Store
 from anfitrion.testing import ScriptedModel, call
 from anfitrion.web import create_app

@@ -210,7 +210,6 @@ def test_the_rule_refuses_to_allow() -> None:
 
 def test_a_hostile_argument_is_scanned_in_bounded_work(monkeypatch: pytest.MonkeyPatch) -> None:
     from anfitrion import _encodings
-    from anfitrion.policy import _secrets as secrets
 
     decoded: list[str] = []
     real = _encodings._decode_token
@@ -223,7 +222,7 @@ def test_a_hostile_argument_is_scanned_in_bounded_work(monkeypatch: pytest.Monke
     huge = ("QUFBQUFBQUFBQUFB/" * 20_000) + "x" * 200_000
     monkeypatch.setattr(_encodings, "_decode_token", counting)
     assert rule(_bound({"q": huge}), CONTEXT) is None
-    assert len(decoded) <= secrets.MAX_TOKENS * 4  # a few forms of one value, each capped
+    assert len(decoded) <= _encodings.MAX_TOKENS * 4  # a few forms of one value, each capped
 
 
 def test_an_allow_from_a_rule_with_its_own_reason_keeps_its_words_and_gains_the_warning() -> None:

@@ -140,7 +140,8 @@ def test_the_warning_says_how_the_text_was_encoded() -> None:
 
 
 def test_decoding_a_hostile_url_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from anfitrion import _encodings, taint
+    from anfitrion import _encodings
+    from anfitrion import _provenance as taint
 
     tried: list[str] = []
     real = _encodings._decode_token

@@ -203,7 +203,7 @@ def _reviewer(reviewers_path: str | None) -> Reviewer | None:
     """The reviewer whose own token is in ANFITRION_REVIEWER_TOKEN (with --reviewers)."""
     if reviewers_path is None:
         return None
-    from ..channels._reviewers import load_reviewers
+    from ..channels import load_reviewers
     from ..mcp._approval_queue import reviewer_from_environment
 
     try:
@@ -341,7 +341,7 @@ def mcp_(store_url: str | None, reviewers_path: str, not_for: tuple[str, ...]) -
 def reviewer_token(name: str, roles: tuple[str, ...]) -> None:
     """Make a new personal token for reviewer NAME: prints the token (give it to that person
     only) and the entry for the reviewers file (which keeps its SHA-256, never the token)."""
-    from ..channels._reviewers import token_sha256
+    from ..channels import token_sha256
 
     token = secrets.token_urlsafe(32)
     click.echo(f"token for {name} (shown once): {token}", err=True)

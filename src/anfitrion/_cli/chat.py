@@ -25,7 +25,6 @@ from typing import Any, TypeVar
 import anyio
 import click
 
-from .._approvals import TerminalApprover
 from .._conversation import Reply
 from .._demo import demo_toolbox
 from .._events import HostEvent
@@ -33,8 +32,7 @@ from .._host import Host, RunResult, RunStatus
 from .._principal import Principal
 from .._tools import ToolSource
 from ..exceptions import ModelError, UserError
-from ..models._base import Model, ModelRequest
-from ..models._registry import resolve_model
+from ..models import Model, ModelRequest, resolve_model
 from ._common import (
     import_reference,
     load_policy_option,
@@ -44,6 +42,7 @@ from ._common import (
     store_option,
 )
 from .demo import DemoPrinter
+from .terminal import TerminalApprover
 
 T = TypeVar("T")
 

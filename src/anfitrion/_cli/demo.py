@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import click
 
-from .._approvals import Approver, DeferredApprover, DenyAllApprover, TerminalApprover
+from .._approvals import Approver, DeferredApprover, DenyAllApprover
 from .._apps import DEMO_APP
 from .._demo import SCENES, demo_parts
 from .._events import EventType, HostEvent
@@ -24,6 +24,7 @@ from ._common import (
     shown_store,
     store_option,
 )
+from .terminal import TerminalApprover
 
 
 class DemoPrinter:

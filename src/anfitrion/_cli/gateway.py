@@ -16,7 +16,7 @@ import click
 
 from .._principal import Principal
 from ..exceptions import AnfitrionError
-from ..mcp._config import load_config
+from ..mcp import load_config
 from ..policy import Policy
 from ..store import open_store
 from ._common import STORE_HELP, resolve_url

@@ -25,7 +25,7 @@ import click
 
 from .._approvals import make_visible
 from ..exceptions import AnfitrionError
-from ..mcp._config import McpConfig, ServerConfig, load_config
+from ..mcp import McpConfig, ServerConfig, load_config
 from ..mcp._pinning import (
     INSTRUCTION_PATTERNS,
     Pin,

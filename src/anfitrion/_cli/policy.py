@@ -220,7 +220,7 @@ def _confined_allows(policy: Any) -> list[str]:
     rule escalates them (an operator's allow never silently admits an argument an injection
     chose), and under ``reads = "sinks"``/``"proven"`` lets a declared write through only
     when its sinks are proven."""
-    from ..policy._taint import TaintRule
+    from ..policy import TaintRule
 
     taint = next((r for r in policy.rules if isinstance(r, TaintRule)), None)
     allows = [as_rule(r).rule_id for r in policy.rules

@@ -89,7 +89,7 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
         allowed_host = (*allowed_host, parts.hostname)
     url = existing_store(resolve_url(store_url))
     try:
-        from ..channels._reviewers import load_reviewers
+        from ..channels import load_reviewers
 
         app = create_app(open_store(url), token=the_token,
                          allowed_hosts=allowed_hosts_for(host, allowed_host),

@@ -32,7 +32,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import random
 import re
 import time
@@ -41,7 +40,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -49,6 +47,7 @@ import anyio.to_thread
 from .._approvals import ApprovalRequest
 from .._events import EventType, HostEvent
 from ..exceptions import UserError
+from ..policy import WebhookTarget
 
 if TYPE_CHECKING:
     import httpx
@@ -56,7 +55,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 __all__ = ["DELIVERY_HEADER", "SIGNATURE_HEADER", "TOLERANCE_SECONDS", "ApprovalWebhook",
-           "CallbackVerifier", "Delivery", "WebhookTarget", "sign", "signature_header",
+           "CallbackVerifier", "Delivery", "sign", "signature_header",
            "verify_signature"]
 
 log = logging.getLogger("anfitrion.webhooks")
@@ -65,11 +64,10 @@ DELIVERY_HEADER = "anfitrion-delivery"
 SIGNATURE_HEADER = "anfitrion-signature"
 TOLERANCE_SECONDS = 300
 """How far a signed timestamp may be from the receiver's clock."""
-MIN_SECRET_CHARS = 16
+MIN_SECRET_CHARS = WebhookTarget.MIN_SECRET_CHARS
 SEEN_NAMESPACE = "webhook.callbacks"
 """Store records: the delivery ids of callbacks already accepted."""
 _DELIVERY_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
-_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 def sign(secret: str, timestamp: int, delivery_id: str, body: bytes) -> str:
@@ -108,66 +106,6 @@ def verify_signature(secrets: Sequence[str], header: str, delivery_id: str, body
         for candidate in given:  # every pair compared: no early exit on a match
             valid |= hmac.compare_digest(expected, candidate.lower())
     return None if valid else "the signature does not match"
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookTarget:
-    """Where approval requests are sent, and how.
-
-    Args:
-        url: ``https://…`` (``http://`` only to a loopback address).
-        secret: the shared secret (at least 16 characters); or *secret_env*, the
-            environment variable holding it, read when a runtime starts.
-        callback_url: the signed callback the receiver should answer to (the inbox's
-            ``/api/v1/approvals/callback``), sent in every delivery.
-        max_attempts: deliveries are tried at most this many times.
-        first_delay / max_delay: the backoff: ``first_delay * 2**(n-1)`` seconds, capped,
-            with jitter (half to all of it).
-        timeout: seconds per attempt.
-    """
-
-    url: str
-    secret: str | None = None
-    secret_env: str | None = None
-    callback_url: str | None = None
-    max_attempts: int = 6
-    first_delay: float = 1.0
-    max_delay: float = 60.0
-    timeout: float = 10.0
-
-    def __post_init__(self) -> None:
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise ValueError(f"a webhook URL must be https://host/… , not {self.url!r}")
-        if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
-            raise ValueError("a webhook over plain http must go to a loopback address; "
-                             "use https")
-        if (self.secret is None) == (self.secret_env is None):
-            raise ValueError("give a webhook 'secret' or 'secret_env', one of them")
-        if self.secret is not None and len(self.secret) < MIN_SECRET_CHARS:
-            raise ValueError(f"a webhook secret needs at least {MIN_SECRET_CHARS} characters")
-        if not 1 <= self.max_attempts <= 20:
-            raise ValueError("max_attempts must be between 1 and 20")
-        if not (0 <= self.first_delay <= self.max_delay <= 3600) or self.timeout <= 0:
-            raise ValueError("need 0 <= first_delay <= max_delay <= 3600 and timeout > 0")
-
-    def resolved_secret(self) -> str:
-        """The secret, read from the environment when given by name.
-
-        Raises:
-            UserError: the variable is unset or the secret too short.
-        """
-        if self.secret is not None:
-            return self.secret
-        value = os.environ.get(self.secret_env or "", "")
-        if len(value) < MIN_SECRET_CHARS:
-            raise UserError(f"the webhook secret variable {self.secret_env} is unset or "
-                            f"shorter than {MIN_SECRET_CHARS} characters")
-        return value
-
-    def delay(self, attempt: int) -> float:
-        """The wait after failed attempt number *attempt* (from 1), before jitter."""
-        return float(min(self.max_delay, self.first_delay * 2 ** (attempt - 1)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,3 +4,5 @@
 ``openai_agents`` (extra ``openai-agents``), ``claude_agent_sdk`` (extra ``claude-agent-sdk``).
 Each module imports its framework itself; importing this package imports none of them.
 """
+
+__all__: list[str] = []

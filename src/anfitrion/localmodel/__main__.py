@@ -77,8 +77,9 @@ def demo(approve: bool | None) -> None:
     """The demo scenario of ``anfitrion demo``, with the real local model instead of a script."""
     import anyio
 
-    from .._approvals import Approver, DenyAllApprover, TerminalApprover
+    from .._approvals import Approver, DenyAllApprover
     from .._cli.demo import DemoPrinter
+    from .._cli.terminal import TerminalApprover
     from .._demo import demo_toolbox
     from .._host import Host
 

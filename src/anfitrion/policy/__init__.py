@@ -26,7 +26,7 @@ from .._constraints import (
 from .._media import AUDIO_TYPES, IMAGE_TYPES, MediaSettings
 from ._config import DEFAULT_POLICY_FILE, find_policy, load_policy, parse_policy
 from ._contract import BaseRule, PolicyRule, Reach, RuleRole, as_rule
-from ._core import ApprovalLimits, Budgets, Evaluation, Opinion, Policy, rule_id_of
+from ._core import ApprovalLimits, Budgets, Evaluation, Opinion, Policy, WebhookTarget, rule_id_of
 from ._decision import Decision, PolicyContext, RateKey, Rule, Verdict
 from ._ratelimit import ALL_TOOLS, RateLimit, parse_duration
 from ._rules import ArgumentRule, EffectRule, RepeatGuard, ToolRule, arguments_digest
@@ -70,6 +70,7 @@ __all__ = [
     "ToolRule",
     "UrlAllowed",
     "Verdict",
+    "WebhookTarget",
     "arguments_digest",
     "as_rule",
     "canonical_host",

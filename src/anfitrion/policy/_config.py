@@ -328,7 +328,7 @@ def _plain_rule(r: _Reader, spec: Mapping[str, Any], key: str, base_dir: str | N
 def _webhooks(r: _Reader, specs: Any, key: str = "approvals.webhooks") -> tuple[Any, ...]:
     """``[[approvals.webhooks]]``: url, secret_env (never the secret itself), callback_url,
     max_attempts, first_delay, max_delay, timeout (seconds)."""
-    from ..channels._webhooks import WebhookTarget
+    from ._core import WebhookTarget
 
     if not isinstance(specs, list):
         r.fail("must be an array of tables ([[approvals.webhooks]])", key)

@@ -29,30 +29,31 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from .._approvals import Quorum
 from .._canonical import digest as _digest
 from .._media import MediaSettings
 from .._principal import Principal
 from .._tools import BoundCall, Effect, Tool
+from ..exceptions import UserError
 from ._contract import PolicyRule, Reach, RuleRole, as_rule
 from ._decision import Decision, PolicyContext, RateKey, Rule, Verdict
 from ._secrets import SecretArguments
 from ._taint import taint_rule
 
 if TYPE_CHECKING:
-    from ..channels._webhooks import WebhookTarget
-
-if TYPE_CHECKING:
     from ._declarations import ToolDeclaration
 
-__all__ = ["ApprovalLimits", "Budgets", "Evaluation", "Opinion", "Policy", "rule_id_of"]
+__all__ = ["ApprovalLimits", "Budgets", "Evaluation", "Opinion", "Policy", "WebhookTarget",
+           "rule_id_of"]
 
 log = logging.getLogger("anfitrion.policy")
 
@@ -63,14 +64,6 @@ def rule_id_of(rule: Rule) -> str:
     its ``rule_id`` attribute, else its name."""
     return as_rule(rule).rule_id
 
-
-
-@runtime_checkable
-class CountsCalls(Protocol):
-    """A rule that needs rate counts says which, per tool name (part of :class:`PolicyRule`;
-    a plain callable with this method has its counts fetched too)."""
-
-    def rate_keys(self, tool_name: str) -> Iterable[RateKey]: ...
 
 
 _RATE_KEYS_CACHED = 1024
@@ -103,6 +96,72 @@ class Budgets:
                 "approvals_asked": self.approvals_asked}
 
 
+_WEBHOOK_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+@dataclass(frozen=True, slots=True)
+class WebhookTarget:
+    """Where approval requests are sent, and how.
+
+    Args:
+        url: ``https://…`` (``http://`` only to a loopback address).
+        secret: the shared secret (at least 16 characters); or *secret_env*, the
+            environment variable holding it, read when a runtime starts.
+        callback_url: the signed callback the receiver should answer to (the inbox's
+            ``/api/v1/approvals/callback``), sent in every delivery.
+        max_attempts: deliveries are tried at most this many times.
+        first_delay / max_delay: the backoff: ``first_delay * 2**(n-1)`` seconds, capped,
+            with jitter (half to all of it).
+        timeout: seconds per attempt.
+    """
+
+    MIN_SECRET_CHARS: ClassVar[int] = 16
+    """The shortest secret accepted (also for callback secrets)."""
+
+    url: str
+    secret: str | None = None
+    secret_env: str | None = None
+    callback_url: str | None = None
+    max_attempts: int = 6
+    first_delay: float = 1.0
+    max_delay: float = 60.0
+    timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise ValueError(f"a webhook URL must be https://host/… , not {self.url!r}")
+        if parts.scheme == "http" and parts.hostname not in _WEBHOOK_LOOPBACK:
+            raise ValueError("a webhook over plain http must go to a loopback address; "
+                             "use https")
+        if (self.secret is None) == (self.secret_env is None):
+            raise ValueError("give a webhook 'secret' or 'secret_env', one of them")
+        if self.secret is not None and len(self.secret) < self.MIN_SECRET_CHARS:
+            raise ValueError(f"a webhook secret needs at least {self.MIN_SECRET_CHARS} characters")
+        if not 1 <= self.max_attempts <= 20:
+            raise ValueError("max_attempts must be between 1 and 20")
+        if not (0 <= self.first_delay <= self.max_delay <= 3600) or self.timeout <= 0:
+            raise ValueError("need 0 <= first_delay <= max_delay <= 3600 and timeout > 0")
+
+    def resolved_secret(self) -> str:
+        """The secret, read from the environment when given by name.
+
+        Raises:
+            UserError: the variable is unset or the secret too short.
+        """
+        if self.secret is not None:
+            return self.secret
+        value = os.environ.get(self.secret_env or "", "")
+        if len(value) < self.MIN_SECRET_CHARS:
+            raise UserError(f"the webhook secret variable {self.secret_env} is unset or "
+                            f"shorter than {self.MIN_SECRET_CHARS} characters")
+        return value
+
+    def delay(self, attempt: int) -> float:
+        """The wait after failed attempt number *attempt* (from 1), before jitter."""
+        return float(min(self.max_delay, self.first_delay * 2 ** (attempt - 1)))
+
+
+
 @dataclass(frozen=True, slots=True)
 class ApprovalLimits:
     """How approval requests are bounded (applied by the gate's approve stage).
@@ -114,7 +173,7 @@ class ApprovalLimits:
         per: the window of *max_asks*.
         max_edits: how many times an approver may edit one call (each edit is a new ask).
         webhooks: where every new request is also sent, signed
-            (:mod:`anfitrion.channels._webhooks`; a runtime adds one listener per target).
+            (:class:`WebhookTarget`; a runtime adds one listener per target).
     """
 
     ttl: timedelta = timedelta(minutes=15)

@@ -31,7 +31,7 @@ from urllib.parse import unquote, unquote_plus
 
 from .._encodings import SCAN_CHARS, encoded_forms
 from .._json import json_strings
-from .._redaction import _PROSE_SECRET
+from .._redaction import PROSE_SECRET
 from .._tools import BoundCall
 from ._contract import BaseRule, RuleRole
 from ._decision import Decision, PolicyContext, Verdict
@@ -107,7 +107,7 @@ def _hint(text: str) -> str:
 
 
 def _prose_password() -> re.Pattern[str]:
-    return _PROSE_SECRET  # the audit log's own pattern, from the redaction leaf
+    return PROSE_SECRET  # the audit log's own pattern, from the redaction leaf
 
 
 def _holds(text: str, anchors: tuple[str, ...]) -> bool:

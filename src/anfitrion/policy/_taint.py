@@ -20,15 +20,15 @@ from typing import Any
 
 from .._dataflow import AMOUNT_KINDS, Dataflow
 from .._provenance import (
-    _APPEARED,
+    APPEARED,
     EGRESS_WARNING,
     MAX_FLAGS_PER_ARGUMENT,
-    _host_of,
-    _is_url,
-    _short,
-    _strings,
     egress_warnings,
+    host_of,
+    is_url,
     normalise,
+    short,
+    strings,
 )
 from .._tools import BoundCall, Effect
 from ._contract import BaseRule, RuleRole
@@ -94,7 +94,7 @@ def _values(arguments: Any, path: str) -> list[str]:
             if isinstance(one, str | int | float) and not isinstance(one, bool):
                 out.append(str(one))
             elif one is not None:
-                out += [text for _, text in _strings(one)]
+                out += [text for _, text in strings(one)]
     return out
 
 
@@ -157,20 +157,20 @@ class _DataflowCheck:
                 why = self._unproven(provenance, flow, path, kind, value, write, own)
                 if why is not None and not write:
                     # a read asks only for a URL or host from untrusted content
-                    host = _host_of(normalise(value))
+                    host = host_of(normalise(value))
                     host_why = provenance.unproven(host) if host else None
-                    why = why if why.startswith(_APPEARED) else (
-                        f"its host {host_why}" if host_why and host_why.startswith(_APPEARED)
+                    why = why if why.startswith(APPEARED) else (
+                        f"its host {host_why}" if host_why and host_why.startswith(APPEARED)
                         else None)
                 if why is not None:
-                    out.append(f"{FLAG_WARNING}{path} ({kind}): `{_short(value)}` "
+                    out.append(f"{FLAG_WARNING}{path} ({kind}): `{short(value)}` "
                                f"{UNPROVEN_WARNING}: {why}")
         for path in flow.destructive if write else ():
             for value in _values(call.arguments, path):
                 why = provenance.unproven(value, service_ids=self.service_ids, minted=False,
                                           id_nouns=flow.nouns_for(path))
                 if why is not None:
-                    out.append(f"{FLAG_WARNING}{path} (destructive target): `{_short(value)}` "
+                    out.append(f"{FLAG_WARNING}{path} (destructive target): `{short(value)}` "
                                f"{UNPROVEN_WARNING} to come from the user or a trusted result: "
                                f"{why}")
         for path in flow.outward if write else ():
@@ -290,9 +290,9 @@ class TaintRule(BaseRule):
         # a read, or a declared write (its sinks say what matters): only URL flags count
         if flagged_items and (flow is not None or (
                 not write and self.reads in ("url", *_DATAFLOW_MODES))):
-            values = dict(_strings(call.arguments))
+            values = dict(strings(call.arguments))
             flagged_items = {path: why for path, why in flagged_items.items()
-                             if _is_url(values.get(path, "").strip().casefold())
+                             if is_url(values.get(path, "").strip().casefold())
                              or EGRESS_WARNING in why}
         declared: list[str] = []
         if flow is not None and context.tainted and context.provenance is not None:

@@ -612,11 +612,6 @@ class PostgresStore:
             rows = await self._fetch(sql + " WHERE session_id = %s ORDER BY seq", (session_id,))
         return [audit_row(r) for r in rows]
 
-    async def audit_head(self) -> tuple[int, str]:
-        """The chain head the store recorded: (last seq, last hash)."""
-        rows = await self._fetch("SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1")
-        return int(rows[0][0]), str(rows[0][1])
-
     # -- counters and records ------------------------------------------------------------------
 
     async def count_calls(self, principal_id: str, tool: str, since: float) -> int:

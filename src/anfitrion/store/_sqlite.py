@@ -508,12 +508,6 @@ class SQLiteStore:
         rows = await self._run(lambda c: c.execute(sql + " ORDER BY seq", args).fetchall())
         return [audit_row(r) for r in rows]
 
-    async def audit_head(self) -> tuple[int, str]:
-        """The chain head the store recorded: (last seq, last hash)."""
-        row = await self._run(lambda c: c.execute(
-            "SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1").fetchone())
-        return int(row[0]), str(row[1])
-
     # -- counters and records ------------------------------------------------------------------
 
     async def count_calls(self, principal_id: str, tool: str, since: float) -> int:

@@ -23,7 +23,7 @@ from .. import _resolutions as resolutions
 from .._answers import OnAnswer, Outcome, Refusal, answer, notify, state_of, votes_json
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from .._json import parse_json_strict
-from ..channels._reviewers import Reviewers
+from ..channels import Reviewers
 from ..channels._webhooks import CallbackVerifier
 from ..exceptions import ConflictError, JsonError
 from ..store import Store

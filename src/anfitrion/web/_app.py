@@ -25,7 +25,7 @@ from starlette.routing import Route
 
 from .._answers import OnAnswer
 from .._approvals import make_visible
-from ..channels._reviewers import Reviewers
+from ..channels import Reviewers
 from ..channels._webhooks import CallbackVerifier
 from ..exceptions import UserError
 from ..store import Store

@@ -15,7 +15,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from .._approvals import Reviewer
-from ..channels._reviewers import Reviewers
+from ..channels import Reviewers
 from . import _pages as pages
 from ._security import SESSION_COOKIE, SessionBook, SignedIn, token_matches
 
