@@ -20,7 +20,15 @@ SRC = Path(__file__).parents[1] / "src"
 KNOWN: dict[str, str] = {
     # the CLI drives parts that are not (yet) public API of their package
     "anfitrion._cli.approvals imports anfitrion.mcp._approval_queue": "the queue server command",
-    "anfitrion._cli.approvals imports anfitrion.web._api": "votes as the inbox's JSON",
+    "anfitrion._cli.auth imports anfitrion.mcp._oauth": "new_key, TOKENS (the token table)",
+    "anfitrion._cli.auth imports anfitrion.mcp._oauth_login": "the loopback login and revoke",
+    "anfitrion._cli.auth imports anfitrion.mcp._toolset": "McpToolset (lazy in anfitrion.mcp)",
+    "anfitrion._cli.mcp imports anfitrion.mcp._resolve": "what runs, for review and mcp lock",
+    "anfitrion._cli.mcp imports anfitrion.mcp._sandbox": "the profile in words, for review",
+    "anfitrion._cli.policy imports anfitrion.policy._lint": "lint_rules for policy validate",
+    "anfitrion._home imports anfitrion.store._sqlite": "whether a SQLite store file exists",
+    "anfitrion.mcp._gateway_auth imports anfitrion.toolkits._http_fetch": (
+        "address_is_public, the one public-address check"),
     "anfitrion._cli.audit imports anfitrion.store._rows": "skipped_rows for a corrupt row",
     "anfitrion._cli.db imports anfitrion.store._sqlite": "the SQLite migrations command",
     "anfitrion._cli.gateway imports anfitrion.mcp._gateway": "Gateway (lazy in anfitrion.mcp)",

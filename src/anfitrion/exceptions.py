@@ -9,7 +9,10 @@ this module names its module in brackets::
     │   ├── ToolDefinitionError    a tool that cannot be registered as declared
     │   ├── ConfigError            an invalid config or policy file (path, line, key)
     │   ├── MissingDependencyError an optional extra is not installed (extra, module)
-    │   └── ReplayRefused          a policy replay over a broken or mismatched history  [_rollout]
+    │   ├── ReplayRefused          a policy replay over a broken or mismatched history  [_rollout]
+    │   ├── HandleError            a forged or malformed conversation handle  [mcp._conversations]
+    │   ├── ProfileError           an invalid sandbox profile (key)  [mcp._sandbox]
+    │   └── SandboxUnavailable     the sandbox cannot run here (install hint)  [mcp._sandbox]
     ├── RunError                   something failed while running
     │   ├── ModelError             the model or its client failed (provider, status_code)
     │   │   └── AdapterError       a provider payload we cannot represent (path)
@@ -18,13 +21,16 @@ this module names its module in brackets::
     │   │   └── CorruptRowError    a row the store cannot load (row)  [store._rows]
     │   ├── SessionNotFound        no such session in the store (session_id)
     │   ├── McpServerError         an MCP server failed or broke the protocol (server)
+    │   ├── CredentialError        an OAuth credential not obtained, kept or used  [mcp._oauth]
+    │   │   └── AccountNotConnected  the principal has no token for the server  [mcp._oauth]
     │   └── ToolError              raised by a tool; the gate makes it an error result
     │       └── ToolNotExecuted    a write tool refused before it acted (executed)
     └── InputError                 untrusted input refused; also a ValueError
         ├── JsonError              text that is not acceptable JSON
         ├── ArgumentError          arguments that do not satisfy a tool (field)
         │   └── SchemaBudgetExceeded  checking them would cost too much  [_tools]
-        └── RequestError           a local-model HTTP request refused  [localmodel._chatml]
+        ├── RequestError           a local-model HTTP request refused  [localmodel._chatml]
+        └── AuthRefused            a gateway request's token refused (status)  [mcp._gateway_auth]
 
 Per-call failures that the model must see (unknown tool, invalid arguments, denial, a tool that
 raised) are *data* — an error :class:`~anfitrion._conversation.ToolResult` — never exceptions

@@ -36,7 +36,7 @@ def config_store(config_path: str | None) -> str | None:
     """``gateway.store`` of the MCP config at *config_path* (``None`` when it names none)."""
     if config_path is None:
         return None
-    from ..mcp._config import load_config
+    from ..mcp import load_config
 
     try:
         return load_config(config_path).gateway.store

@@ -18,7 +18,7 @@ import anyio
 import click
 
 from ..exceptions import AnfitrionError
-from ..mcp._config import McpConfig, ServerConfig, load_config
+from ..mcp import McpConfig, ServerConfig, load_config
 from ..store import CredentialStore, Store, open_store
 from ._common import resolve_url
 

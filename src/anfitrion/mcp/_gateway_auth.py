@@ -46,6 +46,7 @@ from starlette.authentication import AuthCredentials
 
 from .._principal import Principal
 from .._redaction import redact
+from ..exceptions import InputError
 from ..toolkits._http_fetch import address_is_public
 from ._oauth_settings import OAuthSettings, TokenExchangeSettings
 
@@ -77,7 +78,7 @@ _TEXT = 200
 """Longest principal id, issuer or client id taken from a token."""
 
 
-class AuthRefused(Exception):
+class AuthRefused(InputError):
     """A request without a usable token: the status, the OAuth error code, and a one-line
     reason safe to show the caller (it never holds the token)."""
 

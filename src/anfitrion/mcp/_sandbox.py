@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..exceptions import UserError
+
 __all__ = [
     "DEFAULT_LIMITS",
     "INSTALL_HINT",
@@ -67,7 +69,7 @@ ETC_ENTRIES = ("alternatives", "ca-certificates", "ca-certificates.conf", "crypt
 """What of ``/etc`` a server sees (never ``shadow``, ``ssh`` host keys or ``sudoers``)."""
 
 
-class SandboxUnavailable(Exception):
+class SandboxUnavailable(UserError):
     """The sandbox cannot run here (no ``bwrap``, or user namespaces are not allowed)."""
 
 
@@ -122,7 +124,7 @@ _HOST_PORT = re.compile(r"(?P<host>[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|\[[0-9A-F
                         r":(?P<port>[0-9]{1,5})")
 
 
-class ProfileError(ValueError):
+class ProfileError(UserError):
     """A ``sandbox`` entry that is not valid; the message names the key (after a ``|``)."""
 
     def __init__(self, key: str, message: str) -> None:
