@@ -226,11 +226,15 @@ def test_resume_with_a_factory_of_the_wrong_shape_says_so_in_one_line(
 
 def test_make_test_fast_is_a_documented_subset_and_make_test_stays_whole() -> None:
     root = Path(__file__).parents[2]
-    fast = subprocess.run(["make", "-n", "test-fast"], cwd=root, capture_output=True,
-                          text=True, timeout=60, check=True).stdout
+    # run as on its own, even under `make test` (a sub-make prints "Entering directory")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    fast = subprocess.run(["make", "--no-print-directory", "-n", "test-fast"], cwd=root,
+                          capture_output=True, text=True, timeout=60, check=True,
+                          env=env).stdout
     assert '-m "not browser and not mcp_servers and not postgres and not local_model"' in fast
-    full = subprocess.run(["make", "-n", "test"], cwd=root, capture_output=True, text=True,
-                          timeout=60, check=True).stdout
+    full = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=root,
+                          capture_output=True, text=True, timeout=60, check=True,
+                          env=env).stdout
     assert full.rstrip().endswith("-m pytest")
     readme = (root / "README.md").read_text(encoding="utf-8")
     assert "`make test-fast`" in readme
