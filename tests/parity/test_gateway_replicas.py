@@ -108,7 +108,9 @@ class Cluster:
         path.write_text(json.dumps({
             "mcpServers": {"p": {"command": sys.executable, "args": [SERVER],
                                  "env": {"PARITY_EFFECTS": str(self.effects)},
-                                 "trusted": True}},
+                                 # the server appends what it did to the effects file
+                                 "trusted": True, "sandbox": {"paths": [
+                                     {"path": str(self.effects.parent), "mode": "rw"}]}}},
             "gateway": {"principal": PRINCIPAL}}))
         (self.tmp / "policy.toml").write_text(POLICY)
         return path
