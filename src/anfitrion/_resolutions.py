@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._events import EventType, HostEvent
+from ._owners import dead_local_owner
 from ._principal import Principal
 from ._tools import Tool, ToolContext
 from .exceptions import ConflictError
@@ -60,6 +61,12 @@ async def resolve(store: Store, key: str, *, done: bool, by: str, note: str = ""
     Raises:
         ConflictError: the effect is not unsettled (already done, failed or resolved).
     """
+    found = await store.effect_state(key)
+    if found is not None:  # its run died on this machine: its lease need not lapse first
+        state = await store.load_session(found.session_id)
+        if state is not None and state.lease_owner is not None \
+                and dead_local_owner(state.lease_owner):
+            await store.renew_lease(found.session_id, state.lease_owner, 0.0)
     entry = await store.resolve_effect(key, done=done, by=by, note=note[:MAX_NOTE_CHARS])
     if entry is None:
         return None

@@ -54,6 +54,7 @@ from ._conversation import Provenance, Reply, ToolCall, ToolResult
 from ._events import EventType, HostEvent, Listener, Router, hand_out
 from ._gate import CallOutcome, Emit, Gate, GateLimits, _silent
 from ._media import split
+from ._owners import dead_local_owner
 from ._principal import Principal
 from ._session import Session
 from ._tools import Handler, OfferContext, Tool, Toolbox, ToolContext, ToolSource
@@ -62,37 +63,11 @@ from .policy import Decision, Policy
 from .store import SessionState, Store, open_store
 
 __all__ = ["GatedSession", "Runtime", "Submission", "SubmissionStatus", "SyncRuntime",
-           "SyncSession", "dead_local_owner", "reap_dead_leases"]
+           "SyncSession", "reap_dead_leases"]
 
 T = TypeVar("T")
 
 DEFAULT_LEASE_SECONDS = 60.0
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie has died: its lease is free
-    with contextlib.suppress(OSError, IndexError), \
-            open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
-
-
-def dead_local_owner(owner: str | None) -> bool:
-    """Whether a lease *owner* (``host:pid:token``) is a process of this machine that died."""
-    if owner is None:
-        return False
-    host, _, rest = owner.rpartition(":")[0].rpartition(":")
-    try:
-        pid = int(rest)
-    except ValueError:
-        return False
-    return host == socket.gethostname() and pid != os.getpid() and not _pid_alive(pid)
 
 
 async def reap_dead_leases(store: Store) -> list[str]:

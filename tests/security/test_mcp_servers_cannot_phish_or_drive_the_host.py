@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 ASKING = str(Path(__file__).resolve().parents[1] / "mcp" / "servers" / "asking.py")
 SECRETS = {"secret": "field 'password' asks for a secret",
            "format_password": "field 'confirmation' asks for a secret (format 'password')",
-           "api_key": "field 'apiKey' asks for a secret (api key)"}
+           "api_key": "field 'apiKey' asks for a secret (API key or token: api key)"}
 HOSTILE = {"nested": "field 'address' has type 'object'",
            "ref": "the requested schema has '$defs'",
            "pattern": "field 'code' has 'pattern'",
