@@ -14,13 +14,12 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import anyio
 import click
 
 from ..exceptions import AnfitrionError
 from ..mcp import McpConfig, ServerConfig, load_config
-from ..store import CredentialStore, Store, open_store
-from ._common import resolve_url
+from ..store import CredentialStore, Store
+from ._common import resolve_url, run_with_store
 
 T = TypeVar("T")
 
@@ -45,20 +44,10 @@ def _server(config: McpConfig, server: str) -> ServerConfig:
 
 def _run(store_url: str | None, config: McpConfig | None,
          work: Callable[[Store], Awaitable[T]]) -> T:
-    url = store_url or (config.gateway.store if config is not None else None) or \
-        resolve_url(None)
-
-    async def main() -> T:
-        store = open_store(url)
-        try:
-            return await work(store)
-        finally:
-            await store.close()
-
-    try:
-        return anyio.run(main)
-    except AnfitrionError as exc:
-        raise click.ClickException(str(exc)) from None
+    """*work* on the store by the one store rule (the config's ``gateway.store`` second)."""
+    gateway_store = config.gateway.store if config is not None else None
+    return run_with_store(resolve_url(store_url, gateway_store=gateway_store), work,
+                          create=True)
 
 
 _config_option = click.option("--config", "config_path", required=True,
