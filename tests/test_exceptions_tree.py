@@ -30,6 +30,8 @@ PRIVATE_SIGNALS = {
     "anfitrion.models._strict._NotStrict": "a schema strict mode cannot express; caught there",
     "anfitrion._tools._Cycle": "a $ref cycle found while bounding a schema; caught there",
     "anfitrion._tools._TooDeep": "a schema nested too deeply to bound; caught there",
+    "anfitrion.policy._cedar._CedarInput": "an argument Cedar cannot represent; becomes a "
+                                           "fail-closed deny there",
     "anfitrion.mcp._config._JsonValueError": "a JSON value a config refuses; becomes ConfigError",
     "anfitrion.integrations.langgraph._Escape": "LangGraph's interrupt carried past the gate's "
                                                 "handler: a BaseException on purpose",

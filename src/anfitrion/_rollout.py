@@ -322,6 +322,7 @@ class _Replay:
             turn=turn if isinstance(turn, int) else 0, now=now, counters=counters,
             recent_calls=tuple(recent[-RECENT_PROPOSALS_KEPT:]),
             untrusted_sources=taint.sources, flagged_arguments=taint.flag(parsed),
+            provenance=taint,
             rate_counts=self.rate_counts(session.principal.id, str(decided.data.get("tool")),
                                          decided.at))
 
