@@ -307,3 +307,39 @@ def test_an_unreadable_cedar_file_is_named(tmp_path: Path) -> None:
                      path=str(tmp_path / "anfitrion.toml"))
     with pytest.raises(ConfigError, match="unknown key"):
         parse_policy('[[cedar]]\npolicies = "x.cedar"\nwhen = 1\n')
+
+
+# -- the schema of the tools ---------------------------------------------------------------
+
+def test_cedar_schema_is_generated_from_the_tools_and_policies_validate_against_it(
+        tmp_path: Path) -> None:
+    from anfitrion._cli.main import cli
+
+    result = CliRunner().invoke(cli, ["policy", "cedar-schema", "--toolbox",
+                                      "tests.policy.conftest:office_tools"])
+    assert result.exit_code == 0, result.output
+    schema = result.output
+    assert 'action "send_email" appliesTo' in schema
+    assert "arguments: { to: String, subject: String, body: String }" in schema
+    good = 'permit(principal, action == Action::"send_email", resource)\n' \
+           '  when { context.arguments.to like "*@example.com" && !context.tainted };\n'
+    policy = _cedar_policy(tmp_path, good, schema=schema)  # loads: it validates
+    assert policy.decide(BoundCall("c", _office("send_email"), {
+        "to": "bo@example.com", "subject": "s", "body": "b"}), _context()).verdict \
+        is Verdict.ALLOW
+    typo = good + '\nforbid(principal, action == Action::"send_email", resource)\n' \
+                  '  when { context.arguments.recipient == "x" };\n'
+    _cedar_policy(tmp_path, typo)  # no schema in the file: it loads
+    checked = CliRunner().invoke(cli, ["policy", "validate", str(tmp_path / "anfitrion.toml"),
+                                       "--toolbox", "tests.policy.conftest:office_tools"])
+    assert checked.exit_code == 1
+    assert "tools.cedar:4:" in checked.output
+    assert "recipient" in checked.output
+
+
+def _office(name: str) -> Tool:
+    from .conftest import office_tools
+
+    tool = office_tools().get(name)
+    assert tool is not None
+    return tool

@@ -171,6 +171,7 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
             check_declarations(policy.declarations, _toolbox(toolbox_spec))
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
+        _validate_cedar(policy, _toolbox(toolbox_spec))
     defaults = {e.value: v.value for e, v in policy.defaults.items()}
     rules = [as_rule(rule) for rule in policy.rules]
     summary: dict[str, Any] = {
@@ -213,6 +214,39 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
                    "it: @tools.tool(provenance=\"trusted\")")
     elif untrusted is not None:
         click.echo("every tool declares trusted results")
+
+
+def _validate_cedar(policy: Policy, toolbox: Toolbox) -> None:
+    """``policy validate --toolbox``: the ``[[cedar]]`` policies against the schema of these
+    tools (``policy cedar-schema``); every error at its file and line."""
+    rules = [rule for rule in policy.rules if type(rule).__name__ == "CedarRule"]
+    if not rules:
+        return
+    from ..policy._cedar import CedarRule, cedar_schema, validate_cedar
+
+    schema = cedar_schema(toolbox)
+    problems = [f"{rule.policies.source}:{line or '?'}: {message}"
+                for rule in rules if isinstance(rule, CedarRule)
+                for line, message in validate_cedar(rule.policies, schema)]
+    if problems:
+        raise click.ClickException("the Cedar policies do not validate against the tools' "
+                                   "schema (anfitrion policy cedar-schema):\n  "
+                                   + "\n  ".join(problems))
+
+
+@command.command("cedar-schema")
+@click.option("--toolbox", "toolbox_spec", metavar="MODULE:ATTR", required=True,
+              help="The tools (a Toolbox, or a function returning one).")
+def cedar_schema_command(toolbox_spec: str) -> None:
+    """Print the Cedar schema of the requests anfitrion makes for these tools.
+
+    Entity types Principal (roles, scopes), Server and Toolkit; one action per tool whose
+    context carries its arguments' types. Save it and name it in the policy file
+    ([[cedar]] schema = "tools.cedarschema") to validate the policies when they load.
+    """
+    from ..policy._cedar import cedar_schema
+
+    click.echo(cedar_schema(_toolbox(toolbox_spec)), nl=False)
 
 
 def _confined_allows(policy: Any) -> list[str]:
