@@ -32,6 +32,8 @@ PRIVATE_SIGNALS = {
     "anfitrion._tools._TooDeep": "a schema nested too deeply to bound; caught there",
     "anfitrion.policy._cedar._CedarInput": "an argument Cedar cannot represent; becomes a "
                                            "fail-closed deny there",
+    "anfitrion.policy._pdp._Failed": "a decision point's failure; becomes its consultation "
+                                     "(a fail-closed answer) there",
     "anfitrion.mcp._config._JsonValueError": "a JSON value a config refuses; becomes ConfigError",
     "anfitrion.integrations.langgraph._Escape": "LangGraph's interrupt carried past the gate's "
                                                 "handler: a BaseException on purpose",

@@ -115,7 +115,7 @@ def check(tool_name: str, args_json: str, principal_id: str, policy_path: str | 
         counts = {key.id: prior_calls for key in policy.rate_keys(tool.name)}
         context = PolicyContext(principal=principal, session_id="policy-check", turn=turn,
                                 now=policy.now(), rate_counts=counts)
-        evaluation = policy.evaluate(BoundCall("check", tool, arguments), context)
+        evaluation = _evaluate(policy, BoundCall("check", tool, arguments), context)
 
     if as_json:
         click.echo(json.dumps({
@@ -144,6 +144,14 @@ def check(tool_name: str, args_json: str, principal_id: str, policy_path: str | 
         for o in evaluation.opinions:
             said = "—" if o.decision is None else f"{o.decision.verdict.value}: {o.decision.reason}"
             click.echo(f"  {o.rule_id}: {said}")
+
+
+def _evaluate(policy: Policy, call: BoundCall, context: PolicyContext) -> Evaluation:
+    """Every rule's opinion, the external decision points ([[pdp]]) asked first."""
+    import anyio
+
+    consulted = anyio.run(policy.consult, call, context)
+    return policy.evaluate(call, consulted)
 
 
 @command.command("validate")

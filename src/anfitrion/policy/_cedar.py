@@ -315,8 +315,10 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def cedar_request(call: BoundCall, context: PolicyContext) -> dict[str, Any]:
-    """The Cedar request for one call (module docstring).
+def cedar_request(call: BoundCall, context: PolicyContext, *,
+                  plain: bool = False) -> dict[str, Any]:
+    """The Cedar request for one call (module docstring); *plain*: the arguments as they are
+    (JSON, for an external decision point), not as Cedar values.
 
     Raises:
         _CedarInput: an argument Cedar cannot represent faithfully.
@@ -327,7 +329,7 @@ def cedar_request(call: BoundCall, context: PolicyContext) -> dict[str, Any]:
         "action": {"type": "Action", "id": call.tool.name},
         "resource": cedar_resource(call.tool),
         "context": {
-            "arguments": _cedar_value(
+            "arguments": dict(call.arguments) if plain else _cedar_value(
                 _numbers_as_decimals(call.arguments, call.tool.input_schema), 1),
             "effect": call.tool.effect.value,
             "tainted": context.tainted,

@@ -463,6 +463,29 @@ def _cedar_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
         parsed.rules.append(CedarRule(policies, rule_id=rule_id))
 
 
+def _pdp_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    """``[[pdp]]``: an external decision point (AuthZEN or OPA) as a rule
+    (:mod:`anfitrion.policy._pdp`)."""
+    from ._pdp import DecisionPointRule
+
+    for i, spec in enumerate(_array(r, value, "pdp"), 1):
+        key = f"pdp[{i}]"
+        table = r.table(spec, key, {"id", "url", "kind", "timeout", "on_error", "tool",
+                                    "tools"})
+        url = r.typed(table, "url", key, str, "an https:// URL")
+        if url is None:
+            r.fail("a decision point needs 'url'", key)
+        options: dict[str, Any] = {"rule_id": r.typed(table, "id", key, str, "text") or key}
+        for name in ("kind", "on_error"):
+            if name in table:
+                options[name] = r.typed(table, name, key, str, "a string")
+        if "timeout" in table:
+            options["timeout"] = float(r.typed(table, "timeout", key, (int, float), "seconds"))
+        if (tools := r.tools(table, key)) is not None:
+            options["tools"] = tools
+        parsed.rules.append(r.built(key, functools.partial(DecisionPointRule, url, **options)))
+
+
 def _rate_limits_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
     for i, spec in enumerate(_array(r, value, "rate_limits"), 1):
         parsed.rules.append(_rate_limit(r, spec, f"rate_limits[{i}]"))
@@ -577,6 +600,7 @@ SECTIONS: dict[str, Section] = {
     "principals": _principals_section,
     "rules": _rules_section,
     "cedar": _cedar_section,
+    "pdp": _pdp_section,
     "rate_limits": _rate_limits_section,
     "repeat_guard": _repeat_guard_section,
     "budgets": _budgets_section,
@@ -589,9 +613,9 @@ SECTIONS: dict[str, Section] = {
     "media": _media_section,
 }
 """The tables of a policy file and their parsers, run in this order (the rules a file builds
-come in it too: ``[[rules]]``, ``[[cedar]]``, ``[[rate_limits]]``, ``[repeat_guard]``, taint,
-secrets). Every parser runs, with ``None`` for a table the file does not have (taint and
-secrets are on by default). A new table is one entry here."""
+come in it too: ``[[rules]]``, ``[[cedar]]``, ``[[pdp]]``, ``[[rate_limits]]``,
+``[repeat_guard]``, taint, secrets). Every parser runs, with ``None`` for a table the file
+does not have (taint and secrets are on by default). A new table is one entry here."""
 
 
 def _toml(text: str, path: str | None) -> dict[str, Any]:
