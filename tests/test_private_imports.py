@@ -38,6 +38,7 @@ KNOWN: dict[str, str] = {
     "anfitrion._cli.mcp imports anfitrion.mcp._toolset": "McpServers (lazy in anfitrion.mcp)",
     "anfitrion._cli.mcp imports anfitrion.policy._lint": "the tool lint",
     "anfitrion._cli.policy imports anfitrion.policy._declarations": "check_declarations",
+    "anfitrion._cli.policy imports anfitrion.policy._cedar_export": "policy export --cedar",
     "anfitrion._cli.policy imports anfitrion.policy._cedar": "cedar-schema, validate and "
                                                            "export --cedar (the cedar extra)",
     "anfitrion._cli.tools imports anfitrion.policy._lint": "the tool lint",

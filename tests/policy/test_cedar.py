@@ -343,3 +343,55 @@ def _office(name: str) -> Tool:
     tool = office_tools().get(name)
     assert tool is not None
     return tool
+
+
+# -- the translation aid ---------------------------------------------------------------------
+
+def test_export_writes_what_cedar_can_express_and_decides_alike(tmp_path: Path) -> None:
+    from anfitrion._cli.main import cli
+
+    (tmp_path / "rules.toml").write_text(TOML_RULES + """
+[[rules]]
+id = "regions"
+tool = "lookup"
+arguments = { region = { one_of = ["eu", "us"] }, count = { min = 1, max = 50 } }
+
+[[rules]]
+id = "names"
+tool = "refund"
+arguments = { note = { matches = "^[a-z ]+$" } }
+
+[[rate_limits]]
+tool = "refund"
+max_calls = 3
+per = "1h"
+""")
+    result = CliRunner().invoke(cli, ["policy", "export", "--cedar", "--policy",
+                                      str(tmp_path / "rules.toml")])
+    assert result.exit_code == 0, result.output
+    exported = result.output
+    assert "// not expressed: names: the constraint Matches has no Cedar counterpart" in exported
+    assert "// not expressed: rate_limits[1]: rate limits stay anfitrion's" in exported
+    assert "// not expressed: taint:" in exported
+    toml = parse_policy(TOML_RULES + '[[rules]]\nid = "regions"\ntool = "lookup"\n'
+                        'arguments = { region = { one_of = ["eu", "us"] }, '
+                        "count = { min = 1, max = 50 } }\n")
+    cedar = _cedar_policy(tmp_path, exported)  # the export parses and loads
+    cases = [*[(t, a, c) for _, t, a, c in SCENARIOS],
+             ("lookup", {"region": "eu", "count": 3}, {}),
+             ("lookup", {"region": "mars"}, {}), ("lookup", {"count": 51}, {})]
+    for tool, arguments, context in cases:
+        assert _decide(toml, tool, arguments, **context).verdict is \
+            _decide(cedar, tool, arguments, **context).verdict, (tool, arguments, context)
+
+
+def test_export_expands_globs_only_over_the_tools_given(tmp_path: Path) -> None:
+    from anfitrion.policy._cedar_export import export_cedar
+
+    policy = parse_policy('[[rules]]\nid = "sends"\ntool = "send_*"\nverdict = "ask"\n')
+    _, left = export_cedar(policy)
+    assert ("sends", "the tool glob 'send_*' needs the tools to expand it (--toolbox)") in left
+    text, left = export_cedar(policy, ["send_email", "send_sms", "read_file"])
+    assert 'action in [Action::"send_email", Action::"send_sms"]' in text
+    assert '@anfitrion("ask")' in text
+    assert "sends" not in [rule for rule, _ in left]

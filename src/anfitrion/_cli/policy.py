@@ -257,6 +257,31 @@ def cedar_schema_command(toolbox_spec: str) -> None:
     click.echo(cedar_schema(_toolbox(toolbox_spec)), nl=False)
 
 
+@command.command("export")
+@click.option("--cedar", "as_cedar", is_flag=True, required=True,
+              help="Write the rules as Cedar policies (the only format for now).")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
+              help=f"The policy file (default: ./{DEFAULT_POLICY_FILE}).")
+@click.option("--toolbox", "toolbox_spec", metavar="MODULE:ATTR",
+              help="The tools, to expand tool-name globs into Cedar actions.")
+def export_command(as_cedar: bool, policy_path: str | None, toolbox_spec: str | None) -> None:
+    """Print the policy file's rules that Cedar can express, as Cedar (a translation aid).
+
+    Rules Cedar cannot express (taint containment, rate limits, budgets, the repeat guard,
+    credentials in arguments, quorums, most argument constraints) are listed at the top as
+    comments, with the reason: they stay anfitrion rules.
+    """
+    from ..policy._cedar_export import export_cedar
+
+    if policy_path is None and not os.path.exists(DEFAULT_POLICY_FILE):
+        raise click.ClickException(f"no ./{DEFAULT_POLICY_FILE} in this folder: name the "
+                                   "policy file (--policy PATH)")
+    policy = _load(policy_path or DEFAULT_POLICY_FILE)
+    names = None if toolbox_spec is None else [t.name for t in _toolbox(toolbox_spec)]
+    text, _ = export_cedar(policy, names)
+    click.echo(text, nl=False)
+
+
 def _confined_allows(policy: Any) -> list[str]:
     """What ``policy validate`` says of the allow rules once a session is tainted: the taint
     rule escalates them (an operator's allow never silently admits an argument an injection
