@@ -52,6 +52,7 @@ _ANNOTATION_VALUES = {"ask", "allow"}
 _MAX_DEPTH = 32
 _LONG = 2 ** 63
 _MAX_UNPROVEN_CHECKED = 64
+_ENTITIES_CACHED = 256
 
 
 def _cedarpy() -> Any:
@@ -315,10 +316,12 @@ def _strings(value: Any) -> Iterator[str]:
             yield from _strings(item)
 
 
-def cedar_request(call: BoundCall, context: PolicyContext, *,
-                  plain: bool = False) -> dict[str, Any]:
+def cedar_request(call: BoundCall, context: PolicyContext, *, plain: bool = False,
+                  unproven: bool = True) -> dict[str, Any]:
     """The Cedar request for one call (module docstring); *plain*: the arguments as they are
-    (JSON, for an external decision point), not as Cedar values.
+    (JSON, for an external decision point), not as Cedar values; without *unproven* the
+    ``unproven`` set is left empty (the provenance lookups cost the most: done only for
+    policies that name it).
 
     Raises:
         _CedarInput: an argument Cedar cannot represent faithfully.
@@ -335,7 +338,7 @@ def cedar_request(call: BoundCall, context: PolicyContext, *,
             "tainted": context.tainted,
             "untrusted_sources": sorted(set(context.untrusted_sources)),
             "flagged": sorted(context.flagged_arguments),
-            "unproven": _unproven(call.arguments, context),
+            "unproven": _unproven(call.arguments, context) if unproven else [],
             "counters": {name: int(counters.get(name, 0))
                          for name in ("tool_calls", "approvals_asked", "invalid_calls")},
             "turn": context.turn,
@@ -365,8 +368,30 @@ class CedarRule(BaseRule):
         self.policies = policies
         self.rule_id = rule_id
         self._engine = _cedarpy()
+        self._parsed: dict[tuple[Any, ...], Any] = {}
+        # conservative: the word anywhere (a comment too) turns the lookups on
+        self._reads_unproven = "unproven" in policies.text
         self.settings = {"source": policies.source, "schema": policies.schema_source,
                          "policies": len(policies.est)}
+
+    def _entities(self, principal: Principal, resource: Mapping[str, str]) -> Any:
+        """The entities of a request, parsed once per principal and resource (the engine's
+        handle; parsing them is a third of a decision's cost)."""
+        claims = principal.attributes.get("claims")
+        key = (principal.id, principal.roles, principal.scopes,
+               json.dumps(claims, sort_keys=True, default=str) if claims is not None else None,
+               resource["type"], resource["id"])
+        found = self._parsed.get(key)
+        if found is None:
+            entities = cedar_entities(principal, resource)
+            try:
+                found = self._engine.Entities.from_json_str(json.dumps(entities))
+            except ValueError as exc:  # a claim Cedar refuses: the decision fails closed
+                raise _CedarInput(f"the principal cannot go to Cedar: {exc}") from None
+            if len(self._parsed) >= _ENTITIES_CACHED:
+                self._parsed.clear()
+            self._parsed[key] = found
+        return found
 
     def description(self) -> Mapping[str, Any]:
         """The policy hash covers the Cedar text and the schema, not only their file names."""
@@ -378,8 +403,8 @@ class CedarRule(BaseRule):
 
     def __call__(self, call: BoundCall, context: PolicyContext) -> Decision | None:
         try:
-            request = cedar_request(call, context)
-            entities = cedar_entities(context.principal, request["resource"])
+            request = cedar_request(call, context, unproven=self._reads_unproven)
+            entities = self._entities(context.principal, request["resource"])
         except _CedarInput as exc:
             return Decision.deny(f"the Cedar policies could not decide: {exc}",
                                  f"{self.rule_id}.error")
