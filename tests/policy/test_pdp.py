@@ -264,3 +264,29 @@ async def test_the_gate_consults_the_decision_point_and_audits_answer_and_latenc
     audited = json.loads(decided[0].data["detail"])
     assert audited[0]["rule"] == "pdp" and audited[0]["verdict"] == "allow"
     assert audited[0]["latency_ms"] > 0 and '"decision": true' in audited[0]["answer"]
+
+
+async def test_a_shadow_policy_asks_its_own_decision_point_and_never_enforces_it(
+        tmp_path: Path) -> None:
+    tools = Toolbox()
+
+    @tools.tool(effect=Effect.READ, provenance="trusted")
+    def lookup(q: str) -> str:
+        """Look an order up."""
+        return "order 7: shipped"
+
+    store = open_store(f"sqlite:///{tmp_path / 'shadow.db'}")
+    try:
+        with serve(lambda path, body: (200, b'{"decision": false}')) as (url, server):
+            runtime = Runtime(tools, store=store, policy=parse_policy(""),
+                              shadow_policy=_pdp(f"{url}/access/v1/evaluation"))
+            session = await runtime.open("alice")
+            done = await session.submit("lookup", {"q": "7"}, call_id="c1")
+            await session.close()
+            assert len(server.seen) == 1
+        records = await store.audit_records(session.id)
+    finally:
+        await store.close()
+    assert done.status.value == "executed"  # the shadow's deny is recorded, not enforced
+    shadowed = next(r.data for r in records if r.type == "call.shadow_decided")
+    assert (shadowed["decision"]["rule_id"], shadowed["status"]) == ("pdp", "disagree")
