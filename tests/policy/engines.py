@@ -1,5 +1,6 @@
 """The policy engines of the ``cedar`` extra and the test extra (``cedarpy``; ``opa_eval``, an
-in-process Rego engine). On a bare install their tests skip, unless
+in-process Rego engine), and ``httpx`` (the ``http`` extra) for decision points. On a bare
+install their tests skip, unless
 ``ANFITRION_REQUIRE_POLICY_ENGINES=1`` (CI) makes a missing engine a failure."""
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ from anfitrion.store import open_store
 from .engines import engine
 from .pdp_servers import opa_answer, serve
 
+engine("httpx")  # the http extra: the decision point's client
+
 pytestmark = pytest.mark.anyio
 
 REGO = """package anfitrion.tools

@@ -30,6 +30,7 @@ record of the decision (``detail``).
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import json
 import time
 from collections.abc import Iterable, Mapping
@@ -135,6 +136,8 @@ class DecisionPointRule(BaseRule):
         self.tools = tuple(tools)
         if not self.tools or not all(isinstance(t, str) and t for t in self.tools):
             raise ValueError("tools must be non-empty name patterns")
+        if importlib.util.find_spec("httpx") is None:  # refuse to load, not fail each call
+            raise MissingDependencyError("http", "httpx")
         self.rule_id = rule_id
         self.settings = {"url": url, "kind": kind, "timeout": self.timeout,
                          "on_error": on_error, "tools": list(self.tools)}
