@@ -395,3 +395,20 @@ def test_export_expands_globs_only_over_the_tools_given(tmp_path: Path) -> None:
     assert 'action in [Action::"send_email", Action::"send_sms"]' in text
     assert '@anfitrion("ask")' in text
     assert "sends" not in [rule for rule, _ in left]
+
+
+def test_a_tool_a_cedar_file_always_forbids_is_one_the_policy_never_allows(
+        tmp_path: Path) -> None:
+    """What the MCP gateway reads to hide a tool: an unconditional forbid covering the tool
+    and the principal; a conditional one, or one for someone else, hides nothing."""
+    policy = _cedar_policy(tmp_path, """
+forbid(principal, action in [Action::"delete_account", Action::"wipe"], resource);
+forbid(principal == Principal::"bob", action == Action::"refund", resource);
+forbid(principal, action == Action::"lookup", resource) when { context.tainted };
+permit(principal, action, resource);
+""")
+    alice, bob = Principal("alice"), Principal("bob")
+    assert not policy.may_allow(TOOLS["delete_account"], alice)
+    assert policy.may_allow(TOOLS["refund"], alice)
+    assert not policy.may_allow(TOOLS["refund"], bob)
+    assert policy.may_allow(TOOLS["lookup"], alice)

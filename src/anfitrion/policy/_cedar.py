@@ -39,7 +39,7 @@ from typing import Any
 from .._principal import Principal
 from .._tools import BoundCall, Tool
 from ..exceptions import ConfigError, MissingDependencyError
-from ._contract import BaseRule, RuleRole
+from ._contract import BaseRule, Reach, RuleRole
 from ._decision import Decision, PolicyContext
 
 __all__ = ["ASK_ANNOTATION", "CedarPolicies", "CedarRule", "cedar_entities",
@@ -393,6 +393,19 @@ class CedarRule(BaseRule):
             self._parsed[key] = found
         return found
 
+    def reach(self, tool: Tool, principal: Principal) -> Reach:
+        """An unconditional ``forbid`` whose scope covers every call of *tool* by *principal*
+        denies them all (the MCP gateway hides the tool); anything else may grant."""
+        resource = cedar_resource(tool)
+        for policy in self.policies.est.values():
+            if policy.get("effect") == "forbid" and not policy.get("conditions") and \
+                    _covers(policy.get("principal", {}), {"type": "Principal",
+                                                          "id": principal.id}) and \
+                    _covers(policy.get("action", {}), {"type": "Action", "id": tool.name}) \
+                    and _covers(policy.get("resource", {}), resource):
+                return Reach.DENIES_ALL
+        return Reach.MAY_GRANT
+
     def description(self) -> Mapping[str, Any]:
         """The policy hash covers the Cedar text and the schema, not only their file names."""
         schema = self.policies.schema_text
@@ -470,6 +483,21 @@ def _scope_types(scope: Mapping[str, Any]) -> set[str]:
     if op == "is":
         return {str(scope.get("entity_type"))}
     return set()
+
+
+def _covers(scope: Mapping[str, Any], uid: Mapping[str, str]) -> bool:
+    """Whether a policy's scope holds for the entity *uid* (no entity has parents here, so
+    ``in`` is ``==``; an ``is … in`` or a slot is not counted)."""
+    op = scope.get("op")
+    if op == "All":
+        return True
+    if op in ("==", "in") and isinstance(scope.get("entity"), Mapping):
+        return dict(scope["entity"]) == dict(uid)
+    if op == "in" and isinstance(scope.get("entities"), list):
+        return any(isinstance(e, Mapping) and dict(e) == dict(uid) for e in scope["entities"])
+    if op == "is" and "in" not in scope:
+        return scope.get("entity_type") == uid["type"]
+    return False
 
 
 def _policy_order(policy_id: str) -> int:
