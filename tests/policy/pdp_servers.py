@@ -28,13 +28,32 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("content-length", "0"))
         body = json.loads(self.rfile.read(length) or b"null")
-        self.server.seen.append({"path": self.path, "body": body})
+        self.server.seen.append({"path": self.path, "body": body,
+                                 "headers": {k.lower(): v for k, v in self.headers.items()}})
+        if self.server.drip is not None:
+            self._drip(self.server.drip)
+            return
         status, payload = self.server.answer(self.path, body)
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(payload)))
         self.end_headers()
         self.wfile.write(payload)
+
+    def _drip(self, stop: threading.Event) -> None:
+        """A valid start, then one byte per 50 ms until *stop* (or the client leaves): each
+        read is quick, the answer never ends."""
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", "60000")
+        self.end_headers()
+        try:
+            self.wfile.write(b'{"decision": true, "pad": "')
+            while not stop.wait(0.05):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+        except OSError:
+            return
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
@@ -44,13 +63,16 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     answer: Callable[[str, Any], tuple[int, bytes]]
     seen: list[dict[str, Any]]
+    drip: threading.Event | None = None
 
 
 @contextmanager
-def serve(answer: Callable[[str, Any], tuple[int, bytes]]) -> Iterator[tuple[str, _Server]]:
-    """A server on 127.0.0.1 answering POSTs with *answer(path, body)*; its base URL."""
+def serve(answer: Callable[[str, Any], tuple[int, bytes]], *,
+          drip: threading.Event | None = None) -> Iterator[tuple[str, _Server]]:
+    """A server on 127.0.0.1 answering POSTs with *answer(path, body)* (or, given *drip*,
+    dripping an answer until it is set); its base URL."""
     server = _Server(("127.0.0.1", 0), _Handler)
-    server.answer, server.seen = answer, []
+    server.answer, server.seen, server.drip = answer, [], drip
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -471,12 +471,12 @@ def _pdp_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
     for i, spec in enumerate(_array(r, value, "pdp"), 1):
         key = f"pdp[{i}]"
         table = r.table(spec, key, {"id", "url", "kind", "timeout", "on_error", "tool",
-                                    "tools"})
+                                    "tools", "token_env"})
         url = r.typed(table, "url", key, str, "an https:// URL")
         if url is None:
             r.fail("a decision point needs 'url'", key)
         options: dict[str, Any] = {"rule_id": r.typed(table, "id", key, str, "text") or key}
-        for name in ("kind", "on_error"):
+        for name in ("kind", "on_error", "token_env"):
             if name in table:
                 options[name] = r.typed(table, name, key, str, "a string")
         if "timeout" in table:

@@ -32,11 +32,14 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import json
+import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+import anyio
 
 from .._tools import BoundCall
 from ..exceptions import MissingDependencyError
@@ -109,6 +112,8 @@ class DecisionPointRule(BaseRule):
         timeout: seconds before the decision point counts as down.
         on_error: ``"deny"`` or ``"ask"`` when it fails; never allow.
         tools: tool-name globs it is asked about (default every tool).
+        token_env: the environment variable holding a bearer token for it (never the token
+            itself; an unset variable is a failure).
         rule_id: the id its decisions are reported under.
     """
 
@@ -116,8 +121,11 @@ class DecisionPointRule(BaseRule):
 
     def __init__(self, url: str, *, kind: str = "authzen", timeout: float = 1.0,
                  on_error: str = "deny", tools: Iterable[str] = ("*",),
-                 rule_id: str = "pdp") -> None:
+                 token_env: str | None = None, rule_id: str = "pdp") -> None:
         parts = urlsplit(url)
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("no credentials in a decision point URL: name the variable "
+                             "holding its token in token_env")
         if parts.scheme not in ("https", "http") or not parts.hostname:
             raise ValueError(f"a decision point URL must be https://host/…, not {url!r}")
         if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
@@ -132,6 +140,7 @@ class DecisionPointRule(BaseRule):
         if on_error not in ("deny", "ask"):
             raise ValueError("on_error must be 'deny' or 'ask' (a failure never allows)")
         self.url, self.kind, self.timeout = url, kind, float(timeout)
+        self.token_env = token_env  # the variable's name; the token is read per request
         self.on_error = Verdict(on_error)
         self.tools = tuple(tools)
         if not self.tools or not all(isinstance(t, str) and t for t in self.tools):
@@ -140,7 +149,8 @@ class DecisionPointRule(BaseRule):
             raise MissingDependencyError("http", "httpx")
         self.rule_id = rule_id
         self.settings = {"url": url, "kind": kind, "timeout": self.timeout,
-                         "on_error": on_error, "tools": list(self.tools)}
+                         "on_error": on_error, "tools": list(self.tools),
+                         "token_env": token_env}
         self.trade_off = "every call it covers waits for the decision point (up to timeout)"
         self._tls: Any = None  # one TLS context for every request (building one costs ms)
 
@@ -156,11 +166,14 @@ class DecisionPointRule(BaseRule):
         try:
             body = decision_document(call, context)
             payload = {"input": body} if self.kind == "opa" else body
-            answer = await self._post(payload)
+            with anyio.fail_after(self.timeout):  # the whole exchange: a drip is slow too
+                answer = await self._post(payload)
             verdict, reason = self._read(answer)
             error = None
         except _Failed as exc:
             verdict, reason, error = None, None, str(exc)
+        except TimeoutError:
+            verdict, reason, error = None, None, f"no answer within {self.timeout:g} s"
         except ValueError as exc:  # an argument the document cannot carry
             verdict, reason, error = None, None, f"the call cannot be described: {exc}"
         return Consultation(call.call_id, verdict, reason, error,
@@ -176,10 +189,16 @@ class DecisionPointRule(BaseRule):
                 import ssl
 
                 self._tls = ssl.create_default_context()
+            headers = {"accept": "application/json"}
+            if self.token_env is not None:
+                token = os.environ.get(self.token_env, "")
+                if not token:
+                    raise _Failed(f"the token variable {self.token_env} is unset")
+                headers["authorization"] = f"Bearer {token}"
             async with httpx.AsyncClient(timeout=self.timeout, follow_redirects=False,
                                          trust_env=False, verify=self._tls) as client, \
                     client.stream("POST", self.url, json=payload,
-                                  headers={"accept": "application/json"}) as response:
+                                  headers=headers) as response:
                 chunks: list[bytes] = []
                 size = 0
                 async for chunk in response.aiter_bytes():
@@ -224,7 +243,12 @@ class DecisionPointRule(BaseRule):
 
 
 def _words(value: Any) -> str | None:
-    return value[:300] if isinstance(value, str) and value else None
+    """A decision point's reason, on one visible line (it reaches the model, the audit log and
+    a terminal): control and format characters dropped, cut."""
+    if not isinstance(value, str):
+        return None
+    visible = "".join(c if c.isprintable() else " " for c in value[:300]).strip()
+    return visible or None
 
 
 def _authzen(answer: Mapping[str, Any]) -> tuple[Verdict, str | None]:
