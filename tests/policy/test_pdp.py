@@ -333,3 +333,17 @@ async def test_a_decision_points_reason_reaches_the_model_on_one_visible_line() 
         decision = await _decide(_pdp(f"{url}/access/v1/evaluation"), "lookup", {})
     assert decision.verdict is Verdict.DENY
     assert decision.reason.isprintable() and "\n" not in decision.reason
+
+
+async def test_a_consulting_rule_that_raises_leaves_no_answer_and_its_call_fails_closed(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from anfitrion.policy._pdp import DecisionPointRule
+
+    class Broken(DecisionPointRule):
+        async def consult(self, call: BoundCall, context: PolicyContext) -> Any:
+            raise RuntimeError("boom")
+
+    policy = Policy([Broken("https://pdp.example/access/v1/evaluation")])
+    decision = await _decide(policy, "lookup", {})
+    assert (decision.verdict, decision.rule_id) == (Verdict.DENY, "pdp.error")
+    assert "could not consult" in caplog.text

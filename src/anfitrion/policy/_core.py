@@ -389,7 +389,13 @@ class Policy:
             return context
         answers = dict(context.external)
         for rule in self._consulting:
-            found = await rule.consult(call, context)
+            try:
+                found = await rule.consult(call, context)
+            except Exception:  # operator code: no answer, so the rule fails closed at decide
+                log.exception("policy rule %s could not consult about %s", rule.rule_id,
+                              call.tool.name)
+                answers.pop(rule.rule_id, None)
+                continue
             if found is not None:
                 answers[rule.rule_id] = found
         return dataclasses.replace(context, external=answers)
