@@ -98,6 +98,35 @@ async def test_opa_decides_through_its_data_api_with_real_rego(
                                                                           "pdp")
 
 
+async def test_opa_past_its_timeout_or_gone_fails_closed(tmp_path: Path) -> None:
+    """The real engine behind the Data API, held past the rule's timeout, then stopped."""
+    engine("opa_eval")
+    rego = tmp_path / "tools.rego"
+    rego.write_text(REGO)
+    evaluate, release = opa_answer(rego), threading.Event()
+
+    def held(path: str, body: Any) -> tuple[int, bytes]:
+        release.wait(timeout=30)
+        return evaluate(path, body)
+
+    with serve(held) as (url, _):
+        try:
+            policy = _pdp(f"{url}/v1/data/anfitrion/tools/verdict", 'on_error = "ask"\n',
+                          kind="opa")
+            slow = parse_policy(f'[[pdp]]\nurl = "{url}/v1/data/anfitrion/tools/verdict"\n'
+                                'kind = "opa"\ntimeout = 0.2\n')
+            late = await _decide(slow, "lookup", {})
+        finally:
+            release.set()
+        on_time = await _decide(policy, "lookup", {})
+    gone = await _decide(policy, "lookup", {})
+    assert (late.verdict, late.rule_id) == (Verdict.DENY, "pdp[1].error")
+    assert "no answer within 0.2 s" in late.reason
+    assert (on_time.verdict, on_time.rule_id) == (Verdict.ALLOW, "pdp")
+    assert (gone.verdict, gone.rule_id) == (Verdict.ASK, "pdp.error")
+    assert "cannot be reached" in gone.reason
+
+
 async def test_an_undefined_opa_document_fails_closed(opa: str) -> None:
     policy = _pdp(f"{opa}/v1/data/anfitrion/tools/nothing", kind="opa")
     decision = await _decide(policy, "lookup", {})
