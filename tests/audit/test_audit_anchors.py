@@ -30,13 +30,13 @@ class Receiver(BaseHTTPRequestHandler):
 
     received: list[dict[str, Any]]
 
-    def do_POST(self) -> None:  # noqa: N802 - the http.server name
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.server.received.append(json.loads(body))  # type: ignore[attr-defined]
         self.send_response(204)
         self.end_headers()
 
-    def do_GET(self) -> None:  # noqa: N802 - the http.server name
+    def do_GET(self) -> None:
         body = json.dumps(self.server.received).encode()  # type: ignore[attr-defined]
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
