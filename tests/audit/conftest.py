@@ -26,11 +26,13 @@ def trail_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def signing(tmp_path: Path) -> tuple[SigningKey, Path, Path]:
     """A fresh key: (key, private key file, public key file)."""
+    pytest.importorskip("cryptography", reason="the audit extra: pip install 'anfitrion[audit]'")
     key, public = generate_key(tmp_path / "audit.key")
     return key, tmp_path / "audit.key", public
 
 
 @pytest.fixture
 def other_signing(tmp_path: Path) -> tuple[SigningKey, Path, Path]:
+    pytest.importorskip("cryptography", reason="the audit extra: pip install 'anfitrion[audit]'")
     key, public = generate_key(tmp_path / "other.key")
     return key, tmp_path / "other.key", public

@@ -167,6 +167,7 @@ def test_a_host_signs_checkpoints_when_the_environment_names_a_key(
 
 def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites(
         tmp_path: Path) -> None:
+    pytest.importorskip("cryptography", reason="the audit extra: pip install 'anfitrion[audit]'")
     out = tmp_path / "k.pem"
     made = invoke("audit", "keygen", "-o", str(out))
     assert made.exit_code == 0 and "key ed25519:" in made.output
@@ -178,6 +179,7 @@ def test_keygen_writes_a_private_key_only_its_owner_reads_and_never_overwrites(
 
 
 def test_a_signing_key_others_can_read_or_not_ed25519_is_refused(tmp_path: Path) -> None:
+    pytest.importorskip("cryptography", reason="the audit extra: pip install 'anfitrion[audit]'")
     _, _ = generate_key(tmp_path / "k.pem")
     os.chmod(tmp_path / "k.pem", 0o644)
     with pytest.raises(ConfigError, match="readable by others"):
