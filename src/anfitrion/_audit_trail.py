@@ -30,11 +30,12 @@ from .exceptions import ConfigError, UserError
 from .store import AuditRecord, AuditStore, AuditTrailStore, PrunePlan
 
 __all__ = ["ANCHOR_FAILED", "Checkpointer", "Finding", "TrailReport", "compare_anchor",
-           "prune", "verify_trail"]
+           "prune", "prune_sessions", "verify_trail"]
 
 log = logging.getLogger("anfitrion.audit")
 
 ANCHOR_FAILED = "audit.anchor_failed"
+SESSIONS_PRUNED = "sessions.pruned"
 EVERY_ENV, SECONDS_ENV, ANCHORS_ENV = ("ANFITRION_AUDIT_CHECKPOINT_EVERY",
                                        "ANFITRION_AUDIT_CHECKPOINT_SECONDS",
                                        "ANFITRION_AUDIT_ANCHORS")
@@ -311,6 +312,30 @@ def compare_anchor(records: Sequence[AuditRecord], entries: Iterable[Mapping[str
     return findings
 
 
+def _not_future(before: float, now: float | None, skew: float) -> None:
+    moment = time.time() if now is None else now
+    if before > moment + skew:
+        raise UserError(f"refusing to prune before {format_time(before)}: that is in the future "
+                        f"(this clock says {format_time(moment)}); check the date and the clock")
+
+
+async def prune_sessions(store: AuditTrailStore, before: float, *, by: str,
+                         now: float | None = None, skew: float = SKEW) -> list[str]:
+    """Remove the transcripts of sessions that ended before *before* (never a suspended or
+    running one, nor one with a call unsettled); a ``sessions.pruned`` record says which.
+
+    Raises:
+        UserError: *before* is in the future.
+    """
+    _not_future(before, now, skew)
+    gone = list(await store.prune_sessions(before))
+    if gone:
+        await store.append_audit_at_head(SESSIONS_PRUNED, "", time.time(), _constant({
+            "count": len(gone), "sessions": gone[:100], "before": format_time(before),
+            "by": redact(by, 80)}))
+    return gone
+
+
 async def prune(store: AuditTrailStore, key: SigningKey, before: float, *, by: str,
                 now: float | None = None, skew: float = SKEW) -> PrunePlan | None:
     """Remove the records before the last checkpoint written before *before*, keeping that
@@ -319,10 +344,7 @@ async def prune(store: AuditTrailStore, key: SigningKey, before: float, *, by: s
     Raises:
         UserError: *before* is in the future (a clock set wrong, or a typo).
     """
-    moment = time.time() if now is None else now
-    if before > moment + skew:
-        raise UserError(f"refusing to prune before {format_time(before)}: that is in the future "
-                        f"(this clock says {format_time(moment)}); check the date and the clock")
+    _not_future(before, now, skew)
     at = time.time()
 
     def statement(plan: PrunePlan) -> Mapping[str, Any]:

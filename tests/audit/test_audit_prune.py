@@ -172,3 +172,50 @@ def test_an_anchor_still_agrees_after_a_prune(trail_url: str, signing: Key,
     # the anchor's last checkpoint (8) is still there, but the prune record went with the
     # tail: nothing vouches any more for a log that starts at 8
     assert cut.exit_code == 1 and "BROKEN at record 1 (deleted)" in cut.output
+
+
+def test_transcripts_of_ended_sessions_follow_the_retention_and_no_other(
+        trail_url: str, signing: Key) -> None:
+    from anfitrion import DeferredApprover, Effect, Host, ScriptedModel, Toolbox
+    from anfitrion.testing import call
+
+    tools = Toolbox()
+
+    @tools.tool(effect=Effect.WRITE, provenance="trusted")
+    def send(to: str) -> str:
+        """Send."""
+        return f"sent to {to}"
+
+    def host(steps: list[object]) -> Host:
+        return Host(model=ScriptedModel(steps), tools=tools, store=trail_url,
+                    approver=DeferredApprover())
+
+    ended = host(["Done."]).run_sync("hi")
+    held = host(["Done."]).run_sync("hi")
+    waiting = host([call("send", {"to": "ana"}), "ok"]).run_sync("send it")
+    assert (ended.status, waiting.status) == ("completed", "suspended")
+    fill(trail_url, [1, "cp"], signing[0], start=100)
+
+    async def claim() -> None:
+        store = open_store(trail_url)
+        try:
+            await store.claim_execution(held.session_id, "c9", "d")  # a call still running
+        finally:
+            await store.close()
+    anyio.run(claim)
+    pruned = invoke("audit", "prune", "--store", trail_url, "--before", soon(), "--key-file",
+                    str(signing[1]), "--sessions")
+    assert pruned.exit_code == 0, pruned.output
+    assert "removed 1 ended session(s) and their transcripts" in pruned.output
+
+    async def left() -> list[str]:
+        store = open_store(trail_url)
+        try:
+            return sorted(s.session_id for s in await store.list_sessions())
+        finally:
+            await store.close()
+    assert anyio.run(left) == sorted([held.session_id, waiting.session_id])
+    [record] = [r for r in records(trail_url) if r.type == "sessions.pruned"]
+    assert record.data["sessions"] == [ended.session_id] and record.data["count"] == 1
+    verified = invoke("audit", "verify", "--store", trail_url, "--key", str(signing[2]))
+    assert verified.exit_code == 0, verified.output

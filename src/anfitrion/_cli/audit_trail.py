@@ -37,6 +37,7 @@ from .._audit_trail import (
     TrailReport,
     compare_anchor,
     prune,
+    prune_sessions,
     verify_trail,
 )
 from ..exceptions import AnfitrionError
@@ -185,30 +186,38 @@ def checkpoint(store_url: str | None, key_file: str | None, anchors: Sequence[st
 @click.option("--before", "before_text", required=True, metavar="DATE",
               help="Remove records older than this (ISO 8601; UTC unless a zone is given).")
 @click.option("--key-file", default=None, type=click.Path(dir_okay=False), help=_KEY_HELP)
+@click.option("--sessions", is_flag=True,
+              help="Also remove the transcripts of sessions that ended before DATE (never a "
+                   "suspended or running one, nor one with a call not settled).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def prune_command(store_url: str | None, before_text: str, key_file: str | None,
-                  as_json: bool) -> None:
+                  sessions: bool, as_json: bool) -> None:
     """Remove the records before the last checkpoint written before DATE, keeping that
     checkpoint (the chain stays checkable) and every record of a call not yet settled; the
-    prune is itself a signed record."""
+    prune is itself a signed record. With --sessions, transcripts follow the same date."""
     key = _signing_key(key_file)
     try:
         before = parse_time(before_text)
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from None
 
-    async def work(store: Store) -> Any:
+    async def work(store: Store) -> tuple[Any, list[str]]:
         try:
-            return await prune(_trail_store(store), key, before, by=_by())
+            trail = _trail_store(store)
+            plan = await prune(trail, key, before, by=_by())
+            gone = await prune_sessions(trail, before, by=_by()) if sessions else []
         except AnfitrionError as exc:
             raise click.ClickException(str(exc)) from None
+        return plan, gone
 
-    plan = run_with_store(store_url, work)
+    plan, gone = run_with_store(store_url, work)
     if as_json:
-        click.echo(json.dumps(None if plan is None else {
+        click.echo(json.dumps({"audit": None if plan is None else {
             "first_kept": plan.first_kept, "removed": plan.removed,
-            "base_hash": plan.base_hash, "held_by": plan.held_by}))
+            "base_hash": plan.base_hash, "held_by": plan.held_by}, "sessions": gone}))
         return
+    if sessions:
+        click.echo(f"removed {len(gone)} ended session(s) and their transcripts")
     if plan is None:
         click.echo(f"nothing to prune: no signed checkpoint before {format_time(before)} "
                    "after the first record (run `anfitrion audit checkpoint`)")

@@ -464,3 +464,9 @@ class AuditTrailStore(Protocol):
         the cut moves back to the last checkpoint before the first of them. ``None`` when
         nothing can be removed (and nothing is written)."""
         ...
+
+    async def prune_sessions(self, before: float) -> Sequence[str]:
+        """Remove the sessions (and their transcripts) that ended (completed, failed, stopped,
+        out of turns or budget) and were last saved before *before*, unless a call of theirs
+        is unsettled; their ids. Suspended and running sessions are never removed."""
+        ...

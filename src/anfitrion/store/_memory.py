@@ -29,7 +29,7 @@ from ._base import (
     VoteOutcome,
     VoteState,
 )
-from ._retention import CHECKPOINT, FINAL_STATES, PRUNED, choose_cut, first_held
+from ._retention import CHECKPOINT, FINAL_STATES, PRUNED, choose_cut, ended_before, first_held
 from ._rows import (
     EffectMove,
     claim_transition,
@@ -371,6 +371,16 @@ class MemoryStore:
             del audit[:kept]
             self._chain([(PRUNED, "", at, data_for(plan))])
             return plan
+
+    async def prune_sessions(self, before: float) -> Sequence[str]:
+        with self._lock:
+            unsettled = {s for (s, _), e in self._ledger.items() if e.state not in FINAL_STATES}
+            gone = ended_before(((s.session_id, s.status, s.updated_at)
+                                 for s in self._sessions.values()), before, unsettled)
+            for session_id in gone:
+                del self._sessions[session_id]
+                self._messages.pop(session_id, None)
+            return gone
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         with self._lock:

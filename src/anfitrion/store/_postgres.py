@@ -89,7 +89,15 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised on a bare install
     raise MissingDependencyError("postgres", exc.name or "psycopg") from exc
 
-from ._retention import CHECKPOINT, FINAL_STATES, PRUNED, choose_cut, first_held
+from ._retention import (
+    CHECKPOINT,
+    ENDED,
+    FINAL_STATES,
+    PRUNED,
+    choose_cut,
+    ended_before,
+    first_held,
+)
 from ._votes import tally, vote_of
 
 __all__ = ["PostgresStore"]
@@ -644,6 +652,20 @@ class PostgresStore:
             plan = PrunePlan(cut[0], cut[1], int(cur.rowcount), held, cut[2])
             await _insert_chained(conn, head, [(PRUNED, "", at, dump_json(data_for(plan)))])
         return plan
+
+    async def prune_sessions(self, before: float) -> Sequence[str]:
+        async with self._connection(transaction=True) as conn:
+            cur = await conn.execute("SELECT session_id FROM anfitrion_ledger "
+                                     "WHERE state <> ALL(%s)", (list(FINAL_STATES),))
+            unsettled = {r[0] for r in await cur.fetchall()}
+            cur = await conn.execute("SELECT session_id, status, updated_at FROM "
+                                     "anfitrion_sessions WHERE status = ANY(%s) FOR UPDATE",
+                                     (list(ENDED),))
+            gone = ended_before(await cur.fetchall(), before, unsettled)
+            for table in ("anfitrion_session_messages", "anfitrion_sessions"):
+                await conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)",  # type: ignore[arg-type]
+                                   (gone,))
+        return gone
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         sql = "SELECT seq, type, session_id, at, data, prev_hash, hash FROM anfitrion_audit"

@@ -11,13 +11,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 
 from .._chain import CHECKPOINT, PRUNED
 
-__all__ = ["CHECKPOINT", "FINAL_STATES", "PRUNED", "choose_cut", "first_held"]
+__all__ = ["CHECKPOINT", "ENDED", "FINAL_STATES", "PRUNED", "choose_cut", "ended_before",
+           "first_held"]
 
 FINAL_STATES = ("done", "failed")
 """Ledger states whose calls' records a prune may remove."""
+ENDED = ("completed", "turn_limit", "budget_exhausted", "stopped", "failed")
+"""Session statuses whose transcripts a prune may remove (never suspended or running)."""
+
+
+def ended_before(rows: Iterable[tuple[str, str, str | datetime | None]], before: float,
+                 unsettled: set[str]) -> list[str]:
+    """The ids of *rows* (``session_id, status, updated_at``) that ended, were last saved
+    before *before* and hold no unsettled call (*unsettled*: their session ids)."""
+    out = []
+    for session_id, status, updated in rows:
+        when = datetime.fromisoformat(updated) if isinstance(updated, str) else updated
+        if status in ENDED and when is not None and session_id not in unsettled and \
+                (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp() < before:
+            out.append(session_id)
+    return out
 
 
 def first_held(records: Iterable[tuple[int, str, str | object]],

@@ -58,7 +58,15 @@ from ._base import (
     VoteState,
 )
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
-from ._retention import CHECKPOINT, FINAL_STATES, PRUNED, choose_cut, first_held
+from ._retention import (
+    CHECKPOINT,
+    ENDED,
+    FINAL_STATES,
+    PRUNED,
+    choose_cut,
+    ended_before,
+    first_held,
+)
 from ._rows import (
     CREDENTIAL_COLUMNS,
     EFFECT_COLUMNS,
@@ -539,6 +547,20 @@ class SQLiteStore:
             plan = PrunePlan(cut[0], cut[1], int(removed), held, cut[2])
             _append_audit(c, _audit_rows([(PRUNED, "", at, data_for(plan))]))
             return plan
+        return await self._write(prune)
+
+    async def prune_sessions(self, before: float) -> Sequence[str]:
+        def prune(c: Conn) -> list[str]:
+            unsettled = {r[0] for r in c.execute(
+                "SELECT session_id FROM anfitrion_ledger WHERE state NOT IN (?, ?)",
+                FINAL_STATES)}
+            gone = ended_before(c.execute(
+                f"SELECT session_id, status, updated_at FROM anfitrion_sessions WHERE status IN "
+                f"({', '.join('?' * len(ENDED))})", ENDED).fetchall(), before, unsettled)
+            for table in ("anfitrion_session_messages", "anfitrion_sessions"):
+                c.executemany(f"DELETE FROM {table} WHERE session_id = ?",
+                              [(g,) for g in gone])
+            return gone
         return await self._write(prune)
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
