@@ -8,13 +8,15 @@ approved: the gate lets each call through, so the sandbox alone stands in the wa
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import socket
 import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +185,119 @@ async def test_declared_destinations_only_through_the_proxy_and_refusals_are_aud
     details = [str(r.data) for r in await sqlite_store.audit_records()]
     assert any("hostile.sandbox" in d and "127.0.0.1:5432" in d and "not declared" in d
                for d in details), details
+
+
+class _Recorder:
+    """A loopback HTTP service that records every byte each connection brought, answers
+    ``200 hello`` after a request's head and body, and keeps reading a moment (a pipelined
+    second request would be recorded too)."""
+
+    def __init__(self) -> None:
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(16)
+        self.port = self.server.getsockname()[1]
+        self.received: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        data = b""
+        with conn, suppress(OSError):
+            conn.settimeout(3)
+            while b"\r\n\r\n" not in data and (chunk := conn.recv(65536)):
+                data += chunk
+            head = data.split(b"\r\n\r\n", 1)[0].lower()
+            length = int(head.split(b"content-length:", 1)[1].split(b"\r\n")[0]) \
+                if b"content-length:" in head else 0
+            while len(data) < len(head) + 4 + length and (chunk := conn.recv(65536)):
+                data += chunk
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n"
+                         b"\r\nhello")
+            conn.settimeout(0.5)
+            while chunk := conn.recv(65536):
+                data += chunk
+        self.received.append(data)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def _internal_names(port: int) -> list[str]:
+    """Names that resolve to an address of this machine or its network, without DNS: a
+    number (``2130706433`` is 127.0.0.1 to the resolver), hex forms, and this host's name
+    when it resolves to a private address."""
+    names = [f"2130706433:{port}", f"0x7f.1:{port}"]
+    with suppress(OSError, ValueError):
+        found = socket.getaddrinfo(socket.gethostname(), port, type=socket.SOCK_STREAM)
+        if found and not all(ipaddress.ip_address(str(f[4][0])).is_global for f in found):
+            names.append(f"{socket.gethostname().lower()}:{port}")
+    return names
+
+
+async def test_plain_http_reaches_only_declared_hosts_under_their_own_name(
+        project: Path, sqlite_store: SQLiteStore) -> None:
+    web = _Recorder()
+    port, here = web.port, f"127.0.0.1:{web.port}"
+    rebinding = _internal_names(port)
+    config = _config(project, sandbox={"paths": [str(project)],
+                                       "network": [here, "169.254.169.254:80", *rebinding]})
+    try:
+        async with _gateway(config, sqlite_store) as call:
+            ok = await call("hostile.http", request=f"GET http://{here}/ok?x=1 HTTP/1.1\r\n"
+                            f"Host: {here}\r\nProxy-Authorization: Basic eDp5\r\n\r\n")
+            assert ok.startswith("OK") and ok.endswith("hello"), ok
+            sent = web.received[-1]
+            assert sent.startswith(b"GET /ok?x=1 HTTP/1.1\r\n"), sent
+            assert b"Connection: close" in sent and b"Proxy-Authorization" not in sent
+            refused = [
+                (f"GET http://{here}/ HTTP/1.1\r\nHost: metadata.internal\r\n\r\n", "400",
+                 "Host header"),
+                (f"GET http://{here}/ HTTP/1.1\r\nHost: {here}\r\nHost: x\r\n\r\n", "400",
+                 "two Host"),
+                ("GET http://127.0.0.1:5432/ HTTP/1.1\r\n\r\n", "403", "not declared"),
+                ("GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\n\r\n", "403",
+                 "not a public address"),  # declared, and still refused
+                *[(f"GET http://{name}/ HTTP/1.1\r\n\r\n", "403", "non-public")
+                  for name in rebinding],
+                (f"GET http://x@{here}/ HTTP/1.1\r\n\r\n", "400", "authority"),
+                (f"GET / HTTP/1.1\r\nHost: {here}\r\n\r\n", "400", "absolute"),
+                (f"GET https://{here}/ HTTP/1.1\r\n\r\n", "400", "CONNECT"),
+                (f"TRACE http://{here}/ HTTP/1.1\r\n\r\n", "405", "TRACE"),
+                (f"POST http://{here}/ HTTP/1.1\r\nContent-Length: 5\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "411", "Transfer-Encoding"),
+                (f"GET http://{here}/ HTTP/1.1\r\nX-A: a\r\n folded\r\n\r\n", "400", "NAME"),
+            ]
+            before = len(web.received)
+            for request, status, words in refused:
+                text = await call("hostile.http", request=request)
+                assert text.startswith(f"BLOCKED: HTTP/1.1 {status}") and words in text, (
+                    request, text)
+            assert len(web.received) == before  # nothing reached the service
+            # a body goes on to its declared length; a request pipelined after it goes nowhere
+            text = await call("hostile.http", request=f"POST http://{here}/a HTTP/1.1\r\n"
+                              f"Content-Length: 3\r\n\r\nabcGET http://{here}/b HTTP/1.1\r\n"
+                              "Host: metadata.internal\r\n\r\n")
+            assert text.startswith("OK"), text
+            with anyio.fail_after(5):
+                while len(web.received) == before:
+                    await anyio.sleep(0.05)
+            assert web.received[-1].startswith(b"POST /a ") and \
+                web.received[-1].endswith(b"\r\n\r\nabc"), web.received[-1]
+            await _time_still_served(call)
+    finally:
+        web.close()
+    details = [str(r.data) for r in await sqlite_store.audit_records()]
+    for words in ("Host header", "not a public address", "127.0.0.1:5432", "Transfer-Encoding"):
+        assert any("hostile.sandbox" in d and "refused http request" in d and words in d
+                   for d in details), (words, details)
 
 
 async def test_a_fork_bomb_stops_at_the_process_limit(
