@@ -11,7 +11,9 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import uuid
@@ -315,6 +317,75 @@ async def test_a_fork_bomb_stops_at_the_process_limit(
         details = [str(r.data) for r in await sqlite_store.audit_records()]
         assert any("hostile.sandbox" in d and "process limit (24) was reached" in d
                    for d in details), details
+
+
+_KILLED_GATEWAY = """
+import subprocess, sys, anyio
+from anfitrion.mcp._sandbox import SandboxProfile
+from anfitrion.mcp._sandbox_run import sandboxed
+
+async def main() -> None:
+    async def audit(_: str) -> None: ...
+    async with sandboxed(SandboxProfile(), ["sleep", "600"], {"PATH": "/usr/bin:/bin"},
+                         cwd=None, hidden=(), audit=audit) as launch:
+        subprocess.Popen(launch.argv, env=launch.env, start_new_session=True)
+        print(launch.cgroup, flush=True)
+        await anyio.sleep(600)
+
+anyio.run(main)
+"""
+
+
+async def test_the_cgroup_of_a_gateway_killed_by_a_signal_is_removed_at_the_next_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    probe = _sandbox_run.make_pids_cgroup(1)
+    if probe is None:
+        pytest.skip("no pids cgroup can be made here (nothing is left behind either)")
+    probe.rmdir()
+    parent, namespace = probe.parent, os.stat("/proc/self/ns/pid").st_ino
+    gateway = subprocess.Popen([sys.executable, "-c", _KILLED_GATEWAY], stdout=subprocess.PIPE,
+                               text=True)
+    made: list[Path] = []
+    left: subprocess.Popen[bytes] | None = None
+    try:
+        assert gateway.stdout is not None
+        stale = Path(gateway.stdout.readline().strip())
+        assert stale.parent == parent and stale.name.startswith(f"anfitrion-{namespace}-")
+        gateway.kill()
+        gateway.wait()
+        assert stale.is_dir()  # what the killed gateway could not remove
+        # a process still in it (say, one that outlived its sandbox) goes with it
+        left = subprocess.Popen(["sh", "-c", f'echo $$ > "{stale}/cgroup.procs"; '
+                                 'exec sleep 600'], start_new_session=True)
+        with anyio.fail_after(5):
+            while left.pid not in _sandbox_run._cgroup_pids(stale):
+                await anyio.sleep(0.02)
+        # and what is not a dead gateway's of this namespace stays: a live gateway's, another
+        # namespace's (its PIDs mean other processes), anything not named by anfitrion
+        made = [parent / f"anfitrion-{namespace}-{os.getpid()}-9999",
+                parent / f"anfitrion-{namespace + 1}-{gateway.pid}-9999",
+                parent / f"anfitrion-tests-{gateway.pid}-9999"]
+        for folder in made:
+            folder.mkdir()
+        monkeypatch.setattr(_sandbox_run, "_cleaned", set())
+        fresh = await anyio.to_thread.run_sync(_sandbox_run.make_pids_cgroup, 4)
+        assert fresh is not None
+        made.append(fresh)
+        assert not stale.exists()
+        assert left.wait(timeout=5) == -signal.SIGKILL
+        assert all(folder.is_dir() for folder in made)
+    finally:
+        if gateway.poll() is None:
+            gateway.kill()
+            gateway.wait()
+        if gateway.stdout is not None:
+            gateway.stdout.close()
+        if left is not None and left.poll() is None:
+            left.kill()
+            left.wait()
+        for folder in made:
+            with suppress(OSError):
+                folder.rmdir()
 
 
 def _running(token: str) -> bool:
