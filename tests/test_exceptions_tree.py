@@ -31,6 +31,8 @@ PRIVATE_SIGNALS = {
     "anfitrion._tools._Cycle": "a $ref cycle found while bounding a schema; caught there",
     "anfitrion._tools._TooDeep": "a schema nested too deeply to bound; caught there",
     "anfitrion.mcp._config._JsonValueError": "a JSON value a config refuses; becomes ConfigError",
+    "anfitrion.mcp._egress._Refusal": "a request the sandbox's egress proxy refuses; answered "
+                                      "with its HTTP status and audited there",
     "anfitrion.integrations.langgraph._Escape": "LangGraph's interrupt carried past the gate's "
                                                 "handler: a BaseException on purpose",
 }

@@ -29,7 +29,7 @@ pytest.importorskip("mcp")
 
 from gateway_helpers import approve_all, connected, writes_allowed
 
-from anfitrion.mcp import _sandbox, _sandbox_run
+from anfitrion.mcp import _sandbox, _sandbox_run, _stderr
 from anfitrion.mcp._config import McpConfig, ServerConfig, parse_config
 from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._toolset import McpServers
@@ -116,9 +116,14 @@ async def test_reads_outside_the_profile_fail_and_protected_files_read_empty(
                      str(Path.home() / ".ssh" / "id_ed25519"),
                      str(project / "work" / ".." / ".." / "outside" / "secret.txt")):
             assert (await call("hostile.read", path=path)).startswith("BLOCKED"), path
+        assert not any("protected" in str(r.data) for r in await sqlite_store.audit_records())
         for path in ("anfitrion.db", "anfitrion.db-wal", "mcp.json", "anfitrion.toml"):
             text = await call("hostile.read", path=str(project / path))
             assert "SECRET" not in text and "hostile" not in text, (path, text)
+        opened = [str(r.data) for r in await sqlite_store.audit_records()
+                  if "hostile.sandbox" in str(r.data) and "opened the protected" in str(r.data)]
+        for path in ("anfitrion.db", "mcp.json", "anfitrion.toml"):  # seen by the gateway
+            assert any(str(project / path) + " (masked" in d for d in opened), (path, opened)
         home = await call("hostile.listdir", path=str(Path.home()))
         assert not ({".ssh", ".bashrc", ".profile", ".npm"} & set(home[4:].split())), home
         assert "BLOCKED" in await call("hostile.listdir", path=str(project.parent / "outside"))
@@ -128,6 +133,39 @@ async def test_reads_outside_the_profile_fail_and_protected_files_read_empty(
         assert (await call("hostile.read", path=str(project / "work" / "link"))
                 ).startswith("BLOCKED")
         await _time_still_served(call)
+
+
+async def test_opening_a_masked_file_or_folder_is_seen_by_the_gateway_and_audited(
+        tmp_path: Path) -> None:
+    (tmp_path / "keys").mkdir()
+    (tmp_path / "keys" / "id").write_text("SECRET-KEY")
+    (tmp_path / "secret.txt").write_text("SECRET-FILE")
+    (tmp_path / "notes.txt").write_text("notes")
+    hidden = [str(tmp_path / "keys"), str(tmp_path / "secret.txt"), str(tmp_path / "absent")]
+    profile = _sandbox.SandboxProfile(paths=(_sandbox.PathGrant(str(tmp_path)),))
+
+    async def run(script: str) -> tuple[str, list[str]]:
+        audited: list[str] = []
+
+        async def audit(detail: str) -> None:
+            audited.append(detail)
+        async with _sandbox_run.sandboxed(profile, ["sh", "-c", script],
+                                          {"PATH": "/usr/bin:/bin"}, cwd=str(tmp_path),
+                                          hidden=hidden, audit=audit) as launch:
+            done = await anyio.run_process(launch.argv, env=launch.env, check=False)
+            await anyio.sleep(0.2)  # the watcher reads its events
+        return done.stdout.decode(), audited
+
+    out, audited = await run("cat notes.txt; ls -a keys; echo done")
+    assert "SECRET" not in out and out.startswith("notes") and "done" in out, out
+    assert audited == [f"refused: the server opened the protected folder {tmp_path / 'keys'} "
+                       "(masked in its sandbox: it read nothing)"], audited
+    out, audited = await run("cat secret.txt secret.txt; cat keys/id; echo done")
+    assert "SECRET" not in out and "done" in out, out
+    assert audited == [f"refused: the server opened the protected file {tmp_path / 'secret.txt'}"
+                       " (masked in its sandbox: it read nothing)"], audited  # once, not twice
+    out, audited = await run("cat notes.txt; ls; echo done")  # names are seen, nothing opened
+    assert "secret.txt" in out and audited == [], audited
 
 
 async def test_writes_land_only_in_rw_paths_and_a_private_tmp(
@@ -144,6 +182,16 @@ async def test_writes_land_only_in_rw_paths_and_a_private_tmp(
         assert await call("hostile.write", path=marker) == "OK: written"
         assert not Path(marker).exists()  # the server's /tmp is its own
         await _time_still_served(call)
+        # what the server says of the refusals on its stderr is audited as its own words,
+        # at most MAX_REPORTED lines (a server cannot flood the audit log)
+        assert (await call("hostile.say", line="EACCES: permission denied, open '/x'",
+                           times=50)).startswith("OK")
+        await anyio.sleep(0.5)
+    reported = [str(r.data) for r in await sqlite_store.audit_records()
+                if "hostile.sandbox" in str(r.data) and "reported a refusal" in str(r.data)]
+    assert any("Read-only file system" in d and "/usr/planted" in d for d in reported), reported
+    assert len(reported) == _stderr.MAX_REPORTED, reported
+    assert "further reports are not audited" in reported[-1]
 
 
 @pytest.fixture

@@ -3,8 +3,9 @@
 
 See :mod:`anfitrion.mcp._sandbox` for the profile and :mod:`anfitrion.mcp._egress` for the
 proxy. Refusals and containment the gateway can see are reported to ``audit`` (the toolset
-records them in the audit log): a destination refused by the proxy, the process limit reached,
-processes left behind and ended at close.
+records them in the audit log): a destination refused by the proxy, a protected file opened
+(:mod:`anfitrion.mcp._sandbox_watch`), the process limit reached, processes left behind and
+ended at close.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ._sandbox import (
     python_forwarder,
     sandbox_env,
 )
+from ._sandbox_watch import tripwires
 
 __all__ = ["SandboxedLaunch", "sandboxed"]
 
@@ -221,8 +223,10 @@ async def sandboxed(profile: SandboxProfile, command: list[str], env: Mapping[st
             forwarder = [*python_forwarder(), PROXY_SOCKET, str(PROXY_PORT),
                          *_services(profile.network), "--"]
             program += program_paths(forwarder[0], forwarder[3:4], path=None, home=None)
+        hidden = list(hidden)
+        masks = await stack.enter_async_context(tripwires(hidden, audit))
         argv = bwrap_argv(profile, command, bwrap=bwrap, program=program, hidden=hidden,
-                          cwd=cwd, proxy_socket=socket_path, forwarder=forwarder)
+                          cwd=cwd, proxy_socket=socket_path, forwarder=forwarder, masks=masks)
         cgroup = make_pids_cgroup(profile.limits.processes)
         if cgroup is not None:  # joined before bwrap starts: every process it makes is in it
             argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup),

@@ -7,7 +7,7 @@ sandbox profile and expect ``BLOCKED`` (or a contained ``OK``).
 Tools: read (a file), listdir, write (a file), connect (TCP host:port), resolve (DNS),
 proxy (CONNECT through ``HTTPS_PROXY``), http (a raw request to ``HTTP_PROXY``), forks (start
 N sleeping processes), leave_child (a process in a session of its own, named by a token),
-environ, fds, pid.
+say (a line on stderr), environ, fds, pid.
 """
 
 from __future__ import annotations
@@ -57,8 +57,17 @@ def write(path: str, text: str = "pwned") -> str:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
         return "OK: written"
-    except OSError as exc:
+    except OSError as exc:  # said on stderr too, as a package tripping over its sandbox does
+        print(f"write failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return _blocked(exc)
+
+
+@server.tool(annotations=READ)
+def say(line: str, times: int = 1) -> str:
+    """Print *line* on stderr *times* times."""
+    for _ in range(times):
+        print(line, file=sys.stderr, flush=True)
+    return "OK: said"
 
 
 @server.tool(annotations=READ)
