@@ -47,6 +47,10 @@ CLIENT_SCENARIOS = ("initialize", "tools_call", "elicitation-sep1034-client-defa
                     "sse-retry")
 """The suite's client scenarios but authorization."""
 
+NEXT_CLIENT_SCENARIOS = ("json-schema-2020-12-preservation",)
+"""The prerelease's client scenarios beyond authorization that run over the 2025-11-25
+session the client speaks."""
+
 AUTH_SCENARIOS = (
     # 2025-11-25 (and 2025-06-18)
     "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
