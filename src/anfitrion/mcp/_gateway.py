@@ -277,9 +277,6 @@ class Gateway:
                                limits=limits, audit=audit, max_tool_calls=max_tool_calls,
                                app=GATEWAY_APP)
         self._default = _Client(self)  # calls made outside any MCP client session
-        self._by_principal: dict[str, _Client] = {}
-        """OAuth: the client of each principal for requests without a connection of their
-        own (the stateless protocol revisions)."""
         self.auth: OAuthSettings | None = None
         """``gateway.auth`` once :meth:`serve_http` serves as an OAuth resource server."""
         self._clients: set[_Client] = set()
@@ -394,11 +391,9 @@ class Gateway:
         named = await self._named(ctx, per_request, oauth)
         if named is not None:
             client = named
-        elif self.stateless:  # replicas: the principal's own conversation, in the store
-            conversations = await self.conversations()
-            named = self._conversation(
-                conversations.session_id(principal.id, _PRINCIPAL_HANDLE), None, oauth)
-            named.named = True
+        elif self.stateless or not legacy:  # replicas, and 2026-07-28 requests (no
+            # connection to tell them by): the principal's own conversation, in the store
+            named = await self._principal_conversation(principal, oauth)
             client = named
         elif legacy:  # a connection per request otherwise: the default
             client = connection.state.get(_CLIENT_STATE)
@@ -408,9 +403,6 @@ class Gateway:
             elif not _same_principal(client.principal, oauth):  # the SDK binds sessions
                 raise MCPError(code=mt.INVALID_REQUEST,  # to a token's principal too
                                message="this session belongs to another principal")
-        elif oauth is not None:  # one default client per principal, never a shared one
-            client = self._by_principal.setdefault(principal.id,
-                                                   _Client(self, principal=oauth))
         if legacy and not self.stateless:  # for the notices meant for every client
             self.sessions.add(connection.state.setdefault(_STANDING_STATE, ctx.session))
         client_token = _CLIENT.set(client)
@@ -448,6 +440,20 @@ class Gateway:
         if not per_request:
             taken[session_id] = client
             connection.exit_stack.push_async_callback(self._leave, client)
+        return client
+
+    async def _principal_conversation(self, principal: Principal,
+                                      oauth: Principal | None) -> _Client:
+        """The conversation of a principal's requests that name none and have no connection
+        to tell them by (2026-07-28 requests, a replica's): stored, continued by each request
+        (the fixed session, for the gateway's own principal, when there is one)."""
+        if self.fixed_session_id is not None and oauth is None:
+            client = self._conversation(self.fixed_session_id, None)
+        else:
+            conversations = await self.conversations()
+            client = self._conversation(
+                conversations.session_id(principal.id, _PRINCIPAL_HANDLE), None, oauth)
+        client.named = True
         return client
 
     async def _minted(self, oauth: Principal | None = None) -> _Client:
@@ -501,7 +507,7 @@ class Gateway:
     async def _keep_leases(self) -> None:
         while True:
             await anyio.sleep(self.runtime.lease_seconds / 3)
-            for client in [*self._clients, *self._by_principal.values()]:
+            for client in list(self._clients):
                 if client.gated is not None:
                     await client.gated.renew()
 
@@ -543,8 +549,6 @@ class Gateway:
     async def close(self) -> None:
         """End the calls made outside an MCP client session (withdrawing what waits)."""
         await self._default.end()
-        for client in list(self._by_principal.values()):
-            await client.end()
 
     # -- MCP handlers ----------------------------------------------------------------------
 
