@@ -113,6 +113,18 @@ class Suite:
 
 
 @dataclass(frozen=True)
+class RequirementsSuite(Suite):
+    """A suite whose ``server`` runs are exactly the scenarios one spec revision requires
+    (``--requirements REVISION``)."""
+
+    requirements: str = "2026-07-28"
+
+    async def run(self, *args: str, cwd: Path, env: Mapping[str, str] | None = None) -> str:
+        extra = ("--requirements", self.requirements) if args[:1] == ("server",) else ()
+        return await super().run(*args, *extra, cwd=cwd, env=env)
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What one scenario gave: its checks as the suite wrote them."""
 

@@ -71,3 +71,16 @@ async def test_a_stateless_client_naming_its_conversation_gets_a_session_apart(
     assert result_meta is not None
     assert result_meta.get("io.anfitrion/conversation") == "my-own-conversation-1"
     assert tainted.status == "waiting"  # the principal's conversation did
+
+
+async def test_a_stateless_clients_lists_are_private_and_never_cached(tmp_path: Path) -> None:
+    """What the gateway lists depends on the principal (the policy's view): a 2026-07-28 list
+    says ``cacheScope: private`` (no cache shares it between principals) and ``ttlMs: 0``
+    (an approval or a revocation counts at the next list)."""
+    with anyio.fail_after(120):
+        async with open_door("gateway-stateless", "memory://", POLICY, tmp_path) as door:
+            assert isinstance(door, StatelessDoor)
+            listed = await door.modern.session.list_tools()
+    assert {t.name for t in listed.tools} >= {"p.lookup", "p.send_mail"}
+    assert listed.cache_scope == "private"
+    assert listed.ttl_ms == 0

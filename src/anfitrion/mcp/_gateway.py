@@ -93,6 +93,7 @@ try:
     )
     from ._gateway_content import forward_result, listed_tool
     from ._gateway_upstream import LOG_LEVELS, UpstreamProtocol, page
+    from ._instructions import approved_instructions, combine
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
 
@@ -291,6 +292,15 @@ class Gateway:
         """Serving as one of several replicas (:meth:`serve_http` with ``stateless``)."""
         self.lease_wait = 10.0
         """Seconds a request waits for another gateway process to release its conversation."""
+        self.instructions: str | None = None
+        """The approved servers' instructions, combined and shaped (:mod:`._instructions`),
+        as ``initialize`` and ``server/discover`` give them; kept by :meth:`_watch_offer`."""
+
+    async def refresh_instructions(self) -> None:
+        """Combine the instructions of the servers whose pins are approved now."""
+        parts = [(toolset.id, text) for toolset in self.servers.toolsets.values()
+                 if (text := await approved_instructions(toolset)) is not None]
+        self.instructions = combine(parts)
 
     @property
     def gate(self) -> Gate:
@@ -483,6 +493,8 @@ class Gateway:
                 if last is not None and now != last:
                     self.servers.mark_stale()
                     await self.tools_changed()
+                if now != last:
+                    await self.refresh_instructions()
                 last = now
             await anyio.sleep(interval)
 
@@ -754,6 +766,7 @@ class Gateway:
     async def serve_stdio(self) -> None:
         """Serve one MCP client on this process's stdin and stdout."""
         server = self.build_server()
+        await self.refresh_instructions()
         async with stdio_server() as (read, write), anyio.create_task_group() as tg:
             tg.start_soon(self._keep_leases)
             tg.start_soon(self._watch_offer)
@@ -854,6 +867,7 @@ class Gateway:
             await event.wait()
             server.should_exit = True
 
+        await self.refresh_instructions()
         sdk_log = logging.getLogger("mcp.server.streamable_http")
         race = SessionCloseRace()
         sdk_log.addFilter(race)
@@ -877,9 +891,18 @@ class _GatewayServer(Server[Any]):
     gives each client session its own anfitrion session (:meth:`Gateway._per_client`)."""
 
     def __init__(self, name: str, *, version: str, gateway: Gateway) -> None:
-        super().__init__(name, version=version)
         self._gateway = gateway
+        super().__init__(name, version=version)
         self.middleware.append(gateway._per_client)
+
+    @property  # type: ignore[override]
+    def instructions(self) -> str | None:
+        """What ``initialize`` and ``server/discover`` give: the servers' approved ones."""
+        return self._gateway.instructions
+
+    @instructions.setter
+    def instructions(self, value: str | None) -> None:  # the SDK's own: none of the gateway
+        pass
 
     def get_capabilities(self, notification_options: NotificationOptions | None = None,
                          experimental_capabilities: dict[str, dict[str, Any]] | None = None,
