@@ -12,12 +12,13 @@ from functools import partial
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 
 pytest.importorskip("mcp")
+import httpx2
 from mcp.client.streamable_http import streamable_http_client
 
+from anfitrion.exceptions import StoreError
 from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._instructions import PREAMBLE
@@ -106,4 +107,29 @@ async def test_instructions_stop_when_the_server_changes(tmp_path: Path) -> None
             seen = await instructions_seen(url, "auto")
     assert seen is not None
     assert "notes" in seen and "Be brief" not in seen and "evil" not in seen
+    await store.close()
+
+
+async def test_a_store_that_fails_gives_no_instructions_and_no_crash(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pins cannot be read: nothing is passed on (never text nobody approved), the
+    gateway keeps serving, and the next look at the store reads them again."""
+    store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
+    configs = [server("files", "Be brief.")]
+    with anyio.fail_after(60):
+        await observe(configs, store)
+        await PinBook(store).approve("files", by="operator")
+        async with McpServers(configs, store) as servers:
+            gateway = Gateway(servers, store=store)
+            await gateway.refresh_instructions()
+            assert gateway.instructions is not None and "Be brief." in gateway.instructions
+            async def away(key: str) -> None:
+                raise StoreError("the database is away")
+            monkeypatch.setattr(servers.toolsets["files"].pins, "get", away)
+            await gateway.refresh_instructions()
+            assert gateway.instructions is None
+            assert not gateway._instructions_read  # the watcher tries again
+            monkeypatch.undo()
+            await gateway.refresh_instructions()
+            assert gateway.instructions is not None
     await store.close()

@@ -293,14 +293,21 @@ class Gateway:
         self.lease_wait = 10.0
         """Seconds a request waits for another gateway process to release its conversation."""
         self.instructions: str | None = None
+        self._instructions_read = False
         """The approved servers' instructions, combined and shaped (:mod:`._instructions`),
         as ``initialize`` and ``server/discover`` give them; kept by :meth:`_watch_offer`."""
 
     async def refresh_instructions(self) -> None:
-        """Combine the instructions of the servers whose pins are approved now."""
-        parts = [(toolset.id, text) for toolset in self.servers.toolsets.values()
-                 if (text := await approved_instructions(toolset)) is not None]
-        self.instructions = combine(parts)
+        """Combine the instructions of the servers whose pins are approved now (the store
+        away: none until it answers again — never instructions nobody approved)."""
+        try:
+            parts = [(toolset.id, text) for toolset in self.servers.toolsets.values()
+                     if (text := await approved_instructions(toolset)) is not None]
+        except AnfitrionError as exc:
+            log.warning("the gateway cannot read the servers' pins: %s", exc)
+            self.instructions, self._instructions_read = None, False
+            return
+        self.instructions, self._instructions_read = combine(parts), True
 
     @property
     def gate(self) -> Gate:
@@ -493,7 +500,7 @@ class Gateway:
                 if last is not None and now != last:
                     self.servers.mark_stale()
                     await self.tools_changed()
-                if now != last:
+                if now != last or not self._instructions_read:
                     await self.refresh_instructions()
                 last = now
             await anyio.sleep(interval)
