@@ -85,6 +85,64 @@ def test_raw_schema_objects_are_closed_unless_they_allow_more() -> None:
     assert opened.validate({"anything": 1}) == {"anything": 1}
 
 
+def test_a_free_form_object_takes_any_key() -> None:
+    """``{"type": "object"}`` without ``properties`` is an options map: its keys are data."""
+    root = Tool.from_schema("t", {"type": "object"}, lambda **a: a)
+    assert root.validate({"any": 1, "key": [2]}) == {"any": 1, "key": [2]}
+    nested = Tool.from_schema("u", {"type": "object", "required": ["schema"],
+                                    "properties": {"schema": {"type": "object"}}}, lambda s: s)
+    echoed = {"$schema": "x", "$defs": {"a": {}}, "additionalProperties": False}
+    assert nested.validate({"schema": echoed}) == {"schema": echoed}
+
+
+def test_where_properties_are_declared_no_other_key_gets_past() -> None:
+    """The attack closing prevents: a key the policy's constraints never name (``Path`` beside
+    a constrained ``path``), at the root, beside a free-form value, in a nested declared
+    object, in a ``$defs`` entry reached by ``$ref``, or in an ``anyOf`` branch."""
+    schema = {"type": "object",
+              "properties": {"path": {"type": "string"}, "options": {"type": "object"},
+                             "target": {"type": "object", "properties": {"host": {}}},
+                             "via": {"$ref": "#/$defs/via"},
+                             "either": {"anyOf": [{"properties": {"a": {}}},
+                                                  {"properties": {"b": {}}}]}},
+              "$defs": {"via": {"properties": {"hop": {}}}}}
+    tool = Tool.from_schema("t", schema, lambda **a: a)
+    assert tool.validate({"path": "/srv", "options": {"Path": "/etc"}})["options"] == {
+        "Path": "/etc"}
+    for smuggled in ({"path": "/srv", "Path": "/etc"},
+                     {"target": {"host": "h", "path": "/etc"}},
+                     {"via": {"hop": 1, "path": "/etc"}},
+                     {"either": {"a": 1, "path": "/etc"}}):
+        with pytest.raises(ArgumentError, match=r"unexpected properties '[Pp]ath'|not valid"):
+            tool.validate(smuggled)
+
+
+def test_a_property_named_like_a_keyword_is_closed_like_any_other() -> None:
+    """Closing knows maps of schemas from schemas: a property called ``if``, ``not`` or
+    ``properties`` is a property, and its declared object stays closed."""
+    for name in ("if", "not", "properties", "const"):
+        tool = Tool.from_schema("t", {"type": "object", "properties": {
+            name: {"type": "object", "properties": {"a": {"type": "string"}}}}},
+            lambda **a: a)
+        with pytest.raises(ArgumentError, match="unexpected properties 'b'"):
+            tool.validate({name: {"a": "x", "b": "y"}})
+
+
+def test_conditions_are_not_closed_so_they_mean_what_the_author_wrote() -> None:
+    """``if`` and ``not`` are conditions: closing them would make ``if`` false whenever
+    another key is present (``else`` applied to a call the author meant for ``then``)."""
+    schema = {"type": "object",
+              "properties": {"contactMethod": {"enum": ["phone", "email"]},
+                             "phone": {"type": "string"}, "email": {"type": "string"}},
+              "if": {"properties": {"contactMethod": {"const": "phone"}},
+                     "required": ["contactMethod"]},
+              "then": {"required": ["phone"]}, "else": {"required": ["email"]}}
+    tool = Tool.from_schema("t", schema, lambda **a: a)
+    assert tool.validate({"contactMethod": "phone", "phone": "1"})["phone"] == "1"
+    with pytest.raises(ArgumentError, match="'phone' is a required property"):
+        tool.validate({"contactMethod": "phone", "email": "a@b"})
+
+
 def test_validation_error_names_the_field_and_the_problem() -> None:
     tool = make_toolbox().get("get_weather")
     assert tool is not None

@@ -133,20 +133,32 @@ def _refs(schema: Any) -> Iterator[Any]:
             yield from _refs(item)
 
 
-def _close_objects(schema: Any) -> Any:
-    """Return *schema* with ``additionalProperties: false`` on every object schema lacking it.
+_NOT_CLOSED = frozenset({"const", "enum", "default", "examples", "if", "not"})
+"""Keys whose values are left as written: values, and the conditions ``if`` and ``not`` (a
+closed condition would mean another thing: ``if`` false whenever another key is present,
+``not`` true)."""
 
-    Unknown properties are rejected unless a schema explicitly allows them.
+
+def _close_objects(schema: Any) -> Any:
+    """Return *schema* with ``additionalProperties: false`` on every schema that lists
+    ``properties`` and says nothing of other keys.
+
+    Where a schema names its properties, a key it does not name is refused unless the schema
+    explicitly allows it: a policy constraint written for the declared properties cannot be
+    side-stepped by a look-alike or extra key the tool might read. An object schema that lists
+    no properties (``{"type": "object"}``: an options map, a JSON document) is free-form by
+    its author's intent and stays open; its keys are data, never names a policy can constrain.
     """
     if isinstance(schema, list):
         return [_close_objects(s) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {k: _close_objects(v) if k not in ("const", "enum", "default", "examples") else v
+    out = {k: v if k in _NOT_CLOSED
+           else {name: _close_objects(sub) for name, sub in v.items()}
+           if k in _SCHEMA_MAPS and isinstance(v, dict) else _close_objects(v)
            for k, v in schema.items()}
-    is_object = out.get("type") == "object" or "properties" in out
-    if is_object and "additionalProperties" not in out and "patternProperties" not in out \
-            and "unevaluatedProperties" not in out:
+    if "properties" in out and not out.keys() & {"additionalProperties", "patternProperties",
+                                                 "unevaluatedProperties"}:
         out["additionalProperties"] = False
     return out
 

@@ -33,7 +33,7 @@ from anfitrion._conversation import ToolCall
 from anfitrion.mcp import Elicitation, ElicitationAnswer
 from anfitrion.mcp._config import AuthSettings, ServerConfig
 from anfitrion.mcp._oauth import OAuthAccess, TokenCipher, new_key
-from anfitrion.mcp._toolset import McpToolset
+from anfitrion.mcp._toolset import McpToolset, ToolStatus
 from anfitrion.policy import Policy
 from anfitrion.testing import MemoryStore, ScriptedModel
 
@@ -43,6 +43,7 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "tools_call": [("add_numbers", {"a": 5, "b": 3})],
     "elicitation-sep1034-client-defaults": [("test_client_elicitation_defaults", {})],
     "sse-retry": [("test_reconnection", {})],
+    "json-schema-2020-12-preservation": [("json_schema_echo", {"schema": "FOCAL"})],
 }
 """Scenario → the tools the model calls (by the server's names), in one turn."""
 AUTH_CALLS = [("test-tool", {})]
@@ -95,6 +96,16 @@ async def accept_defaults(asked: Elicitation) -> ElicitationAnswer:
     return ElicitationAnswer("accept")
 
 
+def _echo_focal(statuses: list[ToolStatus], arguments: dict[str, Any]) -> dict[str, Any]:
+    """``json-schema-2020-12-preservation``: the focal tool's ``inputSchema`` as the client
+    received and pinned it, passed back verbatim (a free-form object argument)."""
+    if arguments.get("schema") != "FOCAL":
+        return arguments
+    focal = [s.pin for s in statuses if s.upstream_name == "json_schema_2020_12_tool"]
+    assert focal and focal[0] is not None, "the focal tool was not listed"
+    return {"schema": focal[0].seen_definition["inputSchema"]}
+
+
 async def main(url: str, scenario: str) -> int:
     store = MemoryStore()
     calls = AUTH_CALLS if scenario.startswith("auth/") else CALLS.get(scenario)
@@ -110,8 +121,10 @@ async def main(url: str, scenario: str) -> int:
                             "conformance", FollowRedirect())
     config = ServerConfig(id=SERVER_ID, url=url, timeout=20, elicitation=True, auth=auth)
     async with McpToolset(config, store, elicitation=accept_defaults, oauth=oauth) as toolset:
-        for status in await toolset.refresh():
+        statuses = await toolset.refresh()
+        for status in statuses:
             await toolset.pins.approve(status.name, by="conformance")
+        calls = [(name, _echo_focal(statuses, arguments)) for name, arguments in calls]
         script: list[Any] = []
         if calls:
             script.append([ToolCall.from_object(f"call_{i}", f"{SERVER_ID}.{name}", arguments)

@@ -47,6 +47,10 @@ CLIENT_SCENARIOS = ("initialize", "tools_call", "elicitation-sep1034-client-defa
                     "sse-retry")
 """The suite's client scenarios but authorization."""
 
+NEXT_CLIENT_SCENARIOS = ("json-schema-2020-12-preservation",)
+"""The prerelease's client scenarios beyond authorization that run over the 2025-11-25
+session the client speaks."""
+
 AUTH_SCENARIOS = (
     # 2025-11-25 (and 2025-06-18)
     "auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3",
@@ -106,6 +110,18 @@ class Suite:
             done = await anyio.run_process([self.node, self.entry, *args], cwd=cwd,
                                            env=environment, check=False)
         return (done.stdout + done.stderr).decode("utf-8", "replace")
+
+
+@dataclass(frozen=True)
+class RequirementsSuite(Suite):
+    """A suite whose ``server`` runs are exactly the scenarios one spec revision requires
+    (``--requirements REVISION``)."""
+
+    requirements: str = "2026-07-28"
+
+    async def run(self, *args: str, cwd: Path, env: Mapping[str, str] | None = None) -> str:
+        extra = ("--requirements", self.requirements) if args[:1] == ("server",) else ()
+        return await super().run(*args, *extra, cwd=cwd, env=env)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from anfitrion.models._base import ModelRequest
 from anfitrion.policy import Policy, parse_policy
 from anfitrion.store import Store, open_store
 from anfitrion.testing import ScriptedModel, call
-from mcp import StdioServerParameters
+from mcp import Client, StdioServerParameters
 
 SERVER = str(Path(__file__).with_name("parity_server.py"))
 TOKEN = "parity-token-0123456789abcdef"
@@ -192,6 +192,30 @@ class McpClientDoor:
         return await self.call(*self._last)
 
 
+class StatelessDoor(McpClientDoor):
+    """The official client speaking MCP 2026-07-28 to the gateway: no ``initialize``, no
+    ``Mcp-Session-Id`` — every request stands alone, and names no conversation (a client that
+    knows nothing of anfitrion). Its session is the principal's conversation."""
+
+    def __init__(self, client: Client, store: Store, gateway: Gateway) -> None:
+        super().__init__("gateway-stateless", client.session, store, gateway)
+        self.modern = client
+        self.handle: str | None = None
+        """A conversation handle to name in each request's ``_meta`` (``None``: none)."""
+        self.last_meta: dict[str, Any] | None = None
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> Out:
+        assert self.modern.protocol_version == "2026-07-28"
+        self._last = (name, arguments)
+        meta = {"io.anfitrion/conversation": self.handle} if self.handle else None
+        result = await self.modern.call_tool(name, arguments, meta=meta)  # type: ignore[arg-type]
+        self.last_meta = dict(result.meta or {})
+        text = "".join(getattr(c, "text", "") for c in result.content)
+        if result.is_error and (waiting := WAITING.search(text)):
+            return Out("waiting", text, waiting.group(1))
+        return Out("error" if result.is_error else "ok", text)
+
+
 async def approve_pins(servers: McpServers, store: Store) -> None:
     await servers.refresh()
     book = PinBook(store)
@@ -227,6 +251,16 @@ async def open_door(kind: str, store_url: str, policy_text: str,
             client = await stack.enter_async_context(ClientSession(read, write))
             await client.initialize()
             yield McpClientDoor(kind, client, store, gateway)
+        elif kind == "gateway-stateless":
+            gateway = Gateway(servers, store=store, policy=policy, principal=PRINCIPAL,
+                              approval_wait=0.05, poll_interval=0.01)
+            url = await _serve_http(stack, gateway)
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300),
+                                  headers={"Authorization": f"Bearer {TOKEN}"}))
+            modern = await stack.enter_async_context(
+                Client(streamable_http_client(url, http_client=http), mode="2026-07-28"))
+            yield StatelessDoor(modern, store, gateway)
         elif kind == "gateway-stdio":
             policy_file = tmp / "policy.toml"
             policy_file.write_text(policy_text)

@@ -37,7 +37,7 @@ verdict = "ask"
 reason = "a person approves every mail"
 """
 
-DOORS = [(door, store) for door in ("host", "embed", "gateway-http")
+DOORS = [(door, store) for door in ("host", "embed", "gateway-http", "gateway-stateless")
          for store in ("memory", "sqlite", "postgres")] + [
     ("gateway-stdio", "sqlite"), ("gateway-stdio", "postgres")]
 

@@ -93,6 +93,7 @@ try:
     )
     from ._gateway_content import forward_result, listed_tool
     from ._gateway_upstream import LOG_LEVELS, UpstreamProtocol, page
+    from ._instructions import approved_instructions, combine
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
 
@@ -277,9 +278,6 @@ class Gateway:
                                limits=limits, audit=audit, max_tool_calls=max_tool_calls,
                                app=GATEWAY_APP)
         self._default = _Client(self)  # calls made outside any MCP client session
-        self._by_principal: dict[str, _Client] = {}
-        """OAuth: the client of each principal for requests without a connection of their
-        own (the stateless protocol revisions)."""
         self.auth: OAuthSettings | None = None
         """``gateway.auth`` once :meth:`serve_http` serves as an OAuth resource server."""
         self._clients: set[_Client] = set()
@@ -294,6 +292,22 @@ class Gateway:
         """Serving as one of several replicas (:meth:`serve_http` with ``stateless``)."""
         self.lease_wait = 10.0
         """Seconds a request waits for another gateway process to release its conversation."""
+        self.instructions: str | None = None
+        self._instructions_read = False
+        """The approved servers' instructions, combined and shaped (:mod:`._instructions`),
+        as ``initialize`` and ``server/discover`` give them; kept by :meth:`_watch_offer`."""
+
+    async def refresh_instructions(self) -> None:
+        """Combine the instructions of the servers whose pins are approved now (the store
+        away: none until it answers again — never instructions nobody approved)."""
+        try:
+            parts = [(toolset.id, text) for toolset in self.servers.toolsets.values()
+                     if (text := await approved_instructions(toolset)) is not None]
+        except AnfitrionError as exc:
+            log.warning("the gateway cannot read the servers' pins: %s", exc)
+            self.instructions, self._instructions_read = None, False
+            return
+        self.instructions, self._instructions_read = combine(parts), True
 
     @property
     def gate(self) -> Gate:
@@ -394,11 +408,9 @@ class Gateway:
         named = await self._named(ctx, per_request, oauth)
         if named is not None:
             client = named
-        elif self.stateless:  # replicas: the principal's own conversation, in the store
-            conversations = await self.conversations()
-            named = self._conversation(
-                conversations.session_id(principal.id, _PRINCIPAL_HANDLE), None, oauth)
-            named.named = True
+        elif self.stateless or not legacy:  # replicas, and 2026-07-28 requests (no
+            # connection to tell them by): the principal's own conversation, in the store
+            named = await self._principal_conversation(principal, oauth)
             client = named
         elif legacy:  # a connection per request otherwise: the default
             client = connection.state.get(_CLIENT_STATE)
@@ -408,9 +420,6 @@ class Gateway:
             elif not _same_principal(client.principal, oauth):  # the SDK binds sessions
                 raise MCPError(code=mt.INVALID_REQUEST,  # to a token's principal too
                                message="this session belongs to another principal")
-        elif oauth is not None:  # one default client per principal, never a shared one
-            client = self._by_principal.setdefault(principal.id,
-                                                   _Client(self, principal=oauth))
         if legacy and not self.stateless:  # for the notices meant for every client
             self.sessions.add(connection.state.setdefault(_STANDING_STATE, ctx.session))
         client_token = _CLIENT.set(client)
@@ -450,6 +459,20 @@ class Gateway:
             connection.exit_stack.push_async_callback(self._leave, client)
         return client
 
+    async def _principal_conversation(self, principal: Principal,
+                                      oauth: Principal | None) -> _Client:
+        """The conversation of a principal's requests that name none and have no connection
+        to tell them by (2026-07-28 requests, a replica's): stored, continued by each request
+        (the fixed session, for the gateway's own principal, when there is one)."""
+        if self.fixed_session_id is not None and oauth is None:
+            client = self._conversation(self.fixed_session_id, None)
+        else:
+            conversations = await self.conversations()
+            client = self._conversation(
+                conversations.session_id(principal.id, _PRINCIPAL_HANDLE), None, oauth)
+        client.named = True
+        return client
+
     async def _minted(self, oauth: Principal | None = None) -> _Client:
         """A connection's own conversation: a minted handle (or the fixed session, for the
         gateway's own principal)."""
@@ -477,6 +500,8 @@ class Gateway:
                 if last is not None and now != last:
                     self.servers.mark_stale()
                     await self.tools_changed()
+                if now != last or not self._instructions_read:
+                    await self.refresh_instructions()
                 last = now
             await anyio.sleep(interval)
 
@@ -501,7 +526,7 @@ class Gateway:
     async def _keep_leases(self) -> None:
         while True:
             await anyio.sleep(self.runtime.lease_seconds / 3)
-            for client in [*self._clients, *self._by_principal.values()]:
+            for client in list(self._clients):
                 if client.gated is not None:
                     await client.gated.renew()
 
@@ -543,8 +568,6 @@ class Gateway:
     async def close(self) -> None:
         """End the calls made outside an MCP client session (withdrawing what waits)."""
         await self._default.end()
-        for client in list(self._by_principal.values()):
-            await client.end()
 
     # -- MCP handlers ----------------------------------------------------------------------
 
@@ -750,6 +773,7 @@ class Gateway:
     async def serve_stdio(self) -> None:
         """Serve one MCP client on this process's stdin and stdout."""
         server = self.build_server()
+        await self.refresh_instructions()
         async with stdio_server() as (read, write), anyio.create_task_group() as tg:
             tg.start_soon(self._keep_leases)
             tg.start_soon(self._watch_offer)
@@ -850,6 +874,7 @@ class Gateway:
             await event.wait()
             server.should_exit = True
 
+        await self.refresh_instructions()
         sdk_log = logging.getLogger("mcp.server.streamable_http")
         race = SessionCloseRace()
         sdk_log.addFilter(race)
@@ -873,9 +898,18 @@ class _GatewayServer(Server[Any]):
     gives each client session its own anfitrion session (:meth:`Gateway._per_client`)."""
 
     def __init__(self, name: str, *, version: str, gateway: Gateway) -> None:
-        super().__init__(name, version=version)
         self._gateway = gateway
+        super().__init__(name, version=version)
         self.middleware.append(gateway._per_client)
+
+    @property  # type: ignore[override]
+    def instructions(self) -> str | None:
+        """What ``initialize`` and ``server/discover`` give: the servers' approved ones."""
+        return self._gateway.instructions
+
+    @instructions.setter
+    def instructions(self, value: str | None) -> None:  # the SDK's own: none of the gateway
+        pass
 
     def get_capabilities(self, notification_options: NotificationOptions | None = None,
                          experimental_capabilities: dict[str, dict[str, Any]] | None = None,

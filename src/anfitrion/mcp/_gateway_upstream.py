@@ -98,7 +98,12 @@ class UpstreamProtocol:
     async def ask(self, toolset: McpToolset, request: Any, result_type: type[_R], what: str
                   ) -> _R:
         """One request to *toolset*'s server; its failure becomes an MCP error with the
-        reason (the server's own error code is kept)."""
+        reason (the server's own error code is kept). The client's ``_meta`` was for the
+        gateway (its protocol revision's envelope, its conversation): it is not passed on."""
+        params = getattr(request, "params", None)
+        if params is not None and getattr(params, "meta", None) is not None:
+            request = request.model_copy(update={"params": params.model_copy(
+                update={"meta": None})})
         try:
             conn = await toolset._ensure()
         except McpServerError as exc:
