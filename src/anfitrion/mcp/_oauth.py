@@ -34,7 +34,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import anyio
 import httpx2
@@ -63,7 +63,7 @@ from ._config import AuthSettings, ServerConfig
 
 __all__ = ["KEY_ENV", "KEY_FILE_ENV", "MAX_METADATA_BYTES", "AccountNotConnected",
            "Authorizer", "CredentialError", "GuardedTransport", "OAuthAccess", "StoredTokens",
-           "TokenCipher", "connect_hint", "new_key", "oauth_provider"]
+           "TokenCipher", "connect_hint", "connect_link", "new_key", "oauth_provider"]
 
 log = logging.getLogger("anfitrion.mcp.oauth")
 
@@ -89,11 +89,19 @@ def connect_hint(server: str) -> str:
 class AccountNotConnected(CredentialError):
     """The principal has no usable token for the server; nothing was sent with anyone else's."""
 
-    def __init__(self, server: str, principal: str) -> None:
+    def __init__(self, server: str, principal: str, connect_url: str | None = None) -> None:
         self.server = server
         self.principal = principal
-        super().__init__(f"server {server!r} needs {principal!r} to connect an account: run "
-                         f"`{connect_hint(server)}` (--principal {principal})")
+        self.connect_url = connect_link(connect_url, server) if connect_url else None
+        """The inbox's page where the person connects it (``gateway.auth.connectUrl``)."""
+        where = f"open {self.connect_url} or " if self.connect_url else ""
+        super().__init__(f"server {server!r} needs {principal!r} to connect an account: "
+                         f"{where}run `{connect_hint(server)}` (--principal {principal})")
+
+
+def connect_link(connect_url: str, server: str) -> str:
+    """The inbox's connect page of *server* under *connect_url* (``…/connect``)."""
+    return f"{connect_url.rstrip('/')}/{quote(server, safe='')}"
 
 
 # -- sealing ---------------------------------------------------------------------------------
