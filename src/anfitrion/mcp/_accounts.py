@@ -114,9 +114,11 @@ class ConnectRefused(CredentialError):
     """A connect request or callback refused: the reason is safe to show (no code, no state,
     no token)."""
 
-    def __init__(self, reason: str, status: int = 400) -> None:
+    def __init__(self, reason: str, status: int = 400, *, foreign: bool = False) -> None:
         super().__init__(reason)
         self.status = status
+        self.foreign = foreign
+        """The callback was not this browser's flow: its own flow (and cookie) stay."""
 
 
 def _digest(text: str) -> bytes:
@@ -316,12 +318,12 @@ class AccountConnector:
         flow = self._flows.get(_digest(state)) if state else None
         if flow is None:
             raise ConnectRefused("this sign-in link is unknown, expired or already used: "
-                                 "start again from the connect page", 400)
+                                 "start again from the connect page", 400, foreign=True)
         if nonce is None or not hmac.compare_digest(_digest(nonce), flow.nonce):
             # another browser (a link sent to someone, a forged callback): this flow's owner
             # may still finish it, nothing is delivered
             raise ConnectRefused("this sign-in was started in another browser: start again "
-                                 "from the connect page", 403)
+                                 "from the connect page", 403, foreign=True)
         del self._flows[_digest(state)]  # single use from here on
         if not session_alive(flow.session_id):
             flow.answered.set()

@@ -47,7 +47,12 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
-from mcp.client.auth.utils import extract_scope_from_www_auth, issuers_match, union_scopes
+from mcp.client.auth.utils import (
+    create_client_registration_request,
+    extract_scope_from_www_auth,
+    issuers_match,
+    union_scopes,
+)
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -394,13 +399,29 @@ class _Rules:
         elif self.storage.issuer is None:
             self.storage.issuer = self._expected_issuer()  # type: ignore[attr-defined]
 
+    def _registering_declared_scopes(self, request: httpx2.Request) -> httpx2.Request:
+        """A dynamic registration asks for the declared scopes (plus a challenge's), the
+        ones the authorization request will ask for: the SDK registers with the challenge's
+        alone, and a server then refuses the declared ones as not allowed for the client."""
+        metadata = self.context.oauth_metadata
+        endpoint = metadata.registration_endpoint if metadata is not None else None
+        if (not self.settings.scopes or endpoint is None or request.method != "POST"
+                or str(request.url) != str(endpoint)):
+            return request
+        self.context.client_metadata.scope = union_scopes(" ".join(self.settings.scopes),
+                                                          self._challenged)
+        rebuilt: httpx2.Request = create_client_registration_request(
+            metadata, self.context.client_metadata,
+            self.context.get_authorization_base_url(self.context.server_url))
+        return rebuilt
+
     async def _auth_flow(self, request: httpx2.Request
                          ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         flow = super()._auth_flow(request)  # type: ignore[misc]
         try:
             outgoing = await flow.__anext__()
             while True:
-                response = yield outgoing
+                response = yield self._registering_declared_scopes(outgoing)
                 if response.status_code in (401, 403):
                     self._challenged = extract_scope_from_www_auth(response)
                 outgoing = await flow.asend(response)
