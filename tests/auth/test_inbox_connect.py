@@ -198,3 +198,24 @@ async def test_made_up_states_signed_out_sessions_csrf_and_the_shared_token_are_
         refused = await inbox.start(anyone, shared_csrf)
         assert refused.status_code == 403 and "own reviewer token" in refused.text
         assert urlsplit(str(refused.url)).path == "/connect/notes"
+
+
+def test_serve_offers_the_connect_pages_only_with_a_token_key(
+        tmp_path: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from anfitrion._cli.main import cli
+
+    folder = Path(str(tmp_path))
+    config = folder / "mcp.json"
+    config.write_text('{"mcpServers": {"notes": {"url": "https://notes.example/mcp", '
+                      '"auth": {"scopes": ["notes:read"]}}}}')
+    monkeypatch.delenv("ANFITRION_TOKEN_KEY", raising=False)
+    monkeypatch.delenv("ANFITRION_TOKEN_KEY_FILE", raising=False)
+    store = f"sqlite:///{folder}/s.db"
+    assert CliRunner().invoke(cli, ["db", "migrate", "--store", store]).exit_code == 0
+    result = CliRunner().invoke(cli, ["serve", "--store", store, "--accounts", str(config)])
+    assert result.exit_code != 0, result.output
+    assert "no token key" in result.output, result.output
