@@ -88,9 +88,6 @@ class OAuthSettings:
         fetch_timeout: seconds for one fetch of metadata, keys or an introspection.
         connect_url: the inbox's connect page (``https://inbox.example/connect``), named in
             the refusal a user without a connected account gets.
-        recheck_seconds: JWT mode with ``introspection`` also set: a token is asked about
-            again at the authorization server at most this many seconds after it was last
-            asked (a revoked token stops within this bound); ``None``: JWT checks only.
     """
 
     issuer: str
@@ -108,7 +105,6 @@ class OAuthSettings:
     jwks_cache_seconds: float = 300.0
     fetch_timeout: float = 5.0
     connect_url: str | None = None
-    recheck_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +216,7 @@ def parse_oauth(raw: Any, error: Error, environ: Mapping[str, str],
     _unknown(raw, {"issuer", "audience", "resource", "jwksUri", "principalClaim",
                    "scopesClaim", "rolesClaim", "requiredScopes", "algorithms", "leeway",
                    "introspection", "allowInternal", "jwksCacheSeconds", "fetchTimeout",
-                   "connectUrl", "recheckSeconds"},
+                   "connectUrl"},
              key, error)
     allow = raw.get("allowInternal", False)
     if not isinstance(allow, bool):
@@ -248,20 +244,7 @@ def parse_oauth(raw: Any, error: Error, environ: Mapping[str, str],
         allow_internal=allow,
         jwks_cache_seconds=_seconds(raw.get("jwksCacheSeconds"), 300.0, 86400.0,
                                     f"{key}.jwksCacheSeconds", error),
-        fetch_timeout=timeout, connect_url=optional_urls.get("connectUrl"),
-        recheck_seconds=_recheck(raw, key, error))
-
-
-def _recheck(raw: dict[str, Any], key: str, error: Error) -> float | None:
-    if raw.get("recheckSeconds") is None:
-        return None
-    if raw.get("introspection") is None:
-        raise error("needs introspection (where to ask again)", f"{key}.recheckSeconds")
-    seconds = _seconds(raw["recheckSeconds"], 0.0, 3600.0, f"{key}.recheckSeconds", error)
-    if seconds < 1:
-        raise error("must be at least 1 second (0: ask on every request, i.e. introspection "
-                    "alone: leave recheckSeconds out)", f"{key}.recheckSeconds")
-    return seconds
+        fetch_timeout=timeout, connect_url=optional_urls.get("connectUrl"))
 
 
 def parse_token_exchange(raw: Any, error: Error, environ: Mapping[str, str],
