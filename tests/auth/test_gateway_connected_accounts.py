@@ -116,11 +116,11 @@ async def test_each_caller_uses_their_own_connected_account_and_no_one_elses(
     seen = [a for a in notes.authorizations()[before:] if a]
     assert alice not in str(seen) and bob not in str(seen)  # no passthrough
     assert {subject(idp, a, notes.url) for a in seen} <= {"alice", "service"}
-    records = [dict(r.data) for r in await store.audit_records()
-               if r.type == "gateway.call_identity"]
-    mine = [r for r in records if r["subject"] == "alice"]
-    assert mine[0]["upstream_tokens"] == [{"server": "notes",
-                                           "scopes": ["notes:read", "notes:write"]}]
+    records = [dict(r.data)["identity"] for r in await store.audit_records()
+               if r.data.get("tool") == "notes.write_note" and r.data.get("principal") == "alice"]
+    assert records and {r["subject"] for r in records} == {"alice"}
+    assert records[-1]["upstream_tokens"] == [{"server": "notes",
+                                               "scopes": ["notes:read", "notes:write"]}]
     everything = json.dumps([dict(r.data) for r in await store.audit_records()])
     for secret in (alice, bob, str(alice_upstream["access_token"]),
                    str(operator["access_token"])):
