@@ -18,6 +18,7 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,7 +40,9 @@ if TYPE_CHECKING:
     from ._tools import Tool
 
 __all__ = [
+    "CALL_IDENTITY",
     "AuditRecorder",
+    "CallIdentity",
     "ChainReport",
     "export_jsonl",
     "record_to_dict",
@@ -48,6 +51,33 @@ __all__ = [
 ]
 
 log = logging.getLogger("anfitrion.audit")
+
+
+@dataclass(frozen=True, slots=True)
+class CallIdentity:
+    """Who a call runs for, beyond the principal id, as an authorization server said it (the
+    OAuth gateway sets :data:`CALL_IDENTITY` around each call): issuer, subject, client id,
+    and the (server, scopes) of the upstream tokens the call used — never a token."""
+
+    principal: str
+    issuer: str
+    subject: str
+    client_id: str
+    upstream: list[tuple[str, tuple[str, ...]]]
+
+    def record(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"issuer": self.issuer, "subject": self.subject,
+                                 "client_id": self.client_id}
+        if self.upstream:
+            found["upstream_tokens"] = [{"server": server, "scopes": list(scopes)}
+                                        for server, scopes in self.upstream]
+        return found
+
+
+CALL_IDENTITY: ContextVar[CallIdentity | None] = ContextVar("anfitrion_call_identity",
+                                                            default=None)
+"""The identity every stage record of the call being run carries (``identity``), when its
+principal is the record's."""
 
 
 def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[str, Any]:
@@ -65,6 +95,9 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
         data["tool"] = redact(tool, 80) if isinstance(tool, str) else tool
     if event.principal_id is not None:
         data["principal"] = event.principal_id
+        identity = CALL_IDENTITY.get()
+        if identity is not None and identity.principal == event.principal_id:
+            data["identity"] = identity.record()
     if event.call is not None:
         data["raw_arguments_sha256"] = _text_digest(event.call.raw_arguments)
         data["raw_arguments_chars"] = len(event.call.raw_arguments)

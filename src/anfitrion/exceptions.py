@@ -22,7 +22,8 @@ this module names its module in brackets::
     │   ├── SessionNotFound        no such session in the store (session_id)
     │   ├── McpServerError         an MCP server failed or broke the protocol (server)
     │   ├── CredentialError        an OAuth credential not obtained, kept or used  [mcp._oauth]
-    │   │   └── AccountNotConnected  the principal has no token for the server  [mcp._oauth]
+    │   │   ├── AccountNotConnected  the principal has no token for the server  [mcp._oauth]
+    │   │   └── ConnectRefused  an inbox connect request or callback refused  [mcp._accounts]
     │   └── ToolError              raised by a tool; the gate makes it an error result
     │       └── ToolNotExecuted    a write tool refused before it acted (executed)
     └── InputError                 untrusted input refused; also a ValueError

@@ -89,14 +89,18 @@ async def test_each_user_reaches_the_upstream_with_their_own_exchanged_token(
         if found["sub"] in ("alice", "bob"):
             assert found["act"] == {"sub": "gateway"}  # on behalf of, by the gateway
     assert subjects == {"alice", "bob", "gateway"}
-    identities = [dict(r.data) for r in await store.audit_records()
-                  if r.type == "gateway.call_identity"]
-    by_user = {(r["subject"], r["tool"]): r for r in identities}
-    record = by_user[("bob", "notes.write_note")]
+    records = [dict(r.data) for r in await store.audit_records() if r.data.get("tool")]
+    assert records and all("identity" in r for r in records)  # every stage of every call
+    by_user: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for found in records:
+        by_user.setdefault((found["identity"]["subject"], found["tool"]), []).append(
+            found["identity"])
+    record = by_user[("bob", "notes.write_note")][-1]  # after the upstream call
     assert record["issuer"] == idp.issuer and record["client_id"] == "mcp-client"
     assert record["upstream_tokens"] == [{"server": "notes", "scopes": ["notes:read"]}]
-    assert by_user[("alice", "notes.write_note")]["upstream_tokens"] == [
+    assert by_user[("alice", "notes.write_note")][-1]["upstream_tokens"] == [
         {"server": "notes", "scopes": ["notes:read", "notes:write"]}]
+    assert "upstream_tokens" not in by_user[("bob", "notes.write_note")][0]  # proposed: none
     everything = json.dumps([dict(r.data) for r in await store.audit_records()])
     assert alice not in everything and bob not in everything
     for header in seen:

@@ -169,6 +169,35 @@ def _launch_plan(server: ServerConfig, why: str) -> list[str]:
     return lines
 
 
+def auth_lines(server: ServerConfig) -> list[str]:
+    """How an HTTP server is authorized, in words: the mode (each person's connected account,
+    a service account, token exchange, static headers, none), the issuer and the scopes —
+    never a secret."""
+    if server.url is None:
+        return []
+    auth, exchange = server.auth, server.token_exchange
+    if exchange is not None:
+        asked = make_visible(exchange.scope) or "(those of the caller's token)"
+        return [f"    auth:     token exchange (RFC 8693): each caller's own token exchanged at "
+                f"{make_visible(exchange.token_endpoint)} as client "
+                f"{make_visible(exchange.client_id)}",
+                f"              audience {make_visible(exchange.audience)}; scopes {asked}"]
+    if auth is None:
+        mode = "static headers (the same for every caller)" if server.headers else "none"
+        return [f"    auth:     {mode}"]
+    if auth.grant == "client_credentials":
+        mode = (f"service account (client credentials, client {make_visible(auth.client_id or '')}"
+                f"{', private_key_jwt' if auth.private_key else ''}): one identity for everyone")
+    else:
+        mode = ("connected accounts (authorization code with PKCE): each person's own, "
+                "connected in the inbox or with `anfitrion auth login " + make_visible(server.id)
+                + "`")
+    issuer = make_visible(auth.issuer) if auth.issuer else "the first the server names"
+    scopes = make_visible(" ".join(auth.scopes)) if auth.scopes else \
+        "what the server asks for (its challenge, else its metadata)"
+    return [f"    auth:     {mode}", f"              issuer {issuer}; scopes {scopes}"]
+
+
 def _sandbox_lines(server: ServerConfig) -> list[str]:
     """The server's sandbox profile in words (``"off"`` in red), and what it runs."""
     words = describe_profile(server.sandbox)
@@ -266,7 +295,7 @@ def _ask_launch_consent(config: McpConfig, states: dict[str, str], *, consent: b
     it (given up front with ``--launch``, or at the prompt)."""
     plan = ["Servers this review starts or contacts:"]
     for server_id, server in config.servers.items():
-        plan += _launch_plan(server, states[server_id])
+        plan += _launch_plan(server, states[server_id]) + auth_lines(server)
     click.echo("\n".join(plan), err=as_json)
     unconsented = [sid for sid, why in states.items() if why]
     if unconsented and not consent:

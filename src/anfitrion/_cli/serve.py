@@ -5,12 +5,17 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import click
 
 from ..exceptions import UserError
 from ._common import existing_store, resolve_url, shown_store, store_option
+
+if TYPE_CHECKING:
+    from ..mcp import AccountConnector
+    from ..store import Store
 
 TOKEN_ENV = "ANFITRION_INBOX_TOKEN"
 
@@ -54,10 +59,13 @@ def allowed_hosts_for(host: str, extra: tuple[str, ...]) -> list[str]:
 @click.option("--callback-secret-env", "callback_env", multiple=True,
               help="A variable holding a webhook secret: enables signed callbacks "
                    "(repeatable, for rotation).")
+@click.option("--accounts", "accounts_config", type=click.Path(dir_okay=False), default=None,
+              metavar="FILE", help="An MCP config: reviewers connect their own accounts at its "
+              "servers with auth (the /connect page; needs $ANFITRION_TOKEN_KEY).")
 def command(store_url: str | None, host: str, port: int, token: str | None, allow_remote: bool,
             allowed_host: tuple[str, ...], public_url: str | None,
             files_root: str | None, reviewers_path: str | None = None,
-            callback_env: tuple[str, ...] = ()) -> None:
+            callback_env: tuple[str, ...] = (), accounts_config: str | None = None) -> None:
     """Serve the approval inbox (extra: web).
 
     Binds to 127.0.0.1 unless --allow-remote is given together with a configured token. Put a
@@ -88,17 +96,19 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
         public_origin = f"{parts.scheme}://{parts.netloc}"
         allowed_host = (*allowed_host, parts.hostname)
     url = existing_store(resolve_url(store_url))
+    shown_host = f"[{host.strip('[]')}]" if ":" in host else host
     try:
         from ..channels import load_reviewers
 
-        app = create_app(open_store(url), token=the_token,
+        store = open_store(url)
+        accounts = _accounts(accounts_config, store, public_origin or f"http://{shown_host}:{port}")
+        app = create_app(store, token=the_token, accounts=accounts,
                          allowed_hosts=allowed_hosts_for(host, allowed_host),
                          files_root=files_root, public_origin=public_origin,
                          reviewers=load_reviewers(reviewers_path) if reviewers_path else None,
                          callback_secrets=[os.environ.get(name, "") for name in callback_env])
     except UserError as exc:
         raise click.UsageError(str(exc)) from exc
-    shown_host = f"[{host.strip('[]')}]" if ":" in host else host
     click.echo(f"anfitrion inbox on http://{shown_host}:{port}/  (store {shown_store(url)})")
     if configured is None:
         # in the fragment, the token never reaches the server, a proxy's log or a Referer
@@ -107,3 +117,16 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
         click.echo(f"sign-in token: {the_token}")
     uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning",
                 server_header=False, proxy_headers=False)
+
+
+def _accounts(mcp_config: str | None, store: Store, origin: str) -> AccountConnector | None:
+    """The connect pages' engine for *mcp_config*'s servers with ``auth``, or ``None``."""
+    if mcp_config is None:
+        return None
+    from ..mcp import AccountConnector, CredentialError, TokenCipher, load_config
+
+    try:
+        return AccountConnector(load_config(mcp_config), store, TokenCipher.from_env(),
+                                redirect_uri=f"{origin}/connect/callback")
+    except CredentialError as exc:
+        raise click.UsageError(str(exc)) from exc

@@ -28,6 +28,7 @@ from ._config import (
 from ._pinning import Pin, PinBook, PinState
 
 __all__ = [
+    "AccountConnector",
     "AccountNotConnected",
     "AuthSettings",
     "CredentialError",
@@ -51,7 +52,7 @@ __all__ = [
     "parse_config",
 ]
 
-_LAZY = {"McpServers": "_toolset", "McpTool": "_toolset",
+_LAZY = {"AccountConnector": "_accounts", "McpServers": "_toolset", "McpTool": "_toolset",
          "McpToolset": "_toolset", "Gateway": "_gateway", "Elicitation": "_elicitation",
          "ElicitationAnswer": "_elicitation", "ElicitationHandler": "_elicitation",
          "AccountNotConnected": "_oauth", "CredentialError": "_oauth", "OAuthAccess": "_oauth",

@@ -83,12 +83,12 @@ try:
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
     from ._gateway_auth import (
+        CALL_IDENTITY,
         CALLER,
-        IDENTITY_AUDIT,
         REFUSED_AUDIT,
         UPSTREAM_SCOPES,
         OAuthResource,
-        identity_record,
+        call_identity,
         request_identity,
     )
     from ._gateway_content import forward_result, listed_tool
@@ -621,10 +621,13 @@ class Gateway:
         name = self.inside_name(name)
         relay = self._relaying(name.partition(".")[0])
         token = UPSTREAM_CALL.set(relay)
-        scopes = UPSTREAM_SCOPES.set([])  # OAuth: the upstream tokens' scopes, for the audit
+        upstream: list[tuple[str, tuple[str, ...]]] = []
+        scopes = UPSTREAM_SCOPES.set(upstream)  # OAuth: the upstream tokens' scopes, audited
+        identity = CALL_IDENTITY.set(call_identity(CALLER.get(), upstream))  # every record's
         try:
             return await self._call_tool(name, arguments, relay)
         finally:
+            CALL_IDENTITY.reset(identity)
             UPSTREAM_SCOPES.reset(scopes)
             UPSTREAM_CALL.reset(token)
 
@@ -657,7 +660,6 @@ class Gateway:
                 gated.session.forget_retry(name, key)
                 await gated.save()
         finally:
-            await self._audit_identity(gated, call_id, name)  # OAuth callers only
             await self.runtime.flush()  # every call's records are stored when it returns
         result = outcome.result
         assert result is not None
@@ -813,18 +815,6 @@ class Gateway:
 
         return OAuthResource(auth, auth.resource or f"http://127.0.0.1:{port}/mcp",
                              on_refused=audit)
-
-    async def _audit_identity(self, gated: GatedSession, call_id: str, name: str) -> None:
-        """An OAuth caller's call: who (issuer, subject, client id), and the scopes of the
-        upstream tokens it used (``gateway.call_identity``) — never a token."""
-        principal = gated.principal
-        if principal.attributes.get("authenticated_by") != "oauth":
-            return
-        record = identity_record(call_id, name, principal, UPSTREAM_SCOPES.get() or [])
-        try:
-            await self.store.append_audit(IDENTITY_AUDIT, gated.id, time.time(), record)
-        except AnfitrionError as exc:
-            log.warning("the identity of call %s could not be audited: %s", call_id, exc)
 
     # -- end OAuth ---------------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,15 +44,17 @@ from mcp.shared.auth import ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
 from starlette.authentication import AuthCredentials
 
+from .._audit import CALL_IDENTITY, CallIdentity
 from .._principal import Principal
 from .._redaction import redact
 from ..exceptions import InputError
 from ..toolkits._http_fetch import address_is_public
 from ._oauth_settings import OAuthSettings, TokenExchangeSettings
 
-__all__ = ["CALLER", "UPSTREAM_SCOPES", "AuthRefused", "Caller", "ExchangedTokenAuth", "Fetcher",
-           "IntrospectionVerifier", "JwksCache", "JwtVerifier", "OAuthResource", "TokenExchanger",
-           "UpstreamToken", "identity_record", "principal_for", "request_identity"]
+__all__ = ["CALLER", "CALL_IDENTITY", "UPSTREAM_SCOPES", "AuthRefused", "Caller",
+           "ExchangedTokenAuth", "Fetcher", "IntrospectionVerifier", "JwksCache", "JwtVerifier",
+           "OAuthResource", "TokenExchanger", "UpstreamToken", "call_identity", "principal_for",
+           "request_identity"]
 
 log = logging.getLogger("anfitrion.mcp.gateway")
 
@@ -602,19 +604,17 @@ def request_identity(request: Any, settings: OAuthSettings | None) -> Caller | N
     return Caller(principal_for(user.access_token, settings), user.access_token.token)
 
 
-IDENTITY_AUDIT = "gateway.call_identity"
-
-
-def identity_record(call_id: str, tool: str, principal: Principal,
-                    upstream: Sequence[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
-    """What a gateway call's identity audit record says: who (issuer, subject, client id)
-    and the scopes of the upstream tokens it used — never a token."""
-    attributes = principal.attributes
-    return {"call_id": call_id, "tool": redact(tool, 80), "principal": principal.id,
-            "issuer": attributes.get("issuer"), "subject": attributes.get("subject"),
-            "client_id": attributes.get("client_id"),
-            "upstream_tokens": [{"server": server, "scopes": list(scopes)}
-                                for server, scopes in upstream]}
+def call_identity(caller: Caller | None,
+                  upstream: list[tuple[str, tuple[str, ...]]]) -> CallIdentity | None:
+    """What every stage record of an OAuth caller's gateway call carries (``identity``): who
+    (issuer, subject, client id) and the upstream tokens' scopes (*upstream*, filled as the
+    call uses them) — never a token. ``None`` for a caller without OAuth."""
+    if caller is None:
+        return None
+    attributes = caller.principal.attributes
+    return CallIdentity(caller.principal.id, str(attributes.get("issuer", "")),
+                        str(attributes.get("subject", "")),
+                        str(attributes.get("client_id", "")), upstream)
 
 
 # -- token exchange ----------------------------------------------------------------------------

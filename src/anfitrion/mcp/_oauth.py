@@ -34,7 +34,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import anyio
 import httpx2
@@ -47,7 +47,12 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
-from mcp.client.auth.utils import extract_scope_from_www_auth, issuers_match, union_scopes
+from mcp.client.auth.utils import (
+    create_client_registration_request,
+    extract_scope_from_www_auth,
+    issuers_match,
+    union_scopes,
+)
 from mcp.shared.auth import (
     AuthorizationCodeResult,
     OAuthClientInformationFull,
@@ -63,7 +68,7 @@ from ._config import AuthSettings, ServerConfig
 
 __all__ = ["KEY_ENV", "KEY_FILE_ENV", "MAX_METADATA_BYTES", "AccountNotConnected",
            "Authorizer", "CredentialError", "GuardedTransport", "OAuthAccess", "StoredTokens",
-           "TokenCipher", "connect_hint", "new_key", "oauth_provider"]
+           "TokenCipher", "connect_hint", "connect_link", "new_key", "oauth_provider"]
 
 log = logging.getLogger("anfitrion.mcp.oauth")
 
@@ -89,11 +94,19 @@ def connect_hint(server: str) -> str:
 class AccountNotConnected(CredentialError):
     """The principal has no usable token for the server; nothing was sent with anyone else's."""
 
-    def __init__(self, server: str, principal: str) -> None:
+    def __init__(self, server: str, principal: str, connect_url: str | None = None) -> None:
         self.server = server
         self.principal = principal
-        super().__init__(f"server {server!r} needs {principal!r} to connect an account: run "
-                         f"`{connect_hint(server)}` (--principal {principal})")
+        self.connect_url = connect_link(connect_url, server) if connect_url else None
+        """The inbox's page where the person connects it (``gateway.auth.connectUrl``)."""
+        where = f"open {self.connect_url} or " if self.connect_url else ""
+        super().__init__(f"server {server!r} needs {principal!r} to connect an account: "
+                         f"{where}run `{connect_hint(server)}` (--principal {principal})")
+
+
+def connect_link(connect_url: str, server: str) -> str:
+    """The inbox's connect page of *server* under *connect_url* (``…/connect``)."""
+    return f"{connect_url.rstrip('/')}/{quote(server, safe='')}"
 
 
 # -- sealing ---------------------------------------------------------------------------------
@@ -386,13 +399,29 @@ class _Rules:
         elif self.storage.issuer is None:
             self.storage.issuer = self._expected_issuer()  # type: ignore[attr-defined]
 
+    def _registering_declared_scopes(self, request: httpx2.Request) -> httpx2.Request:
+        """A dynamic registration asks for the declared scopes (plus a challenge's), the
+        ones the authorization request will ask for: the SDK registers with the challenge's
+        alone, and a server then refuses the declared ones as not allowed for the client."""
+        metadata = self.context.oauth_metadata
+        endpoint = metadata.registration_endpoint if metadata is not None else None
+        if (not self.settings.scopes or endpoint is None or request.method != "POST"
+                or str(request.url) != str(endpoint)):
+            return request
+        self.context.client_metadata.scope = union_scopes(" ".join(self.settings.scopes),
+                                                          self._challenged)
+        rebuilt: httpx2.Request = create_client_registration_request(
+            metadata, self.context.client_metadata,
+            self.context.get_authorization_base_url(self.context.server_url))
+        return rebuilt
+
     async def _auth_flow(self, request: httpx2.Request
                          ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         flow = super()._auth_flow(request)  # type: ignore[misc]
         try:
             outgoing = await flow.__anext__()
             while True:
-                response = yield outgoing
+                response = yield self._registering_declared_scopes(outgoing)
                 if response.status_code in (401, 403):
                     self._challenged = extract_scope_from_www_auth(response)
                 outgoing = await flow.asend(response)

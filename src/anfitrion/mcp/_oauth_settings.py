@@ -86,6 +86,8 @@ class OAuthSettings:
             (otherwise refused: a metadata document must not steer the gateway inside).
         jwks_cache_seconds: how long fetched keys are kept before they are fetched again.
         fetch_timeout: seconds for one fetch of metadata, keys or an introspection.
+        connect_url: the inbox's connect page (``https://inbox.example/connect``), named in
+            the refusal a user without a connected account gets.
     """
 
     issuer: str
@@ -102,6 +104,7 @@ class OAuthSettings:
     allow_internal: bool = False
     jwks_cache_seconds: float = 300.0
     fetch_timeout: float = 5.0
+    connect_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,13 +215,15 @@ def parse_oauth(raw: Any, error: Error, environ: Mapping[str, str],
         raise error("must be an object", key)
     _unknown(raw, {"issuer", "audience", "resource", "jwksUri", "principalClaim",
                    "scopesClaim", "rolesClaim", "requiredScopes", "algorithms", "leeway",
-                   "introspection", "allowInternal", "jwksCacheSeconds", "fetchTimeout"},
+                   "introspection", "allowInternal", "jwksCacheSeconds", "fetchTimeout",
+                   "connectUrl"},
              key, error)
     allow = raw.get("allowInternal", False)
     if not isinstance(allow, bool):
         raise error("must be true or false", f"{key}.allowInternal")
     optional_urls = {name: _url(raw[name], f"{key}.{name}", error)
-                     for name in ("audience", "resource", "jwksUri") if name in raw}
+                     for name in ("audience", "resource", "jwksUri", "connectUrl")
+                     if name in raw}
     timeout = _seconds(raw.get("fetchTimeout"), 5.0, 60.0, f"{key}.fetchTimeout", error)
     if timeout == 0:
         raise error("must be more than 0 seconds", f"{key}.fetchTimeout")
@@ -239,7 +244,7 @@ def parse_oauth(raw: Any, error: Error, environ: Mapping[str, str],
         allow_internal=allow,
         jwks_cache_seconds=_seconds(raw.get("jwksCacheSeconds"), 300.0, 86400.0,
                                     f"{key}.jwksCacheSeconds", error),
-        fetch_timeout=timeout)
+        fetch_timeout=timeout, connect_url=optional_urls.get("connectUrl"))
 
 
 def parse_token_exchange(raw: Any, error: Error, environ: Mapping[str, str],

@@ -84,6 +84,7 @@ from ..exceptions import McpServerError, MissingDependencyError, ToolDefinitionE
 from ..store import Store
 from ..telemetry import trace_meta
 from . import _media
+from ._accounts import IDLE_SECONDS, UserAccounts, close_idle, per_user
 from ._config import McpConfig, ServerConfig
 from ._elicitation import ElicitationHandler
 from ._gateway_auth import (
@@ -94,7 +95,7 @@ from ._gateway_auth import (
     ExchangedTokenAuth,
     TokenExchanger,
 )
-from ._oauth import CredentialError, OAuthAccess
+from ._oauth import AccountNotConnected, CredentialError, OAuthAccess
 from ._pinning import (
     Pin,
     PinBook,
@@ -602,7 +603,15 @@ class McpToolset:
             if config.token_exchange is not None else None
         """The server's tokens: each caller's exchanged one, the gateway's own for listing."""
         self._callers: dict[tuple[str, str], tuple[_Connection, Caller]] = {}
-        """Token exchange: one connection per caller (the server binds a session to it)."""
+        """Token exchange and connected accounts: one connection per caller (the server binds
+        a session to it), closed after :attr:`idle_seconds` unused."""
+        self._used: dict[tuple[str, str], float] = {}
+        self.idle_seconds = IDLE_SECONDS
+        self._reaping = False
+        self._closing = anyio.Event()
+        self.accounts = UserAccounts(config, self._own_access) \
+            if config.auth is not None else None
+        """Connected accounts: each gateway caller's own tokens for this server."""
         self.hidden: tuple[str, ...] = ()
         """Files and folders kept out of the server's sandbox even inside a granted folder
         (the store's database, the policy, the config: :class:`McpServers` sets them)."""
@@ -626,6 +635,8 @@ class McpToolset:
             self._connection.close("closed")
         for conn, _ in self._callers.values():
             conn.close("closed")
+        self._closing.set()
+        self._closing, self._reaping = anyio.Event(), False
         stack, self._stack, self._tg = self._stack, None, None
         if stack is not None:
             await stack.aclose()
@@ -687,9 +698,15 @@ class McpToolset:
         cfg = self.config
         if cfg.auth is None:
             return {}
+        access = self.accounts.access(caller.principal.id) \
+            if caller is not None and self.accounts is not None else self._own_access()
+        return {"auth": access.auth(cfg), "transport": access.transport(cfg)}
+
+    def _own_access(self) -> OAuthAccess:
+        """The toolset's own principal's access (its listing; a caller outside the gateway)."""
         if self.oauth is None:
             self.oauth = OAuthAccess.from_env(self.store, DEFAULT_OAUTH_PRINCIPAL)
-        return {"auth": self.oauth.auth(cfg), "transport": self.oauth.transport(cfg)}
+        return self.oauth
 
     async def _ensure(self) -> _Connection:
         async with self._lock:
@@ -721,24 +738,34 @@ class McpToolset:
             return conn
 
     async def _caller_connection(self, shared: _Connection) -> _Connection:
-        """Token exchange: the connection of the gateway call's caller, made with their own
-        exchanged token (the server's own authorization then decides for that user); the
-        shared connection otherwise. Refuses a call with no OAuth caller: never anyone
-        else's token."""
-        if self.exchanger is None:
+        """Token exchange and connected accounts: the connection of the gateway call's
+        caller, made with their own token (exchanged, or the account they connected; the
+        server's own authorization then decides for that user); the shared connection
+        otherwise. Refuses a token-exchange call with no OAuth caller, and a caller without
+        a connected account: never anyone else's token."""
+        if not per_user(self.config):
             return shared
         caller = CALLER.get()
         if caller is None:
+            if self.exchanger is None:
+                return shared  # not through the OAuth gateway: the toolset's own principal
             raise ToolError(f"{self.id!r} is called with each user's own token (token "
                             "exchange): this call has no OAuth caller. Nothing was run.")
         try:
-            upstream = await self.exchanger.token(caller)
+            if self.exchanger is not None:
+                scopes = (await self.exchanger.token(caller)).scopes
+            else:
+                assert self.accounts is not None
+                scopes = await self.accounts.connected(caller.principal.id)
         except AuthRefused as exc:
             raise ToolError(f"{exc.reason}. Nothing was run.") from None
+        except AccountNotConnected as exc:
+            raise ToolError(f"{exc}. Nothing was run.") from None
         found = UPSTREAM_SCOPES.get()
         if found is not None:
-            found.append((self.id, upstream.scopes))
+            found.append((self.id, scopes))
         async with self._lock:
+            self._used[caller.key] = anyio.current_time()
             known = self._callers.get(caller.key)
             if known is not None and not known[0].dead:
                 known[1].token = caller.token  # their newest token for the next exchange
@@ -751,7 +778,21 @@ class McpToolset:
                 raise ToolError(f"cannot reach {self.id!r} as {caller.principal.id!r}: "
                                 f"{conn.error}. Nothing was run.")
             self._callers[caller.key] = (conn, caller)
+            if not self._reaping:
+                self._reaping = True
+                self._tg.start_soon(self._close_idle)
             return conn
+
+    async def _close_idle(self) -> None:
+        """Close each caller's connection unused for :attr:`idle_seconds` (none in flight)."""
+        closing = self._closing
+        while not closing.is_set():
+            with anyio.move_on_after(max(self.idle_seconds / 4, 0.05)):
+                await closing.wait()
+            async with self._lock:
+                for key in close_idle(self._callers, self._used, self.idle_seconds,
+                                      anyio.current_time()):
+                    log.info("MCP server %r: %s's connection closed (idle)", self.id, key[0])
 
     def start(self) -> None:
         """Start the server in the background now, if it is not running (inside ``async
@@ -1103,8 +1144,11 @@ class McpServers:
             for s in servers}
         self.store = store
         hidden = _protected_paths(config if isinstance(config, McpConfig) else None, store)
+        gateway_auth = config.gateway.auth if isinstance(config, McpConfig) else None
         for toolset in self.toolsets.values():
             toolset.hidden = hidden
+            if toolset.accounts is not None and gateway_auth is not None:
+                toolset.accounts.connect_url = gateway_auth.connect_url  # the inbox's page
         self._stack: AsyncExitStack | None = None
 
     async def __aenter__(self) -> McpServers:

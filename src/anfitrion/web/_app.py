@@ -12,9 +12,11 @@ in the same process through *on_answer*, or elsewhere with ``anfitrion resume``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -31,6 +33,7 @@ from ..exceptions import UserError
 from ..store import Store
 from ._api import api_routes, error
 from ._approval_pages import ApprovalPages
+from ._connect import Accounts, ConnectPages
 from ._effects import EffectPages
 from ._security import GuardMiddleware, SessionBook
 from ._signin import SignIn
@@ -50,7 +53,8 @@ def create_app(store: Store, *, token: str,
                files_root: str | Path | None = None, on_answer: OnAnswer | None = None,
                session_lifetime: float = 12 * 3600,
                public_origin: str | None = None, reviewers: Reviewers | None = None,
-               callback_secrets: Sequence[str] = ()) -> Starlette:
+               callback_secrets: Sequence[str] = (),
+               accounts: Accounts | None = None) -> Starlette:
     """Build the inbox for *store*.
 
     Args:
@@ -65,6 +69,9 @@ def create_app(store: Store, *, token: str,
         reviewers: people with their own tokens and roles (sign-in and API); only they vote
             on requests that need several approvers (docs/approvals.md).
         callback_secrets: enable signed webhook callbacks (``/api/v1/approvals/callback``).
+        accounts: enable the connect pages (``/connect``): reviewers connect their own
+            accounts at upstream MCP servers (:class:`anfitrion.mcp.AccountConnector`, whose
+            flows run during the app's lifespan).
 
     Raises:
         UserError: the token is shorter than 16 characters.
@@ -83,11 +90,26 @@ def create_app(store: Store, *, token: str,
         Route("/static/{name}", static, methods=["GET"]),
         *EffectPages(store, sign_in).routes(),
         *api_routes(store, token, on_answer, reviewers=reviewers, callbacks=callbacks),
+        *(ConnectPages(accounts, sign_in).routes() if accounts is not None else []),
     ]
-    return Starlette(routes=list(routes),
+    return Starlette(routes=list(routes), lifespan=_lifespan(accounts),
                      middleware=[Middleware(GuardMiddleware, allowed_hosts=allowed_hosts,
                                             public_origin=public_origin)],
                      exception_handlers={404: not_found, 405: not_found})
+
+
+def _lifespan(accounts: Accounts | None) -> Any:
+    """The connect flows' task group for the app's life (when it has *accounts*)."""
+    running = getattr(accounts, "running", None)
+    if running is None:
+        return None
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with running():
+            yield
+
+    return lifespan
 
 
 async def static(request: Request) -> Response:

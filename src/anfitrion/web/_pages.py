@@ -121,6 +121,19 @@ def message_page(title: str, message: str, *, csrf: str, user: str, back: str = 
     return _render("message.html", title, csrf=csrf, user=user, message=message, back=back)
 
 
+def connect_failed(reason: str) -> str:
+    """A refused connect callback (shown without the navigation: the browser came back from
+    another site, so the session cookie may not be sent)."""
+    return _render("message.html", "Not connected", message=reason, back="/connect")
+
+
+def connect_page(servers: Sequence[tuple[str, Any]], *, csrf: str, user: str,
+                 problem: str = "") -> str:
+    """The servers a person may connect their own account to, and whether they have."""
+    return _render("connect.html", "Connected accounts", csrf=csrf, user=user,
+                   servers=servers, problem=problem)
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     """One pending request with what the list shows beside it."""
