@@ -655,15 +655,11 @@ class Gateway:
         return self._to_mcp(result, name)
 
     async def _answered(self, request_id: str) -> bool:
-        with anyio.move_on_after(self.approval_wait):
-            while True:
-                found = await self.store.get_approval(request_id)
-                if found is None:
-                    return False
-                if found.answer is not None:
-                    return True
-                await anyio.sleep(self.poll_interval)
-        return False
+        """Whether a person answered within :attr:`approval_wait` (woken by the store's
+        notification on PostgreSQL, wherever the answer was given; else polled)."""
+        return await answers.wait_for_answer(self.store, request_id,
+                                             timeout=self.approval_wait,
+                                             poll=self.poll_interval)
 
     def _to_mcp(self, result: ToolResult, name: str) -> mt.CallToolResult:
         """The gate's result as text (refused; executed outside a client's request; or an
