@@ -46,9 +46,15 @@ class ListingReuse:
         self.listed_at = float("-inf")
         self.lock = anyio.Lock()
 
-    def listing(self) -> None:
-        """A listing starts now (its age counts from before the server answered)."""
-        self.listed_at = time.monotonic()
+    def listing(self) -> float:
+        """A listing starts now: nothing is reused until it is done (:meth:`listed`)."""
+        self.listed_at = float("-inf")
+        return time.monotonic()
+
+    def listed(self, started: float) -> None:
+        """The listing begun at *started* is evaluated: its offer may be reused (its age
+        counts from before the server answered)."""
+        self.listed_at = started
 
     def fresh(self, conn: _Listed | None) -> bool:
         """Whether the last listing on *conn* may be reused for one more call."""

@@ -811,8 +811,7 @@ class McpToolset:
 
     async def _refresh(self, listed_for: tuple[str, int] | None) -> list[ToolStatus]:
         conn = await self._ensure()
-        if self.reuse is not None:
-            self.reuse.listing()
+        started = self.reuse.listing() if self.reuse is not None else 0.0
         conn.stale = conn.called = False
         conn.listed_for = listed_for
         try:
@@ -825,7 +824,10 @@ class McpToolset:
             conn.listed_for = listed_for
             upstream = await self._list_upstream(conn)
         self._upstream = upstream
-        return await self._evaluate(conn, upstream)
+        statuses = await self._evaluate(conn, upstream)
+        if self.reuse is not None:
+            self.reuse.listed(started)
+        return statuses
 
     async def _evaluate(self, conn: _Connection, upstream: list[mt.Tool]) -> list[ToolStatus]:
         """Record what the server lists and decide, from the pins as stored now (a person
