@@ -25,11 +25,14 @@ from pathlib import Path
 
 import pytest
 
+from anfitrion.exceptions import MissingDependencyError
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MOST_SKIPPED = 9
 OPTIONAL = ("anthropic", "openai", "mcp", "psycopg", "starlette", "uvicorn", "opentelemetry",
-            "httpx", "llama_cpp")
+            "httpx", "llama_cpp", "langchain", "langchain_core", "langgraph", "agents",
+            "pydantic_ai", "claude_agent_sdk", "cryptography", "jwt")
 
 # a fence, indented or not, and the comment on the line before it
 _BLOCK = re.compile(r"(?:^[ \t]*<!--\s*not run:\s*(?P<why>.*?)\s*-->[ \t]*\n)?"
@@ -128,8 +131,8 @@ def private_imports(code: str) -> list[str]:
             continue
         try:
             imported = importlib.import_module(module)
-        except ImportError:  # an extra that is not installed: the name check needs the module
-            continue
+        except (ImportError, MissingDependencyError):  # an extra that is not installed: the
+            continue                                     # name check needs the module
         if name not in getattr(imported, "__all__", ()) and not (
                 importlib.util.find_spec(dotted) if hasattr(imported, "__path__") else None):
             bad.append(f"{dotted} (not in {module}.__all__)")
