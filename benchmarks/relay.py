@@ -254,8 +254,13 @@ async def one_pass(target: Target, clients: int, seconds: float) -> dict[str, fl
             sessions.append(session)
         tag = uuid.uuid4().hex[:8]
         tool = "echo" if target.name in ("direct", "mcp-proxy") else "b.echo"
+        # a replica keeps no connection: each client names its conversation, as a chat would
+        # (a request naming none joins the principal's one conversation, served in turn)
+        metas: list[Any] = [{"io.anfitrion/conversation": f"bench-{tag}-{i}"}
+                            if target.name.startswith("replicas") else None
+                            for i in range(clients)]
         for i, session in enumerate(sessions):  # warm: every path taken once
-            await session.call_tool(tool, {"text": f"warm-{tag}-{i}"})
+            await session.call_tool(tool, {"text": f"warm-{tag}-{i}"}, meta=metas[i])
         stop = time.perf_counter() + seconds
         cpu0 = cpu_seconds(target.pids)
         start = time.perf_counter()
@@ -265,7 +270,8 @@ async def one_pass(target: Target, clients: int, seconds: float) -> dict[str, fl
             n = 0
             while time.perf_counter() < stop:
                 t0 = time.perf_counter()
-                result = await session.call_tool(tool, {"text": f"{tag}-{i}-{n}"})
+                result = await session.call_tool(tool, {"text": f"{tag}-{i}-{n}"},
+                                                 meta=metas[i])
                 latencies.append(time.perf_counter() - t0)
                 errors += bool(result.is_error)
                 if result.is_error and errors <= 3:
