@@ -998,7 +998,7 @@ class McpToolset:
         if conn.stale:
             return True
         if self.reuse is not None:  # the gateway: the offer's listing, while it is fresh
-            return not self.reuse.fresh(conn)
+            return not self.reuse.fresh(conn) and not self._listed_this_turn(conn, turn)
         return self.config.relist_before_call and not self._listed_this_turn(conn, turn) \
             and conn.checked_for != turn
 
