@@ -43,14 +43,14 @@ _BLOCK = re.compile(r"(?:^[ \t]*<!--\s*not run:\s*(?P<why>.*?)\s*-->[ \t]*\n)?"
 _GUARD = '''
 import ipaddress as _ip, socket as _socket
 _connect = _socket.socket.connect
-def _guarded(self, address):
+def _guarded(self, address, _ip=_ip, _socket=_socket, _connect=_connect):
     if self.family in (_socket.AF_INET, _socket.AF_INET6):
         host = address[0]
         if host not in ("localhost", "") and not _ip.ip_address(host).is_loopback:
             raise RuntimeError(f"a docs block tried to reach the network: {address!r}")
     return _connect(self, address)
 _socket.socket.connect = _guarded
-del _ip, _socket, _guarded
+del _ip, _socket, _guarded, _connect
 '''
 
 
