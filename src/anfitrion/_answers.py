@@ -28,13 +28,16 @@ decide is audited once (``approval.answered``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+import anyio
 
 from . import _entitlements as entitlements
 from ._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
@@ -48,7 +51,7 @@ from .store import Store, StoredApproval, VoteState
 
 __all__ = ["Outcome", "Refusal", "RequestState", "answer", "edit_for", "find_request", "notify",
            "parse_edited_arguments", "propose_edit", "state_of", "votes_json", "votes_needed",
-           "withdraw"]
+           "wait_for_answer", "withdraw"]
 MAX_NOTE_CHARS = 2000
 MAX_EDIT_BYTES = 256 * 1024
 
@@ -325,3 +328,48 @@ async def edit_for(store: Store, request_id: str) -> Mapping[str, Any] | None:
         pending_only=False, session_id=found.request.session_id) if r.edit_of == request_id), None)
     return {"arguments": dict(answer_.edited_arguments or {}), "editor": answer_.approver,
             "note": answer_.note, "replacement_id": replacement}
+
+
+MAX_POLL_SECONDS = 1.0
+"""The longest pause between two looks at a request while waiting (without wake-ups)."""
+MAX_POLL_WOKEN = 5.0
+"""… and with the store's wake-ups up (PostgreSQL ``LISTEN``): the looks are a safety net."""
+
+
+async def wait_for_answer(store: Store, request_id: str, *, timeout: float,
+                          poll: float = 0.25) -> bool:
+    """Wait up to *timeout* seconds for *request_id* to be answered (by any door, in any
+    process); whether it was. ``False`` at once for a request the store does not have.
+
+    A store with wake-ups (``watch_approval``: PostgreSQL ``LISTEN``/``NOTIFY``) wakes the
+    wait as soon as an answer is committed anywhere; every store is also looked at, the pause
+    growing from *poll* seconds to :data:`MAX_POLL_SECONDS` (SQLite, memory, or PostgreSQL
+    whose listening connection is down) or :data:`MAX_POLL_WOKEN`.
+    """
+    delay = poll
+    with anyio.move_on_after(timeout):
+        async with _watch(store, request_id) as watch:
+            while True:
+                found = await store.get_approval(request_id)
+                if found is None:
+                    return False
+                if found.answer is not None:
+                    return True
+                if watch is not None:
+                    await watch.wait(delay)
+                    cap = MAX_POLL_WOKEN if watch.live else MAX_POLL_SECONDS
+                else:
+                    await anyio.sleep(delay)
+                    cap = MAX_POLL_SECONDS
+                delay = min(delay * 1.5, cap)
+    return False
+
+
+@contextlib.asynccontextmanager
+async def _watch(store: Store, request_id: str) -> AsyncIterator[Any]:
+    watch_approval = getattr(store, "watch_approval", None)
+    if watch_approval is None:
+        yield None
+        return
+    async with watch_approval(request_id) as watch:
+        yield watch

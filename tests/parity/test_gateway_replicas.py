@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
@@ -311,6 +312,43 @@ async def test_a_replica_killed_while_a_call_waits_leaves_it_to_the_next_replica
                 assert not result.is_error, _text(result)
                 assert [r.id for r in await store.list_approvals(pending_only=False)] == \
                     [request.id]  # no second request: the person's one answer counted
+            finally:
+                await store.close()
+    assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"
+
+
+async def test_an_answer_given_elsewhere_wakes_the_call_waiting_on_a_replica_within_a_second(
+        tmp_path: Path, pg_url: str) -> None:
+    """The call waits on one replica; the person answers through another process (the CLI's
+    door): PostgreSQL's notification wakes it, not the replica's next look at the store —
+    by then its looks are seconds apart."""
+    mail = {"to": "ana@example.org", "body": "the report"}
+    with anyio.fail_after(240):
+        async with cluster(tmp_path, pg_url, approval_wait=60) as running:
+            first, _ = running.ports  # type: ignore[attr-defined]
+            store = open_store(pg_url)
+            try:
+                async with client_of(f"http://127.0.0.1:{first}/mcp") as client:
+                    done: list[tuple[Any, float]] = []
+
+                    async def call() -> None:
+                        result = await client.call_tool("p.send_mail", mail)
+                        done.append((result, time.monotonic()))
+
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(call)
+                        while not (pending := await store.list_approvals()):
+                            await anyio.sleep(0.05)
+                        (request,) = pending
+                        await anyio.sleep(6)  # the replica's polls have backed off
+                        answered_at = time.monotonic()
+                        answered = await answers.answer(store, request.id, None,
+                                                        approved=True, approver="bob",
+                                                        via="cli")
+                        assert answered.answer is not None
+                ((result, returned_at),) = done
+                assert not result.is_error, _text(result)
+                assert returned_at - answered_at < 1.0, returned_at - answered_at
             finally:
                 await store.close()
     assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"

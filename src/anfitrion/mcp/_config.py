@@ -56,6 +56,7 @@ from typing import Any
 
 from .._home import relative_to
 from ..exceptions import ConfigError
+from ._listing import DEFAULT_LISTING_TTL
 from ._oauth_settings import OAuthSettings, TokenExchangeSettings, parse_oauth, parse_token_exchange
 from ._sandbox import ProfileError, SandboxProfile, parse_sandbox
 
@@ -167,6 +168,8 @@ class GatewaySettings:
         own_names: present the one wrapped server's tools under their own names.
         auth: the gateway as an OAuth 2.1 resource server (``gateway.auth``); without it,
             HTTP clients present the static bearer token.
+        listing_ttl: seconds calls are relayed on a server's last listing
+            (:mod:`anfitrion.mcp._listing`); ``0``: list before every call.
     """
 
     store: str | None = None
@@ -181,6 +184,7 @@ class GatewaySettings:
     max_body_bytes: int = 1024 * 1024
     own_names: bool = False
     auth: OAuthSettings | None = None
+    listing_ttl: float = DEFAULT_LISTING_TTL
 
 
 @dataclass(frozen=True, slots=True)
@@ -431,7 +435,7 @@ def _gateway(raw: Any, *, path: str | None,
     if not isinstance(raw, dict):
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
-             "allowedOrigins", "maxBodyBytes", "ownNames", "auth"}
+             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
@@ -470,6 +474,10 @@ def _gateway(raw: Any, *, path: str | None,
         host=host, port=port, token_env=raw.get("tokenEnv", defaults.token_env),
         allowed_origins=tuple(origins), max_body_bytes=body,
         own_names=_flag(raw.get("ownNames"), False, path=path, key="gateway.ownNames"),
+        listing_ttl=0.0 if raw.get("listingTtl") == 0 and not isinstance(
+            raw.get("listingTtl"), bool) else _number(raw.get("listingTtl"),
+                                                     defaults.listing_ttl, path=path,
+                                                     key="gateway.listingTtl"),
         auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
                          os.environ if environ is None else environ))
 

@@ -61,6 +61,7 @@ from ..store import Store
 from ..telemetry import extracted_context
 from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
 from ._gateway_http import HttpGuard, SessionCloseRace, respond, with_health
+from ._listing import DEFAULT_LISTING_TTL, ListingReuse
 from ._oauth_settings import OAuthSettings
 from ._pinning import NAMESPACE as PIN_NAMESPACE
 from ._toolset import (
@@ -235,6 +236,9 @@ class Gateway:
             (default: ``$ANFITRION_GATEWAY_KEY``, else a key kept in the store).
         store_url: the URL *store* was opened from: the "approve it with …" hint then names
             ``--store URL`` when it is not the store ``anfitrion approvals`` finds by itself.
+        listing_ttl: seconds calls are relayed on a server's last listing, unless it said
+            its list changed, a pin changed or the call names a tool not offered
+            (:mod:`anfitrion.mcp._listing`); ``0``: list before every call.
 
     Raises:
         UserError: ``own_names`` with more than one server.
@@ -252,7 +256,8 @@ class Gateway:
                  audit: bool = True, session_id: str | None = None,
                  max_tool_calls: int | None = None, own_names: bool = False,
                  page_size: int = 100, conversation_key: str | bytes | None = None,
-                 store_url: str | None = None) -> None:
+                 store_url: str | None = None,
+                 listing_ttl: float = DEFAULT_LISTING_TTL) -> None:
         if own_names and len(servers.toolsets) != 1:
             raise UserError(f"own names need exactly one wrapped server, not "
                             f"{len(servers.toolsets)}: with several, one server's tool could "
@@ -260,6 +265,8 @@ class Gateway:
         if page_size < 1:
             raise UserError("page_size must be at least 1")
         self.servers = servers
+        for toolset in servers.toolsets.values():  # calls relayed on a fresh listing
+            toolset.reuse = ListingReuse(listing_ttl)
         self.own_names = own_names
         self.page_size = page_size
         self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -633,6 +640,8 @@ class Gateway:
 
     async def _call_tool(self, name: str, arguments: dict[str, Any],
                          relay: UpstreamCall | None) -> mt.CallToolResult:
+        if name not in self._offered_names:  # a tool added since the last listing?
+            self.servers.mark_stale()
         gated = await self._client().session()
         key = digest({"tool": name, "arguments": arguments})
         # a call repeated after its approval was given carries the call id it is bound to
@@ -646,6 +655,7 @@ class Gateway:
                 gated.session.remember_retry(name, key, call_id)
                 await gated.save()
                 if await self._answered(request.id):
+                    self.servers.mark_stale()  # what a person approved: offered afresh
                     outcome = await gated.submit(name, arguments, call_id)
                 if outcome.status is SubmissionStatus.WAITING:
                     return _text_result(
@@ -670,15 +680,11 @@ class Gateway:
         return self._to_mcp(result, name)
 
     async def _answered(self, request_id: str) -> bool:
-        with anyio.move_on_after(self.approval_wait):
-            while True:
-                found = await self.store.get_approval(request_id)
-                if found is None:
-                    return False
-                if found.answer is not None:
-                    return True
-                await anyio.sleep(self.poll_interval)
-        return False
+        """Whether a person answered within :attr:`approval_wait` (woken by the store's
+        notification on PostgreSQL, wherever the answer was given; else polled)."""
+        return await answers.wait_for_answer(self.store, request_id,
+                                             timeout=self.approval_wait,
+                                             poll=self.poll_interval)
 
     def _to_mcp(self, result: ToolResult, name: str) -> mt.CallToolResult:
         """The gate's result as text (refused; executed outside a client's request; or an

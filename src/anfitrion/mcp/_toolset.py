@@ -95,6 +95,7 @@ from ._gateway_auth import (
     ExchangedTokenAuth,
     TokenExchanger,
 )
+from ._listing import ListingReuse
 from ._oauth import AccountNotConnected, CredentialError, OAuthAccess
 from ._pinning import (
     Pin,
@@ -589,6 +590,9 @@ class McpToolset:
         self._connection: _Connection | None = None
         self.on_notification: Callable[[mt.ServerNotification], Awaitable[None]] | None = None
         """Called with the server's notifications other than ``tools/list_changed``."""
+        self.reuse: ListingReuse | None = None
+        """The gateway's reuse of a listing across calls (:mod:`anfitrion.mcp._listing`);
+        ``None``: a host's rule, a listing at least once per turn."""
         self.relay_requests = False
         """Accept the server's sampling and elicitation requests (answered by the caller's
         :class:`UpstreamCall`, refused outside a call); set before the server starts."""
@@ -854,6 +858,7 @@ class McpToolset:
 
     async def _refresh(self, listed_for: tuple[str, int] | None) -> list[ToolStatus]:
         conn = await self._ensure()
+        started = self.reuse.listing() if self.reuse is not None else 0.0
         conn.stale = conn.called = False
         conn.listed_for = listed_for
         try:
@@ -866,7 +871,10 @@ class McpToolset:
             conn.listed_for = listed_for
             upstream = await self._list_upstream(conn)
         self._upstream = upstream
-        return await self._evaluate(conn, upstream)
+        statuses = await self._evaluate(conn, upstream)
+        if self.reuse is not None:
+            self.reuse.listed(started)
+        return statuses
 
     async def _evaluate(self, conn: _Connection, upstream: list[mt.Tool]) -> list[ToolStatus]:
         """Record what the server lists and decide, from the pins as stored now (a person
@@ -951,6 +959,8 @@ class McpToolset:
         offered, and the pins checked.
         """
         turn = (context.session_id, context.turn)
+        if self.reuse is not None:
+            return await self._reused_offer(self.reuse, turn)
         conn = self._connection
         try:
             if self._listed_this_turn(conn, turn) or (
@@ -962,6 +972,19 @@ class McpToolset:
         except McpServerError as exc:
             log.warning("%s; its tools are not offered", exc)
             self._offered = {}
+        return list(self._offered.values())
+
+    async def _reused_offer(self, reuse: ListingReuse, turn: tuple[str, int]) -> list[Tool]:
+        """The gateway's offer: the last one while its listing is fresh, else one listing
+        for all the calls that found it stale (:mod:`anfitrion.mcp._listing`)."""
+        if not reuse.fresh(self._connection):
+            async with reuse.lock:
+                if not reuse.fresh(self._connection):
+                    try:
+                        await self._refresh(turn)
+                    except McpServerError as exc:
+                        log.warning("%s; its tools are not offered", exc)
+                        self._offered = {}
         return list(self._offered.values())
 
     # -- tools -----------------------------------------------------------------------------
@@ -1021,6 +1044,8 @@ class McpToolset:
         listing was made in this very turn (the offer reused an earlier one)."""
         if conn.stale:
             return True
+        if self.reuse is not None:  # the gateway: the offer's listing, while it is fresh
+            return not self.reuse.fresh(conn) and not self._listed_this_turn(conn, turn)
         return self.config.relist_before_call and not self._listed_this_turn(conn, turn) \
             and conn.checked_for != turn
 

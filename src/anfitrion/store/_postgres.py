@@ -99,6 +99,7 @@ from ._retention import (
     first_held,
 )
 from ._votes import tally, vote_of
+from ._wakeups import CHANNEL, ApprovalWatch, Listener
 
 __all__ = ["PostgresStore"]
 
@@ -139,6 +140,7 @@ class PostgresStore:
         self._audit_writing: asyncio.Future[None] | None = None  # done when writes stop
         self._audit_task: asyncio.Task[None] | None = None
         self._audit_head: tuple[int, str] | None = None  # as this process last wrote it
+        self._listener = Listener(conninfo)
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
@@ -399,12 +401,23 @@ class PostgresStore:
         return approval_rows(rows)
 
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
-        count = await self._rowcount(
-            "UPDATE anfitrion_approvals SET answer = %s "
-            "WHERE id = %s AND digest = %s AND answer IS NULL AND (quorum = 0 OR %s = 0)",
-            (dump_json(answer.to_dict()), answer.request_id, answer.digest,
-             int(answer.approved)))
-        return count == 1
+        async with self._connection(transaction=True) as conn:
+            cur = await conn.execute(
+                "UPDATE anfitrion_approvals SET answer = %s "
+                "WHERE id = %s AND digest = %s AND answer IS NULL AND (quorum = 0 OR %s = 0)",
+                (dump_json(answer.to_dict()), answer.request_id, answer.digest,
+                 int(answer.approved)))
+            if cur.rowcount != 1:
+                return False
+            # delivered on commit: a call waiting on any process looks at once
+            await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, answer.request_id))
+        return True
+
+    def watch_approval(self, request_id: str
+                       ) -> contextlib.AbstractAsyncContextManager[ApprovalWatch]:
+        """Be woken when *request_id* is answered, by any process (``LISTEN``/``NOTIFY``,
+        :mod:`anfitrion.store._wakeups`)."""
+        return self._listener.watch(request_id)
 
     async def add_approval_vote(self, vote: ApprovalVote) -> VoteOutcome:
         async with self._connection(transaction=True) as conn:
@@ -432,6 +445,7 @@ class PostgresStore:
                 await conn.execute("UPDATE anfitrion_approvals SET answer = %s WHERE id = %s "
                                    "AND answer IS NULL",
                                    (dump_json(decided.to_dict()), vote.request_id))
+                await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, vote.request_id))
             return VoteOutcome(VoteState.RECORDED, votes, decided)
 
     async def list_approval_votes(self, request_id: str) -> Sequence[ApprovalVote]:
@@ -737,6 +751,7 @@ class PostgresStore:
         if writing is not None:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait([writing])
+        await self._listener.close()
         pool, self._pool, self._loop = self._pool, None, None
         self._migrated = False
         self._audit_head = None
