@@ -278,3 +278,32 @@ def test_plain_approvals_list_keeps_expired_requests_apart(tmp_path: Path) -> No
     assert "1 expired request(s) not listed: they can no longer be answered" in listed
     everything = anfitrion("approvals", "list", "--all", *store).stdout
     assert f"{first.group(1)}  expired" in everything
+
+
+# -- a person's "no" is not the policy's (item 8) -------------------------------------------
+
+def test_a_persons_no_reaches_the_model_as_theirs_not_the_policys(tmp_path: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    demo = anfitrion("demo", "--defer", *store)
+    request = re.search(r"approvals approve ([0-9a-f]{32})", demo.stdout)
+    session = re.search(r"anfitrion resume ([0-9a-f]{32})", demo.stdout)
+    assert request is not None and session is not None
+    denied = anfitrion("approvals", "deny", request.group(1), "--note", "not today", "--as",
+                       "ops-ana", *store)
+    assert "declined " + request.group(1) in denied.stdout
+    assert "the model will be told: declined by a person: not today" in denied.stdout
+    shown = anfitrion("approvals", "show", request.group(1), *store)
+    assert "Answer: declined by ops-ana" in shown.stdout
+    resumed = anfitrion("resume", session.group(1), *store)
+    assert "person declined (ops-ana: not today)" in resumed.stdout
+    assert "final: I could not save the note: declined by a person: not today" in resumed.stdout
+    assert "denied by policy" not in resumed.stdout
+    records = json.loads(anfitrion("audit", "show", "--json", *store).stdout)
+    previews = [r["data"]["result"]["preview"] for r in records
+                if r["type"] == "result.returned" and r["session_id"] == session.group(1)]
+    assert previews[-1] == "declined by a person: not today"
+    # with nobody to ask, the refusal stays the host's, and says so
+    alone = anfitrion("demo", *store)
+    assert "no approver configured: denied" in alone.stdout
+    assert "denied by policy: a person must approve this call" in alone.stdout
+    assert "person declined" not in alone.stdout

@@ -20,7 +20,7 @@ from typing import Any
 import click
 
 from .. import _answers as answers
-from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
+from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer, declined_text
 from .._apps import DEMO_APP, GATEWAY_APP
 from .._home import store_flag
 from .._identity import identity_problem
@@ -194,7 +194,7 @@ def show(request_id: str, store_url: str | None, as_json: bool) -> None:
     if request.quorum is not None:
         click.echo(_votes_line(request, votes))
     if answer is not None:
-        word = "approved" if answer.approved else "denied"
+        word = "approved" if answer.approved else "declined"
         click.echo(f"Answer: {word} by {shown(answer.approver)} at {answer.at.isoformat()}"
                    + (f" — {shown(answer.note)}" if answer.note else ""))
 
@@ -249,8 +249,11 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
         click.echo(f"voted to approve {request.id} ({shown(request.tool_name)}) as {shown(who)}; "
                    f"{answers.votes_needed(request, outcome.votes)} more approval(s) needed")
         return
-    word = "approved" if outcome.answer.approved else "denied"
-    click.echo(f"{word} {request.id} ({shown(request.tool_name)}) as {shown(who)}")
+    if outcome.answer.approved:
+        click.echo(f"approved {request.id} ({shown(request.tool_name)}) as {shown(who)}")
+    else:
+        click.echo(f"declined {request.id} ({shown(request.tool_name)}) as {shown(who)}; "
+                   f"the model will be told: {shown(declined_text(note))}")
     click.echo(hint)
 
 
