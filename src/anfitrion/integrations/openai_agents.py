@@ -140,7 +140,8 @@ class AgentsGate:
 
     async def reject(self, state: RunState[Any], item: ToolApprovalItem, *, approver: str,
                      reason: str = "") -> None:
-        """Deny *item* in anfitrion and reject it in *state* (the model is told a person declined it, with *reason*)."""
+        """Deny *item* in anfitrion and reject it in *state* (the model is told a person
+        declined it, with *reason*)."""
         await approve_in_framework(self.session, None, _call_id(item), None, approver=approver,
                                    via=VIA, approved=False, note=reason)
         state.reject(item, rejection_message=declined_text(reason))
