@@ -307,3 +307,57 @@ def test_a_persons_no_reaches_the_model_as_theirs_not_the_policys(tmp_path: Path
     assert "no approver configured: denied" in alone.stdout
     assert "denied by policy: a person must approve this call" in alone.stdout
     assert "person declined" not in alone.stdout
+
+
+# -- the approver's name is asked once and kept (item 13) -----------------------------------
+
+def _on_a_terminal(args: list[str], typed: str) -> subprocess.CompletedProcess[str]:
+    """``anfitrion ARGS`` with a terminal as its standard input, *typed* into it."""
+    import pty
+
+    main, side = pty.openpty()
+    try:
+        os.write(main, typed.encode())
+        return subprocess.run([*ANFITRION, *args], stdin=side, capture_output=True, text=True,
+                              timeout=120, env=os.environ.copy())
+    finally:
+        os.close(main)
+        os.close(side)
+
+
+def test_the_approvers_name_is_asked_once_on_a_terminal_and_kept(
+        tmp_path: Path, anfitrion_home: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    ids = []
+    for _ in range(3):
+        demo = anfitrion("demo", "--defer", *store)
+        found = re.search(r"approvals approve ([0-9a-f]{32})", demo.stdout)
+        assert found is not None
+        ids.append(found.group(1))
+    first = _on_a_terminal(["approvals", "approve", ids[0], *store], "Ana\x07 Lima\n")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Your name, recorded with every decision" in first.stdout
+    assert f"approved {ids[0]} (write_draft) as Ana Lima" in first.stdout
+    assert (anfitrion_home / "approver").read_text() == "Ana Lima\n"
+    second = _on_a_terminal(["approvals", "deny", ids[1], *store], "Someone Else\n")
+    assert "Your name" not in second.stdout  # asked once
+    assert "as Ana Lima" in second.stdout
+    # --as still answers as someone else, without changing the kept name
+    third = anfitrion("approvals", "approve", ids[2], "--as", "bo", *store)
+    assert "as bo" in third.stdout
+    answers = {a["request"]["id"]: a["answer"]["approver"] for a in json.loads(
+        anfitrion("approvals", "list", "--all", "--json", *store).stdout)["approvals"]}
+    assert answers == {ids[0]: "Ana Lima", ids[1]: "Ana Lima", ids[2]: "bo"}
+
+
+def test_without_a_terminal_nothing_is_asked_and_the_login_name_is_used(
+        tmp_path: Path, anfitrion_home: Path) -> None:
+    import getpass
+
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    demo = anfitrion("demo", "--defer", *store)
+    found = re.search(r"approvals approve ([0-9a-f]{32})", demo.stdout)
+    assert found is not None
+    done = anfitrion("approvals", "approve", found.group(1), *store)
+    assert f"as {getpass.getuser()}" in done.stdout
+    assert not (anfitrion_home / "approver").exists()

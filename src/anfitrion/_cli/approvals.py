@@ -10,7 +10,6 @@ token in ``ANFITRION_REVIEWER_TOKEN``.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import secrets
@@ -26,7 +25,15 @@ from .._home import store_flag
 from .._identity import identity_problem
 from ..exceptions import AnfitrionError
 from ..store import Store, StoredApproval
-from ._common import resolve_url, run_with_store, shown, shown_store, store_option
+from ._common import (
+    APPROVER_HELP,
+    approver_name,
+    resolve_url,
+    run_with_store,
+    shown,
+    shown_store,
+    store_option,
+)
 
 
 @click.group("approvals")
@@ -218,7 +225,7 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
     if reviewer is not None and approver is not None and approver != reviewer.name:
         raise click.ClickException(f"your reviewer token is {reviewer.name}'s: --as cannot "
                                    "name someone else")
-    who = reviewer.name if reviewer is not None else approver or getpass.getuser()
+    who = reviewer.name if reviewer is not None else approver_name(approver)
 
     async def work(store: Store) -> tuple[ApprovalRequest, answers.Outcome, str]:
         request = (await _find(store, request_id)).request
@@ -274,8 +281,7 @@ def resume_hint(session_id: str, app: object, store_url: str) -> str:
 
 
 _note = click.option("--note", default="", help="Why: kept with the answer and in the audit.")
-_who = click.option("--as", "approver", default=None,
-                    help="Who answers (default: the login name).")
+_who = click.option("--as", "approver", default=None, help=APPROVER_HELP)
 _reviewers = click.option("--reviewers", "reviewers_path", default=None,
                           type=click.Path(dir_okay=False),
                           help="The reviewers file; you are the reviewer whose own token is in "
