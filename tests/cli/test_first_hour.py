@@ -361,3 +361,29 @@ def test_without_a_terminal_nothing_is_asked_and_the_login_name_is_used(
     done = anfitrion("approvals", "approve", found.group(1), *store)
     assert f"as {getpass.getuser()}" in done.stdout
     assert not (anfitrion_home / "approver").exists()
+
+
+# -- audit show reads as lines a person can follow (item 13) --------------------------------
+
+def test_audit_show_is_readable_and_filters_by_tool_and_tail(tmp_path: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    anfitrion("demo", *store)
+    lines = anfitrion("audit", "show", *store).stdout.splitlines()
+    assert len(lines) > 20
+    assert all(len(line) < 260 for line in lines)
+    assert not any("_sha256" in line for line in lines)  # digests are for --json
+    decided = [ln for ln in lines if " call.decided " in ln and "send_email" in ln]
+    assert decided and "ask: write tools need a person's approval by default " \
+        "[default.write]" in decided[0]
+    assert any("denied: no approver configured" in ln for ln in lines)
+    assert any("error (denied): denied by policy: a person must approve" in ln for ln in lines)
+    mail = anfitrion("audit", "show", "--tool", "send_email", *store).stdout.splitlines()
+    assert mail and all(re.search(r" send_email( |$)", line) for line in mail)
+    last = anfitrion("audit", "show", "--tail", "3", *store).stdout.splitlines()
+    assert last == lines[-3:]
+    both = anfitrion("audit", "show", "--tool", "send_email", "--tail", "1", *store)
+    assert both.stdout.splitlines() == mail[-1:]
+    every = json.loads(anfitrion("audit", "show", "--json", "--tail", "2", *store).stdout)
+    assert [r["seq"] for r in every] == [int(line.split()[0]) for line in lines[-2:]]
+    refused = anfitrion("audit", "show", "--tail", "-1", *store, check=False)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
