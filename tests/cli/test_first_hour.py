@@ -61,7 +61,8 @@ def test_approvals_json_needs_no_web_extra(tmp_path: Path) -> None:
 READERS = [("audit", "verify"), ("audit", "show"), ("approvals", "list"),
            ("approvals", "list", "--json"), ("approvals", "show", "0123456789ab"),
            ("db", "status"), ("effects", "list"), ("resume", "0123456789ab"),
-           ("approvals", "approve", "0123456789ab"), ("serve", "--port", "1")]
+           ("approvals", "approve", "0123456789ab"), ("serve", "--port", "1"),
+           ("sessions", "list"), ("sessions", "show", "0123456789ab")]
 
 
 def test_read_only_commands_refuse_a_missing_store_and_create_nothing(tmp_path: Path) -> None:
@@ -387,3 +388,36 @@ def test_audit_show_is_readable_and_filters_by_tool_and_tail(tmp_path: Path) -> 
     assert [r["seq"] for r in every] == [int(line.split()[0]) for line in lines[-2:]]
     refused = anfitrion("audit", "show", "--tail", "-1", *store, check=False)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
+
+
+# -- anfitrion sessions (item 13) ------------------------------------------------------------
+
+def test_sessions_lists_filters_and_shows_what_waits_and_how_to_continue(
+        tmp_path: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    anfitrion("demo", *store)
+    deferred = anfitrion("demo", "--defer", "--principal", "ana", *store)
+    request = re.search(r"approvals approve ([0-9a-f]{32})", deferred.stdout)
+    session = re.search(r"anfitrion resume ([0-9a-f]{32})", deferred.stdout)
+    assert request is not None and session is not None
+    listed = anfitrion("sessions", "list", *store).stdout.splitlines()
+    assert len(listed) == 2
+    assert listed[0].startswith(session.group(1))  # newest first
+    assert "suspended" in listed[0] and "1 approval(s) waiting" in listed[0]
+    waiting = anfitrion("sessions", "list", "--state", "suspended", *store).stdout
+    assert waiting.splitlines() == listed[:1]
+    assert anfitrion("sessions", "list", "--principal", "demo-user", *store
+                     ).stdout.splitlines() == listed[1:]
+    as_json = json.loads(anfitrion("sessions", "list", "--json", *store).stdout)
+    assert [s["waiting"] for s in as_json["sessions"]] == [[request.group(1)], []]
+    shown = anfitrion("sessions", "show", session.group(1)[:10], *store).stdout
+    assert "asked: Save a note for the team" in shown
+    assert '  call write_draft {"path": "drafts/weather.md"' in shown
+    assert f"anfitrion approvals show {request.group(1)} --store sqlite:///" in shown
+    assert f"anfitrion resume {session.group(1)} --store sqlite:///" in shown
+    full = json.loads(anfitrion("sessions", "show", session.group(1), "--json", *store).stdout)
+    assert full["state"] == "suspended" and full["messages"]
+    missing = anfitrion("sessions", "show", "ffff", *store, check=False)
+    assert missing.returncode == 1 and "no session 'ffff'" in missing.stderr
+    bad = anfitrion("sessions", "list", "--state", "asleep", *store, check=False)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
