@@ -30,7 +30,15 @@ PRIVATE_SIGNALS = {
     "anfitrion.models._strict._NotStrict": "a schema strict mode cannot express; caught there",
     "anfitrion._tools._Cycle": "a $ref cycle found while bounding a schema; caught there",
     "anfitrion._tools._TooDeep": "a schema nested too deeply to bound; caught there",
+    "anfitrion.policy._cedar._CedarInput": "an argument Cedar cannot represent; becomes a "
+                                           "fail-closed deny there",
+    "anfitrion.policy._pdp._Failed": "a decision point's failure; becomes its consultation "
+                                     "(a fail-closed answer) there",
+    "anfitrion.policy._cedar_export._Inexpressible": "a rule Cedar cannot express; becomes "
+                                                     "a line of the export's report there",
     "anfitrion.mcp._config._JsonValueError": "a JSON value a config refuses; becomes ConfigError",
+    "anfitrion.mcp._egress._Refusal": "a request the sandbox's egress proxy refuses; answered "
+                                      "with its HTTP status and audited there",
     "anfitrion.integrations.langgraph._Escape": "LangGraph's interrupt carried past the gate's "
                                                 "handler: a BaseException on purpose",
 }
