@@ -186,7 +186,7 @@ def test_an_approvers_no_is_a_denial_the_model_sees() -> None:
     run = Host(model=model, tools=weather_tools(executed),
                approver=CallbackApprover(lambda r: False, name="carol")).run_sync("send it")
     [result] = results_of(run.transcript)
-    assert result.content == "denied by policy: a person declined this call"
+    assert result.content == "declined by a person (no reason given)"
     assert executed == []
 
 
@@ -439,7 +439,7 @@ async def test_a_denied_deferred_approval_is_a_denial_on_resume() -> None:
     run = await host.run("send", principal="alice")
     await store.answer_approval(ApprovalAnswer.to(run.pending[0], False, "carol", "no"))
     done = await host.resume(run.session_id)
-    assert results_of(done.transcript)[0].content == "denied by policy: no"
+    assert results_of(done.transcript)[0].content == "declined by a person: no"
     assert executed == []
 
 

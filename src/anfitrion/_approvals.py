@@ -31,6 +31,7 @@ from ._canonical import canonical_json, digest
 from ._conversation import JsonValue
 
 __all__ = [
+    "NO_APPROVER",
     "ApprovalAnswer",
     "ApprovalRequest",
     "ApprovalVote",
@@ -41,6 +42,7 @@ __all__ = [
     "Quorum",
     "Reviewer",
     "approval_digest",
+    "declined_text",
     "make_visible",
     "show_value",
 ]
@@ -345,7 +347,7 @@ class ApprovalAnswer:
     Attributes:
         approver: who answered (a person's name, ``terminal``, ``deny-all``).
         note: the approver's words; on a refusal the model sees them after
-            ``denied by policy:``.
+            ``declined by a person:`` (the policy's own refusals read ``denied by policy:``).
         edited_arguments: an edit instead of a yes: the request is *not* approved; the gate
             turns the edit into a new proposal that goes through validate and decide again
             and needs its own approval — given here already when *approved* is true
@@ -410,11 +412,23 @@ class Approver(Protocol):
     async def decide(self, request: ApprovalRequest) -> ApprovalAnswer | None: ...
 
 
+NO_APPROVER = "deny-all"
+"""The approver name of :class:`DenyAllApprover`: its "no" is the host's rule (nobody is there
+to ask), told to the model as ``denied by policy:``; any other approver's "no" is a person's
+(``declined by a person:``)."""
+
+
+def declined_text(note: str) -> str:
+    """What the model is told when a person said no to its call, with their note."""
+    return f"declined by a person: {note}" if note.strip() else \
+        "declined by a person (no reason given)"
+
+
 class DenyAllApprover:
     """The default: nobody is there to approve, so every ``ask`` is denied, saying why."""
 
     async def decide(self, request: ApprovalRequest) -> ApprovalAnswer:
-        return ApprovalAnswer.to(request, False, "deny-all",
+        return ApprovalAnswer.to(request, False, NO_APPROVER,
                                  "a person must approve this call and no approver is configured")
 
 

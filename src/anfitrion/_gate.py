@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pydantic
 
-from ._approvals import ApprovalAnswer, ApprovalRequest, Approver, approval_digest
+from ._approvals import (
+    NO_APPROVER,
+    ApprovalAnswer,
+    ApprovalRequest,
+    Approver,
+    approval_digest,
+    declined_text,
+)
 from ._canonical import canonical_json
 from ._conversation import Media, Provenance, ToolCall, ToolResult
 from ._effects import EffectKey, effect_key
@@ -572,8 +579,7 @@ class Gate:
             return None, None, (edited, request.id,
                                 answer.approver if answer.approved else None)
         if not answer.approved:
-            return _refused(call, bound, decision, answer.note or "a person declined this "
-                            "call", request), None, None
+            return _declined(call, bound, decision, answer, request), None, None
         if await self.store.consume_approval(request.id, request.digest) is None:
             return _refused(call, bound, decision, "this approval was already used",
                             request), None, None
@@ -772,6 +778,17 @@ def _refused(call: ToolCall, bound: BoundCall, decision: Decision, why: str,
     only, never rule internals."""
     result = _error(call, "denied", f"denied by policy: {why}", bound.tool)
     return CallOutcome(call, "approve", result, decision, request)
+
+
+def _declined(call: ToolCall, bound: BoundCall, decision: Decision, answer: ApprovalAnswer,
+              request: ApprovalRequest) -> CallOutcome:
+    """A call a person said no to: the model is told it was a person, with their note — never
+    the policy's words, so it does not argue with a rule when a person decided (#36)."""
+    if answer.approver == NO_APPROVER:
+        return _refused(call, bound, decision, answer.note or "a person must approve this call",
+                        request)
+    return CallOutcome(call, "approve", _error(call, "denied", declined_text(answer.note),
+                                               bound.tool), decision, request)
 
 
 def _effect_of(tool: Tool, arguments: Mapping[str, Any], session: Session) -> EffectKey:

@@ -72,7 +72,7 @@ def test_a_denied_write_is_reported_to_the_model() -> None:
     result = CliRunner().invoke(command, ["--model", "scripted:demo"], input=(
         "Save a note for the team: Lisboa 15 °C, partly cloudy.\nn\n"))
     assert result.exit_code == 0, result.output
-    assert "person denied" in result.output
+    assert "person declined" in result.output
     assert "I could not save the note" in result.output
 
 

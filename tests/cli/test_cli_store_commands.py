@@ -91,7 +91,7 @@ def test_a_denial_from_the_cli_reaches_the_model_and_nothing_runs() -> None:
     assert resumed.exit_code == 0
     outcome = json.loads(resumed.output)
     assert outcome["status"] == "completed"
-    assert "denied by policy: not today" in outcome["output"]
+    assert "declined by a person: not today" in outcome["output"]
     [listed] = json.loads(invoke("approvals", "list", "--all", "--json").output)["approvals"]
     assert listed["state"] == "denied"
     assert set(listed) == {"request", "state", "answer", "used"}

@@ -57,4 +57,4 @@ def test_demo_terminal_approval_defaults_to_no() -> None:
     out = subprocess.run([sys.executable, "-m", "anfitrion._cli.main", "demo", "--approve"],
                          input="\n", capture_output=True, text=True, env=env, timeout=60,
                          check=False)
-    assert "person denied (terminal: declined at the terminal)" in out.stdout
+    assert "person declined (terminal: declined at the terminal)" in out.stdout

@@ -61,7 +61,8 @@ def test_approvals_json_needs_no_web_extra(tmp_path: Path) -> None:
 READERS = [("audit", "verify"), ("audit", "show"), ("approvals", "list"),
            ("approvals", "list", "--json"), ("approvals", "show", "0123456789ab"),
            ("db", "status"), ("effects", "list"), ("resume", "0123456789ab"),
-           ("approvals", "approve", "0123456789ab"), ("serve", "--port", "1")]
+           ("approvals", "approve", "0123456789ab"), ("serve", "--port", "1"),
+           ("sessions", "list"), ("sessions", "show", "0123456789ab")]
 
 
 def test_read_only_commands_refuse_a_missing_store_and_create_nothing(tmp_path: Path) -> None:
@@ -285,3 +286,145 @@ def test_plain_approvals_list_keeps_expired_requests_apart(tmp_path: Path) -> No
     assert "1 expired request(s) not listed: they can no longer be answered" in listed
     everything = anfitrion("approvals", "list", "--all", *store).stdout
     assert f"{first.group(1)}  expired" in everything
+
+
+# -- a person's "no" is not the policy's (item 8) -------------------------------------------
+
+def test_a_persons_no_reaches_the_model_as_theirs_not_the_policys(tmp_path: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    demo = anfitrion("demo", "--defer", *store)
+    request = re.search(r"approvals approve ([0-9a-f]{32})", demo.stdout)
+    session = re.search(r"anfitrion resume ([0-9a-f]{32})", demo.stdout)
+    assert request is not None and session is not None
+    denied = anfitrion("approvals", "deny", request.group(1), "--note", "not today", "--as",
+                       "ops-ana", *store)
+    assert "declined " + request.group(1) in denied.stdout
+    assert "the model will be told: declined by a person: not today" in denied.stdout
+    shown = anfitrion("approvals", "show", request.group(1), *store)
+    assert "Answer: declined by ops-ana" in shown.stdout
+    resumed = anfitrion("resume", session.group(1), *store)
+    assert "person declined (ops-ana: not today)" in resumed.stdout
+    assert "final: I could not save the note: declined by a person: not today" in resumed.stdout
+    assert "denied by policy" not in resumed.stdout
+    records = json.loads(anfitrion("audit", "show", "--json", *store).stdout)
+    previews = [r["data"]["result"]["preview"] for r in records
+                if r["type"] == "result.returned" and r["session_id"] == session.group(1)]
+    assert previews[-1] == "declined by a person: not today"
+    # with nobody to ask, the refusal stays the host's, and says so
+    alone = anfitrion("demo", *store)
+    assert "no approver configured: denied" in alone.stdout
+    assert "denied by policy: a person must approve this call" in alone.stdout
+    assert "person declined" not in alone.stdout
+
+
+# -- the approver's name is asked once and kept (item 13) -----------------------------------
+
+def _on_a_terminal(args: list[str], typed: str) -> subprocess.CompletedProcess[str]:
+    """``anfitrion ARGS`` with a terminal as its standard input, *typed* into it."""
+    import pty
+
+    main, side = pty.openpty()
+    try:
+        os.write(main, typed.encode())
+        return subprocess.run([*ANFITRION, *args], stdin=side, capture_output=True, text=True,
+                              timeout=120, env=os.environ.copy())
+    finally:
+        os.close(main)
+        os.close(side)
+
+
+def test_the_approvers_name_is_asked_once_on_a_terminal_and_kept(
+        tmp_path: Path, anfitrion_home: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    ids = []
+    for _ in range(3):
+        demo = anfitrion("demo", "--defer", *store)
+        found = re.search(r"approvals approve ([0-9a-f]{32})", demo.stdout)
+        assert found is not None
+        ids.append(found.group(1))
+    first = _on_a_terminal(["approvals", "approve", ids[0], *store], "Ana\x07 Lima\n")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Your name, recorded with every decision" in first.stdout
+    assert f"approved {ids[0]} (write_draft) as Ana Lima" in first.stdout
+    assert (anfitrion_home / "approver").read_text() == "Ana Lima\n"
+    second = _on_a_terminal(["approvals", "deny", ids[1], *store], "Someone Else\n")
+    assert "Your name" not in second.stdout  # asked once
+    assert "as Ana Lima" in second.stdout
+    # --as still answers as someone else, without changing the kept name
+    third = anfitrion("approvals", "approve", ids[2], "--as", "bo", *store)
+    assert "as bo" in third.stdout
+    answers = {a["request"]["id"]: a["answer"]["approver"] for a in json.loads(
+        anfitrion("approvals", "list", "--all", "--json", *store).stdout)["approvals"]}
+    assert answers == {ids[0]: "Ana Lima", ids[1]: "Ana Lima", ids[2]: "bo"}
+
+
+def test_without_a_terminal_nothing_is_asked_and_the_login_name_is_used(
+        tmp_path: Path, anfitrion_home: Path) -> None:
+    import getpass
+
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    demo = anfitrion("demo", "--defer", *store)
+    found = re.search(r"approvals approve ([0-9a-f]{32})", demo.stdout)
+    assert found is not None
+    done = anfitrion("approvals", "approve", found.group(1), *store)
+    assert f"as {getpass.getuser()}" in done.stdout
+    assert not (anfitrion_home / "approver").exists()
+
+
+# -- audit show reads as lines a person can follow (item 13) --------------------------------
+
+def test_audit_show_is_readable_and_filters_by_tool_and_tail(tmp_path: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    anfitrion("demo", *store)
+    lines = anfitrion("audit", "show", *store).stdout.splitlines()
+    assert len(lines) > 20
+    assert all(len(line) < 260 for line in lines)
+    assert not any("_sha256" in line for line in lines)  # digests are for --json
+    decided = [ln for ln in lines if " call.decided " in ln and "send_email" in ln]
+    assert decided and "ask: write tools need a person's approval by default " \
+        "[default.write]" in decided[0]
+    assert any("denied: no approver configured" in ln for ln in lines)
+    assert any("error (denied): denied by policy: a person must approve" in ln for ln in lines)
+    mail = anfitrion("audit", "show", "--tool", "send_email", *store).stdout.splitlines()
+    assert mail and all(re.search(r" send_email( |$)", line) for line in mail)
+    last = anfitrion("audit", "show", "--tail", "3", *store).stdout.splitlines()
+    assert last == lines[-3:]
+    both = anfitrion("audit", "show", "--tool", "send_email", "--tail", "1", *store)
+    assert both.stdout.splitlines() == mail[-1:]
+    every = json.loads(anfitrion("audit", "show", "--json", "--tail", "2", *store).stdout)
+    assert [r["seq"] for r in every] == [int(line.split()[0]) for line in lines[-2:]]
+    refused = anfitrion("audit", "show", "--tail", "-1", *store, check=False)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+
+
+# -- anfitrion sessions (item 13) ------------------------------------------------------------
+
+def test_sessions_lists_filters_and_shows_what_waits_and_how_to_continue(
+        tmp_path: Path) -> None:
+    store = ["--store", f"sqlite:///{tmp_path / 'a.db'}"]
+    anfitrion("demo", *store)
+    deferred = anfitrion("demo", "--defer", "--principal", "ana", *store)
+    request = re.search(r"approvals approve ([0-9a-f]{32})", deferred.stdout)
+    session = re.search(r"anfitrion resume ([0-9a-f]{32})", deferred.stdout)
+    assert request is not None and session is not None
+    listed = anfitrion("sessions", "list", *store).stdout.splitlines()
+    assert len(listed) == 2
+    assert listed[0].startswith(session.group(1))  # newest first
+    assert "suspended" in listed[0] and "1 approval(s) waiting" in listed[0]
+    waiting = anfitrion("sessions", "list", "--state", "suspended", *store).stdout
+    assert waiting.splitlines() == listed[:1]
+    assert anfitrion("sessions", "list", "--principal", "demo-user", *store
+                     ).stdout.splitlines() == listed[1:]
+    as_json = json.loads(anfitrion("sessions", "list", "--json", *store).stdout)
+    assert [s["waiting"] for s in as_json["sessions"]] == [[request.group(1)], []]
+    shown = anfitrion("sessions", "show", session.group(1)[:10], *store).stdout
+    assert "asked: Save a note for the team" in shown
+    assert '  call write_draft {"path": "drafts/weather.md"' in shown
+    assert f"anfitrion approvals show {request.group(1)} --store sqlite:///" in shown
+    assert f"anfitrion resume {session.group(1)} --store sqlite:///" in shown
+    full = json.loads(anfitrion("sessions", "show", session.group(1), "--json", *store).stdout)
+    assert full["state"] == "suspended" and full["messages"]
+    missing = anfitrion("sessions", "show", "ffff", *store, check=False)
+    assert missing.returncode == 1 and "no session 'ffff'" in missing.stderr
+    bad = anfitrion("sessions", "list", "--state", "asleep", *store, check=False)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr

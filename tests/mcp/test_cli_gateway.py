@@ -118,7 +118,7 @@ async def test_over_stdio_reads_pass_and_writes_wait_for_a_person_via_the_store(
                     tg.start_soon(deny_it)
                     denied = await client.call_tool("mal.delete_file", {"name": "precious.txt"})
                 assert denied.is_error
-                assert "denied" in denied.content[0].text
+                assert denied.content[0].text == "declined by a person: not today"
                 assert "not today" in denied.content[0].text
         assert (tmp_path / "precious.txt").exists()
         kinds = {r.type for r in await store.audit_records()}

@@ -162,7 +162,7 @@ async def test_a_call_denied_by_a_person_returns_an_mcp_tool_error(
                 mcp_client(url) as client:
             result = await client.call_tool("mal.delete_file", {"name": "precious.txt"})
     assert result.is_error
-    assert "denied" in result.content[0].text
+    assert result.content[0].text == "declined by a person: checked"
     assert "checked" in result.content[0].text  # the person's note reaches the client
     assert victim.exists()
 

@@ -183,7 +183,7 @@ async def test_a_refusal_reaches_the_caller_and_nothing_runs(doors: Opened) -> N
             asked = await door.call("p.send_mail", {"to": "ana@example.org", "body": "hi"})
             await approve(door, asked, approved=False)
             refused = await door.retry()
-    assert refused.status == "error" and "denied" in refused.text
+    assert refused.status == "error" and "declined by a person" in refused.text
     assert doors.effects() == []
 
 

@@ -212,7 +212,7 @@ def test_ask_runs_only_with_a_yes_and_tells_the_model_a_no() -> None:
         assert len(sent) == expected
         if not answer:
             assert run.transcript[-2].parts[0].content == \
-                "denied by policy: a person declined this call"
+                "declined by a person (no reason given)"
 
 
 def test_the_default_approver_denies_every_ask() -> None:

@@ -261,9 +261,9 @@ def test_a_send_killed_mid_execution_and_proposed_again_is_refused_until_resolve
         assert "a person must resolve it" in again["output"]
         anyio.run(lambda: resolve_the_send(url, done=True))
         after = finish(worker(url, effects, "again", "third-session"))
-        assert "a person declined" in after["output"]  # told it happened, they said no
+        assert "declined by a person" in after["output"]  # told it happened, they said no
     else:
-        assert "a person declined" in again["output"]
+        assert "declined by a person" in again["output"]
     assert (effects.read_text().count("sent to") if effects.exists() else 0) == ran
     # the first session, resumed, does not run it either
     resumed = finish(worker(url, effects, "ready", "-", "none"))

@@ -111,7 +111,7 @@ async def test_a_denied_approval_reaches_the_model_as_an_error_and_nothing_runs(
     resumed = await host(store, world, call("send", {"to": "ana"}, id="w1")).resume(
         first.session_id)
     assert world.sent == []
-    assert "denied by policy: a person declined this call" in resumed.output
+    assert "declined by a person (no reason given)" in resumed.output
     entry = await store.execution_state(first.session_id, "w1")
     assert entry is not None
     assert entry.state is LedgerState.DECIDED

@@ -270,7 +270,7 @@ def test_deny_from_the_page_keeps_the_call_from_running(
     assert mailroom.sent == []
     results = [p for m in run.transcript for p in getattr(m, "parts", ())
                if getattr(p, "is_error", False)]
-    assert "denied by policy: wrong recipient" in results[0].content
+    assert "declined by a person: wrong recipient" in results[0].content
 
 
 def test_a_stale_digest_cannot_approve(browser_client: tuple[TestClient, str],

@@ -117,7 +117,7 @@ def test_a_denial_in_the_browser_reaches_the_model_and_nothing_is_sent(
     assert final.status is RunStatus.COMPLETED
     denial = final.transcript[-2].parts[0]  # type: ignore[union-attr]
     assert denial.is_error
-    assert "denied by policy: not to eve" in denial.content
+    assert "declined by a person: not to eve" in denial.content
 
 
 def test_a_stale_page_cannot_approve_a_request_decided_elsewhere(

@@ -4,6 +4,7 @@ naming the store in messages, and importing ``module:attribute`` references."""
 from __future__ import annotations
 
 import functools
+import getpass
 import importlib
 import os
 import sys
@@ -18,7 +19,8 @@ from ..exceptions import AnfitrionError, ConfigError, UserError
 from ..policy import DEFAULT_POLICY_FILE, Policy, find_policy
 from ..store import Store, open_store
 
-__all__ = ["config_store", "existing_store", "import_reference", "load_policy_option",
+__all__ = ["APPROVER_HELP", "approver_name", "config_store", "existing_store",
+           "import_reference", "load_policy_option",
            "policy_option", "principal_option", "resolve_url", "run_with_store", "shown",
            "shown_store", "store_option"]
 
@@ -168,3 +170,50 @@ def shown(text: str) -> str:
     from .._approvals import make_visible
 
     return make_visible(text)
+
+
+APPROVER_FILE = "approver"
+"""The name a person gave once, kept in the data folder (one line)."""
+APPROVER_HELP = ("Who answers, recorded with the decision (default: the name you gave the "
+                 "first time, kept in the data folder; else the login name).")
+MAX_APPROVER_CHARS = 80
+
+
+def _clean_name(text: str) -> str:
+    """A name as one printable line, bounded (it is recorded and shown to other people)."""
+    name = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return name[:MAX_APPROVER_CHARS]
+
+
+def approver_name(given: str | None) -> str:
+    """Who a person answering from the command line is: ``--as``, else the name they gave
+    once (kept in ``$ANFITRION_HOME/approver``), else — asked on a terminal, once, and kept —
+    their answer, else the login name. A name is recorded with every decision, as the inbox's
+    sign-in does; the login name (``root`` in a container) says little about who decided."""
+    if given is not None:
+        return _clean_name(given) or given
+    from .._home import home_dir
+
+    kept = home_dir() / APPROVER_FILE
+    try:
+        saved = _clean_name(kept.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        saved = ""
+    if saved:
+        return saved
+    try:
+        login = getpass.getuser()
+    except (KeyError, OSError):  # no login name in this environment (a container)
+        login = "cli-user"
+    if not sys.stdin.isatty():
+        return login
+    answer = _clean_name(click.prompt("Your name, recorded with every decision you make "
+                                      "(asked once)", default=login))
+    name = answer or login
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(name + "\n", encoding="utf-8")
+        click.echo(f"kept in {kept}; --as NAME answers as someone else")
+    except OSError as exc:
+        click.echo(f"could not keep your name in {kept}: {exc.strerror}", err=True)
+    return name

@@ -10,7 +10,6 @@ token in ``ANFITRION_REVIEWER_TOKEN``.
 
 from __future__ import annotations
 
-import getpass
 import json
 import os
 import secrets
@@ -20,13 +19,21 @@ from typing import Any
 import click
 
 from .. import _answers as answers
-from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
+from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer, declined_text
 from .._apps import DEMO_APP, GATEWAY_APP
 from .._home import store_flag
 from .._identity import identity_problem
 from ..exceptions import AnfitrionError
 from ..store import Store, StoredApproval
-from ._common import resolve_url, run_with_store, shown, shown_store, store_option
+from ._common import (
+    APPROVER_HELP,
+    approver_name,
+    resolve_url,
+    run_with_store,
+    shown,
+    shown_store,
+    store_option,
+)
 
 
 @click.group("approvals")
@@ -194,7 +201,7 @@ def show(request_id: str, store_url: str | None, as_json: bool) -> None:
     if request.quorum is not None:
         click.echo(_votes_line(request, votes))
     if answer is not None:
-        word = "approved" if answer.approved else "denied"
+        word = "approved" if answer.approved else "declined"
         click.echo(f"Answer: {word} by {shown(answer.approver)} at {answer.at.isoformat()}"
                    + (f" — {shown(answer.note)}" if answer.note else ""))
 
@@ -218,7 +225,7 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
     if reviewer is not None and approver is not None and approver != reviewer.name:
         raise click.ClickException(f"your reviewer token is {reviewer.name}'s: --as cannot "
                                    "name someone else")
-    who = reviewer.name if reviewer is not None else approver or getpass.getuser()
+    who = reviewer.name if reviewer is not None else approver_name(approver)
 
     async def work(store: Store) -> tuple[ApprovalRequest, answers.Outcome, str]:
         request = (await _find(store, request_id)).request
@@ -250,8 +257,11 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
         click.echo(f"voted to approve {request.id} ({shown(request.tool_name)}) as {shown(who)}; "
                    f"{answers.votes_needed(request, outcome.votes)} more approval(s) needed")
         return
-    word = "approved" if outcome.answer.approved else "denied"
-    click.echo(f"{word} {request.id} ({shown(request.tool_name)}) as {shown(who)}")
+    if outcome.answer.approved:
+        click.echo(f"approved {request.id} ({shown(request.tool_name)}) as {shown(who)}")
+    else:
+        click.echo(f"declined {request.id} ({shown(request.tool_name)}) as {shown(who)}; "
+                   f"the model will be told: {shown(declined_text(note))}")
     click.echo(hint)
 
 
@@ -272,8 +282,7 @@ def resume_hint(session_id: str, app: object, store_url: str) -> str:
 
 
 _note = click.option("--note", default="", help="Why: kept with the answer and in the audit.")
-_who = click.option("--as", "approver", default=None,
-                    help="Who answers (default: the login name).")
+_who = click.option("--as", "approver", default=None, help=APPROVER_HELP)
 _reviewers = click.option("--reviewers", "reviewers_path", default=None,
                           type=click.Path(dir_okay=False),
                           help="The reviewers file; you are the reviewer whose own token is in "

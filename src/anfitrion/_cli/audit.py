@@ -1,6 +1,7 @@
 """``anfitrion audit``: check, read and export the hash-chained audit log.
 
-``verify [--expect-head HASH] [--file EXPORT.jsonl]``, ``show [--session S] [--json]``,
+``verify [--expect-head HASH] [--file EXPORT.jsonl]``, ``show [--session S] [--tool T]
+[--tail N] [--json]``,
 ``export [--session S] [-o FILE]`` (JSONL). Records are redacted when written; ``show`` also
 escapes anything a terminal would interpret.
 
@@ -15,10 +16,11 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import IO
+from typing import IO, Any
 
 import click
 
+from .._approvals import NO_APPROVER
 from .._audit import ChainReport, export_jsonl, record_to_dict, records_from_jsonl, verify_chain
 from .._canonical import canonical_json
 from ..exceptions import StoreError
@@ -110,24 +112,87 @@ async def _check_store(store: Store, expect_head: str | None
     return report, corrupt, records
 
 
+def _clip(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _summary(data: dict[str, Any]) -> str:
+    """One record's meaning in a few words: the decision, the answer, the result, the reply;
+    the rest as compact JSON (``--json`` has every field)."""
+    parts: list[str] = []
+    decision = data.pop("decision", None)
+    if isinstance(decision, dict):
+        parts.append(f"{decision.get('verdict')}: {decision.get('reason')} "
+                     f"[{decision.get('rule_id')}]")
+        data.pop("arguments_sha256", None)
+        data.pop("policy_sha256", None)
+    answer = data.pop("approval_answer", None)
+    if isinstance(answer, dict):
+        word = "approved" if answer.get("approved") else "declined"
+        note = f": {answer.get('note')}" if answer.get("note") else ""
+        parts.append("denied: no approver configured" if answer.get("approver") == NO_APPROVER
+                     else f"{word} by {answer.get('approver')}{note}")
+    request = data.pop("approval_request", None)
+    if isinstance(request, dict) and not parts:
+        parts.append(f"request {request.get('id')}")
+    result = data.pop("result", None)
+    if isinstance(result, dict):
+        head = f"error ({result.get('error_kind')})" if result.get("is_error") else "ok"
+        parts.append(f"{head}: {_clip(str(result.get('preview', '')))}")
+    reply = data.pop("reply", None)
+    if isinstance(reply, dict):
+        calls = reply.get("tool_calls") or []
+        parts.append(f"calls {', '.join(map(str, calls))}" if calls else
+                     f"text ({reply.get('text_chars')} chars)")
+    if "arguments_preview" in data:
+        parts.append(f"args {_clip(canonical_json(data.pop('arguments_preview')), 100)}")
+    for key in ("status", "detail", "effect_key"):
+        if key in data:
+            parts.append(f"{key}: {_clip(str(data.pop(key)), 80)}")
+    data.pop("principal", None)
+    data.pop("approval_request", None)
+    for key in [k for k in data if k.endswith(("_sha256", "_chars"))]:
+        data.pop(key)
+    if data:
+        parts.append(_clip(canonical_json(data), 120))
+    return "  ".join(parts)
+
+
 def _line(record: AuditRecord) -> str:
+    """One record on one line, as a person reads it (``--json``: every field)."""
     data = dict(record.data)
     when = datetime.fromtimestamp(record.at, UTC).strftime("%Y-%m-%d %H:%M:%S")
-    head = [f"{record.seq:>5} {when} {shown(record.session_id)[:12]} {record.type}"]
-    if "tool" in data:
-        head.append(f"{data.pop('tool')}")
+    head = f"{record.seq:>5} {when} {shown(record.session_id)[:12]:<12} {record.type:<19}"
+    tool = data.pop("tool", None)
     data.pop("call_id", None)
     data.pop("turn", None)
-    return "  ".join(head) + "  " + shown(canonical_json(data))
+    tool_text = f" {shown(str(tool))}" if tool is not None else ""
+    return f"{head}{tool_text}  {shown(_summary(data))}".rstrip()
+
+
+def _selected(records: Sequence[AuditRecord], tool: str | None,
+              tail: int | None) -> Sequence[AuditRecord]:
+    """``--tool`` and ``--tail`` of ``audit show``."""
+    if tool is not None:
+        records = [r for r in records if r.data.get("tool") == tool]
+    if tail is not None:
+        records = records[-tail:] if tail else []
+    return records
 
 
 @command.command("show")
 @store_option
 @click.option("--session", "session_id", default=None, help="Only this session's records.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (one array).")
-def show(store_url: str | None, session_id: str | None, as_json: bool) -> None:
-    """Show the audit records (redacted previews and digests, never raw values)."""
-    records = _records(store_url, session_id)
+@click.option("--tool", default=None, help="Only the records of calls of this tool.")
+@click.option("--tail", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Only the last N records (after --session and --tool).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (one array, every field).")
+def show(store_url: str | None, session_id: str | None, tool: str | None, tail: int | None,
+         as_json: bool) -> None:
+    """Show the audit records, one readable line each (redacted previews and digests, never
+    raw values); --json prints every field."""
+    records = _selected(_records(store_url, session_id), tool, tail)
     if as_json:
         click.echo(json.dumps([record_to_dict(r) for r in records], indent=2,
                               ensure_ascii=True))

@@ -8,7 +8,7 @@ from typing import Any
 import anyio
 import click
 
-from .._approvals import Approver, DeferredApprover, DenyAllApprover
+from .._approvals import NO_APPROVER, Approver, DeferredApprover, DenyAllApprover
 from .._apps import DEMO_APP
 from .._demo import SCENES, demo_parts
 from .._events import EventType, HostEvent
@@ -47,8 +47,11 @@ class DemoPrinter:
         elif event.type in (EventType.APPROVAL_ANSWERED, EventType.APPROVAL_RESUMED) and \
                 event.answer is not None:
             a = event.answer
-            word = "approved" if a.approved else "denied"
-            out(f"  person {word} ({a.approver}{': ' + a.note if a.note else ''})")
+            note = f": {a.note}" if a.note else ""
+            if a.approver == NO_APPROVER:  # nobody was asked: the host's refusal
+                out("  no approver configured: denied")
+            else:
+                out(f"  person {'approved' if a.approved else 'declined'} ({a.approver}{note})")
         elif event.type is EventType.RESULT_RETURNED and event.result is not None:
             r = event.result
             if r.is_error:

@@ -8,7 +8,6 @@ proposes that effect.
 
 from __future__ import annotations
 
-import getpass
 import json
 from typing import Any
 
@@ -20,6 +19,7 @@ from .._tools import OfferContext, Tool, ToolSource
 from ..exceptions import ConflictError, UserError
 from ..store import EffectEntry, Store
 from ._common import (
+    approver_name,
     import_reference,
     load_policy_option,
     policy_option,
@@ -106,7 +106,7 @@ def resolve(key: str, outcome: str | None, note: str, store_url: str | None) -> 
     """Say what happened to an effect whose outcome is unknown (--done or --failed)."""
     if outcome is None:
         raise click.UsageError("say what happened: --done or --failed")
-    who = f"cli:{getpass.getuser()}"
+    who = f"cli:{approver_name(None)}"
 
     async def work(store: Store) -> EffectEntry | None:
         entry = await _find(store, key)
@@ -199,7 +199,7 @@ def reconcile(key: str | None, every: bool, tools_ref: str | None, note: str,
     if (key is None) is not every:
         raise click.UsageError("give either KEY or --all")
     policy = load_policy_option(policy_path)
-    who = f"cli:{getpass.getuser()}"
+    who = f"cli:{approver_name(None)}"
 
     async def work(store: Store) -> list[resolutions.Reconciled]:
         tools = _Tools(store, tools_ref)

@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import json
 import os
 import shlex
@@ -40,7 +39,7 @@ from ..mcp._resolve import package_spec, resolve_program
 from ..mcp._sandbox import describe_profile
 from ..policy._lint import LintReport, ToolFacts, facts_of_mcp, lint_tools, visible
 from ..store import Store, open_store
-from ._common import STORE_HELP, resolve_url
+from ._common import APPROVER_HELP, STORE_HELP, approver_name, resolve_url
 
 T = TypeVar("T")
 
@@ -406,14 +405,14 @@ def entry_server_id(entry: dict[str, Any], config: McpConfig) -> str | None:
 @_store_option
 @click.option("--digest", "digest_prefix", default=None,
               help="Approve only if the definition is still the one reviewed (one name).")
-@click.option("--as", "approver", default=None, help="Who approves (default: login name).")
+@click.option("--as", "approver", default=None, help=APPROVER_HELP)
 @click.pass_context
 def approve(ctx: click.Context, names: tuple[str, ...], config_path: str | None,
             store_url: str | None, digest_prefix: str | None, approver: str | None) -> None:
     """Approve what was seen last of NAMES: SERVER, SERVER.TOOL or 'SERVER.*'."""
     if digest_prefix is not None and (len(names) != 1 or names[0].endswith(".*")):
         raise click.UsageError("--digest goes with exactly one server or tool")
-    who = approver or getpass.getuser()
+    who = approver_name(approver)
     config = _config(config_path)
 
     async def work(store: Store) -> list[Pin]:

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .._approvals import DeferredApprover
+from .._approvals import DeferredApprover, declined_text
 from .._runtime import GatedSession, SubmissionStatus
 from .._tools import Effect
 from ..exceptions import MissingDependencyError, ToolError, UserError
@@ -139,11 +139,12 @@ class AgentsGate:
         return refusal
 
     async def reject(self, state: RunState[Any], item: ToolApprovalItem, *, approver: str,
-                     reason: str = "a person declined this call") -> None:
-        """Deny *item* in anfitrion and reject it in *state* (the model is told *reason*)."""
+                     reason: str = "") -> None:
+        """Deny *item* in anfitrion and reject it in *state* (the model is told a person
+        declined it, with *reason*)."""
         await approve_in_framework(self.session, None, _call_id(item), None, approver=approver,
                                    via=VIA, approved=False, note=reason)
-        state.reject(item, rejection_message=f"denied: {reason}")
+        state.reject(item, rejection_message=declined_text(reason))
 
     async def apply_answers(self, state: RunState[Any]) -> list[ToolApprovalItem]:
         """Apply to *state* the answers anfitrion holds (given in the inbox, the CLI, the API)
@@ -161,6 +162,6 @@ class AgentsGate:
             elif given.approved:
                 state.approve(item)
             else:
-                state.reject(item, rejection_message=f"denied: {given.note or 'a person declined'}")
+                state.reject(item, rejection_message=declined_text(given.note))
         return waiting
 

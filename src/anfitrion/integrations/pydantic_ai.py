@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .. import _answers as answers
+from .._approvals import declined_text
 from .._runtime import GatedSession, Submission, SubmissionStatus
 from .._tools import Effect
 from ..exceptions import MissingDependencyError
@@ -153,8 +154,7 @@ class GatedToolset(WrapperToolset[Any]):
                 assert outcome.refusal is not None
                 results[call.tool_call_id] = ToolDenied(outcome.refusal.value)
                 continue
-            results[call.tool_call_id] = True if approved else ToolDenied(
-                note or "a person declined this call")
+            results[call.tool_call_id] = True if approved else ToolDenied(declined_text(note))
             metadata[call.tool_call_id] = {**meta, APPROVER: approver}
         return DeferredToolResults(approvals=dict(results), metadata=metadata)
 
@@ -170,7 +170,7 @@ class GatedToolset(WrapperToolset[Any]):
                 continue
             given = found.answer
             results[call.tool_call_id] = True if given.approved else ToolDenied(
-                given.note or "a person declined this call")
+                declined_text(given.note))
         return DeferredToolResults(approvals=dict(results), metadata={
             k: v for k, v in requests.metadata.items() if k in results})
 

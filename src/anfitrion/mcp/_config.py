@@ -68,7 +68,7 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SERVER_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "type", "transport",
                           "trusted", "timeout", "maxResultChars", "relistBeforeCall",
                           "disabled", "description", "sampling", "elicitation", "auth",
-                          "tokenExchange", "sandbox"})
+                          "tokenExchange", "sandbox", "errorResults"})
 _AUTH_KEYS = frozenset({"scopes", "clientId", "clientSecret", "clientMetadataUrl", "issuer",
                         "grant", "tokenEndpointAuthMethod", "privateKey", "signingAlgorithm",
                         "redirectUri", "allowInternal"})
@@ -113,6 +113,8 @@ class AuthSettings:
     allow_internal: bool = False
 
 DEFAULT_TIMEOUT = 60.0
+ERROR_RESULTS = ("failed", "unknown")
+"""``errorResults``: what a server's ``isError`` result means (see ``ServerConfig``)."""
 DEFAULT_MAX_RESULT_CHARS = 16 * 1024
 
 
@@ -131,6 +133,10 @@ class ServerConfig:
     timeout: float = DEFAULT_TIMEOUT
     max_result_chars: int = DEFAULT_MAX_RESULT_CHARS
     relist_before_call: bool = True
+    error_results: str = "failed"
+    """What a result with ``isError: true`` means for a write: ``"failed"`` (the default: the
+    server ran the call and said it failed, a known outcome) or ``"unknown"`` (the server may
+    have acted before it failed: the effect waits for a person, as after a timeout)."""
     sampling: bool = False
     """Relay the server's sampling requests to the gateway's client (else refuse them)."""
     elicitation: bool = False
@@ -343,6 +349,8 @@ def _server(server_id: str, raw: Any, *, path: str | None,
         max_result_chars=max_chars,
         relist_before_call=_flag(raw.get("relistBeforeCall"), True, path=path,
                                  key=f"{key}.relistBeforeCall"),
+        error_results=_choice(raw, "errorResults", ERROR_RESULTS, path=path, key=key)
+        or "failed",
         sampling=_flag(raw.get("sampling"), False, path=path, key=f"{key}.sampling"),
         elicitation=_flag(raw.get("elicitation"), False, path=path, key=f"{key}.elicitation"),
         sandbox=sandbox,

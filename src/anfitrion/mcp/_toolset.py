@@ -1118,8 +1118,10 @@ class McpToolset:
             log.warning("MCP server %r: a result held %d hidden characters (made visible)",
                         self.id, len(hidden))
             text = f"{_hidden_notice(hidden)}\n{text}"
-        if result.is_error:
-            raise ToolError(f"the server reported an error: {text}")
+        if result.is_error:  # the server answered: it ran the call and says it failed
+            known = self.config.error_results == "failed"
+            raise ToolError(f"the server reported an error: {text}",
+                            executed=False if known else None)
         structured = result.structured_content
         if output is not None:
             if structured is None:
