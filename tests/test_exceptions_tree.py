@@ -30,6 +30,8 @@ PRIVATE_SIGNALS = {
     "anfitrion.models._strict._NotStrict": "a schema strict mode cannot express; caught there",
     "anfitrion._tools._Cycle": "a $ref cycle found while bounding a schema; caught there",
     "anfitrion._tools._TooDeep": "a schema nested too deeply to bound; caught there",
+    "anfitrion._media_structure._Bad": "a file that does not parse as its media type; "
+                                       "becomes the summary's reason",
     "anfitrion.mcp._config._JsonValueError": "a JSON value a config refuses; becomes ConfigError",
     "anfitrion.integrations.langgraph._Escape": "LangGraph's interrupt carried past the gate's "
                                                 "handler: a BaseException on purpose",

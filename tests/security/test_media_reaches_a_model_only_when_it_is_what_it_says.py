@@ -43,7 +43,7 @@ assert _spec is not None and _spec.loader is not None
 media_server = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(media_server)
 
-PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17)
+PNG = media_server.png(2, 2)
 NOT_WHAT_IT_SAYS = "not shown: the data is not what its type says"
 
 
