@@ -21,6 +21,8 @@ from ._http_body import check_body, send_refusal
 __all__ = ["THROTTLED_AUDIT", "ASGIApp", "Authenticator", "HttpGuard", "SessionCloseRace",
            "respond", "with_health"]
 
+log = logging.getLogger("anfitrion.mcp.gateway")
+
 THROTTLED_AUDIT = "gateway.auth_throttled"
 """A client over the limit of wrong bearer tokens (:mod:`anfitrion._throttle`), once per
 episode: its address, the limit and the wait, never a token."""
@@ -156,6 +158,8 @@ class HttpGuard:
         body = bytearray()
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went away mid-body: nothing to run, nobody to answer
             if message["type"] != "http.request":
                 break
             body.extend(message.get("body", b""))
@@ -179,7 +183,24 @@ class HttpGuard:
             message: dict[str, Any] = await receive()
             return message
 
-        await self.app(scope, replay, send)
+        await self.app(scope, replay, _one_response(send))
+
+
+def _one_response(send: Any) -> Any:
+    """*send*, dropping what the app sends after its response is complete (the SDK answering
+    a request whose client went away, or whose session closed, a second time): the
+    server would log "Unexpected ASGI message" with a traceback, for a client that is gone."""
+    complete = False
+
+    async def once(message: dict[str, Any]) -> None:
+        nonlocal complete
+        if complete:
+            log.debug("dropped %s sent after the response was complete", message.get("type"))
+            return
+        if message.get("type") == "http.response.body" and not message.get("more_body"):
+            complete = True
+        await send(message)
+    return once
 
 
 def with_health(app: ASGIApp, ready: Callable[[], Any]) -> ASGIApp:

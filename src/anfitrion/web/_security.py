@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -201,6 +202,10 @@ class GuardMiddleware:
         reset = _attempt.set(attempt)
         try:
             await self.app(scope, receive, self._with_headers(send, attempt))
+        except ClientDisconnect:
+            # the client went away mid-body: nothing was read or changed, and nobody is left
+            # to answer — not an error of this server (no traceback in its log)
+            log.debug("a client disconnected before sending its whole request")
         finally:
             _attempt.reset(reset)
             throttled = attempt.throttled
