@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 
-.PHONY: agentdojo demo demo-local test test-fast lint typecheck unit bench install install-test install-local install-conformance install-idp conformance clean
+.PHONY: agentdojo demo demo-local test test-fast lint typecheck unit bench install install-test install-local install-conformance install-idp conformance clean test-bare
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -86,8 +86,20 @@ test: install-test
 	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
+# The core suite on a bare install (#29): the package without any extra, and the test tools only
+# (pytest, pytest-timeout, hypothesis, inline-snapshot), in a venv of its own. The engine's tests
+# (gate, policy, approvals, audit, stores, toolkits) must pass there; a test needing an extra
+# skips, naming it. CI runs it as its own step.
+BARE_VENV ?= .venv-bare
+CORE_TESTS := tests/test_*.py tests/policy tests/approvals tests/audit tests/store tests/toolkits
+test-bare:
+	test -x $(BARE_VENV)/bin/python || $(PYTHON) -m venv $(BARE_VENV)
+	$(BARE_VENV)/bin/python -m pip --disable-pip-version-check -q install -e . \
+	  pytest pytest-timeout hypothesis inline-snapshot
+	$(BARE_VENV)/bin/python -m pytest -q $(CORE_TESTS)
+
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(BARE_VENV) build dist .mypy_cache .ruff_cache
 
 # AgentDojo under a compromised model (offline, about five minutes)
 agentdojo: install-test

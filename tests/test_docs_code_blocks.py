@@ -25,11 +25,14 @@ from pathlib import Path
 
 import pytest
 
+from anfitrion.exceptions import MissingDependencyError
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 MOST_SKIPPED = 9
 OPTIONAL = ("anthropic", "openai", "mcp", "psycopg", "starlette", "uvicorn", "opentelemetry",
-            "httpx", "llama_cpp")
+            "httpx", "llama_cpp", "langchain", "langchain_core", "langgraph", "agents",
+            "pydantic_ai", "claude_agent_sdk", "cryptography", "jwt")
 
 # a fence, indented or not, and the comment on the line before it
 _BLOCK = re.compile(r"(?:^[ \t]*<!--\s*not run:\s*(?P<why>.*?)\s*-->[ \t]*\n)?"
@@ -40,14 +43,14 @@ _BLOCK = re.compile(r"(?:^[ \t]*<!--\s*not run:\s*(?P<why>.*?)\s*-->[ \t]*\n)?"
 _GUARD = '''
 import ipaddress as _ip, socket as _socket
 _connect = _socket.socket.connect
-def _guarded(self, address):
+def _guarded(self, address, _ip=_ip, _socket=_socket, _connect=_connect):
     if self.family in (_socket.AF_INET, _socket.AF_INET6):
         host = address[0]
         if host not in ("localhost", "") and not _ip.ip_address(host).is_loopback:
             raise RuntimeError(f"a docs block tried to reach the network: {address!r}")
     return _connect(self, address)
 _socket.socket.connect = _guarded
-del _ip, _socket, _guarded
+del _ip, _socket, _guarded, _connect
 '''
 
 
@@ -128,8 +131,8 @@ def private_imports(code: str) -> list[str]:
             continue
         try:
             imported = importlib.import_module(module)
-        except ImportError:  # an extra that is not installed: the name check needs the module
-            continue
+        except (ImportError, MissingDependencyError):  # an extra that is not installed: the
+            continue                                     # name check needs the module
         if name not in getattr(imported, "__all__", ()) and not (
                 importlib.util.find_spec(dotted) if hasattr(imported, "__path__") else None):
             bad.append(f"{dotted} (not in {module}.__all__)")

@@ -32,6 +32,12 @@ PRIVATE_SIGNALS = {
     "anfitrion._tools._TooDeep": "a schema nested too deeply to bound; caught there",
     "anfitrion._media_structure._Bad": "a file that does not parse as its media type; "
                                        "becomes the summary's reason",
+    "anfitrion.policy._cedar._CedarInput": "an argument Cedar cannot represent; becomes a "
+                                           "fail-closed deny there",
+    "anfitrion.policy._pdp._Failed": "a decision point's failure; becomes its consultation "
+                                     "(a fail-closed answer) there",
+    "anfitrion.policy._cedar_export._Inexpressible": "a rule Cedar cannot express; becomes "
+                                                     "a line of the export's report there",
     "anfitrion.mcp._config._JsonValueError": "a JSON value a config refuses; becomes ConfigError",
     "anfitrion.integrations.langgraph._Escape": "LangGraph's interrupt carried past the gate's "
                                                 "handler: a BaseException on purpose",

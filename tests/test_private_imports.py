@@ -38,6 +38,9 @@ KNOWN: dict[str, str] = {
     "anfitrion._cli.mcp imports anfitrion.mcp._toolset": "McpServers (lazy in anfitrion.mcp)",
     "anfitrion._cli.mcp imports anfitrion.policy._lint": "the tool lint",
     "anfitrion._cli.policy imports anfitrion.policy._declarations": "check_declarations",
+    "anfitrion._cli.policy imports anfitrion.policy._cedar_export": "policy export --cedar",
+    "anfitrion._cli.policy imports anfitrion.policy._cedar": "cedar-schema, validate and "
+                                                           "export --cedar (the cedar extra)",
     "anfitrion._cli.tools imports anfitrion.policy._lint": "the tool lint",
     "anfitrion._demo imports anfitrion.models._demo_script": "the demo's scripted model",
     "anfitrion._gate imports anfitrion.store._base": "PRE_CLAIM, the ledger's first state",

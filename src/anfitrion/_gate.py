@@ -363,6 +363,8 @@ class Gate:
         # argument provenance first, so rules can see values that came from untrusted results
         flags = session.flag(parsed)
         context = session.policy_context(now, rate_counts, flags)
+        # external decision points are asked here, the policy deciding without I/O
+        context = await self.policy.consult(bound, context)
         decision = self.policy.decide(bound, context)
         # one canonical digest of the arguments serves the repeated-call guard and the audit
         args_digest = arguments_digest(parsed)
@@ -370,7 +372,8 @@ class Gate:
             session.record_proposal(tool.name, args_digest)
         if (flushing := self._announce(EventType.CALL_DECIDED, session, call, arguments=parsed,
                                        arguments_sha256=args_digest, decision=decision,
-                                       policy_sha256=self.policy.sha256)) is not None:
+                                       policy_sha256=self.policy.sha256,
+                                       detail=self.policy.consulted(context))) is not None:
             await flushing
         if self.shadow_policy is not None:
             await self._shadow(self.shadow_policy, bound, call, session, context, decision)
@@ -432,6 +435,7 @@ class Gate:
                         session.principal.id, key.tool,
                         (context.now - timedelta(seconds=key.seconds)).timestamp())
                 context = dataclasses.replace(context, rate_counts=counts)
+            context = await shadow.consult(bound, context)  # its own decision points
             decision = shadow.decide(bound, context)
             fields = {"decision": decision, "policy_sha256": shadow.sha256,
                       "status": "agree" if decision.verdict is enforced.verdict else "disagree"}

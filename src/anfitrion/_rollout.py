@@ -160,7 +160,7 @@ async def replay(store: Store, policy: Policy, *, tools: ToolsFor, since: float 
             continue
         state = await store.load_session(session_id)
         chosen = None if state is None else tools if isinstance(tools, Mapping) else tools(state)
-        work.session(session_id, session_records, state, chosen)
+        await work.session(session_id, session_records, state, chosen)
     if work.mismatches and not allow_broken:
         raise ReplayRefused(f"{len(work.mismatches)} stored call(s) differ from their audit "
                             f"records (first: {work.mismatches[0]}); nothing was replayed",
@@ -186,8 +186,9 @@ class _Replay:
     def skip(self, why: str) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
 
-    def session(self, session_id: str, records: list[AuditRecord], state: SessionState | None,
-                tools: Mapping[str, Tool] | None) -> None:
+    async def session(self, session_id: str, records: list[AuditRecord],
+                      state: SessionState | None,
+                      tools: Mapping[str, Tool] | None) -> None:
         decided: dict[str, AuditRecord] = {}
         for record in records:
             call_id = record.data.get("call_id")
@@ -223,8 +224,8 @@ class _Replay:
                     found = decided.get(call.id)
                     if found is not None:
                         seen.add(call.id)
-                        self.call(session, records, found, call.name, call.raw_arguments,
-                                  call.id, taint, tools)
+                        await self.call(session, records, found, call.name,
+                                        call.raw_arguments, call.id, taint, tools)
                     result = results.get(call.id) or session.settled(call.id)
                     if result is not None:
                         taint.add_result(result, turn)
@@ -243,9 +244,9 @@ class _Replay:
                                        f"{redact(call_id, 80)!r}, which the stored session "
                                        "does not hold")
 
-    def call(self, session: Session, records: list[AuditRecord], record: AuditRecord,
-             name: str, raw_arguments: str, call_id: str, taint: TaintIndex,
-             tools: Mapping[str, Tool] | None) -> None:
+    async def call(self, session: Session, records: list[AuditRecord], record: AuditRecord,
+                   name: str, raw_arguments: str, call_id: str, taint: TaintIndex,
+                   tools: Mapping[str, Tool] | None) -> None:
         if self.since is not None and record.at < self.since:
             return
         self.calls += 1
@@ -282,7 +283,8 @@ class _Replay:
             self.skip("the arguments no longer fit the tool's schema")
             return
         context = self.context(session, records, record, parsed, taint)
-        after = self.policy.decide(BoundCall(call_id, tool, parsed), context)
+        bound = BoundCall(call_id, tool, parsed)
+        after = self.policy.decide(bound, await self.policy.consult(bound, context))
         self.replayed += 1
         if after.verdict is before:
             self.unchanged += 1
@@ -322,6 +324,7 @@ class _Replay:
             turn=turn if isinstance(turn, int) else 0, now=now, counters=counters,
             recent_calls=tuple(recent[-RECENT_PROPOSALS_KEPT:]),
             untrusted_sources=taint.sources, flagged_arguments=taint.flag(parsed),
+            provenance=taint,
             rate_counts=self.rate_counts(session.principal.id, str(decided.data.get("tool")),
                                          decided.at))
 

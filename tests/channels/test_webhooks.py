@@ -10,8 +10,11 @@ import uuid
 from typing import Any
 
 import anyio
-import httpx
 import pytest
+
+pytest.importorskip("httpx")
+pytest.importorskip("starlette")
+import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

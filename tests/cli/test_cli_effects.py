@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from click.testing import CliRunner
-from starlette.testclient import TestClient
 
 from anfitrion import DenyAllApprover, Effect, Policy, Tool
 from anfitrion._conversation import ToolCall
@@ -82,6 +82,9 @@ def test_a_person_resolves_an_unknown_effect_from_the_cli_and_the_model_is_told(
 
 
 def test_the_api_lists_and_resolves_effects_behind_the_bearer_token(tmp_path: Path) -> None:
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
     from anfitrion.web import create_app
 
     url = f"sqlite:///{tmp_path / 'store.db'}"

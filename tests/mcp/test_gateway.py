@@ -12,11 +12,11 @@ from functools import partial
 from typing import Any
 
 import anyio
-import httpx
-import httpx2
 import pytest
 
 pytest.importorskip("mcp")
+import httpx
+import httpx2
 import mcp.types as mt
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client

@@ -11,10 +11,10 @@ from functools import partial
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 
 pytest.importorskip("mcp")
+import httpx2
 import mcp.types as mt
 from gateway_helpers import approve_all, protocol_server, writes_allowed
 from mcp.client.session import ClientSession

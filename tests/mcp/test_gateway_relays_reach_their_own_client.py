@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 
 pytest.importorskip("mcp")
+import httpx2
 import mcp.types as mt
 from gateway_helpers import approve_all, connected, writes_allowed
 from mcp.client.session import ClientSession

@@ -7,10 +7,11 @@ from __future__ import annotations
 import socket
 
 import anyio
-import httpx2
 import pytest
 
 pytest.importorskip("mcp")
+import httpx2
+
 from anfitrion.mcp._oauth import CredentialError
 from anfitrion.mcp._oauth_login import LoopbackAuthorizer
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import anyio
 import pytest
+
+pytest.importorskip("mcp")
 from gateway_helpers import approve_all, gateway_client
 from mcp_helpers import through_gate
 

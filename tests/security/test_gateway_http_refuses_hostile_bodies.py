@@ -17,13 +17,13 @@ from contextlib import asynccontextmanager
 from functools import partial
 
 import anyio
-import httpx
-import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
+import httpx
+import httpx2
 import mcp.types as mt
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client

@@ -22,16 +22,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-import httpx2
-import jwt
 import pytest
-import uvicorn
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
+import httpx2
+import jwt
+import uvicorn
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
 from anfitrion.mcp._gateway_auth import AuthRefused, OAuthResource
 from anfitrion.mcp._gateway_http import HttpGuard
 from anfitrion.mcp._oauth_settings import OAuthSettings

@@ -24,12 +24,12 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
+import httpx2
 from click.testing import CliRunner
 from mcp.shared.auth import AuthorizationCodeResult, OAuthToken
 

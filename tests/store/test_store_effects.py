@@ -447,7 +447,7 @@ async def test_a_ledger_made_at_0006_migrates_to_kept_effect_arguments(
             for statement in _OLD_ROWS:
                 db.execute(statement)
     else:
-        import psycopg
+        psycopg = pytest.importorskip("psycopg")
 
         schema_urls = pg_schema_url()
         url = next(schema_urls)

@@ -115,7 +115,7 @@ def check(tool_name: str, args_json: str, principal_id: str, policy_path: str | 
         counts = {key.id: prior_calls for key in policy.rate_keys(tool.name)}
         context = PolicyContext(principal=principal, session_id="policy-check", turn=turn,
                                 now=policy.now(), rate_counts=counts)
-        evaluation = policy.evaluate(BoundCall("check", tool, arguments), context)
+        evaluation = _evaluate(policy, BoundCall("check", tool, arguments), context)
 
     if as_json:
         click.echo(json.dumps({
@@ -146,6 +146,14 @@ def check(tool_name: str, args_json: str, principal_id: str, policy_path: str | 
             click.echo(f"  {o.rule_id}: {said}")
 
 
+def _evaluate(policy: Policy, call: BoundCall, context: PolicyContext) -> Evaluation:
+    """Every rule's opinion, the external decision points ([[pdp]]) asked first."""
+    import anyio
+
+    consulted = anyio.run(policy.consult, call, context)
+    return policy.evaluate(call, consulted)
+
+
 @command.command("validate")
 @click.argument("path", required=False, type=click.Path(dir_okay=False))
 @click.option("--toolbox", "toolbox_spec", metavar="MODULE:ATTR",
@@ -171,6 +179,7 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
             check_declarations(policy.declarations, _toolbox(toolbox_spec))
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
+        _validate_cedar(policy, _toolbox(toolbox_spec))
     defaults = {e.value: v.value for e, v in policy.defaults.items()}
     rules = [as_rule(rule) for rule in policy.rules]
     summary: dict[str, Any] = {
@@ -213,6 +222,64 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
                    "it: @tools.tool(provenance=\"trusted\")")
     elif untrusted is not None:
         click.echo("every tool declares trusted results")
+
+
+def _validate_cedar(policy: Policy, toolbox: Toolbox) -> None:
+    """``policy validate --toolbox``: the ``[[cedar]]`` policies against the schema of these
+    tools (``policy cedar-schema``); every error at its file and line."""
+    rules = [rule for rule in policy.rules if type(rule).__name__ == "CedarRule"]
+    if not rules:
+        return
+    from ..policy._cedar import CedarRule, cedar_schema, validate_cedar
+
+    schema = cedar_schema(toolbox)
+    problems = [f"{rule.policies.source}:{line or '?'}: {message}"
+                for rule in rules if isinstance(rule, CedarRule)
+                for line, message in validate_cedar(rule.policies, schema)]
+    if problems:
+        raise click.ClickException("the Cedar policies do not validate against the tools' "
+                                   "schema (anfitrion policy cedar-schema):\n  "
+                                   + "\n  ".join(problems))
+
+
+@command.command("cedar-schema")
+@click.option("--toolbox", "toolbox_spec", metavar="MODULE:ATTR", required=True,
+              help="The tools (a Toolbox, or a function returning one).")
+def cedar_schema_command(toolbox_spec: str) -> None:
+    """Print the Cedar schema of the requests anfitrion makes for these tools.
+
+    Entity types Principal (roles, scopes), Server and Toolkit; one action per tool whose
+    context carries its arguments' types. Save it and name it in the policy file
+    ([[cedar]] schema = "tools.cedarschema") to validate the policies when they load.
+    """
+    from ..policy._cedar import cedar_schema
+
+    click.echo(cedar_schema(_toolbox(toolbox_spec)), nl=False)
+
+
+@command.command("export")
+@click.option("--cedar", "as_cedar", is_flag=True, required=True,
+              help="Write the rules as Cedar policies (the only format for now).")
+@click.option("--policy", "policy_path", type=click.Path(dir_okay=False),
+              help=f"The policy file (default: ./{DEFAULT_POLICY_FILE}).")
+@click.option("--toolbox", "toolbox_spec", metavar="MODULE:ATTR",
+              help="The tools, to expand tool-name globs into Cedar actions.")
+def export_command(as_cedar: bool, policy_path: str | None, toolbox_spec: str | None) -> None:
+    """Print the policy file's rules that Cedar can express, as Cedar (a translation aid).
+
+    Rules Cedar cannot express (taint containment, rate limits, budgets, the repeat guard,
+    credentials in arguments, quorums, most argument constraints) are listed at the top as
+    comments, with the reason: they stay anfitrion rules.
+    """
+    from ..policy._cedar_export import export_cedar
+
+    if policy_path is None and not os.path.exists(DEFAULT_POLICY_FILE):
+        raise click.ClickException(f"no ./{DEFAULT_POLICY_FILE} in this folder: name the "
+                                   "policy file (--policy PATH)")
+    policy = _load(policy_path or DEFAULT_POLICY_FILE)
+    names = None if toolbox_spec is None else [t.name for t in _toolbox(toolbox_spec)]
+    text, _ = export_cedar(policy, names)
+    click.echo(text, nl=False)
 
 
 def _confined_allows(policy: Any) -> list[str]:

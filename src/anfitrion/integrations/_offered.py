@@ -175,8 +175,9 @@ async def would_ask(session: GatedSession, tool: Tool | None, call_id: str,
         rate_counts[key.id] = await runtime.store.count_calls(
             state.principal.id, key.tool, (now - timedelta(seconds=key.seconds)).timestamp())
     flags = state.flag(dict(arguments))
-    decision = runtime.policy.decide(BoundCall(call_id, tool, dict(arguments)),
-                                     state.policy_context(now, rate_counts, flags))
+    bound = BoundCall(call_id, tool, dict(arguments))
+    context = await runtime.policy.consult(bound, state.policy_context(now, rate_counts, flags))
+    decision = runtime.policy.decide(bound, context)
     return decision.verdict is Verdict.ASK
 
 

@@ -432,6 +432,60 @@ def _rules_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
         parsed.rules.append(_rule(r, spec, f"rules[{i}]", parsed.base_dir))
 
 
+def _read_beside(r: _Reader, name: str, key: str, base_dir: str | None) -> tuple[str, str]:
+    """A file a policy file names (relative to it): its path and its UTF-8 text."""
+    if base_dir is not None and not os.path.isabs(name):
+        name = os.path.join(base_dir, name)
+    try:
+        with open(name, encoding="utf-8") as f:
+            return name, f.read()
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        r.fail(f"cannot read {name!r}: {getattr(exc, 'strerror', None) or exc}", key)
+
+
+def _cedar_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    """``[[cedar]]``: Cedar policies (``policies``, and their ``schema``) as a rule
+    (:mod:`anfitrion.policy._cedar`); a file that does not parse or validate refuses to load."""
+    from ._cedar import CedarRule, load_cedar  # the engine is the cedar extra: loaded on use
+
+    for i, spec in enumerate(_array(r, value, "cedar"), 1):
+        key = f"cedar[{i}]"
+        table = r.table(spec, key, {"id", "policies", "schema"})
+        name = r.typed(table, "policies", key, str, "a Cedar file path")
+        if name is None:
+            r.fail("names no Cedar file ('policies = \"tools.cedar\"')", key)
+        path, text = _read_beside(r, name, f"{key}.policies", parsed.base_dir)
+        schema_path = schema_text = None
+        if (schema := r.typed(table, "schema", key, str, "a Cedar schema file path")):
+            schema_path, schema_text = _read_beside(r, schema, f"{key}.schema", parsed.base_dir)
+        policies = load_cedar(text, path, schema_text=schema_text, schema_source=schema_path)
+        rule_id = r.typed(table, "id", key, str, "text") or key
+        parsed.rules.append(CedarRule(policies, rule_id=rule_id))
+
+
+def _pdp_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
+    """``[[pdp]]``: an external decision point (AuthZEN or OPA) as a rule
+    (:mod:`anfitrion.policy._pdp`)."""
+    from ._pdp import DecisionPointRule
+
+    for i, spec in enumerate(_array(r, value, "pdp"), 1):
+        key = f"pdp[{i}]"
+        table = r.table(spec, key, {"id", "url", "kind", "timeout", "on_error", "tool",
+                                    "tools", "token_env"})
+        url = r.typed(table, "url", key, str, "an https:// URL")
+        if url is None:
+            r.fail("a decision point needs 'url'", key)
+        options: dict[str, Any] = {"rule_id": r.typed(table, "id", key, str, "text") or key}
+        for name in ("kind", "on_error", "token_env"):
+            if name in table:
+                options[name] = r.typed(table, name, key, str, "a string")
+        if "timeout" in table:
+            options["timeout"] = float(r.typed(table, "timeout", key, (int, float), "seconds"))
+        if (tools := r.tools(table, key)) is not None:
+            options["tools"] = tools
+        parsed.rules.append(r.built(key, functools.partial(DecisionPointRule, url, **options)))
+
+
 def _rate_limits_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
     for i, spec in enumerate(_array(r, value, "rate_limits"), 1):
         parsed.rules.append(_rate_limit(r, spec, f"rate_limits[{i}]"))
@@ -545,6 +599,8 @@ SECTIONS: dict[str, Section] = {
     "defaults": _defaults_section,
     "principals": _principals_section,
     "rules": _rules_section,
+    "cedar": _cedar_section,
+    "pdp": _pdp_section,
     "rate_limits": _rate_limits_section,
     "repeat_guard": _repeat_guard_section,
     "budgets": _budgets_section,
@@ -557,9 +613,9 @@ SECTIONS: dict[str, Section] = {
     "media": _media_section,
 }
 """The tables of a policy file and their parsers, run in this order (the rules a file builds
-come in it too: ``[[rules]]``, ``[[rate_limits]]``, ``[repeat_guard]``, taint, secrets). Every
-parser runs, with ``None`` for a table the file does not have (taint and secrets are on by
-default). A new table is one entry here."""
+come in it too: ``[[rules]]``, ``[[cedar]]``, ``[[pdp]]``, ``[[rate_limits]]``,
+``[repeat_guard]``, taint, secrets). Every parser runs, with ``None`` for a table the file
+does not have (taint and secrets are on by default). A new table is one entry here."""
 
 
 def _toml(text: str, path: str | None) -> dict[str, Any]:

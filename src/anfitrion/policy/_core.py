@@ -27,7 +27,9 @@ The policy does no I/O; the counters it needs (rate counts, session counters) co
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import logging
 import os
 import re
@@ -258,6 +260,9 @@ class Policy:
         # each rule under its declared contract, with its role, read once
         self._chain: tuple[tuple[PolicyRule, RuleRole], ...] = tuple(
             (contract, contract.role) for contract in map(as_rule, self.rules))
+        # rules that ask someone outside before they decide (a decision point)
+        self._consulting: tuple[_Consulting, ...] = tuple(
+            r for r, _ in self._chain if isinstance(r, _Consulting))
         self._rate_keys: dict[str, tuple[RateKey, ...]] = {}
         self._sha256: str | None = None
         self._declared: dict[int, tuple[Tool, Tool]] = {}
@@ -375,6 +380,34 @@ class Policy:
             self._rate_keys[tool_name] = found
         return found
 
+    async def consult(self, call: BoundCall, context: PolicyContext) -> PolicyContext:
+        """*context* with what the rules that consult an external decision point were told
+        about *call* (:attr:`PolicyContext.external`, by rule id): the I/O before
+        :meth:`decide`, done by the gate as it fetches rate counts. *context* itself when
+        no rule consults anyone. A consultation never raises (a failure is its answer)."""
+        if not self._consulting:
+            return context
+        answers = dict(context.external)
+        for rule in self._consulting:
+            try:
+                found = await rule.consult(call, context)
+            except Exception:  # operator code: no answer, so the rule fails closed at decide
+                log.exception("policy rule %s could not consult about %s", rule.rule_id,
+                              call.tool.name)
+                answers.pop(rule.rule_id, None)
+                continue
+            if found is not None:
+                answers[rule.rule_id] = found
+        return dataclasses.replace(context, external=answers)
+
+    @staticmethod
+    def consulted(context: PolicyContext) -> str | None:
+        """What the decision points answered and how long they took, for the audit record
+        of the decision (``None``: none was consulted)."""
+        found = [value.summary(rule_id) for rule_id, value in sorted(context.external.items())
+                 if isinstance(value, _Summarised)]
+        return json.dumps(found, ensure_ascii=False)[:4000] if found else None
+
     def may_allow(self, tool: Tool, principal: Principal) -> bool:
         """Whether some call of *tool* by *principal* could be allowed or asked about.
 
@@ -482,6 +515,21 @@ class Policy:
 
     def _default(self, effect: Effect) -> Decision:
         return _default_decision(effect, self.defaults.get(effect, Verdict.DENY))
+
+
+@runtime_checkable
+class _Consulting(Protocol):
+    """A rule that asks an external decision point before deciding (its answer lands in
+    :attr:`PolicyContext.external` under the rule's id)."""
+
+    rule_id: str
+
+    async def consult(self, call: BoundCall, context: PolicyContext) -> Any: ...
+
+
+@runtime_checkable
+class _Summarised(Protocol):
+    def summary(self, rule_id: str) -> Mapping[str, Any]: ...
 
 
 @runtime_checkable

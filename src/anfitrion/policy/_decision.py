@@ -83,6 +83,9 @@ class PolicyContext:
         provenance: where the session's values came from (the session's
             :class:`anfitrion._provenance.TaintIndex`): ``unproven(value)``,
             ``unproven_entities(text)``, ``planned_tools``; ``None`` outside a session.
+        external: what external decision points answered about this call, by rule id
+            (filled by :meth:`Policy.consult <anfitrion.policy.Policy.consult>` before
+            the policy decides; the policy itself does no I/O).
     """
 
     principal: Principal
@@ -95,6 +98,7 @@ class PolicyContext:
     flagged_arguments: Mapping[str, str] = field(default_factory=dict)
     rate_counts: Mapping[str, int] = field(default_factory=dict)
     provenance: ArgumentProvenance | None = None
+    external: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def tainted(self) -> bool:

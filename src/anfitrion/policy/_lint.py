@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._constraints import NoneOf, OneOf
+from ._cedar import CedarRule, cedar_lint
 from ._decision import Verdict
 from ._quorum import RequireQuorum
 from ._rules import ArgumentRule
@@ -442,7 +443,8 @@ def lint_rules(policy: Policy) -> list[tuple[str, str]]:
 
     - a ``verdict = "deny"`` rule with ``arguments``: a call that breaks a constraint is denied,
       and one that keeps them gets the verdict, deny, so the rule denies every call;
-    - an argument whose ``one_of`` values are all refused by its ``none_of``: no value passes.
+    - an argument whose ``one_of`` values are all refused by its ``none_of``: no value passes;
+    - Cedar policies that can never apply (:func:`anfitrion.policy._cedar.cedar_lint`).
 
     Example:
         >>> from anfitrion.policy import ArgumentRule, OneOf, Policy
@@ -452,6 +454,10 @@ def lint_rules(policy: Policy) -> list[tuple[str, str]]:
     """
     found: list[tuple[str, str]] = []
     for rule in policy.rules:
+        if isinstance(rule, CedarRule):
+            found += [(rule.rule_id, f"Cedar policy {label}: {why}")
+                      for label, why in cedar_lint(rule.policies)]
+            continue
         inner = rule.rule if isinstance(rule, RequireQuorum) else rule
         if not isinstance(inner, ArgumentRule):
             continue
