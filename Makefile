@@ -81,10 +81,17 @@ test-fast: install-test
 	$(PY) -m pytest -q -x -m "$(FAST_MARKERS)" --ignore=tests/conformance \
 	  --ignore=tests/agentdojo --ignore=tests/localmodel --ignore=tests/parity
 
+# The suite runs in TEST_JOBS processes (pytest-xdist, a test file per process at a time): most
+# tests wait on real servers, gateways, browsers and PostgreSQL, so two processes on two cores
+# nearly halve the run. inline-snapshot turns its snapshots into no-ops under xdist, so the files
+# that use it run first, in one process, where a snapshot can still fail.
+TEST_JOBS ?= 2
+SNAPSHOT_TESTS := $(shell grep -rl --include='*.py' '^from inline_snapshot' tests)
 test: install-test
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -q -p no:xdist $(SNAPSHOT_TESTS)
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile --durations=25 $(addprefix --ignore=,$(SNAPSHOT_TESTS))
 
 # The core suite on a bare install (#29): the package without any extra, and the test tools only
 # (pytest, pytest-timeout, hypothesis, inline-snapshot), in a venv of its own. The engine's tests

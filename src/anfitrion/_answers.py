@@ -29,17 +29,20 @@ decide is audited once (``approval.answered``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from . import _entitlements as entitlements
 from ._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from ._canonical import canonical_json
 from ._events import EventType, HostEvent
 from ._identity import identity_key, identity_problem, same_identity
 from ._json import parse_json_strict
+from ._redaction import redact
 from .exceptions import JsonError
 from .store import Store, StoredApproval, VoteState
 
@@ -90,6 +93,7 @@ class Refusal(StrEnum):
                     "credential, not a shared one")
     SELF_APPROVAL = ("the call was proposed for you: under the two-person rule other people "
                      "approve it")
+    NOT_ENTITLED = "you are not entitled to answer this call (reviewer entitlements)"
 
 
 def state_of(request: ApprovalRequest, answer: ApprovalAnswer | None,
@@ -158,7 +162,7 @@ def votes_json(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> dic
 
 async def _vote(store: Store, request: ApprovalRequest, digest: str, *, approved: bool,
                 reviewer: Reviewer | None, note: str, via: str,
-                on_answer: OnAnswer | None) -> Outcome:
+                on_answer: OnAnswer | None, grounds: str = "") -> Outcome:
     quorum = request.quorum
     assert quorum is not None
     if reviewer is None:
@@ -185,7 +189,8 @@ async def _vote(store: Store, request: ApprovalRequest, digest: str, *, approved
                                                 vote.note, vote.at), via,
                  kind=EventType.APPROVAL_VOTED,
                  detail=f"{reviewer.name} {word} via {via}; "
-                        f"{len(counted.votes)} vote(s), {needed} more approval(s) needed")
+                        f"{len(counted.votes)} vote(s), {needed} more approval(s) needed"
+                        + (f"; {grounds}" if grounds else ""))
     if counted.answer is not None:
         await _audit(store, request, counted.answer, via)
         if on_answer is not None:
@@ -224,20 +229,29 @@ async def answer(store: Store, request_id: str, seen_digest: str | None, *, appr
         return Outcome(None, Refusal.STALE, request=request)
     if request.expired(now):
         return Outcome(None, Refusal.EXPIRED, request=request)
+    entitled, grounds = await entitlements.check(
+        store, request, reviewer.name if reviewer is not None else approver)
+    if not entitled:
+        await store.append_audit("approval.refused", request.session_id, time.time(), {
+            "call_id": redact(request.call_id, 80), "tool": redact(request.tool_name, 80),
+            "approval_request": request.id,
+            "approver": redact(approver, 80), "via": via, "detail": redact(grounds)})
+        return Outcome(None, Refusal.NOT_ENTITLED, grounds, request)
     if request.quorum is not None:
         if edited_arguments is not None:
             return Outcome(None, Refusal.INVALID, "a request that needs several approvers "
                            "cannot be edited: deny it, and the model may propose again",
                            request)
         return await _vote(store, request, digest, approved=approved, reviewer=reviewer,
-                           note=note, via=via, on_answer=on_answer)
+                           note=note, via=via, on_answer=on_answer, grounds=grounds)
     decision = ApprovalAnswer(request.id, digest, approved, approver,
                               note[:MAX_NOTE_CHARS], datetime.now(UTC),
                               None if edited_arguments is None else dict(edited_arguments))
     if not await store.answer_approval(decision):
         # a concurrent answer won the compare-and-set
         return Outcome(None, Refusal.ANSWERED, request=request)
-    await _audit(store, request, decision, via)
+    await _audit(store, request, decision, via,
+                 detail=f"answered via {via}; {grounds}" if grounds else None)
     if on_answer is not None:
         await on_answer(request, decision)
     return Outcome(decision, request=request)

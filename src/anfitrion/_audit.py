@@ -19,11 +19,11 @@ import logging
 import threading
 from collections.abc import Awaitable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._canonical import canonical_json, digest
+from ._chain import CHECKPOINT, PRUNED, chain_hash
 from ._chain import GENESIS as GENESIS
-from ._chain import chain_hash
 from ._events import EventType, HostEvent
 from ._logging import install as _install_log_redaction
 from ._media import record as record_media
@@ -170,7 +170,7 @@ def verify_chain(records: Iterable[AuditRecord], *,
     def broken(at: int, kind: str, problem: str, read: int) -> ChainReport:
         return ChainReport(False, read, at, problem, kind, recs[read - 1].hash if read else GENESIS)
 
-    prev, expected = GENESIS, 1
+    prev, expected = _base(recs)
     for i, record in enumerate(recs):
         if record.seq > expected:
             gap = f"{expected}" if record.seq == expected + 1 else f"{expected}–{record.seq - 1}"
@@ -211,6 +211,21 @@ def verify_chain(records: Iterable[AuditRecord], *,
     return ChainReport(True, len(recs), head=prev)
 
 
+def _base(recs: list[AuditRecord]) -> tuple[str, int]:
+    """Where the kept chain starts: record 1 after the genesis hash, or — after a prune — the
+    checkpoint a later ``audit.pruned`` record names as the first record kept, after the hash
+    that record names (its signature is checked by :func:`anfitrion._audit_trail.verify_trail`).
+    """
+    if recs and recs[0].seq > 1 and recs[0].type == CHECKPOINT:
+        first = recs[0]
+        for record in recs:
+            data = record.data
+            if record.type == PRUNED and data.get("first_kept") == first.seq and \
+                    data.get("base_hash") == first.prev_hash:
+                return first.prev_hash, first.seq
+    return GENESIS, 1
+
+
 def record_to_dict(record: AuditRecord) -> dict[str, Any]:
     """One audit record as plain JSON data (already redacted when it was recorded)."""
     return {"seq": record.seq, "type": record.type, "session_id": record.session_id,
@@ -245,6 +260,16 @@ FLUSH_ON = frozenset({EventType.MODEL_REQUESTED, EventType.EXECUTION_CLAIMED,
 MAX_BUFFERED = 64
 
 
+class Checkpoints(Protocol):
+    """What the recorder needs of :class:`anfitrion._audit_trail.Checkpointer`."""
+
+    def written(self, count: int) -> None: ...
+
+    def due(self) -> bool: ...
+
+    async def maybe(self) -> None: ...
+
+
 class AuditRecorder:
     """A host listener recording one redacted, hash-chained record per event.
 
@@ -255,8 +280,11 @@ class AuditRecorder:
     """
 
     def __init__(self, store: AuditStore, *, sensitive_by_tool: Mapping[str, Iterable[str]]
-                 | None = None, skip: Iterable[EventType] = ()) -> None:
+                 | None = None, skip: Iterable[EventType] = (),
+                 checkpoints: Checkpoints | None = None) -> None:
         self._store = store
+        self.checkpoints = checkpoints
+        """Signs the chain's head every so many records (:mod:`anfitrion._audit_trail`)."""
         self._sensitive: dict[str, frozenset[str]] = {
             name: frozenset(names) for name, names in (sensitive_by_tool or {}).items()}
         self._skip = frozenset(skip)
@@ -330,6 +358,16 @@ class AuditRecorder:
         batch = self.take()
         if batch:
             await self._store.append_audit_many(batch)
+            await self.written(len(batch))
+
+    async def written(self, count: int) -> None:
+        """*count* records were stored (by :meth:`flush`, or by a caller that took them):
+        write a signed checkpoint if one is due."""
+        checkpoints = self.checkpoints
+        if checkpoints is not None:
+            checkpoints.written(count)
+            if checkpoints.due():
+                await checkpoints.maybe()
 
     def take(self) -> list[tuple[str, str, float, dict[str, Any]]]:
         """The buffered records, leaving the buffer empty: the caller writes them (in the

@@ -15,10 +15,14 @@ from typing import Any
 
 from ._canonical import float_free_bytes
 
-__all__ = ["GENESIS", "chain_hash", "chain_texts"]
+__all__ = ["CHECKPOINT", "GENESIS", "PRUNED", "chain_hash", "chain_texts"]
 
 GENESIS = "0" * 64
 """The previous hash of the first record."""
+CHECKPOINT = "audit.checkpoint"
+"""The type of a signed checkpoint record (:mod:`anfitrion._audit_trail`)."""
+PRUNED = "audit.pruned"
+"""The type of the signed record a prune writes: after it, the chain starts at a checkpoint."""
 _sha256 = hashlib.sha256
 
 

@@ -219,20 +219,31 @@ class Host:
     # -- public entry points -----------------------------------------------------------------
 
     async def run(self, prompt: str, *, principal: Principal | str = "user",
-                  session_id: str | None = None, stop: StopSignal | None = None) -> RunResult:
+                  session_id: str | None = None, stop: StopSignal | None = None,
+                  plan: Iterable[str] | None = None) -> RunResult:
         """Run the loop for *prompt* until text, a limit, a stop or a pending approval.
 
         With *session_id* of a stored, finished session, the conversation continues.
+
+        *plan*: tool-name globs the application fixes for this session before the model
+        answers: under the taint rule's ``plan = "before-taint"`` the plan (the tools the
+        model proposes before any untrusted content) holds only tools matching them, and
+        a later ``plan`` narrows it further, never widens it (stored with the session).
 
         Raises:
             UserError: the session exists for another principal, or waits for an approval.
             ConflictError: the session is running in another process.
         """
+        if isinstance(plan, str):
+            raise UserError("plan: give a list of tool-name globs, not one string")
+        globs = None if plan is None else tuple(str(g) for g in plan)
         try:
             gated = await self.runtime.open(principal, session_id)
         except ConflictError as exc:
             raise UserError(f"session {session_id!r} is running in another process (or its "
                             f"process died: resume it with force=True): {exc}") from exc
+        if globs is not None:
+            gated.session.narrow_plan(globs)
         gated.add_user_text(prompt)
         await gated.emit(EventType.RUN_STARTED, detail=f"prompt of {len(prompt)} characters")
         return await self._loop(gated, stop or StopSignal(), resume_calls=False)

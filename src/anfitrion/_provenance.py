@@ -260,7 +260,7 @@ class TaintIndex:
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         self._planned: list[str] = []  # tools proposed before the first untrusted result
-        self._plan_narrowed = False  # once narrowed, the plan only shrinks
+        self._plan_limits: list[tuple[str, ...]] = []  # each narrowing's globs: all hold
         self._unindexed: list[ToolResult] = []  # trusted results no question has needed yet
 
     # -- feeding ---------------------------------------------------------------------------
@@ -339,27 +339,43 @@ class TaintIndex:
     def add_reply(self, reply: Reply) -> None:
         """A model reply: the tools it proposes before any untrusted result are the plan the
         model made from the principal's words alone (:attr:`planned_tools`)."""
-        if self._untrusted_count or self._plan_narrowed:
+        if self._untrusted_count:
             return
         for call in reply.tool_calls:
-            if call.name not in self._planned:
+            if call.name not in self._planned and self._within_limits(call.name):
                 self._planned.append(call.name)
+
+    def _within_limits(self, tool: str) -> bool:
+        return all(any(fnmatch.fnmatchcase(tool, g) for g in globs)
+                   for globs in self._plan_limits)
 
     def narrow_plan(self, globs: Iterable[str]) -> tuple[str, ...]:
         """Keep of the plan only the tools matching *globs*, and return it: a plan may narrow
         at any time without a person; it never widens — a tool the model proposes after the
-        first untrusted result stays outside it, so its calls ask (monotonic confinement)."""
+        first untrusted result stays outside it, so its calls ask (monotonic confinement).
+
+        Every narrowing holds from then on: a tool the model proposes later, before any
+        untrusted result, joins the plan only when it matches the globs of every narrowing
+        (so an application may fix the plan's bounds before the first reply)."""
         patterns = tuple(globs)
-        self._planned = [t for t in self._planned
-                         if any(fnmatch.fnmatchcase(t, g) for g in patterns)]
-        self._plan_narrowed = True
+        self._plan_limits.append(patterns)
+        self._planned = [t for t in self._planned if self._within_limits(t)]
         return tuple(self._planned)
+
+    @property
+    def plan_limits(self) -> tuple[tuple[str, ...], ...]:
+        """The globs of each narrowing, in order (stored with the session)."""
+        return tuple(self._plan_limits)
 
     @classmethod
     def from_messages(cls, messages: Iterable[Message],
-                      pending: Iterable[ToolResult] = (), *, turn: int = 0) -> TaintIndex:
-        """Rebuild the index of a stored session (turns counted as the host counts them)."""
+                      pending: Iterable[ToolResult] = (), *, turn: int = 0,
+                      plan_limits: Iterable[Iterable[str]] = ()) -> TaintIndex:
+        """Rebuild the index of a stored session (turns counted as the host counts them;
+        *plan_limits*: its narrowings, which hold over the whole transcript)."""
         index = cls()
+        for globs in plan_limits:
+            index.narrow_plan(globs)
         current = 0
         for message in messages:
             if isinstance(message, Reply):

@@ -60,7 +60,10 @@ _SECRET_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 _SECRET_ARGUMENT = re.compile(r"(?i)^" + _SECRET_NAME + "$")
 _PHONE = re.compile(r"(?<![\w.+-])\+?\(?\d[\d ().-]{6,}\d(?![\w-]|\.\d)")
-_NOT_PHONE = re.compile(r"\d{4}-\d{2}-\d{2}|\d+\.\d+$")
+# A date, a decimal, or a dotted IPv4 address (four parts of at most 255: an audited egress
+# refusal keeps its destination; no phone number is written so with 9 to 12 digits)
+_NOT_PHONE = re.compile(r"\d{4}-\d{2}-\d{2}|\d+\.\d+$|(?:(?:25[0-5]|2[0-4]\d|1?\d?\d)\.){3}"
+                        r"(?:25[0-5]|2[0-4]\d|1?\d?\d)$")
 _DIGIT_RUN = re.compile(r"\d+(?:[ -]\d+)*")
 _DIGIT_GROUP = re.compile(r"\d+")
 _IBAN = re.compile(r"(?i)(?<![a-z0-9])[a-z]{2}\d{2}(?: ?[a-z0-9]{4}){2,7}(?: ?[a-z0-9]{1,4})?"

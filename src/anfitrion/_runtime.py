@@ -50,6 +50,7 @@ import anyio.from_thread
 
 from ._approvals import ApprovalRequest, Approver, DenyAllApprover
 from ._audit import AuditRecorder
+from ._audit_trail import Checkpointer
 from ._conversation import Provenance, Reply, ToolCall, ToolResult
 from ._events import EventType, HostEvent, Listener, Router, hand_out
 from ._gate import CallOutcome, Emit, Gate, GateLimits, _silent
@@ -177,7 +178,8 @@ class Runtime:
         self.app = app
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         """This runtime's lease owner id."""
-        self._recorder = AuditRecorder(self.store) if audit else None
+        self._recorder = AuditRecorder(
+            self.store, checkpoints=Checkpointer.from_env(self.store)) if audit else None
         # the recorder's own entry point: no coroutine for an event that only joins its buffer
         self._record = self._recorder.record if self._recorder is not None else None
         self._listeners: list[Listener] = [self._record] if self._record is not None else []
@@ -453,6 +455,8 @@ class GatedSession:
             recorder.give_back(batch)  # not written: they go with the next write
             raise
         self.session.saved(state)
+        if batch and recorder.checkpoints is not None:
+            await recorder.written(len(batch))
 
     async def renew(self) -> bool:
         """Extend the lease; False (and :attr:`lease_lost`) if another run took it."""

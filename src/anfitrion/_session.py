@@ -16,7 +16,7 @@ releases, one named step at a time, so they still resume.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -201,6 +201,11 @@ class Session:
             self._call_ids.update(c.id for c in message.tool_calls)
             self._taint.add_reply(message)
 
+    def narrow_plan(self, globs: Iterable[str]) -> tuple[str, ...]:
+        """Narrow the plan of this session to the tools matching *globs* (stored with it:
+        the narrowing holds after a resume); see :meth:`TaintIndex.narrow_plan`."""
+        return self._taint.narrow_plan(globs)
+
     def add_principal_text(self, text: str) -> None:
         """The principal's own words: a user message, and what provenance trusts."""
         self.add(UserMessage((Text(text),)))
@@ -269,6 +274,7 @@ class Session:
             "recent_calls": [list(c) for c in self._recent], "pending": self._pending,
             "settled": dump_messages([UserMessage(tuple(self._settled.values()))])[0]["parts"],
             "retries": [[t, d, c] for (t, d), c in self._retries.items()],
+            "plan_limits": [list(g) for g in self._taint.plan_limits],
         }
         return SessionState(self.id, self.principal.id, self.status, data, self._version,
                             messages=self._dumped[:], saved_messages=self._saved_messages,
@@ -314,8 +320,9 @@ class Session:
         transcript = session._transcript
         session._call_ids = {c.id for m in transcript if isinstance(m, Reply)
                              for c in m.tool_calls}
+        limits = [[str(g) for g in globs] for globs in d.get("plan_limits", [])]
         session._taint = TaintIndex.from_messages(transcript, session._settled.values(),
-                                                  turn=session._turn)
+                                                  turn=session._turn, plan_limits=limits)
         return session
 
 

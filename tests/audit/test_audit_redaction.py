@@ -61,6 +61,19 @@ def test_dates_amounts_and_short_numbers_are_not_taken_for_phones(text: str) -> 
     assert redact(text) == text
 
 
+@given(st.lists(st.integers(0, 255), min_size=4, max_size=4))
+def test_an_ipv4_address_is_kept_so_an_audited_refusal_names_its_destination(parts: list[int]
+                                                                            ) -> None:
+    address = ".".join(map(str, parts))
+    assert redact(f"refused {address}:80 (metadata)") == f"refused {address}:80 (metadata)"
+
+
+@pytest.mark.parametrize("phone", ["415.555.0100", "06.12.34.56.78", "212.555.12.34",
+                                   "+1 415 555 0100", "999.999.999.999"])
+def test_a_phone_number_written_with_dots_is_still_masked(phone: str) -> None:
+    assert redact(f"call {phone} now") == "call [phone] now"
+
+
 def test_control_characters_and_terminal_escapes_are_escaped() -> None:
     masked = redact("ok\r\nFAKE: approved\x1b[2J\u202egnp.exe")
     assert "\r" not in masked

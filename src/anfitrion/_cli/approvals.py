@@ -232,7 +232,8 @@ def _answer(request_id: str, store_url: str | None, approved: bool, note: str,
     request, outcome, hint = run_with_store(store_url, work)
     if not outcome.recorded:
         if outcome.refusal in (answers.Refusal.ALREADY_VOTED, answers.Refusal.UNQUALIFIED,
-                               answers.Refusal.UNIDENTIFIED, answers.Refusal.SELF_APPROVAL):
+                               answers.Refusal.UNIDENTIFIED, answers.Refusal.SELF_APPROVAL,
+                               answers.Refusal.NOT_ENTITLED):
             extra = (" (pass --reviewers FILE and set ANFITRION_REVIEWER_TOKEN)"
                      if outcome.refusal is answers.Refusal.UNIDENTIFIED else "")
             detail = f": {outcome.detail}" if outcome.detail else ""

@@ -24,7 +24,9 @@ from .._canonical import canonical_json
 from ..exceptions import StoreError
 from ..store import AuditRecord, Store
 from ..store._rows import CorruptRowError, skipped_rows
+from . import audit_trail as _trail
 from ._common import run_with_store, shown, store_option
+from .audit_trail import bundle_export, trail_options, trail_verdict
 
 
 @click.group("audit")
@@ -45,17 +47,29 @@ def _records(store_url: str | None, session_id: str | None) -> Sequence[AuditRec
 @click.option("--expect-head", default=None, metavar="HASH",
               help="The head hash noted earlier: detects a rewritten or shortened log.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@trail_options
 def verify(store_url: str | None, path: IO[str] | None, expect_head: str | None,
-           as_json: bool) -> None:
+           as_json: bool, keys: Sequence[str], revoked: Sequence[str],
+           anchors: Sequence[str]) -> None:
     """Re-derive the hash chain; name the first broken link and any corrupt row of the store.
-    Exit status 1 if broken or corrupt."""
+    With --key, check the signed checkpoints; with --anchor, compare with an anchor.
+    Exit status 1 if broken, corrupt, or differing from an anchor."""
     corrupt: list[str] = []
     if path is not None:
-        report = verify_chain(records_from_jsonl(path), expect_head=expect_head)
+        records: Sequence[AuditRecord] = list(records_from_jsonl(path))
+        report = verify_chain(records, expect_head=expect_head)
     else:
-        report, corrupt = run_with_store(store_url, lambda s: _check_store(s, expect_head))
+        report, corrupt, records = run_with_store(store_url,
+                                                  lambda s: _check_store(s, expect_head))
+    trail, differs, lines = trail_verdict(records, keys=keys, revoked=revoked, anchors=anchors,
+                                          chain=report)
+    broken = bool(trail.findings) or bool(differs)
     if as_json:
-        click.echo(json.dumps({**report.to_dict(), "corrupt_rows": corrupt}))
+        click.echo(json.dumps({**report.to_dict(), "corrupt_rows": corrupt,
+                               **{k: v for k, v in trail.to_dict().items() if k not in
+                                  report.to_dict()},
+                               "ok": report.ok and not broken,
+                               "anchors": [f.to_dict() for f in differs]}))
     elif report.ok:
         click.echo(f"audit chain intact: {report.records} records, head {report.head}")
     elif report.broken_at is None:
@@ -68,14 +82,20 @@ def verify(store_url: str | None, path: IO[str] | None, expect_head: str | None,
             click.echo(shown(line))
         click.echo(f"{len(corrupt)} corrupt row(s): the rest of the store is usable; restore "
                    "them from a backup or delete them")
-    if not report.ok or corrupt:
+    if not as_json:
+        for line in lines:
+            click.echo(line)
+    if not report.ok or corrupt or broken:
         sys.exit(1)
 
 
-async def _check_store(store: Store, expect_head: str | None) -> tuple[ChainReport, list[str]]:
-    """The chain's report, and every corrupt session or approval row."""
+async def _check_store(store: Store, expect_head: str | None
+                       ) -> tuple[ChainReport, list[str], Sequence[AuditRecord]]:
+    """The chain's report, every corrupt session or approval row, and the records read."""
+    records: Sequence[AuditRecord] = []
     try:
-        report = verify_chain(await store.audit_records(None), expect_head=expect_head)
+        records = await store.audit_records(None)
+        report = verify_chain(records, expect_head=expect_head)
     except CorruptRowError as exc:
         report = ChainReport(False, 0, problem=str(exc), kind="corrupt")
     sessions = await store.list_sessions()
@@ -87,7 +107,7 @@ async def _check_store(store: Store, expect_head: str | None) -> tuple[ChainRepo
             corrupt.append(str(exc))
     corrupt.extend(str(row) for row in skipped_rows(
         await store.list_approvals(pending_only=False)))
-    return report, corrupt
+    return report, corrupt, records
 
 
 def _line(record: AuditRecord) -> str:
@@ -123,7 +143,24 @@ def show(store_url: str | None, session_id: str | None, as_json: bool) -> None:
 @click.option("--session", "session_id", default=None, help="Only this session's records.")
 @click.option("-o", "--output", type=click.File("w", encoding="utf-8"), default="-",
               help="Write to this file (default: standard output).")
-def export(store_url: str | None, session_id: str | None, output: IO[str]) -> None:
+@click.option("--bundle", default=None, type=click.Path(dir_okay=False), metavar="OUT.tar",
+              help="Write a signed bundle instead (the whole log, its checkpoints, the public "
+                   "key, the policy hashes, a signed manifest): `audit verify-bundle` checks it.")
+@click.option("--key-file", default=None, type=click.Path(dir_okay=False),
+              help="The signing key for --bundle (default $ANFITRION_AUDIT_KEY_FILE).")
+def export(store_url: str | None, session_id: str | None, output: IO[str],
+           bundle: str | None, key_file: str | None) -> None:
     """Export the records as JSONL (every hashed field: `audit verify --file` checks it)."""
+    if bundle is not None:
+        if session_id is not None:
+            raise click.ClickException("a bundle holds the whole log: drop --session")
+        bundle_export(store_url, bundle, key_file)
+        return
     for line in export_jsonl(_records(store_url, session_id)):
         output.write(line)
+
+
+# the signed trail's commands (issue 37) live in their own module
+for _added in (_trail.keygen, _trail.checkpoint, _trail.prune_command,
+               _trail.verify_bundle_command):
+    command.add_command(_added)

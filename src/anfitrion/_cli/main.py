@@ -14,7 +14,7 @@ from .. import __version__
 
 # Modules of this package that provide a ``command``; missing ones are simply absent.
 _COMMAND_MODULES = ("demo", "chat", "policy", "approvals", "resume", "audit", "db", "serve",
-                    "gateway", "mcp", "effects", "tools", "auth")
+                    "gateway", "mcp", "effects", "tools", "auth", "reviewers")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

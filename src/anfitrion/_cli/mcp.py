@@ -5,7 +5,7 @@
     anfitrion mcp approve --config mcp.json git.git_log --digest 3f2a9c1e
     anfitrion mcp approve --config mcp.json 'git.*'   # the server's instructions and every tool
     anfitrion mcp list    --config mcp.json --json
-    anfitrion mcp lock    --config mcp.json           # npx/uvx packages → pkg@installed-version
+    anfitrion mcp lock    --config mcp.json           # npx/uvx/pipx: pkg → pkg@installed
 """
 
 from __future__ import annotations
@@ -437,12 +437,13 @@ def list_(ctx: click.Context, config_path: str | None, store_url: str | None,
 @click.option("--check", is_flag=True,
               help="Write nothing; exit with status 1 when a version is not locked yet.")
 def lock(config_path: str | None, check: bool) -> None:
-    """Write the installed version of each npx/uvx package into the config's arguments
-    (``pkg`` → ``pkg@1.2.3``), so that what runs is what was reviewed.
+    """Write the installed version of each npx/uvx/pipx-run package into the config's
+    arguments (``pkg`` → ``pkg@1.2.3``; for pipx ``pkg==1.2.3``), so that what runs is what
+    was reviewed.
 
     Versions are resolved offline, from what is installed here (node_modules, the npm
-    cache's _npx folders, uv's tool folder and cache); a package not installed here is
-    reported and left as it is.
+    cache's _npx folders, uv's tool folder and cache, pipx's run cache); a package not
+    installed here is reported and left as it is.
     """
     if config_path is None:
         raise click.UsageError("--config FILE is required")
@@ -477,17 +478,17 @@ def _lock_changes(config: McpConfig, raw: dict[str, Any]) -> list[str]:
             continue
         runner = os.path.basename(server.command)
         runs = resolve_program(server.command, server.args, cwd=server.cwd,
-                               env_path=server.env.get("PATH", os.environ.get("PATH")))
+                               env_path=server.env.get("PATH", os.environ.get("PATH")),
+                               environ={**os.environ, **server.env})
         name, version = runs.get("package"), runs.get("version")
         shown = make_visible(f"{server_id}: {name}")
-        if runner == "pipx":
-            lines.append(f"skipped {shown}: pipx is pinned at review; lock it with --spec")
-        elif not version:
+        pinned = f"{name}{'==' if runner == 'pipx' else '@'}{version}"
+        if not version:
             lines.append(f"skipped {shown}: not installed here (run it once, then lock)")
-        elif spec[1] == f"{name}@{version}":
-            lines.append(f"already {shown}@{make_visible(str(version))}")
+        elif spec[1] == pinned:
+            lines.append(f"already {make_visible(f'{server_id}: {pinned}')}")
         else:
-            raw["mcpServers"][server_id]["args"][spec[0]] = f"{name}@{version}"
-            lines.append(f"locked {shown}@{make_visible(str(version))} "
+            raw["mcpServers"][server_id]["args"][spec[0]] = pinned
+            lines.append(f"locked {make_visible(f'{server_id}: {pinned}')} "
                          f"(was {make_visible(spec[1])})")
     return lines

@@ -2,8 +2,13 @@
 into the server's sandbox, that connects only to the ``host:port`` destinations the server's
 profile declares.
 
-- Only ``CONNECT host:port`` (HTTPS and other TLS or TCP protocols through a tunnel); any other
-  request is answered ``405``.
+- ``CONNECT host:port`` (HTTPS and other TLS or TCP protocols through a tunnel), and plain
+  HTTP requests in absolute form (``GET http://host:port/path HTTP/1.1``, ``HTTP_PROXY``): the
+  same allow-list for both. A plain request is checked before anything is sent on
+  (:func:`_parse_http`): the ``Host`` header must name the URI's own host and port, the
+  authority holds no user part, the body has a ``Content-Length`` (``Transfer-Encoding`` is
+  refused: no request smuggling), and the connection ends with the answer (a second request
+  on it goes nowhere).
 - The destination must be declared exactly (name and port, compared in lower case).
 - A declared *name* must resolve to public addresses only (no loopback, private, link-local
   or reserved address: a name cannot be made to point at the gateway's own services); a
@@ -16,11 +21,14 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.abc
@@ -31,6 +39,10 @@ HEAD_LIMIT = 8192
 HEAD_TIMEOUT = 10.0
 CONNECT_TIMEOUT = 10.0
 LOOPBACK_NAMES = ("localhost",)
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization",
+                         "proxy-authenticate", "te", "trailer", "upgrade"})
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")
 
 
 def _split(target: str) -> tuple[str, int] | None:
@@ -95,6 +107,155 @@ async def _refuse(client: anyio.abc.ByteStream, status: str, reason: str) -> Non
                           f"Connection: close\r\n\r\nanfitrion sandbox: {reason}\n".encode())
 
 
+class _Refusal(Exception):
+    """A request the proxy refuses: the HTTP status to answer and the reason."""
+
+    def __init__(self, status: str, reason: str, target: str = "") -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.target = status, reason, target
+
+
+def _allowed_target(host: str, port: int, allowed: frozenset[str]) -> str:
+    """``host:port`` when declared (as a name, an address, or a bracketed IPv6 address)."""
+    target = f"{host}:{port}"
+    if target in allowed or f"[{host}]:{port}" in allowed:
+        return target
+    raise _Refusal("403 Forbidden", f"{target} is not declared", target)
+
+
+@dataclass(frozen=True, slots=True)
+class _HttpRequest:
+    """A plain-HTTP request in absolute form, checked (see :func:`_parse_http`)."""
+
+    method: str
+    host: str
+    port: int
+    head: bytes
+    """The request as sent on: origin-form, ``Host`` set, ``Connection: close``."""
+    length: int
+    """Bytes of body that follow the head (``Content-Length``)."""
+
+
+def _host_header(value: str) -> tuple[str, int]:
+    parsed = urlsplit(f"http://{value}")
+    try:
+        port = parsed.port or 80
+    except ValueError:
+        raise _Refusal("400 Bad Request", "the Host header is not a host[:port]") from None
+    if not parsed.hostname or parsed.username is not None or parsed.path or parsed.query:
+        raise _Refusal("400 Bad Request", "the Host header is not a host[:port]")
+    return parsed.hostname.lower(), port
+
+
+def _absolute_uri(uri: str) -> tuple[str, int, str]:
+    """The host, port and origin-form target of an ``http://`` absolute URI."""
+    if not uri.lower().startswith("http://"):
+        raise _Refusal("400 Bad Request", "a plain-HTTP request names an absolute http:// "
+                                          "URI (HTTPS and other protocols go through CONNECT)")
+    parsed = urlsplit(uri)
+    if "@" in parsed.netloc or "\\" in uri or not uri.isprintable() or not uri.isascii():
+        raise _Refusal("400 Bad Request", "the URI's authority must be host[:port] only")
+    try:
+        port = parsed.port or 80
+    except ValueError:
+        raise _Refusal("400 Bad Request", "the URI's port is not a port") from None
+    if not parsed.hostname:
+        raise _Refusal("400 Bad Request", "the URI names no host")
+    origin = (parsed.path or "/") + (f"?{parsed.query}" if parsed.query else "")
+    return parsed.hostname.lower(), port, origin
+
+
+def _parse_http(head: bytes, allowed: frozenset[str]) -> _HttpRequest:
+    """Check a plain-HTTP proxy request: an allowed method, an absolute ``http://`` URI to a
+    declared ``host:port``, a ``Host`` header naming the same host and port (or none), a
+    body of known length (``Content-Length``; never ``Transfer-Encoding``), header lines that
+    are well formed (no folding, no bare CR or LF)."""
+    lines = head.decode("latin-1").split("\r\n")
+    words = lines[0].split(" ")
+    if len(words) != 3 or words[2] not in ("HTTP/1.1", "HTTP/1.0"):
+        raise _Refusal("400 Bad Request", "the request line is not METHOD URI HTTP/1.x")
+    if words[0] not in _METHODS:
+        raise _Refusal("405 Method Not Allowed", f"{words[0][:20]!r} is not proxied")
+    host, port, origin = _absolute_uri(words[1])
+    target = _allowed_target(host, port, allowed)
+    kept: list[str] = []
+    seen: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not _TOKEN.fullmatch(name) or "\r" in line or "\n" in line or \
+                "\x00" in line:
+            raise _Refusal("400 Bad Request", "a header line is not NAME: VALUE", target)
+        key, value = name.lower(), value.strip(" \t")
+        if key in seen and key in ("host", "content-length"):
+            raise _Refusal("400 Bad Request", f"two {name} headers", target)
+        seen[key] = value
+        if key not in _HOP_BY_HOP:
+            kept.append(f"{name}: {value}")
+    if "transfer-encoding" in seen:
+        raise _Refusal("411 Length Required", "a body of unknown length (Transfer-Encoding) "
+                                              "is not proxied: send Content-Length", target)
+    length = seen.get("content-length", "0")
+    if not length.isdigit() or len(length) > 15:
+        raise _Refusal("400 Bad Request", "Content-Length is not a number", target)
+    if "host" in seen and _host_header(seen["host"]) != (host, port):
+        raise _Refusal("400 Bad Request", f"the Host header ({seen['host'][:80]!r}) names "
+                                          f"another host than the URI ({target})", target)
+    if "host" not in seen:
+        kept.insert(0, f"Host: {f'[{host}]' if ':' in host else host}:{port}")
+    out = "\r\n".join([f"{words[0]} {origin} HTTP/1.1", *kept, "Connection: close", "", ""])
+    return _HttpRequest(words[0], host, port, out.encode("latin-1"), int(length))
+
+
+async def _connect(host: str, port: int) -> anyio.abc.ByteStream:
+    """A connection to the first answering address of a declared destination (checked by
+    :func:`_resolve`: once, here; the connection goes to the address checked, so a name
+    cannot be rebound between the check and the use)."""
+    addresses = await _resolve(host, port)
+    with anyio.fail_after(CONNECT_TIMEOUT):
+        for address in addresses:
+            with suppress(OSError):
+                return await anyio.connect_tcp(address, port)
+    raise OSError("no address answered")
+
+
+async def _copy(source: anyio.abc.ByteStream, target: anyio.abc.ByteStream, length: int) -> None:
+    """Exactly *length* bytes from *source* to *target* (a request's body: what follows is
+    not sent on)."""
+    with suppress(anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError,
+                  OSError):
+        while length > 0:
+            chunk = await source.receive(min(length, 65536))
+            await target.send(chunk)
+            length -= len(chunk)
+
+
+async def _handle_http(client: anyio.abc.ByteStream, head: bytes, rest: bytes,
+                       allowed: frozenset[str], on_refused: Callable[[str], Awaitable[None]]
+                       ) -> None:
+    """One plain-HTTP request, sent on to its declared destination; the connection is closed
+    after the answer (one request per connection: a pipelined second request goes nowhere)."""
+    try:
+        request = _parse_http(head, allowed)
+        upstream = await _connect(request.host, request.port)
+    except _Refusal as exc:
+        await on_refused(f"refused http request{f' to {exc.target}' if exc.target else ''}: "
+                         f"{exc.reason}")
+        await _refuse(client, exc.status, exc.reason)
+        return
+    except (PermissionError, OSError, TimeoutError) as exc:
+        target = f"{request.host}:{request.port}"
+        await on_refused(f"refused http request to {target}: {exc}")
+        await _refuse(client, "403 Forbidden", str(exc)[:200])
+        return
+    async with upstream:
+        body = rest[:request.length]
+        await upstream.send(request.head + body)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_copy, client, upstream, request.length - len(body))
+            await _pipe(upstream, client)
+            tg.cancel_scope.cancel()
+
+
 async def _handle(client: anyio.abc.ByteStream, allowed: frozenset[str],
                   on_refused: Callable[[str], Awaitable[None]]) -> None:
     async with client:
@@ -102,29 +263,23 @@ async def _handle(client: anyio.abc.ByteStream, allowed: frozenset[str],
             head = await _read_head(client)
         except (ValueError, TimeoutError, anyio.EndOfStream, anyio.BrokenResourceError, OSError):
             return
+        head, _, rest = head.partition(b"\r\n\r\n")
         line = head.split(b"\r\n", 1)[0].decode("latin-1")[:400]
         words = line.split(" ")
-        if len(words) != 3 or words[0] != "CONNECT":
-            await on_refused(f"refused {line[:120]!r}: only CONNECT is proxied")
-            await _refuse(client, "405 Method Not Allowed", "only CONNECT host:port")
+        if words[0] != "CONNECT":
+            await _handle_http(client, head, rest, allowed, on_refused)
             return
-        parsed = _split(words[1])
+        parsed = _split(words[1]) if len(words) == 3 else None  # CONNECT host:port HTTP/1.1
         target = f"{parsed[0]}:{parsed[1]}" if parsed else words[1][:120]
-        bracketed = f"[{parsed[0]}]:{parsed[1]}" if parsed else target
-        if parsed is None or (target not in allowed and bracketed not in allowed):
-            await on_refused(f"refused connection to {target}: not declared in the profile")
-            await _refuse(client, "403 Forbidden", f"{target} is not declared")
-            return
         try:
-            addresses = await _resolve(*parsed)
-            upstream: anyio.abc.ByteStream | None = None
-            with anyio.fail_after(CONNECT_TIMEOUT):
-                for address in addresses:
-                    with suppress(OSError):
-                        upstream = await anyio.connect_tcp(address, parsed[1])
-                        break
-            if upstream is None:
-                raise OSError("no address answered")
+            if parsed is None:
+                raise _Refusal("400 Bad Request", "CONNECT names no host:port", target)
+            _allowed_target(*parsed, allowed)
+            upstream = await _connect(*parsed)
+        except _Refusal as exc:
+            await on_refused(f"refused connection to {target}: {exc.reason}")
+            await _refuse(client, exc.status, exc.reason)
+            return
         except (PermissionError, OSError, TimeoutError) as exc:
             await on_refused(f"refused connection to {target}: {exc}")
             await _refuse(client, "403 Forbidden", str(exc)[:200])

@@ -117,7 +117,8 @@ def server_identity(config: ServerConfig) -> dict[str, Any]:
         identity["sandbox"] = profile_identity(config.sandbox)
         identity["runs"] = resolve_program(config.command, config.args, cwd=config.cwd,
                                            env_path=config.env.get("PATH",
-                                                                   os.environ.get("PATH")))
+                                                                   os.environ.get("PATH")),
+                                           environ={**os.environ, **config.env})
     return identity
 
 

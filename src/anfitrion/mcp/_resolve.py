@@ -2,7 +2,8 @@
 
 - ``npx PACKAGE``, ``uvx PACKAGE`` and ``pipx run PACKAGE``: the package's name and the
   version installed where the tool would take it from (``node_modules`` of the working
-  folder, the npm cache's ``_npx`` folders; uv's tool folder and cache; pipx's venvs);
+  folder, the npm cache's ``_npx`` folders; uv's tool folder and cache; pipx's run cache),
+  in the environment the server is started with (the gateway's, and the entry's ``env``);
 - ``python -m MODULE``: the distribution that provides the module in that interpreter's
   environment, and its version;
 - any local executable, and a script given to an interpreter: the SHA-256 of the file.
@@ -95,31 +96,53 @@ def _npm_version(name: str, cwd: str | None, home: str | None) -> str | None:
     return None
 
 
-def _dist_version(name: str, roots: Sequence[Path]) -> str | None:
+def _dist_version(name: str, root: Path) -> str | None:
     wanted = re.sub(r"[-_.]+", "_", name).lower()
-    for root in roots:
-        for info in sorted(root.glob("*.dist-info"), reverse=True):
-            dist, _, version = info.name[:-len(".dist-info")].partition("-")
-            if re.sub(r"[-_.]+", "_", dist).lower() == wanted and version:
-                return version
+    for info in sorted(root.glob("*.dist-info"), reverse=True):
+        dist, _, version = info.name[:-len(".dist-info")].partition("-")
+        if re.sub(r"[-_.]+", "_", dist).lower() == wanted and version:
+            return version
     return None
 
 
-def _python_tool_version(runner: str, name: str, home: str | None,
+def _newest_first(roots: Sequence[Path]) -> list[Path]:
+    def mtime(root: Path) -> float:
+        try:
+            return root.stat().st_mtime
+        except OSError:
+            return 0.0
+    return sorted(roots, key=mtime, reverse=True)
+
+
+def _python_tool_version(runner: str, name: str, requested: str | None, home: str | None,
                          environ: Mapping[str, str]) -> str | None:
+    """The version ``uvx``/``pipx run`` would run, from what is on disk.
+
+    ``uvx`` runs the tool installed by ``uv tool install`` (``UV_TOOL_DIR``) when it satisfies
+    the request, else an environment cached in uv's cache (``archive-v0``). ``pipx run`` never
+    runs what ``pipx install`` made: with its uv backend (uv installed) it runs through uv's
+    cache too, with its pip backend through its own venv cache (``PIPX_HOME/.cache`` or
+    ``~/.cache/pipx``). Cached environments count newest first; a requested version counts
+    only where that exact version is installed."""
     if not home:
         return None
     data = environ.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    uv_cache = Path(environ.get("UV_CACHE_DIR") or os.path.join(cache, "uv"))
+    cached = [*uv_cache.glob("archive-v0/*/lib/python*/site-packages")]
+    installed: list[Path] = []
     if runner == "uvx":
         tools = Path(environ.get("UV_TOOL_DIR") or os.path.join(data, "uv", "tools"))
-        roots = [*tools.glob(f"{name}/lib/python*/site-packages"),
-                 *Path(environ.get("UV_CACHE_DIR") or os.path.join(home, ".cache", "uv"))
-                 .glob("archive-v0/*/lib/python*/site-packages")]
+        installed = [*tools.glob(f"{name}/lib/python*/site-packages")]
     else:
-        venvs = Path(environ.get("PIPX_HOME") or os.path.join(data, "pipx"))
-        roots = [*venvs.glob(f"venvs/{name}/lib/python*/site-packages"),
-                 *Path(home, ".cache", "pipx").glob("*/lib/python*/site-packages")]
-    return _dist_version(name, roots)
+        pipx_home = environ.get("PIPX_HOME")
+        pipx_cache = Path(pipx_home, ".cache") if pipx_home else Path(cache, "pipx")
+        cached += [*pipx_cache.glob("*/lib/python*/site-packages")]
+    for root in [*installed, *_newest_first(cached)]:
+        version = _dist_version(name, root)
+        if version is not None and (requested is None or version == requested):
+            return version
+    return None
 
 
 @functools.lru_cache(maxsize=256)
@@ -164,7 +187,7 @@ def resolve_program(command: str, args: Sequence[str], *, env_path: str | None,
     if spec is not None:
         name, version = _split_spec(runner, spec[1])
         installed = (_npm_version(name, cwd, home) if runner == "npx"
-                     else _python_tool_version(runner, name, home, environ))
+                     else _python_tool_version(runner, name, version, home, environ))
         found.update(package=name, requested=version, version=installed)
         return found
     if INTERPRETERS.fullmatch(runner) or (executable and INTERPRETERS.fullmatch(

@@ -414,7 +414,8 @@ def _bind_system(args: list[str]) -> None:
 
 def bwrap_argv(profile: SandboxProfile, command: Sequence[str], *, bwrap: str = "bwrap",
                program: Iterable[str] = (), hidden: Iterable[str] = (), cwd: str | None = None,
-               proxy_socket: str | None = None, forwarder: Sequence[str] = ()) -> list[str]:
+               proxy_socket: str | None = None, forwarder: Sequence[str] = (),
+               masks: Mapping[str, str] | None = None) -> list[str]:
     """The ``bwrap`` command line that runs *command* inside *profile*.
 
     Args:
@@ -426,7 +427,11 @@ def bwrap_argv(profile: SandboxProfile, command: Sequence[str], *, bwrap: str = 
         proxy_socket: the gateway's egress proxy socket, bound at :data:`PROXY_SOCKET`.
         forwarder: the command that runs inside and forwards the sandbox's own loopback to
             the proxy socket, then runs *command* (only with a proxy).
+        masks: for hidden paths, the empty stand-in bound read-only over each (watched by
+            the gateway); a hidden path without one is masked by ``/dev/null`` (a file) or
+            an empty read-only ``tmpfs`` (a folder).
     """
+    masks = masks or {}
     if not profile.enabled:
         raise ValueError("the profile is off: nothing to build")
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
@@ -449,7 +454,9 @@ def bwrap_argv(profile: SandboxProfile, command: Sequence[str], *, bwrap: str = 
     for item in hidden:  # masked where a bound folder would show it; elsewhere it is absent
         if not any(_under(item, b) for b in bound):
             continue
-        if os.path.isdir(item):
+        if item in masks:  # a watched stand-in (mcp/_sandbox_watch.py)
+            args += ["--ro-bind", masks[item], item]
+        elif os.path.isdir(item):
             args += ["--tmpfs", item, "--remount-ro", item]
         elif os.path.lexists(item):
             args += ["--ro-bind", "/dev/null", item]

@@ -3,15 +3,19 @@
 
 See :mod:`anfitrion.mcp._sandbox` for the profile and :mod:`anfitrion.mcp._egress` for the
 proxy. Refusals and containment the gateway can see are reported to ``audit`` (the toolset
-records them in the audit log): a destination refused by the proxy, the process limit reached,
-processes left behind and ended at close.
+records them in the audit log): a destination refused by the proxy, a protected file opened
+(:mod:`anfitrion.mcp._sandbox_watch`), the process limit reached, processes left behind and
+ended at close.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import os
+import re
 import signal
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -30,9 +34,11 @@ from ._sandbox import (
     python_forwarder,
     sandbox_env,
 )
+from ._sandbox_watch import tripwires
 
 __all__ = ["SandboxedLaunch", "sandboxed"]
 
+log = logging.getLogger("anfitrion.mcp")
 _counter = itertools.count(1)
 LINGER = 2.0
 """Seconds the sandbox's processes have to end after the server, before they are killed."""
@@ -61,13 +67,79 @@ def _own_cgroup(controller: str) -> Path | None:
     return None
 
 
+def _pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+_STALE = re.compile(r"anfitrion-(?:(?P<ns>[0-9]{1,20})-)?(?P<pid>[0-9]{1,10})-[0-9]{1,10}")
+"""Our cgroups: ``anfitrion-<pid namespace>-<gateway pid>-<n>`` (and, from before the
+namespace was in the name, ``anfitrion-<pid>-<n>``)."""
+_cleaned: set[Path] = set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def clean_stale_cgroups(parent: Path) -> list[str]:
+    """Remove the cgroups a gateway killed by a signal left in *parent*; returns their names.
+
+    Only folders named as :func:`make_pids_cgroup` names them, made in this PID namespace
+    (the number in the name is a PID only there), whose gateway process is gone. A process
+    still in one (a server the dead gateway started) is killed first; a folder named the old
+    way (no namespace) is only removed when empty. A PID in use again by another process
+    keeps its folder (left for a later start: never a live gateway's)."""
+    removed: list[str] = []
+    ours = _pid_namespace()
+    try:
+        entries = sorted(parent.iterdir())
+    except OSError:
+        return removed
+    for folder in entries:
+        match = _STALE.fullmatch(folder.name)
+        if match is None or not folder.is_dir() or folder.is_symlink():
+            continue
+        namespace = int(match["ns"]) if match["ns"] else None
+        if (namespace is not None and namespace != ours) or _alive(int(match["pid"])):
+            continue
+        if namespace is not None:
+            for pid in _cgroup_pids(folder):
+                with suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+        for _ in range(50):  # a killed process leaves its cgroup a moment later
+            try:
+                folder.rmdir()
+            except OSError:
+                if not _cgroup_pids(folder):
+                    break
+                time.sleep(0.02)
+                continue
+            removed.append(folder.name)
+            break
+    return removed
+
+
 def make_pids_cgroup(limit: int) -> Path | None:
     """A fresh cgroup allowing at most *limit* processes, or ``None`` where none can be made
-    (then only ``RLIMIT_NPROC`` holds, which does not bind root)."""
+    (then only ``RLIMIT_NPROC`` holds, which does not bind root). The first one made in a
+    folder clears what killed gateways left there (:func:`clean_stale_cgroups`)."""
     parent = _own_cgroup("pids")
     if parent is None:
         return None
-    folder = parent / f"anfitrion-{os.getpid()}-{next(_counter)}"
+    if parent not in _cleaned:
+        _cleaned.add(parent)
+        for name in clean_stale_cgroups(parent):
+            log.warning("removed the cgroup %s left by a gateway that was killed", name)
+    folder = parent / f"anfitrion-{_pid_namespace()}-{os.getpid()}-{next(_counter)}"
     try:
         folder.mkdir()
         (folder / "pids.max").write_text(str(limit))
@@ -151,8 +223,10 @@ async def sandboxed(profile: SandboxProfile, command: list[str], env: Mapping[st
             forwarder = [*python_forwarder(), PROXY_SOCKET, str(PROXY_PORT),
                          *_services(profile.network), "--"]
             program += program_paths(forwarder[0], forwarder[3:4], path=None, home=None)
+        hidden = list(hidden)
+        masks = await stack.enter_async_context(tripwires(hidden, audit))
         argv = bwrap_argv(profile, command, bwrap=bwrap, program=program, hidden=hidden,
-                          cwd=cwd, proxy_socket=socket_path, forwarder=forwarder)
+                          cwd=cwd, proxy_socket=socket_path, forwarder=forwarder, masks=masks)
         cgroup = make_pids_cgroup(profile.limits.processes)
         if cgroup is not None:  # joined before bwrap starts: every process it makes is in it
             argv = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup),

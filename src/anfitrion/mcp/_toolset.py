@@ -370,6 +370,7 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO,
     # env given explicitly: only HOME, LOGNAME, PATH, SHELL, TERM, USER are added to it, never
     # the rest of our environment.
     argv, env = [cfg.command, *cfg.args], {**get_default_environment(), **cfg.env}
+    reported: Callable[[str], Awaitable[None]] | None = None
     async with AsyncExitStack() as sandbox:
         if cfg.sandbox.enabled:
             try:
@@ -379,16 +380,21 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO,
                 await audit(f"refused to start: {exc}")
                 raise McpServerError(cfg.id, f"not started unsandboxed: {exc}") from None
             argv, env = launch.argv, launch.env
+
+            async def reported(line: str) -> None:  # its own words: audited as such
+                await audit(f"the server reported a refusal (its own words, not verified): "
+                            f"{line}")
         process = await anyio.open_process(
             argv, env=env,
             stderr=subprocess.PIPE,  # relayed redacted to errlog (issue 35): mcp/_stderr.py
             cwd=cfg.cwd, start_new_session=True)
-        async with _bounded_stdio(process, conn, errlog) as streams:
+        async with _bounded_stdio(process, conn, errlog, on_refusal=reported) as streams:
             yield streams
 
 
 @asynccontextmanager
-async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: TextIO
+async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: TextIO, *,
+                         on_refusal: Callable[[str], Awaitable[None]] | None = None
                          ) -> AsyncIterator[tuple[Any, Any]]:
     to_session, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, from_session = anyio.create_memory_object_stream[SessionMessage](0)
@@ -459,7 +465,7 @@ async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: 
             tg.start_soon(read)
             tg.start_soon(write)
             assert process.stderr is not None
-            tg.start_soon(relay_stderr, process.stderr, errlog)
+            tg.start_soon(partial(relay_stderr, process.stderr, errlog, on_refusal=on_refusal))
             try:
                 yield read_stream, write_stream
             finally:

@@ -66,6 +66,9 @@ class ArgumentProvenance(Protocol):
     @property
     def planned_tools(self) -> tuple[str, ...]: ...
 
+    @property
+    def plan_limits(self) -> tuple[tuple[str, ...], ...]: ...
+
     def unproven(self, value: str, *,
                  service_ids: Callable[[str], Collection[str]] | None = None,
                  minted: bool = True,

@@ -307,15 +307,21 @@ class TaintRule(BaseRule):
     def _outside_plan(self, call: BoundCall, context: PolicyContext) -> list[str]:
         if self.plan is None or not context.tainted:
             return []
+        provenance = context.provenance
         if self.planned is not None:
             globs = self.planned
             source = "the application's plan"
         else:
-            provenance = context.provenance
             globs = tuple(provenance.planned_tools) if provenance is not None else ()
             source = "the tools proposed before untrusted content was read"
-        if any(fnmatch.fnmatchcase(call.name, g) for g in globs):
-            return []
+        limits = provenance.plan_limits if provenance is not None else ()
+        for narrowed in limits:  # the session's narrowings (Host.run(plan=...)) bound both
+            if not any(fnmatch.fnmatchcase(call.name, g) for g in narrowed):
+                globs, source = narrowed, "the session's narrowed plan"
+                break
+        else:
+            if any(fnmatch.fnmatchcase(call.name, g) for g in globs):
+                return []
         return [f"{PLAN_WARNING}{call.name} is not among {source} "
                 f"({', '.join(globs) or 'none'})"]
 

@@ -15,6 +15,7 @@ from ._base import (
     ApprovalStore,
     AuditRecord,
     AuditStore,
+    AuditTrailStore,
     CallCounterStore,
     Claim,
     ClaimState,
@@ -24,6 +25,7 @@ from ._base import (
     LedgerEntry,
     LedgerState,
     LedgerStore,
+    PrunePlan,
     RecordStore,
     SessionAuditStore,
     SessionState,
@@ -35,9 +37,10 @@ from ._base import (
 )
 from ._memory import MemoryStore
 
-__all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
+__all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "AuditTrailStore", "CallCounterStore",
+           "Claim", "ClaimState",
            "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState",
-           "LedgerStore", "MemoryStore",
+           "LedgerStore", "MemoryStore", "PrunePlan",
            "RecordStore", "SessionAuditStore", "SessionState", "SessionStore", "Store",
            "StoredApproval", "VoteOutcome", "VoteState", "open_store"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -12,9 +12,10 @@ from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from .._conversation import ToolResult
 from .._effects import EffectKey
 
-__all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "CallCounterStore", "Claim", "ClaimState",
+__all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "AuditTrailStore", "CallCounterStore",
+           "Claim", "ClaimState",
            "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState",
-           "LedgerStore", "RecordStore",
+           "LedgerStore", "PrunePlan", "RecordStore",
            "SessionAuditStore", "SessionState", "SessionStore", "Store", "StoredApproval",
            "VoteOutcome", "VoteState"]
 
@@ -417,4 +418,55 @@ class CredentialStore(Protocol):
 
     async def list_credentials(self, principal: str | None = None) -> Sequence[CredentialEntry]:
         """Every entry (of *principal*), by principal, resource, issuer and kind."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PrunePlan:
+    """What :meth:`AuditTrailStore.prune_audit` removed (or would have).
+
+    Attributes:
+        first_kept: the sequence number of the first record kept: a signed checkpoint, whose
+            previous-hash link (*base_hash*) its signature covers.
+        base_hash: the hash of the last record removed (the kept checkpoint links to it).
+        removed: how many records were removed.
+        held_by: ``(seq, session_id, call_id)`` of the first record of a call still unsettled
+            (its ledger entry neither done nor failed), when one stopped the prune short.
+        checkpoint_at: when the kept checkpoint was written (epoch seconds).
+    """
+
+    first_kept: int
+    base_hash: str
+    removed: int
+    held_by: tuple[int, str, str] | None = None
+    checkpoint_at: float = 0.0
+
+
+@runtime_checkable
+class AuditTrailStore(Protocol):
+    """An optional role: signed checkpoints and retention of the audit log (the memory, SQLite
+    and PostgreSQL stores have it; :mod:`anfitrion._audit_trail` uses it)."""
+
+    async def append_audit_at_head(self, type: str, session_id: str, at: float,
+                                   data_for: Callable[[int, str], Mapping[str, Any]]
+                                   ) -> AuditRecord:
+        """Append one record whose data depends on the record it follows: *data_for* gets the
+        chain head (its seq and hash) under the head's lock, so the record links to exactly
+        the head it was given (a checkpoint signs the head it follows)."""
+        ...
+
+    async def prune_audit(self, before: float, at: float,
+                          data_for: Callable[[PrunePlan], Mapping[str, Any]]
+                          ) -> PrunePlan | None:
+        """Remove the records before the last checkpoint written before *before*, in one
+        transaction with the record *data_for* makes of the plan (type ``audit.pruned``,
+        appended at the head at *at*). Records of calls still unsettled are never removed:
+        the cut moves back to the last checkpoint before the first of them. ``None`` when
+        nothing can be removed (and nothing is written)."""
+        ...
+
+    async def prune_sessions(self, before: float) -> Sequence[str]:
+        """Remove the sessions (and their transcripts) that ended (completed, failed, stopped,
+        out of turns or budget) and were last saved before *before*, unless a call of theirs
+        is unsettled; their ids. Suspended and running sessions are never removed."""
         ...

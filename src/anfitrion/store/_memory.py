@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,11 +23,13 @@ from ._base import (
     EffectEntry,
     LedgerEntry,
     LedgerState,
+    PrunePlan,
     SessionState,
     StoredApproval,
     VoteOutcome,
     VoteState,
 )
+from ._retention import CHECKPOINT, FINAL_STATES, PRUNED, choose_cut, ended_before, first_held
 from ._rows import (
     EffectMove,
     claim_transition,
@@ -60,6 +62,7 @@ class MemoryStore:
         self._effects: dict[str, EffectEntry] = {}
         """Key → the reserved effect (its state/result fields unused: read from the ledger)."""
         self._audit: list[AuditRecord] = []
+        self._audit_head: tuple[int, str] = (0, GENESIS)  # kept apart: a prune removes records
         self._calls: list[tuple[str, str, float]] = []
         self._records: dict[str, dict[str, dict[str, Any]]] = {}
         self._credentials: dict[tuple[str, str, str, str], CredentialEntry] = {}
@@ -331,14 +334,53 @@ class MemoryStore:
             self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> AuditRecord:
         """Chain *entries* in order under one lock; the last record."""
         with self._lock:
+            return self._chain(entries)
+
+    def _chain(self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]
+               ) -> AuditRecord:
+        audit = self._audit
+        for type, session_id, at, data in entries:
+            seq, prev = self._audit_head[0] + 1, self._audit_head[1]
+            record = AuditRecord(seq, type, session_id, at, dict(data), prev,
+                                 chain_hash(seq, type, session_id, at, data, prev))
+            audit.append(record)
+            self._audit_head = (seq, record.hash)
+        return record
+
+    async def append_audit_at_head(self, type: str, session_id: str, at: float,
+                                   data_for: Callable[[int, str], Mapping[str, Any]]
+                                   ) -> AuditRecord:
+        with self._lock:
+            return self._chain([(type, session_id, at, data_for(*self._audit_head))])
+
+    async def prune_audit(self, before: float, at: float,
+                          data_for: Callable[[PrunePlan], Mapping[str, Any]]
+                          ) -> PrunePlan | None:
+        with self._lock:
             audit = self._audit
-            for type, session_id, at, data in entries:
-                seq = len(audit) + 1
-                prev = audit[-1].hash if audit else GENESIS
-                record = AuditRecord(seq, type, session_id, at, dict(data), prev,
-                                     chain_hash(seq, type, session_id, at, data, prev))
-                audit.append(record)
-            return record
+            if not audit:
+                return None
+            unsettled = {k for k, e in self._ledger.items() if e.state not in FINAL_STATES}
+            held = first_held(((r.seq, r.session_id, r.data) for r in audit), unsettled)
+            cut = choose_cut([(r.seq, r.at, r.prev_hash) for r in audit if r.type == CHECKPOINT],
+                             before, audit[0].seq, None if held is None else held[0])
+            if cut is None:
+                return None
+            kept = next(i for i, r in enumerate(audit) if r.seq == cut[0])
+            plan = PrunePlan(cut[0], cut[1], kept, held, cut[2])
+            del audit[:kept]
+            self._chain([(PRUNED, "", at, data_for(plan))])
+            return plan
+
+    async def prune_sessions(self, before: float) -> Sequence[str]:
+        with self._lock:
+            unsettled = {s for (s, _), e in self._ledger.items() if e.state not in FINAL_STATES}
+            gone = ended_before(((s.session_id, s.status, s.updated_at)
+                                 for s in self._sessions.values()), before, unsettled)
+            for session_id in gone:
+                del self._sessions[session_id]
+                self._messages.pop(session_id, None)
+            return gone
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         with self._lock:

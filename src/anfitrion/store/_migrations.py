@@ -157,6 +157,13 @@ MIGRATIONS: tuple[Migration, ...] = (
             updated_at DOUBLE PRECISION NOT NULL,
             PRIMARY KEY (principal, resource, issuer, kind))""",
     )),
+    # Signed checkpoints (issue 37) are audit records of type ``audit.checkpoint`` in the chain
+    # itself; a partial index finds them (a prune, an export bundle, the last checkpoint)
+    # without reading the log, and costs an append nothing but the test of its type.
+    Migration("0010_audit_checkpoints", (
+        "CREATE INDEX anfitrion_audit_checkpoints ON anfitrion_audit (seq) "
+        "WHERE type = 'audit.checkpoint'",
+    )),
 )
 
 

@@ -26,7 +26,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -47,6 +47,7 @@ from ._base import (
     EffectEntry,
     LedgerEntry,
     LedgerState,
+    PrunePlan,
     SessionState,
     StoredApproval,
     VoteOutcome,
@@ -88,6 +89,15 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised on a bare install
     raise MissingDependencyError("postgres", exc.name or "psycopg") from exc
 
+from ._retention import (
+    CHECKPOINT,
+    ENDED,
+    FINAL_STATES,
+    PRUNED,
+    choose_cut,
+    ended_before,
+    first_held,
+)
 from ._votes import tally, vote_of
 
 __all__ = ["PostgresStore"]
@@ -604,6 +614,59 @@ class PostgresStore:
                                        in chained[start:start + len(job.rows)]])
             start += len(job.rows)
 
+    async def append_audit_at_head(self, type: str, session_id: str, at: float,
+                                   data_for: Callable[[int, str], Mapping[str, Any]]
+                                   ) -> AuditRecord:
+        self._audit_head = None  # the head moves under this process's cached one
+        async with self._connection(transaction=True) as conn:
+            seq, prev = await _locked_head(conn)
+            text = dump_json(data_for(seq, prev))
+            [row] = await _insert_chained(conn, (seq, prev), [(type, session_id, at, text)])
+        return AuditRecord(row[0], type, session_id, at, load_json(text), row[5], row[6])
+
+    async def prune_audit(self, before: float, at: float,
+                          data_for: Callable[[PrunePlan], Mapping[str, Any]]
+                          ) -> PrunePlan | None:
+        self._audit_head = None
+        async with self._connection(transaction=True) as conn:
+            head = await _locked_head(conn)  # one prune at a time, and no append meanwhile
+            cur = await conn.execute("SELECT min(seq) FROM anfitrion_audit")
+            first = (await cur.fetchone() or (None,))[0]
+            cur = await conn.execute("SELECT seq, at, prev_hash FROM anfitrion_audit "
+                                     "WHERE type = %s AND at < %s", (CHECKPOINT, before))
+            checkpoints = [(int(r[0]), float(r[1]), str(r[2])) for r in await cur.fetchall()]
+            if first is None or not checkpoints:
+                return None
+            cur = await conn.execute("SELECT session_id, call_id FROM anfitrion_ledger "
+                                     "WHERE state <> ALL(%s)", (list(FINAL_STATES),))
+            unsettled = {(r[0], r[1]) for r in await cur.fetchall()}
+            cur = await conn.execute(
+                "SELECT seq, session_id, data FROM anfitrion_audit WHERE seq < %s AND "
+                "session_id = ANY(%s)", (max(c[0] for c in checkpoints),
+                                         sorted({s for s, _ in unsettled})))
+            held = first_held(await cur.fetchall(), unsettled)
+            cut = choose_cut(checkpoints, before, int(first), None if held is None else held[0])
+            if cut is None:
+                return None
+            cur = await conn.execute("DELETE FROM anfitrion_audit WHERE seq < %s", (cut[0],))
+            plan = PrunePlan(cut[0], cut[1], int(cur.rowcount), held, cut[2])
+            await _insert_chained(conn, head, [(PRUNED, "", at, dump_json(data_for(plan)))])
+        return plan
+
+    async def prune_sessions(self, before: float) -> Sequence[str]:
+        async with self._connection(transaction=True) as conn:
+            cur = await conn.execute("SELECT session_id FROM anfitrion_ledger "
+                                     "WHERE state <> ALL(%s)", (list(FINAL_STATES),))
+            unsettled = {r[0] for r in await cur.fetchall()}
+            cur = await conn.execute("SELECT session_id, status, updated_at FROM "
+                                     "anfitrion_sessions WHERE status = ANY(%s) FOR UPDATE",
+                                     (list(ENDED),))
+            gone = ended_before(await cur.fetchall(), before, unsettled)
+            for table in ("anfitrion_session_messages", "anfitrion_sessions"):
+                await conn.execute(f"DELETE FROM {table} WHERE session_id = ANY(%s)",  # type: ignore[arg-type]
+                                   (gone,))
+        return gone
+
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         sql = "SELECT seq, type, session_id, at, data, prev_hash, hash FROM anfitrion_audit"
         if session_id is None:
@@ -743,6 +806,27 @@ async def _chain_on(conn: _Conn, rows: Sequence[tuple[str, str, float, str]],
                 "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", chained)
         await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
                            "WHERE id = 1", (chained[-1][0], chained[-1][6]))
+    return chained
+
+
+async def _locked_head(conn: _Conn) -> tuple[int, str]:
+    """The chain head, locked until the transaction ends."""
+    cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1 FOR UPDATE")
+    found = await cur.fetchone()
+    assert found is not None
+    return int(found[0]), str(found[1])
+
+
+async def _insert_chained(conn: _Conn, head: tuple[int, str],
+                          rows: Sequence[tuple[str, str, float, str]]
+                          ) -> list[tuple[int, str, str, float, str, str, str]]:
+    """Chain *rows* after the locked *head*, insert them and move the head."""
+    chained = _chain(head, rows)
+    async with conn.cursor() as many:
+        await many.executemany("INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
+                               "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", chained)
+    await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s WHERE id = 1",
+                       (chained[-1][0], chained[-1][6]))
     return chained
 
 

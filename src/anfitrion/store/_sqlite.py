@@ -51,12 +51,22 @@ from ._base import (
     EffectEntry,
     LedgerEntry,
     LedgerState,
+    PrunePlan,
     SessionState,
     StoredApproval,
     VoteOutcome,
     VoteState,
 )
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
+from ._retention import (
+    CHECKPOINT,
+    ENDED,
+    FINAL_STATES,
+    PRUNED,
+    choose_cut,
+    ended_before,
+    first_held,
+)
 from ._rows import (
     CREDENTIAL_COLUMNS,
     EFFECT_COLUMNS,
@@ -498,6 +508,60 @@ class SQLiteStore:
             self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> None:
         rows = _audit_rows(entries)
         await self._write(lambda c: _append_audit(c, rows))
+
+    async def append_audit_at_head(self, type: str, session_id: str, at: float,
+                                   data_for: Callable[[int, str], Mapping[str, Any]]
+                                   ) -> AuditRecord:
+        def append(c: Conn) -> AuditRecord:
+            seq, prev = c.execute("SELECT seq, hash FROM anfitrion_audit_head "
+                                  "WHERE id = 1").fetchone()
+            data = data_for(int(seq), str(prev))
+            [(n, before, digest)] = _append_audit(c, _audit_rows([(type, session_id, at, data)]))
+            return AuditRecord(n, type, session_id, at, load_json(dump_json(data)), before,
+                               digest)
+        return await self._write(append)
+
+    async def prune_audit(self, before: float, at: float,
+                          data_for: Callable[[PrunePlan], Mapping[str, Any]]
+                          ) -> PrunePlan | None:
+        def prune(c: Conn) -> PrunePlan | None:
+            first = c.execute("SELECT min(seq) FROM anfitrion_audit").fetchone()[0]
+            if first is None:
+                return None
+            checkpoints = c.execute("SELECT seq, at, prev_hash FROM anfitrion_audit "
+                                    "WHERE type = ? AND at < ?", (CHECKPOINT, before)).fetchall()
+            if not checkpoints:
+                return None
+            unsettled = {(r[0], r[1]) for r in c.execute(
+                "SELECT session_id, call_id FROM anfitrion_ledger WHERE state NOT IN (?, ?)",
+                FINAL_STATES)}
+            last = max(r[0] for r in checkpoints)
+            held = first_held(c.execute(
+                "SELECT a.seq, a.session_id, a.data FROM anfitrion_audit a WHERE a.seq < ? AND "
+                "a.session_id IN (SELECT session_id FROM anfitrion_ledger WHERE state NOT IN "
+                "(?, ?))", (last, *FINAL_STATES)).fetchall(), unsettled)
+            cut = choose_cut(checkpoints, before, int(first), None if held is None else held[0])
+            if cut is None:
+                return None
+            removed = c.execute("DELETE FROM anfitrion_audit WHERE seq < ?", (cut[0],)).rowcount
+            plan = PrunePlan(cut[0], cut[1], int(removed), held, cut[2])
+            _append_audit(c, _audit_rows([(PRUNED, "", at, data_for(plan))]))
+            return plan
+        return await self._write(prune)
+
+    async def prune_sessions(self, before: float) -> Sequence[str]:
+        def prune(c: Conn) -> list[str]:
+            unsettled = {r[0] for r in c.execute(
+                "SELECT session_id FROM anfitrion_ledger WHERE state NOT IN (?, ?)",
+                FINAL_STATES)}
+            gone = ended_before(c.execute(
+                f"SELECT session_id, status, updated_at FROM anfitrion_sessions WHERE status IN "
+                f"({', '.join('?' * len(ENDED))})", ENDED).fetchall(), before, unsettled)
+            for table in ("anfitrion_session_messages", "anfitrion_sessions"):
+                c.executemany(f"DELETE FROM {table} WHERE session_id = ?",
+                              [(g,) for g in gone])
+            return gone
+        return await self._write(prune)
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         sql = "SELECT seq, type, session_id, at, data, prev_hash, hash FROM anfitrion_audit"

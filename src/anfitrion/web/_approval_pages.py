@@ -45,7 +45,7 @@ __all__ = ["ApprovalPages"]
 _REFUSAL_STATUS = {Refusal.NOT_FOUND: 404, Refusal.STALE: 409, Refusal.ANSWERED: 409,
                    Refusal.EXPIRED: 409, Refusal.INVALID: 422, Refusal.ALREADY_VOTED: 409,
                    Refusal.UNQUALIFIED: 403, Refusal.UNIDENTIFIED: 403,
-                   Refusal.SELF_APPROVAL: 403}
+                   Refusal.SELF_APPROVAL: 403, Refusal.NOT_ENTITLED: 403}
 
 Decided = list[tuple[ApprovalRequest, ApprovalAnswer | None]]
 

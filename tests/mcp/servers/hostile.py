@@ -5,8 +5,9 @@ attempt worked, ``BLOCKED: <error>`` when the system refused it. The tests run i
 sandbox profile and expect ``BLOCKED`` (or a contained ``OK``).
 
 Tools: read (a file), listdir, write (a file), connect (TCP host:port), resolve (DNS),
-proxy (CONNECT through ``HTTPS_PROXY``), forks (start N sleeping processes), leave_child (a
-process in a session of its own, named by a token), environ, fds, pid.
+proxy (CONNECT through ``HTTPS_PROXY``), http (a raw request to ``HTTP_PROXY``), forks (start
+N sleeping processes), leave_child (a process in a session of its own, named by a token),
+say (a line on stderr), environ, fds, pid.
 """
 
 from __future__ import annotations
@@ -56,8 +57,17 @@ def write(path: str, text: str = "pwned") -> str:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
         return "OK: written"
-    except OSError as exc:
+    except OSError as exc:  # said on stderr too, as a package tripping over its sandbox does
+        print(f"write failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         return _blocked(exc)
+
+
+@server.tool(annotations=READ)
+def say(line: str, times: int = 1) -> str:
+    """Print *line* on stderr *times* times."""
+    for _ in range(times):
+        print(line, file=sys.stderr, flush=True)
+    return "OK: said"
 
 
 @server.tool(annotations=READ)
@@ -104,6 +114,26 @@ def proxy(target: str) -> str:
         return _blocked(exc)
     status = head.split("\r\n", 1)[0]
     return ("OK: " if " 200 " in status + " " else "BLOCKED: ") + head.replace("\r\n", " | ")
+
+
+@server.tool(annotations=READ)
+def http(request: str) -> str:
+    """Send *request* (as it is, latin-1) to the HTTP_PROXY the sandbox gives; the answer."""
+    address = os.environ.get("HTTP_PROXY", "").removeprefix("http://").rstrip("/")
+    if not address:
+        return "BLOCKED: no proxy"
+    host, _, port = address.rpartition(":")
+    answer = b""
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as s:
+            s.sendall(request.encode("latin-1"))
+            while chunk := s.recv(65536):
+                answer += chunk
+    except OSError as exc:
+        if not answer:
+            return _blocked(exc)
+    text = answer.decode("latin-1").replace("\r\n", " | ")
+    return ("OK: " if answer.startswith(b"HTTP/1.1 200 ") else "BLOCKED: ") + text
 
 
 @server.tool(annotations=READ)
