@@ -44,6 +44,7 @@ MEDIA = str(MCP_TESTS / "servers" / "media.py")
 
 def _media_server() -> Any:
     """The test server's module, loaded only by the tests that run it (it needs the mcp extra)."""
+    sys.path.insert(0, str(MCP_TESTS / "servers"))  # its sibling `lowlevel`
     spec = importlib.util.spec_from_file_location("media_server", MEDIA)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -392,6 +392,25 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO,
             yield streams
 
 
+async def _dropped(dropping: OversizedLine, chunk: bytes, conn: _Connection,
+                   send: Callable[[SessionMessage], Awaitable[None]]) -> bytes | None:
+    """Feed *chunk* to the answer being dropped: the bytes after it once it ended (its request
+    answered as too large), else ``None`` — still dropping, or the connection closed for a
+    line that was no answer after all or went on too long (``conn.dead``)."""
+    rest = dropping.feed(chunk)
+    if dropping.too_long:
+        conn.close(f"the server sent a line longer than {MAX_DISCARDED_BYTES} bytes")
+        return None
+    if rest is None:
+        return None
+    answer = dropping.message()
+    if answer is None:
+        conn.close(f"the server sent a line longer than {MAX_LINE_BYTES} bytes")
+        return None
+    await send(answer)
+    return rest
+
+
 @asynccontextmanager
 async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: TextIO, *,
                          on_refusal: Callable[[str], Awaitable[None]] | None = None
@@ -408,18 +427,11 @@ async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: 
             with suppress(*_TRANSPORT_ERRORS):
                 async for chunk in process.stdout:
                     if dropping is not None:  # an answer too large: read to its end, unkept
-                        rest = dropping.feed(chunk)
-                        if dropping.too_long:
-                            conn.close(f"the server sent a line longer than "
-                                       f"{MAX_DISCARDED_BYTES} bytes")
+                        rest = await _dropped(dropping, chunk, conn, to_session.send)
+                        if conn.dead:
                             return
                         if rest is None:
                             continue
-                        if (answer := dropping.message()) is None:
-                            conn.close(f"the server sent a line longer than {MAX_LINE_BYTES} "
-                                       "bytes")
-                            return
-                        await to_session.send(answer)
                         dropping, chunk = None, rest
                     buffer += chunk
                     while True:
