@@ -13,11 +13,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shlex
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import click
@@ -27,6 +28,7 @@ from ..exceptions import AnfitrionError
 from ..mcp import McpConfig, ServerConfig, load_config
 from ..mcp._pinning import (
     INSTRUCTION_PATTERNS,
+    META_SCHEMA,
     Pin,
     PinBook,
     PinState,
@@ -40,6 +42,9 @@ from ..mcp._sandbox import describe_profile
 from ..policy._lint import LintReport, ToolFacts, facts_of_mcp, lint_tools, visible
 from ..store import Store, open_store
 from ._common import APPROVER_HELP, STORE_HELP, approver_name, resolve_url
+
+if TYPE_CHECKING:
+    from ..mcp._toolset import McpToolset
 
 T = TypeVar("T")
 
@@ -104,6 +109,8 @@ def _render(value: Any, indent: int = 0) -> list[str]:
             if isinstance(item, (dict, list)) and item:
                 lines.append(f"{pad}{_highlighted(str(key))}:")
                 lines.extend(_render(item, indent + 1))
+            elif key == "$schema" and isinstance(item, str) and META_SCHEMA.fullmatch(item):
+                lines.append(f"{pad}$schema: {item}")  # the JSON Schema dialect, not a message
             else:
                 lines.append(f"{pad}{_highlighted(str(key))}: {_scalar(item)}")
         return lines
@@ -127,8 +134,14 @@ def _review_entry(pin: Pin | None, name: str, state: str, problem: str,
         entry.update(digest=pin.seen_digest, definition=pin.seen_definition,
                      approved_definition=pin.approved_definition,
                      findings=[{"path": f.path, "reason": f.reason, "excerpt": f.excerpt}
-                               for f in suspicious_text(pin.seen_definition, other_tools)])
+                               for f in suspicious_text(_model_facing(pin.seen_definition),
+                                                        other_tools)])
     return entry
+
+
+def _model_facing(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a pin a model reads: a server's launch (the operator's own command) is not."""
+    return {key: value for key, value in definition.items() if key != "launch"}
 
 
 _BASE_ENV = "HOME LOGNAME PATH SHELL TERM USER"
@@ -268,8 +281,9 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
     states = with_store(ctx, url, lambda store: _launch_states(store, config))
     _ask_launch_consent(config, states, consent=consent, as_json=as_json)
     facts: list[ToolFacts] = []
-    entries = with_store(ctx, url, lambda store: _review_entries(store, config, facts,
-                                                                 show_all=show_all))
+    everything = with_store(ctx, url, lambda store: _review_entries(store, config, facts,
+                                                                    show_all=True))
+    entries = [e for e in everything if show_all or e["state"] != PinState.APPROVED.value]
     linted = lint_tools(facts, policy=policy, silenced=silences)
     by_tool: dict[str, list[dict[str, Any]]] = {}
     for finding in linted.findings:
@@ -284,6 +298,7 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
         click.echo(json.dumps(entries, indent=2, ensure_ascii=False))
     else:
         _echo_review(entries, linted, config, config_path, store_url, show_all=show_all)
+        _echo_summary(everything, linted, config, config_path, store_url)
     if fail:
         raise SystemExit(1)
 
@@ -338,7 +353,21 @@ async def _review_entries(store: Store, config: McpConfig, facts: list[ToolFacts
                 if show_all or status.state != PinState.APPROVED.value:
                     entries.append(_review_entry(status.pin, status.name, status.state,
                                                  status.problem, others))
+            entries += await _prompt_entries(servers.toolsets[server_id], others,
+                                             show_all=show_all)
     return entries
+
+
+async def _prompt_entries(toolset: McpToolset, others: list[str], *,
+                          show_all: bool) -> list[dict[str, Any]]:
+    """The server's prompts, pinned now (so one approval serves them through the gateway)."""
+    try:
+        pins = await toolset.observe_prompts()
+    except AnfitrionError as exc:
+        return [{"name": f"{toolset.id}.prompts", "server": toolset.id, "state": "unreachable",
+                 "problem": str(exc)}]
+    return [_review_entry(pin, pin.name, pin.state.value, "", others)
+            for pin in pins if show_all or pin.state is not PinState.APPROVED]
 
 
 def _echo_review(entries: list[dict[str, Any]], linted: LintReport, config: McpConfig,
@@ -364,6 +393,45 @@ def _echo_review(entries: list[dict[str, Any]], linted: LintReport, config: McpC
             click.echo(_trust_note(owner, config_path))
         if "definition" in entry:
             _echo_definition(entry, config_path, store_url)
+
+
+def _echo_summary(entries: list[dict[str, Any]], linted: LintReport, config: McpConfig,
+                  config_path: str, store_url: str | None) -> None:
+    """A table per server, then the one command that approves, each at the digest shown,
+    what was reviewed and raised no warning."""
+    rows = [("server", "tools", "prompts", "approved", "to review", "warnings", "lint")]
+    standing = {f.tool for f in linted.standing}
+    for server_id in config.servers:
+        own = [e for e in entries if e["name"] == server_id
+               or e["name"].startswith(server_id + ".")]
+        items = [e for e in own if e["name"] != server_id and e["state"] != "unreachable"]
+        prompts = [e for e in items if ".prompt:" in e["name"]]
+        rows.append((make_visible(server_id), str(len(items) - len(prompts)), str(len(prompts)),
+                     str(sum(e["state"] == PinState.APPROVED.value for e in items)),
+                     str(sum(e["state"] in ("new", "changed") for e in own)),
+                     str(sum(bool(e.get("findings")) for e in own)),
+                     str(sum(visible(e["name"]) in standing for e in items))))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    click.echo(click.style("\n── summary", bold=True))
+    for row in rows:
+        click.echo("   " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths,
+                                                                             strict=True)))
+    waiting = [e for e in entries if e["state"] in ("new", "changed")]
+    clean = [e for e in waiting if not e.get("findings")]
+    warned = [e for e in waiting if e.get("findings")]
+    if clean:
+        store = f" --store {shlex.quote(store_url)}" if store_url else ""
+        click.echo(f"approve the {len(clean)} reviewed above without a warning, each as shown "
+                   "(its digest):")
+        click.echo(f"   anfitrion mcp approve --config {shlex.quote(config_path)}{store} "
+                   + " ".join(shlex.quote(f"{e['name']}@{e['digest'][:12]}") for e in clean))
+    if warned:
+        click.echo(click.style(
+            f"not in that command: {len(warned)} with a warning "
+            f"({', '.join(make_visible(e['name']) for e in warned)}): read each above and "
+            "approve it with its own line, if at all", fg="red"))
+    if not waiting:
+        click.echo("nothing waits for approval")
 
 
 def _echo_definition(entry: dict[str, Any], config_path: str, store_url: str | None) -> None:
@@ -409,16 +477,19 @@ def entry_server_id(entry: dict[str, Any], config: McpConfig) -> str | None:
 @click.pass_context
 def approve(ctx: click.Context, names: tuple[str, ...], config_path: str | None,
             store_url: str | None, digest_prefix: str | None, approver: str | None) -> None:
-    """Approve what was seen last of NAMES: SERVER, SERVER.TOOL or 'SERVER.*'."""
+    """Approve what was seen last of NAMES: SERVER, SERVER.TOOL, SERVER.prompt:NAME or
+    'SERVER.*'; NAME@DIGEST approves only if the definition is still the one with that digest
+    (as `mcp review` prints them)."""
     if digest_prefix is not None and (len(names) != 1 or names[0].endswith(".*")):
         raise click.UsageError("--digest goes with exactly one server or tool")
+    wanted = [_name_and_digest(name, digest_prefix) for name in names]
     who = approver_name(approver)
     config = _config(config_path)
 
     async def work(store: Store) -> list[Pin]:
         book = PinBook(store)
         approved: list[Pin] = []
-        for name in names:
+        for name, digest in wanted:
             if name.endswith(".*"):
                 server = name[:-2]
                 pins = [p for p in await book.pins(server) if p.state is not PinState.APPROVED]
@@ -428,11 +499,24 @@ def approve(ctx: click.Context, names: tuple[str, ...], config_path: str | None,
                 for pin in pins:
                     approved.append(await book.approve(pin.name, by=who))
             else:
-                approved.append(await book.approve(name, by=who, digest_prefix=digest_prefix))
+                approved.append(await book.approve(name, by=who, digest_prefix=digest))
         return approved
 
     for pin in with_store(ctx, _store_url(store_url, config), work):
         click.echo(f"approved {make_visible(pin.name)} ({pin.seen_digest[:12]}) as {who}")
+
+
+def _name_and_digest(name: str, digest: str | None) -> tuple[str, str | None]:
+    """``NAME@DIGEST`` → (NAME, DIGEST): 8 to 64 lower-case hex characters after the last
+    ``@``; anything else after an ``@`` is refused rather than guessed."""
+    base, at, suffix = name.rpartition("@")
+    if not at:
+        return name, digest
+    if digest is not None or base.endswith(".*") or not re.fullmatch(r"[0-9a-f]{8,64}", suffix):
+        raise click.UsageError(f"{make_visible(name)!r}: after @ comes the digest the review "
+                               "printed (8 to 64 hex characters), once, and not with --digest "
+                               "or a '.*'")
+    return base, suffix
 
 
 @command.command("list")

@@ -49,6 +49,7 @@ from ._resolve import resolve_program
 from ._sandbox import profile_identity, widenings
 
 __all__ = [
+    "META_SCHEMA",
     "NAMESPACE",
     "Finding",
     "Pin",
@@ -379,7 +380,13 @@ _INSTRUCTION_LIKE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
          r"|\b(do not|don't|never)\s+(mention|reveal|disclose)\s+(this|that|it)\b"
          r"|\b(mere|just an?|only an?)\s+implementation detail"
          r"|\b(user|they|nobody)\s+(does not|doesn't|do not|don't|need not)\s+(need to )?know"
-         r"|\b(secretly|silently|quietly|covertly)\b"),
+         # "succeeds silently" is how a reference server says it does nothing; hiding is
+         # an action done secretly (or one that is secret)
+         r"|\b(secretly|silently|quietly|covertly)\s+(\w+\s+){0,2}?(send|sends|forward|copy|"
+         r"add|include|pass|call|run|invoke|upload|post|email|mail|delete|change|replace|"
+         r"read|attach|append|insert|share|record|log|store|save|transmit|exfiltrate|bcc|cc)\b"
+         r"|\b(send|forward|copy|add|include|pass|upload|post|email|attach|append|share|"
+         r"transmit|exfiltrate|bcc|cc)\b.{0,40}\b(secretly|silently|quietly|covertly)\b"),
         ("gives the model orders",
          r"(?<!when )(?<!if )(?<!unless )(?<!where )\b(you|the assistant|the model|assistant)"
          r"\s+(must|should|need to|have to|are required to)\b"),
@@ -427,6 +434,11 @@ _INSTRUCTION_LIKE: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     ))
 
 
+META_SCHEMA = re.compile(r"https?://json-schema\.org/(draft-0[3-7]/schema|draft/20(19-09|20-12)"
+                          r"/schema)#?")
+"""The published JSON Schema dialects (``inputSchema.$schema``): exactly these, nothing else."""
+
+
 def _hidden_characters(text: str) -> list[str]:
     found: list[str] = []
     for ch in text:
@@ -464,6 +476,8 @@ def suspicious_text(definition: Mapping[str, Any],
     # a bare name like "add" is an ordinary word; names with _ . - are identifiers
     names = sorted({n for n in other_tools if re.search(r"[_.-]", n) and len(n) >= 4})
     for path, text in _strings(dict(definition), ""):
+        if path.endswith("$schema") and META_SCHEMA.fullmatch(text):
+            continue  # the JSON Schema dialect every generated schema names: not a message
         hidden = _hidden_characters(text)
         if hidden:
             findings.append(Finding(path, "hidden or control characters",

@@ -103,6 +103,7 @@ from ._pinning import (
     PinState,
     identity_changes,
     pinned_fields,
+    pinned_prompt_fields,
     server_identity,
     server_key,
 )
@@ -930,6 +931,40 @@ class McpToolset:
             McpServerError: the server cannot be reached.
         """
         return await self._refresh(None)
+
+    async def observe_prompts(self) -> list[Pin]:
+        """List the server's prompts now and pin each (``server.prompt:name``), as the gateway
+        does before offering one: a review approves prompts with the tools. A server that
+        declares no prompts has none.
+
+        Raises:
+            McpServerError: the server cannot be reached or its listing fails.
+        """
+        conn = await self._ensure()
+        session = conn.session
+        assert session is not None
+        capabilities = session.server_capabilities
+        if capabilities is None or capabilities.prompts is None:
+            return []
+        prompts: list[mt.Prompt] = []
+        cursor: str | None = None
+        try:
+            with anyio.fail_after(self.config.timeout):
+                for _ in range(MAX_LIST_PAGES):
+                    page = await conn.request(partial(
+                        session.list_prompts,
+                        params=mt.PaginatedRequestParams(cursor=cursor) if cursor else None))
+                    prompts.extend(page.prompts)
+                    cursor = page.next_cursor
+                    if not cursor or len(prompts) > MAX_TOOLS_PER_SERVER:
+                        break
+        except TimeoutError:
+            raise McpServerError(self.id, "prompts/list did not answer in time") from None
+        except MCPError as exc:
+            raise McpServerError(self.id, f"prompts/list failed: {exc.error.message}") from exc
+        return [await self.pins.observe_prompt(self.id, pinned_prompt_fields(
+                    prompt.model_dump(mode="json", by_alias=True, exclude_none=True)))
+                for prompt in prompts[:MAX_TOOLS_PER_SERVER]]
 
     async def _refresh(self, listed_for: tuple[str, int] | None) -> list[ToolStatus]:
         conn = await self._ensure()
