@@ -20,7 +20,7 @@ import click
 
 from .. import _answers as answers
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer, declined_text
-from .._apps import DEMO_APP, GATEWAY_APP
+from .._apps import DEMO_APP, FRAMEWORK_RESUMES, GATEWAY_APP
 from .._home import store_flag
 from .._identity import identity_problem
 from ..exceptions import AnfitrionError
@@ -274,6 +274,8 @@ def resume_hint(session_id: str, app: object, store_url: str) -> str:
     if app == GATEWAY_APP:
         return ("the MCP client continues by calling the tool again with the same arguments "
                 "(the gateway runs the approved call)")
+    if isinstance(app, str) and app in FRAMEWORK_RESUMES:
+        return f"continue the session in its application, {FRAMEWORK_RESUMES[app]}"
     if isinstance(app, str) and ":" in app:
         return f"continue the session with:  anfitrion resume {session_id} --app {app}{store}"
     return (f"continue the session from the application that started it: "

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from .. import _resolutions as resolutions
-from .._apps import DEMO_APP, GATEWAY_APP
+from .._apps import DEMO_APP, FRAMEWORK_RESUMES, GATEWAY_APP
 from .._tools import OfferContext, Tool, ToolSource
 from ..exceptions import ConflictError, UserError
 from ..store import EffectEntry, Store
@@ -140,6 +140,9 @@ class _Tools:
         if app == GATEWAY_APP:
             raise UserError(f"session {session_id} belongs to the MCP gateway: pass --tools "
                             "naming tools that declare a reconcile hook")
+        if app in FRAMEWORK_RESUMES:
+            raise UserError(f"session {session_id} belongs to a framework integration "
+                            f"({shown(str(app))}): pass --tools MODULE:ATTR naming its tools")
         if not isinstance(app, str) or not app:
             raise UserError(f"session {session_id} records no app: pass --tools MODULE:ATTR")
         return self._load(app, app=True)

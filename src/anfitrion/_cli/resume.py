@@ -23,7 +23,7 @@ import anyio
 import click
 
 from .._approvals import DeferredApprover
-from .._apps import DEMO_APP, GATEWAY_APP
+from .._apps import DEMO_APP, FRAMEWORK_RESUMES, GATEWAY_APP
 from .._demo import demo_parts
 from .._events import Listener
 from .._host import Host, RunResult
@@ -93,6 +93,10 @@ def _check_app(session_id: str, recorded: object, given: str | None) -> str:
         raise click.ClickException(
             f"session {session_id} belongs to the MCP gateway: its client continues it by "
             "calling the tool again with the same arguments")
+    if isinstance(recorded, str) and recorded in FRAMEWORK_RESUMES:
+        raise click.ClickException(
+            f"session {session_id} belongs to a framework integration; anfitrion resume cannot "
+            f"run its agent. Continue it in its application, {FRAMEWORK_RESUMES[recorded]}")
     if given is not None:
         if isinstance(recorded, str) and recorded != given:
             raise click.ClickException(

@@ -17,6 +17,7 @@ import anyio
 
 from .. import _answers as answers
 from .._approvals import ApprovalRequest, approval_digest
+from .._apps import framework_app
 from .._canonical import canonical_json
 from .._conversation import Provenance
 from .._json import parse_json_strict
@@ -24,12 +25,20 @@ from .._runtime import GatedSession, Submission
 from .._tools import Effect, OfferContext, Tool, Toolbox
 from ..exceptions import JsonError, ToolError, UserError
 
-__all__ = ["AgentTools", "Effects", "approve_in_framework", "pending_request", "presented_digest",
-           "submit", "would_ask"]
+__all__ = ["AgentTools", "Effects", "approve_in_framework", "belongs_to", "pending_request",
+           "presented_digest", "submit", "would_ask"]
 
 Effects = Mapping[str, Effect | str]
 
 _attached: weakref.WeakKeyDictionary[Toolbox, AgentTools] = weakref.WeakKeyDictionary()
+
+
+def belongs_to(session: GatedSession, via: str) -> GatedSession:
+    """Tag *session* as the framework's (``anfitrion:<via>``), unless its app is set already:
+    the CLI's hints then name the framework's own way to continue it."""
+    if session.session.app is None:
+        session.session.app = framework_app(via)
+    return session
 
 
 def _runs_elsewhere(arguments: dict[str, Any]) -> Any:

@@ -30,7 +30,7 @@ from .._approvals import ApprovalRequest
 from .._runtime import GatedSession, SubmissionStatus
 from .._tools import Effect
 from ..exceptions import MissingDependencyError
-from ._offered import AgentTools, submit
+from ._offered import AgentTools, belongs_to, submit
 
 try:
     from claude_agent_sdk import HookMatcher, SdkMcpTool
@@ -88,7 +88,7 @@ class ClaudeGate:
                  schemas: Mapping[str, Mapping[str, Any] | None] = {},
                  effects: Mapping[str, Effect | str] = {}, trusted: Sequence[str] = (),
                  ask: Ask | None = None, approver: str = VIA) -> None:
-        self.session = session
+        self.session = belongs_to(session, VIA)
         self.ask = ask
         self.approver = approver
         self.offered = AgentTools.of(session)

@@ -42,6 +42,7 @@ from .._runtime import GatedSession, Runtime, Submission, SubmissionStatus
 from .._session import Session
 from .._tools import Effect, OfferContext, Tool
 from ..exceptions import JsonError, MissingDependencyError, ToolError, UserError
+from ._offered import belongs_to
 
 try:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -435,6 +436,9 @@ class ToolGate:
         return GatedSession(runtime, Session.from_state(taken))
 
     async def _open(self, session_id: str, principal: Principal) -> GatedSession:
+        return belongs_to(await self._opened(session_id, principal), self.via)
+
+    async def _opened(self, session_id: str, principal: Principal) -> GatedSession:
         runtime = self.runtime
         kept = await self._take_kept(session_id, principal)
         if kept is not None:

@@ -30,7 +30,14 @@ from .._approvals import DeferredApprover, declined_text
 from .._runtime import GatedSession, SubmissionStatus
 from .._tools import Effect
 from ..exceptions import MissingDependencyError, ToolError, UserError
-from ._offered import AgentTools, approve_in_framework, pending_request, submit, would_ask
+from ._offered import (
+    AgentTools,
+    approve_in_framework,
+    belongs_to,
+    pending_request,
+    submit,
+    would_ask,
+)
 
 try:
     from agents import FunctionTool, RunContextWrapper, RunState, ToolApprovalItem
@@ -74,7 +81,7 @@ class AgentsGate:
         if not isinstance(session.runtime.approver, DeferredApprover):
             raise UserError("AgentsGate needs a Runtime(approver=DeferredApprover()): the "
                             "run's interruptions and the inbox answer its requests")
-        self.session = session
+        self.session = belongs_to(session, VIA)
         self.effects = dict(effects)
         self.trusted = frozenset(trusted)
         self.offered = AgentTools.of(session)

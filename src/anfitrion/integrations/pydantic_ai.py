@@ -30,7 +30,7 @@ from .._approvals import declined_text
 from .._runtime import GatedSession, Submission, SubmissionStatus
 from .._tools import Effect
 from ..exceptions import MissingDependencyError
-from ._offered import AgentTools, approve_in_framework, submit
+from ._offered import AgentTools, approve_in_framework, belongs_to, submit
 
 try:
     from pydantic_ai import RunContext
@@ -85,6 +85,9 @@ class GatedToolset(WrapperToolset[Any]):
     approver: str = field(default="pydantic-ai", kw_only=True)
     _originals: dict[str, ToolsetTool[Any]] = field(default_factory=dict, init=False,
                                                     repr=False)
+
+    def __post_init__(self) -> None:
+        belongs_to(self.session, VIA)
 
     @property
     def agent_tools(self) -> AgentTools:
