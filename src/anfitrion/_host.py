@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import (
     Awaitable,
     Callable,
@@ -34,7 +35,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from ._approvals import ApprovalRequest, Approver
+from ._approvals import ApprovalRequest, Approver, make_visible
 from ._conversation import Reply, Text, ToolResult, Transcript, Usage
 from ._events import EventType, Listener
 from ._gate import CallOutcome, Gate, GateLimits
@@ -46,7 +47,7 @@ from .models import Model, ModelRequest
 from .policy import Policy
 from .store import Store
 
-__all__ = ["CallRecord", "Host", "RunResult", "RunStatus", "StopSignal"]
+__all__ = ["CallRecord", "Host", "RunResult", "RunStatus", "StopSignal", "unperformed_note"]
 
 log = logging.getLogger("anfitrion.host")
 
@@ -82,14 +83,32 @@ class CallRecord:
     rule_id: str | None
     is_error: bool | None
     error_kind: str | None
+    effect: str | None = None
+    """The tool's effect (``read``, ``write``), when the tool was known."""
+    detail: str = ""
+    """What the model was told of a refusal or a failure (the host's words), else ``""``."""
 
     @classmethod
-    def of(cls, outcome: CallOutcome) -> CallRecord:
+    def of(cls, outcome: CallOutcome, tool: Tool | None = None) -> CallRecord:
         d, r = outcome.decision, outcome.result
+        detail = r.content[:300] if r is not None and r.is_error else ""
         return cls(outcome.call.id, outcome.call.name, outcome.stage,
                    d.verdict.value if d else None, d.reason if d else None,
                    d.rule_id if d else None, r.is_error if r else None,
-                   r.error_kind if r else None)
+                   r.error_kind if r else None, tool.effect.value if tool else None, detail)
+
+    @property
+    def outcome(self) -> str:
+        """What became of the call, by the gate (never by the model): ``executed`` (ran and
+        succeeded), ``failed`` (ran and reported an error), ``unknown`` (may or may not have
+        happened: a person resolves it), ``waiting`` (for a person) or ``refused`` (not run)."""
+        if self.is_error is None:
+            return "waiting"
+        if self.error_kind == "outcome_unknown":
+            return "unknown"
+        if self.stage == "execute":
+            return "failed" if self.is_error else "executed"
+        return "refused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +133,19 @@ class RunResult:
     pending: tuple[ApprovalRequest, ...] = ()
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+
+    def report(self) -> str:
+        """The run's outcome report, one line per call, from the gate's records of this run
+        (the same outcomes its ledger and audit hold), never from the model's words;
+        ``""`` when the run made no call."""
+        lines = []
+        for record in self.calls:
+            why = record.detail or record.reason or ""
+            why = make_visible(" ".join(why.split())[:160])
+            lines.append(f"  {record.outcome:<8} {make_visible(record.tool)} "
+                         f"({make_visible(record.call_id)})"
+                         + (f": {why}" if why and record.outcome != "executed" else ""))
+        return "host report (what ran, by the gate):\n" + "\n".join(lines) if lines else ""
 
 
 class StopSignal:
@@ -161,6 +193,9 @@ class Host:
             building one from the arguments above.
         shadow_policy: a policy evaluated beside *policy* and recorded, never enforced
             (see :class:`~anfitrion._runtime.Runtime`).
+        note_unperformed: append a one-line host note to the final text when it claims an
+            action ("sent", "done", …) while a write of this run did not succeed and no call of
+            that tool succeeded (see :func:`unperformed_note`).
     """
 
     def __init__(self, model: Model | str, tools: ToolSource | Iterable[Tool] | None = None, *,
@@ -170,7 +205,8 @@ class Host:
                  listeners: Sequence[Listener] = (), limits: GateLimits | None = None,
                  audit: bool = True, app: str | None = None,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS,
-                 runtime: Runtime | None = None, shadow_policy: Policy | None = None) -> None:
+                 runtime: Runtime | None = None, shadow_policy: Policy | None = None,
+                 note_unperformed: bool = False) -> None:
         if max_turns < 1:
             raise UserError("max_turns must be at least 1")
         from .models._registry import as_model  # model strings; refuses None and the like
@@ -182,6 +218,7 @@ class Host:
             lease_seconds=lease_seconds, app=app, shadow_policy=shadow_policy)
         self.instructions = instructions
         self.max_turns = max_turns
+        self.note_unperformed = note_unperformed
         self._active: set[StopSignal] = set()
 
     @property
@@ -328,8 +365,9 @@ class Host:
                 await pending
             calls = reply.tool_calls
             if not calls:
+                note = unperformed_note(reply.text, records) if self.note_unperformed else None
                 return await self._end(gated, RunStatus.COMPLETED, records, usage,
-                                       output=reply.text)
+                                       output=f"{reply.text}\n\n{note}" if note else reply.text)
             if any(t is not None and t.effect is Effect.WRITE
                    for t in (offered.get(c.name) for c in calls)):
                 # checkpoint before a side effect: a crash from here on leaves a session whose
@@ -363,7 +401,7 @@ class Host:
                 continue
             outcome = await gated.process(tool_call, offered)
             if outcome.stage != "budget":
-                records.append(CallRecord.of(outcome))
+                records.append(CallRecord.of(outcome, offered.get(tool_call.name)))
             exhausted = exhausted or outcome.exhausted
         if session.pending:
             return RunStatus.SUSPENDED
@@ -387,6 +425,30 @@ class Host:
         await self.runtime.flush()
         return RunResult(session.id, status, output, session.transcript, tuple(records),
                          pending, usage, error)
+
+
+_CLAIMED = re.compile(
+    r"(?<!not )(?<!n't )(?<!never )\b(sent|done|created|deleted|removed|scheduled|booked|paid|"
+    r"transferred|posted|published|saved|updated|submitted|notified|forwarded|e-?mailed|"
+    r"completed|executed|cancell?ed|ordered|uploaded|moved|renamed|written|wrote|added)\b",
+    re.IGNORECASE)
+
+
+def unperformed_note(text: str, calls: Sequence[CallRecord]) -> str | None:
+    """A one-line host note when *text* claims an action that did not happen, else ``None``.
+
+    Conservative: only when the text says something was done (a completion word not right
+    after "not", "n't", "never") and a write of this run was refused, failed, waits or has
+    an unknown outcome, with no call of that tool executed this run.
+    """
+    succeeded = {c.tool for c in calls if c.outcome == "executed"}
+    missed = {c.tool: c.outcome for c in calls
+              if c.effect != Effect.READ.value and c.outcome != "executed"
+              and c.tool not in succeeded}
+    if not missed or not _CLAIMED.search(text):
+        return None
+    said = ", ".join(f"{tool} {outcome}" for tool, outcome in missed.items())
+    return f"[anfitrion: whatever the answer above says, this turn: {said}]"
 
 
 def _reply_problem(reply: Reply, used: Callable[[str], bool]) -> str | None:

@@ -28,7 +28,7 @@ import click
 from .._conversation import Reply
 from .._demo import demo_toolbox
 from .._events import HostEvent
-from .._host import Host, RunResult, RunStatus
+from .._host import Host, RunResult, RunStatus, unperformed_note
 from .._principal import Principal
 from .._tools import ToolSource
 from ..exceptions import ModelError, UserError
@@ -176,9 +176,12 @@ def load_tools(reference: str | None, workdir: str) -> ToolSource:
                    "[principals]; default: the login name).")
 @store_option
 @click.option("--max-turns", default=8, show_default=True, help="Model requests per prompt.")
+@click.option("--note-unperformed/--no-note-unperformed", default=True, show_default=True,
+              help="Add a one-line host note under an answer that claims an action (\"sent\", "
+                   "\"done\") when a write of that turn did not succeed.")
 def command(spec: str, tools_ref: str | None, base_url: str | None,
             instructions: str | None, policy_path: str | None, principal_id: str | None,
-            store_url: str | None, max_turns: int) -> None:
+            store_url: str | None, max_turns: int, note_unperformed: bool) -> None:
     """Chat with a model through the host; every tool call passes the gate.
 
     Reads one prompt per line until end of input or /quit. A spinner runs while the model
@@ -201,7 +204,7 @@ def command(spec: str, tools_ref: str | None, base_url: str | None,
         where = f"policy {policy.source or 'built-in default'}, store {shown_store(url)}"
         try:
             anyio.run(_chat, host, f"chatting with {spec} as {who} ({where})",
-                      policy.principal(who), printer)
+                      policy.principal(who), printer, note_unperformed)
         except KeyboardInterrupt:  # Ctrl-C between turns: leave quietly, as /quit does
             click.echo()
 
@@ -239,7 +242,7 @@ async def cancellable(work: Callable[[], Awaitable[T]]) -> T | None:
 
 
 async def _chat(host: Host, banner: str, principal: Principal,
-                printer: ChatPrinter) -> None:
+                printer: ChatPrinter, note_unperformed: bool = True) -> None:
     click.echo(f"{banner} — /quit to leave")
     session_id: str | None = None
     while True:
@@ -268,3 +271,8 @@ async def _chat(host: Host, banner: str, principal: Principal,
         else:
             detail = f": {run.error}" if run.error else ""
             click.echo(click.style(f"[{run.status.value}{detail}]", fg="yellow"))
+        note = unperformed_note(run.output, run.calls) if note_unperformed else None
+        if note:
+            click.echo(click.style(note, fg="yellow", bold=True))
+        if run.report():
+            click.echo(click.style(run.report(), dim=True))

@@ -106,6 +106,8 @@ async def _scenes(host: Host, store: Store, hint: str, principal: Principal,
             run = await host.run(prompt, principal=principal, session_id=session_id)
             session_id = run.session_id
             click.echo(f"final: {run.output}" if run.output else f"status: {run.status.value}")
+            if run.report():
+                click.echo(run.report())
             if run.status is RunStatus.SUSPENDED:
                 for request in run.pending:
                     click.echo(f"  waiting for approval {request.id} (kept in {where})\n"
