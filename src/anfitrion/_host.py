@@ -45,9 +45,10 @@ from ._tools import Effect, Tool, ToolSource
 from .exceptions import ConflictError, ModelError, UserError
 from .models import Model, ModelRequest
 from .policy import Policy
-from .store import Store
+from .store import AuditRecord, Store
 
-__all__ = ["CallRecord", "Host", "RunResult", "RunStatus", "StopSignal", "unperformed_note"]
+__all__ = ["CallRecord", "Host", "RunResult", "RunStatus", "StopSignal", "audit_outcomes",
+           "call_outcome", "unperformed_note"]
 
 log = logging.getLogger("anfitrion.host")
 
@@ -99,16 +100,47 @@ class CallRecord:
 
     @property
     def outcome(self) -> str:
-        """What became of the call, by the gate (never by the model): ``executed`` (ran and
-        succeeded), ``failed`` (ran and reported an error), ``unknown`` (may or may not have
-        happened: a person resolves it), ``waiting`` (for a person) or ``refused`` (not run)."""
-        if self.is_error is None:
-            return "waiting"
-        if self.error_kind == "outcome_unknown":
-            return "unknown"
-        if self.stage == "execute":
-            return "failed" if self.is_error else "executed"
-        return "refused"
+        """What became of the call, by the gate (never by the model): see
+        :func:`call_outcome`."""
+        return call_outcome(self.stage, self.is_error, self.error_kind)
+
+
+def call_outcome(stage: str, is_error: bool | None, error_kind: str | None) -> str:
+    """``executed`` (ran and succeeded), ``failed`` (ran and reported an error), ``unknown``
+    (may or may not have happened: a person resolves it), ``waiting`` (no result: a person
+    answers first) or ``refused`` (not run) — from the stage a call left the gate at and its
+    result."""
+    if is_error is None:
+        return "waiting"
+    if error_kind == "outcome_unknown":
+        return "unknown"
+    if stage == "execute":
+        return "failed" if is_error else "executed"
+    return "refused"
+
+
+def audit_outcomes(records: Sequence[AuditRecord]) -> list[dict[str, str]]:
+    """The outcome of each call of a session, from its audit records (``call.proposed``,
+    ``approval.requested``, ``result.returned``): what the inbox's session page shows. A call
+    proposed with no result and no approval asked has not settled: ``unknown``."""
+    calls: dict[str, dict[str, str]] = {}
+    for record in records:
+        data = record.data
+        call_id = str(data.get("call_id") or "")
+        if not call_id:
+            continue
+        row = calls.setdefault(call_id, {"call_id": call_id, "tool": str(data.get("tool", "")),
+                                         "outcome": "unknown", "why": ""})
+        if record.type == "approval.requested" and row["outcome"] == "unknown":
+            row["outcome"] = "waiting"
+        elif record.type == "result.returned":
+            result = data.get("result")
+            result = result if isinstance(result, dict) else {}
+            is_error = result.get("is_error")
+            row["outcome"] = call_outcome(str(data.get("status", "")), bool(is_error),
+                                          result.get("error_kind"))
+            row["why"] = str(result.get("preview", ""))[:160] if is_error else ""
+    return list(calls.values())
 
 
 @dataclass(frozen=True, slots=True)

@@ -217,6 +217,9 @@ def session_page(session_id: str, state: SessionState | None,
                  records: Sequence[AuditRecord], now: datetime, *, csrf: str,
                  user: str) -> str:
     untrusted = list(untrusted_sources_of(state)) if state is not None else []
+    from .._host import audit_outcomes
+
     return _render("session.html", f"Session {session_id}", csrf=csrf, user=user,
                    section="sessions", session_id=session_id, state=state, untrusted=untrusted,
-                   approvals=approvals, records=records, now=now)
+                   approvals=approvals, records=records, now=now,
+                   outcomes=audit_outcomes(records))
