@@ -86,7 +86,7 @@ def demo(approve: bool | None) -> None:
     interactive = sys.stdin.isatty() if approve is None else approve
     approver: Approver = TerminalApprover() if interactive else DenyAllApprover()
     host = Host(model=local_model("smollm2"), tools=demo_toolbox(), approver=approver,
-                listeners=[DemoPrinter()], max_turns=4)
+                listeners=[DemoPrinter()], max_turns=4, note_unperformed=True)
 
     async def run() -> None:
         for number, (title, prompt) in enumerate(_DEMO_SCENES, 1):
@@ -96,6 +96,8 @@ def demo(approve: bool | None) -> None:
             result = await host.run(prompt, principal="demo-user")
             click.echo(f"final: {result.output}" if result.output
                        else f"status: {result.status.value}")
+            if result.report():  # what ran, by the host: a small model's answer may claim more
+                click.echo(result.report())
 
     anyio.run(run)
 
