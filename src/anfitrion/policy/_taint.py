@@ -31,6 +31,7 @@ from .._provenance import (
     strings,
 )
 from .._tools import BoundCall, Effect
+from ..exceptions import UserError
 from ._contract import BaseRule, RuleRole
 from ._decision import Decision, PolicyContext, Verdict
 from ._declarations import ArgumentProvenance
@@ -222,7 +223,7 @@ class TaintRule(BaseRule):
                  declarations: Mapping[str, Dataflow | Mapping[str, Any]] | None = None,
                  plan: str | Iterable[str] | None = None) -> None:
         if reads not in READS_MODES:
-            raise ValueError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
+            raise UserError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
                              f"not {reads!r}")
         self.rule_id = "taint"
         self.reads = reads
@@ -231,7 +232,7 @@ class TaintRule(BaseRule):
         self.free_reads = tuple(free_reads)
         for glob in self.free_reads:
             if not isinstance(glob, str) or not glob:
-                raise ValueError("free_reads takes tool-name globs (non-empty strings), "
+                raise UserError("free_reads takes tool-name globs (non-empty strings), "
                                  f"not {glob!r}")
         declared = {name: Dataflow.coerce(flow) for name, flow in (declarations or {}).items()}
         self.plan = plan
@@ -239,12 +240,12 @@ class TaintRule(BaseRule):
         if plan is None or plan == PLAN_BEFORE_TAINT:
             self.planned = None
         elif isinstance(plan, str):
-            raise ValueError(f"plan takes tool-name globs or {PLAN_BEFORE_TAINT!r}, "
+            raise UserError(f"plan takes tool-name globs or {PLAN_BEFORE_TAINT!r}, "
                              f"not {plan!r}")
         else:
             self.planned = tuple(plan)
             if not all(isinstance(g, str) and g for g in self.planned):
-                raise ValueError("plan takes tool-name globs (non-empty strings)")
+                raise UserError("plan takes tool-name globs (non-empty strings)")
         self._check = _DataflowCheck(declared, proven=reads == "proven")
         self.trade_off = TRADE_OFFS[reads]
         # what `anfitrion policy validate` shows of this rule
