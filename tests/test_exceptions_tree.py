@@ -30,6 +30,8 @@ PRIVATE_SIGNALS = {
     "anfitrion.models._strict._NotStrict": "a schema strict mode cannot express; caught there",
     "anfitrion._tools._Cycle": "a $ref cycle found while bounding a schema; caught there",
     "anfitrion._tools._TooDeep": "a schema nested too deeply to bound; caught there",
+    "anfitrion._media_structure._Bad": "a file that does not parse as its media type; "
+                                       "becomes the summary's reason",
     "anfitrion.policy._cedar._CedarInput": "an argument Cedar cannot represent; becomes a "
                                            "fail-closed deny there",
     "anfitrion.policy._pdp._Failed": "a decision point's failure; becomes its consultation "

@@ -3,6 +3,7 @@ and the lease that fences a run which lost its session to another."""
 
 from __future__ import annotations
 
+import base64
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -282,7 +283,8 @@ async def test_a_text_only_caller_is_told_of_a_results_media_by_its_summary() ->
     from anfitrion._conversation import Media
     from anfitrion._media import MediaResult
 
-    png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17)
+    png = base64.b64decode(  # a real 1×1 PNG
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
     tools = Toolbox()
 
     @tools.tool(effect=Effect.READ)
@@ -293,4 +295,4 @@ async def test_a_text_only_caller_is_told_of_a_results_media_by_its_summary() ->
     session = await Runtime(tools=tools).open("alice")
     done = await session.submit("picture", {}, call_id="c1")
     assert done.result is not None and done.result.media == (Media("image/png", png),)
-    assert done.text.startswith("one picture\n[image image/png, 33 bytes, sha256 ")
+    assert done.text.startswith(f"one picture\n[image image/png, {len(png)} bytes, sha256 ")

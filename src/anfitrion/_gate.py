@@ -547,13 +547,15 @@ class Gate:
             rule_id=decision.rule_id, warnings=decision.warnings, now=now,
             ttl=self.policy.approvals.ttl, edit_of=edit_of,
             tool_description=bound.tool.description, quorum=decision.quorum)
+        orphan = False
         if pending is None and edit_of is None:
             pending = await self._open_request(session, call, fresh.digest)
             if pending is not None:
                 session.record_waiting(call.id, pending)
+                orphan = True  # stored, but the process that asked died before its answer
         if pending is not None:
             answered = await self._stored_answer(call, bound, decision, session, pending,
-                                                 fresh, now)
+                                                 fresh, now, ask_again=orphan)
         else:
             answered = await self._ask(call, bound, decision, session, fresh, now, edit_of,
                                        approved_by)
@@ -587,9 +589,15 @@ class Gate:
 
     async def _stored_answer(
         self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
-        pending: str, fresh: ApprovalRequest, now: datetime,
+        pending: str, fresh: ApprovalRequest, now: datetime, *, ask_again: bool = False,
     ) -> CallOutcome | tuple[ApprovalRequest, ApprovalAnswer]:
-        """The stored request *pending* and its answer, or the outcome: refused, or waiting."""
+        """The stored request *pending* and its answer, or the outcome: refused, or waiting.
+
+        *ask_again*: the request was found orphaned (stored by a process that died before
+        recording its approver's answer, or before saving the session as waiting); still
+        unanswered, it is put to the configured approver again — an in-process approver
+        that died with the process would otherwise never be asked, and the session would
+        wait on nobody. A deferring approver answers ``None`` again: the session waits."""
         stored = await self.store.get_approval(pending)
         if stored is None:
             return _refused(call, bound, decision, "the approval request no longer exists",
@@ -601,6 +609,11 @@ class Gate:
         if answer is None:
             if request.expired(now):
                 return _refused(call, bound, decision, "the approval request expired", request)
+            if ask_again:
+                return await self._approvers_answer(
+                    call, bound, decision, session, request, now, None, None,
+                    detail="answered via approver, asked again after the process that first "
+                           "asked it ended")
             return CallOutcome(call, "approve", None, decision, request)
         # the answer was recorded (and audited) where it was given: say it reached the call
         await self._event(EventType.APPROVAL_RESUMED, session, call, request=request,
@@ -621,6 +634,15 @@ class Gate:
         session.record_approval_asked()
         await self._event(EventType.APPROVAL_REQUESTED, session, call,
                           arguments=bound.arguments, decision=decision, request=request)
+        return await self._approvers_answer(call, bound, decision, session, request, now,
+                                            edit_of, approved_by)
+
+    async def _approvers_answer(
+        self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
+        request: ApprovalRequest, now: datetime, edit_of: str | None, approved_by: str | None,
+        detail: str = "answered via approver",
+    ) -> CallOutcome | tuple[ApprovalRequest, ApprovalAnswer]:
+        """Ask the configured approver about the stored *request*; record its answer."""
         answer: ApprovalAnswer | None
         if approved_by is not None and edit_of is not None:
             # the person who made this edit approved it with the edit ("approve with
@@ -639,7 +661,7 @@ class Gate:
         # recorded once, when given (here, by the approver in process); an answer given
         # through a door was recorded there (anfitrion._answers), not again when used
         await self._event(EventType.APPROVAL_ANSWERED, session, call, request=request,
-                          answer=answer, detail="answered via approver")
+                          answer=answer, detail=detail)
         return request, answer
 
     def _shadow_rate_keys(self, tool_name: str) -> tuple[RateKey, ...]:

@@ -8,6 +8,9 @@ may have written it — so it goes through one gate, :func:`admit`, before it be
   default; audio wav/mp3 when the operator allows it);
 - its first bytes must match the declared type (:func:`sniff`): a server that says
   ``image/png`` and sends a script, text or another format is summarised, never sent;
+- and its whole structure must parse as that type
+  (:func:`anfitrion._media_structure.structure_problem`): the end marker last, dimensions
+  within a pixel cap, every chunk, segment or frame where its header says;
 - at most :attr:`MediaSettings.max_bytes` each and :attr:`MediaSettings.max_per_result` per
   result;
 - an error result carries none;
@@ -20,11 +23,13 @@ would. Each provider's profile says which types it accepts (``media_types`` in
 :mod:`anfitrion.models._profiles`); the others are sent the same summary.
 
 Example:
-    >>> png = b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00\\x00\\rIHDR" + bytes(17)
-    >>> admitted, shown = admit([Media("image/png", png), Media("image/png", b"<svg>")],
+    >>> import base64
+    >>> gif = base64.b64decode("R0lGODlhAQABAAAAACwAAAAAAQABAAACAkQBADs=")  # 1×1 pixel
+    >>> tail = gif + b"<script>x()</script>"  # a polyglot: a GIF, then HTML
+    >>> admitted, shown = admit([Media("image/gif", gif), Media("image/gif", tail)],
     ...                         MediaSettings())
     >>> [m.mime_type for m in admitted], shown[0].split(": ", 1)[1]
-    (['image/png'], 'not shown: the data is not what its type says]')
+    (['image/gif'], 'not shown: not a well-formed image/gif (20 bytes after the trailer)]')
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._conversation import Media, ToolResult
+from ._media_structure import structure_problem
 
 __all__ = [
     "AUDIO_TYPES",
@@ -147,6 +153,8 @@ def _refusal(media: Media, mime: str, settings: MediaSettings, count: int) -> st
         return f"not shown: larger than the media policy's {settings.max_bytes} bytes"
     if sniff(media.data) != mime:
         return "not shown: the data is not what its type says"
+    if (problem := structure_problem(mime, media.data)) is not None:
+        return f"not shown: not a well-formed {mime} ({problem})"
     if count >= settings.max_per_result:
         return f"not shown: more than {settings.max_per_result} in one result"
     return ""
@@ -189,7 +197,8 @@ def split(result: ToolResult, accepts: frozenset[str]) -> tuple[str, tuple[Media
     lines: list[str] = [result.content] if result.content else []
     for media in result.media:
         if not result.is_error and media.mime_type in accepts \
-                and sniff(media.data) == media.mime_type:
+                and sniff(media.data) == media.mime_type \
+                and structure_problem(media.mime_type, media.data) is None:
             sent.append(media)
         else:
             lines.append(describe(media, "not shown: this model is not sent this type"))

@@ -11,7 +11,9 @@ real SDK clients against a local server; a format that cannot take an item gets 
 from __future__ import annotations
 
 import base64
+import io
 import struct
+import wave
 import zlib
 from typing import Any
 
@@ -46,8 +48,19 @@ def png() -> bytes:
             + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 
 
+def wav(frames: int) -> bytes:
+    """A real WAV (16-bit mono silence at 8 kHz), written by the standard library."""
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(bytes(2 * frames))
+    return buffer.getvalue()
+
+
 PNG = png()
-WAV = b"RIFF" + struct.pack("<I", 36 + 400) + b"WAVEfmt " + bytes(416)
+WAV = wav(200)
 PNG64 = base64.b64encode(PNG).decode()
 WAV64 = base64.b64encode(WAV).decode()
 CALLS = (("snapshot", {}),)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import struct
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +44,26 @@ MEDIA = str(MCP_TESTS / "servers" / "media.py")
 
 def _media_server() -> Any:
     """The test server's module, loaded only by the tests that run it (it needs the mcp extra)."""
+    sys.path.insert(0, str(MCP_TESTS / "servers"))  # its sibling `lowlevel`
     spec = importlib.util.spec_from_file_location("media_server", MEDIA)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
-PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17)
+
+def _png(width: int, height: int) -> bytes:
+    """A real PNG of *width* × *height* red pixels (the structure check admits it)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+    rows = b"".join(b"\x00" + bytes([255, 0, 0]) * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2,
+                                                             0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+
+
+PNG = _png(2, 2)
 NOT_WHAT_IT_SAYS = "not shown: the data is not what its type says"
 
 

@@ -13,14 +13,15 @@ declines any request warning that it already ran. ``race`` reserves
 the send's effect key for CALL_ID once its standard input says ``go`` and sends if it got it,
 printing ``RACE <claim state>``: two of them started together race for one key.
 
-With ``CRASH_RECONCILE=1`` in the environment the send declares a reconcile hook that asks
-the effects file (the outside system) whether the send happened.
+With ``CRASH_APPROVER=yes`` (or ``no``) every mode has an in-process person answer (see
+:func:`in_process_person`). With ``CRASH_RECONCILE=1`` in the environment the send declares a
+reconcile hook that asks the effects file (the outside system) whether the send happened.
 
 ``run`` suspends on the approval; ``run-approving`` has a person approve at once, so the
 whole ledger is walked in the first run; ``ready`` resumes what ``resume --ready`` would.
 
-At STOP_AT (requested, suspending, approved, claimed, executed, settled, or none) it prints
-``AT <state>`` and waits for its standard input forever, so the test can SIGKILL it exactly
+At STOP_AT (requested, deciding, suspending, approved, claimed, executed, settled, or none) it
+prints ``AT <state>`` and waits for its standard input forever, so the test can SIGKILL it exactly
 there. ``requested`` is right after the approval request is stored; ``suspending`` right
 before the session is saved as suspended. A resume that finds the session leased by a live
 process prints ``CONFLICT`` and exits 3.
@@ -126,6 +127,16 @@ def respond(request: ModelRequest) -> Any:
     return call("send", {"to": "ana"}, id="w1")
 
 
+def in_process_person(request: Any) -> bool:
+    """``CRASH_APPROVER=yes|no``: a person answering in this process (a terminal, a
+    callback), who notes each question in ``EFFECTS.asked`` and can be killed mid-thought
+    (STOP_AT ``deciding``)."""
+    with open(f"{EFFECTS}.asked", "a", encoding="utf-8") as f:
+        f.write(f"{request.id}\n")
+    stop_here("deciding")
+    return os.environ["CRASH_APPROVER"] == "yes"
+
+
 def record_send(to: str) -> None:
     with open(EFFECTS, "a", encoding="utf-8") as f:
         f.write(f"sent to {to}\n")
@@ -158,7 +169,9 @@ async def main() -> None:
         return
     store = StoppingStore(open_store(STORE_URL))
     approver: Approver = DeferredApprover()
-    if MODE == "run-approving":
+    if os.environ.get("CRASH_APPROVER") in ("yes", "no"):
+        approver = CallbackApprover(in_process_person, name="bob")
+    elif MODE == "run-approving":
         approver = CallbackApprover(lambda request: True, name="bob")
     elif MODE == "again":  # a person who approves a send, but not one told it already ran
         approver = CallbackApprover(lambda request: not request.warnings, name="bob")

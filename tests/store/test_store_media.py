@@ -20,7 +20,8 @@ from anfitrion.testing import ScriptedModel, call
 
 pytestmark = pytest.mark.anyio
 
-PNG = (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(17) + b"red square")
+PNG = base64.b64decode(  # a real 1×1 PNG
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC")
 OLD_ROW: list[dict[str, Any]] = [
     {"kind": "user", "parts": [{"kind": "text", "text": "look"}]},
     {"kind": "reply", "parts": [{"kind": "tool_call", "id": "c1", "name": "snapshot",

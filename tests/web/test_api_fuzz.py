@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import anyio
 import schemathesis
 from hypothesis import HealthCheck, settings
+from starlette.types import Receive, Scope, Send
 
 from anfitrion._approvals import ApprovalRequest
 from anfitrion.store import MemoryStore
@@ -19,7 +22,20 @@ KNOWN = [ApprovalRequest.for_call(
     reason="writes need a person", rule_id="default.write") for i in range(3)]
 for known in KNOWN:
     anyio.run(store.create_approval, known)
-app = create_app(store, token=TOKEN, allowed_hosts=["localhost", "testserver", "127.0.0.1"])
+inbox = create_app(store, token=TOKEN, allowed_hosts=["localhost", "testserver", "127.0.0.1"])
+_requests = itertools.count()
+
+
+async def app(scope: Scope, receive: Receive, send: Send) -> None:
+    """The inbox, each request from its own address: schemathesis's probes with a wrong token
+    (it expects 401) are not a guessing attack; the throttle has its own tests
+    (tests/security/test_bearer_token_guesses_are_throttled.py)."""
+    if scope["type"] == "http":
+        n = next(_requests)
+        scope = {**scope, "client": (f"10.{n // 62500 % 250}.{n // 250 % 250}.{n % 250}", 1)}
+    await inbox(scope, receive, send)
+
+
 schema = schemathesis.openapi.from_asgi("/api/v1/openapi.json", app)
 
 

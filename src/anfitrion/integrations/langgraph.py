@@ -55,7 +55,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingDependencyError("langgraph", "langgraph") from exc
 
 __all__ = ["APPROVAL", "LangChainTools", "ToolGate", "approval_value", "approve", "edit",
-           "gated_tools", "reject"]
+           "gated_tools", "reject", "ungated_tool_nodes"]
 
 APPROVAL = "anfitrion.approval"
 """The ``type`` of the value an approval ``interrupt()`` carries."""
@@ -133,6 +133,53 @@ def gated_tools(tools: Sequence[BaseTool], *, reads: Collection[str] = (),
             sensitive=frozenset(sensitive.get(lc_tool.name, ())),
             metadata={"langchain_tool": lc_tool}))
     return LangChainTools(described)
+
+
+def ungated_tool_nodes(graph: Any) -> list[str]:
+    """The names (``outer/inner`` in subgraphs) of the ``ToolNode`` s of *graph* whose calls do
+    not go through a :class:`ToolGate`: a plain ``ToolNode`` runs its tools ungated and
+    unaudited, whatever :func:`gated_tools` described. *graph*: a ``StateGraph`` or a compiled
+    graph (its builder is read); other graphs (the functional API) cannot be inspected."""
+    return _ungated(graph, "", set())
+
+
+def _ungated(graph: Any, prefix: str, seen: set[int]) -> list[str]:
+    builder = getattr(graph, "builder", graph)
+    if id(builder) in seen:
+        return []
+    seen.add(id(builder))
+    found: list[str] = []
+    for name, spec in getattr(builder, "nodes", {}).items():
+        runnable = getattr(spec, "runnable", spec)
+        for candidate in (runnable, getattr(runnable, "bound", None)):
+            if isinstance(candidate, ToolNode):
+                if not _goes_through_a_gate(getattr(candidate, "_awrap_tool_call", None)):
+                    found.append(f"{prefix}{name}")
+                break
+            if candidate is not None and hasattr(candidate, "builder"):  # a subgraph
+                found.extend(_ungated(candidate, f"{prefix}{name}/", seen))
+                break
+    return found
+
+
+def _goes_through_a_gate(wrapper: Any, depth: int = 0) -> bool:
+    """Whether a tool node's wrapper is, or composes, a :class:`ToolGate`'s: its bound method,
+    a middleware holding one (``AnfitrionMiddleware.gate``), or a function closing over
+    either (LangChain composes an agent's middleware wrappers into one function)."""
+    if wrapper is None or depth > 6:
+        return False
+    owner = getattr(wrapper, "__self__", None)
+    if isinstance(owner, ToolGate) or isinstance(getattr(owner, "gate", None), ToolGate):
+        return True
+    inner = [getattr(wrapper, "__wrapped__", None), getattr(wrapper, "func", None)]
+    inner += [cell.cell_contents for cell in getattr(wrapper, "__closure__", None) or ()
+              if cell.cell_contents is not wrapper]
+    for value in inner:
+        if isinstance(value, ToolGate) or isinstance(getattr(value, "gate", None), ToolGate):
+            return True
+        if callable(value) and _goes_through_a_gate(value, depth + 1):
+            return True
+    return False
 
 
 # -- answers ---------------------------------------------------------------------------------
@@ -230,6 +277,21 @@ class ToolGate:
     def tool_node(self, tools: Sequence[BaseTool], **options: Any) -> ToolNode:
         """A ``ToolNode`` whose every call goes through the gate."""
         return ToolNode(tools, wrap_tool_call=self.wrap, awrap_tool_call=self.awrap, **options)
+
+    def check(self, graph: Any) -> Any:
+        """*graph* (a ``StateGraph`` or a compiled graph) as it is, when every ``ToolNode`` in
+        it — subgraphs included — is gated by a :class:`ToolGate`.
+
+        Raises:
+            UserError: naming each tool node whose calls would run ungated and unaudited
+                (a plain ``ToolNode`` next to the gated one, or one wrapped by something else).
+        """
+        found = ungated_tool_nodes(graph)
+        if found:
+            raise UserError(f"tool node(s) {', '.join(map(repr, found))} run tools without "
+                            "anfitrion's gate: no policy, approval or audit. Build them with "
+                            "ToolGate(runtime).tool_node(tools)")
+        return graph
 
     # -- the two entry points -------------------------------------------------------------
 

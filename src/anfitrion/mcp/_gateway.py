@@ -60,7 +60,7 @@ from ..policy import Policy
 from ..store import Store
 from ..telemetry import extracted_context
 from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
-from ._gateway_http import HttpGuard, SessionCloseRace, respond, with_health
+from ._gateway_http import THROTTLED_AUDIT, HttpGuard, SessionCloseRace, respond, with_health
 from ._listing import DEFAULT_LISTING_TTL, ListingReuse
 from ._oauth_settings import OAuthSettings
 from ._pinning import NAMESPACE as PIN_NAMESPACE
@@ -807,7 +807,14 @@ class Gateway:
             hosts.add(urlsplit(oauth.resource).netloc)  # behind a proxy: the public name
         return HttpGuard(endpoint, token=token, allowed_hosts=hosts,
                          allowed_origins=allowed_origins, max_body_bytes=max_body_bytes,
-                         oauth=oauth)
+                         oauth=oauth, on_throttled=self._audit_throttled)
+
+    async def _audit_throttled(self, data: Mapping[str, Any]) -> None:
+        """A client starting to be throttled for wrong bearer tokens (once per episode)."""
+        try:
+            await self.store.append_audit(THROTTLED_AUDIT, "gateway-auth", time.time(), data)
+        except AnfitrionError as exc:
+            log.warning("a throttled client could not be audited: %s", exc)
 
     # -- OAuth (gateway.auth) ---------------------------------------------------------------
 

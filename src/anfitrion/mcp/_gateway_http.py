@@ -9,14 +9,23 @@ from __future__ import annotations
 
 import hmac
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import anyio
 
+from .._throttle import GuessThrottle, OnThrottled, Throttled, client_key
 from ._http_body import check_body, send_refusal
 
-__all__ = ["ASGIApp", "Authenticator", "HttpGuard", "SessionCloseRace", "respond", "with_health"]
+__all__ = ["THROTTLED_AUDIT", "ASGIApp", "Authenticator", "HttpGuard", "SessionCloseRace",
+           "respond", "with_health"]
+
+log = logging.getLogger("anfitrion.mcp.gateway")
+
+THROTTLED_AUDIT = "gateway.auth_throttled"
+"""A client over the limit of wrong bearer tokens (:mod:`anfitrion._throttle`), once per
+episode: its address, the limit and the wait, never a token."""
 
 ASGIApp = Callable[[dict[str, Any], Callable[..., Any], Callable[..., Any]], Any]
 
@@ -63,7 +72,8 @@ class HttpGuard:
 
     def __init__(self, app: ASGIApp, *, token: str | None, allowed_hosts: Iterable[str],
                  allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
-                 oauth: Authenticator | None = None) -> None:
+                 oauth: Authenticator | None = None,
+                 on_throttled: OnThrottled | None = None) -> None:
         if oauth is None and (token is None or len(token) < 16):
             raise ValueError("the bearer token must have at least 16 characters")
         self.app = app
@@ -72,6 +82,9 @@ class HttpGuard:
         self.allowed_hosts = frozenset(allowed_hosts)
         self.allowed_origins = frozenset(allowed_origins)
         self.max_body_bytes = max_body_bytes
+        # wrong bearer tokens per client (the static token and OAuth alike), compared first
+        self.throttle = GuessThrottle(door="gateway")
+        self.on_throttled = on_throttled  # awaited once per throttling episode (the audit)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -90,14 +103,50 @@ class HttpGuard:
         if origin is not None and origin not in self.allowed_origins:
             await respond(send, 403, b"invalid Origin header")
             return
-        if oauth is not None:
-            if not await oauth.guard(scope, headers, send):
-                return
-        elif not hmac.compare_digest(headers.get("authorization", "").encode("latin-1"),
-                                     self._expected):
-            await respond(send, 401, b"a valid bearer token is required",
-                           [(b"www-authenticate", b'Bearer realm="anfitrion-gateway"')])
+        throttled: list[Throttled] = []
+        presented = bool(headers.get("authorization", "").strip())
+        checked = self._throttling(scope, send, throttled) if presented else send
+        if not await self._authorised(scope, headers, checked):
+            await self._report(throttled)
             return
+        await self._pass(scope, headers, receive, send)
+
+    async def _authorised(self, scope: dict[str, Any], headers: dict[str, str],
+                          send: Any) -> bool:
+        """The bearer token checked (the static one in constant time, or OAuth's); False
+        when refused (answered already)."""
+        oauth = self.oauth
+        if oauth is not None:
+            return await oauth.guard(scope, headers, send)
+        if not hmac.compare_digest(headers.get("authorization", "").encode("latin-1"),
+                                   self._expected):
+            await respond(send, 401, b"a valid bearer token is required",
+                          [(b"www-authenticate", b'Bearer realm="anfitrion-gateway"')])
+            return False
+        return True
+
+    def _throttling(self, scope: dict[str, Any], send: Any, throttled: list[Throttled]) -> Any:
+        """*send*, turning a 401 to a presented token (a wrong one: the right one was compared
+        first and passed) into 429 with ``Retry-After`` once its client is over the limit."""
+        async def wrapped(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start" and message.get("status") == 401:
+                verdict = self.throttle.record(client_key(scope))
+                if verdict is not None:
+                    throttled.append(verdict)
+                    retry = str(math.ceil(verdict.retry_after)).encode()
+                    message = {**message, "status": 429,
+                               "headers": [*message.get("headers", []),
+                                           (b"retry-after", retry)]}
+            await send(message)
+        return wrapped
+
+    async def _report(self, throttled: list[Throttled]) -> None:
+        if throttled and throttled[0].first and self.on_throttled is not None:
+            await self.on_throttled(throttled[0].audit_data())
+
+    async def _pass(self, scope: dict[str, Any], headers: dict[str, str], receive: Any,
+                    send: Any) -> None:
+        """The size limit and the strict body check, then the SDK."""
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or
                                      int(declared) > self.max_body_bytes):
@@ -109,6 +158,8 @@ class HttpGuard:
         body = bytearray()
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":
+                return  # the client went away mid-body: nothing to run, nobody to answer
             if message["type"] != "http.request":
                 break
             body.extend(message.get("body", b""))
@@ -132,7 +183,24 @@ class HttpGuard:
             message: dict[str, Any] = await receive()
             return message
 
-        await self.app(scope, replay, send)
+        await self.app(scope, replay, _one_response(send))
+
+
+def _one_response(send: Any) -> Any:
+    """*send*, dropping what the app sends after its response is complete (the SDK answering
+    a request whose client went away, or whose session closed, a second time): the
+    server would log "Unexpected ASGI message" with a traceback, for a client that is gone."""
+    complete = False
+
+    async def once(message: dict[str, Any]) -> None:
+        nonlocal complete
+        if complete:
+            log.debug("dropped %s sent after the response was complete", message.get("type"))
+            return
+        if message.get("type") == "http.response.body" and not message.get("more_body"):
+            complete = True
+        await send(message)
+    return once
 
 
 def with_health(app: ASGIApp, ready: Callable[[], Any]) -> ASGIApp:

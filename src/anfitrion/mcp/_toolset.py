@@ -122,6 +122,8 @@ try:
     from mcp.shared.dispatcher import ProgressFnT
     from mcp.shared.exceptions import MCPError
     from mcp.shared.message import SessionMessage
+
+    from ._oversized import MAX_DISCARDED_BYTES, OversizedLine, is_oversized_marker
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
 
@@ -289,22 +291,62 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
 
 
-async def _end_process_group(process: anyio.abc.Process) -> None:
-    """Close the server's input, give it time, then end its whole process group.
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group *pgid* still runs (zombies waiting for their parent, which
+    a container's init may never reap, do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not os.path.isdir("/proc"):
+        return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 2 and fields[0] != b"Z" and fields[2] == str(pgid).encode():
+            return True
+    return False
+
+
+async def _group_ended(process: anyio.abc.Process, grace: float) -> bool:
+    """Wait up to *grace* seconds for the server (reaped) and its whole group to end."""
+    with anyio.move_on_after(grace):
+        await process.wait()
+        while _group_alive(process.pid):
+            await anyio.sleep(0.02)
+        return True
+    return False
+
+
+async def _end_process_group(process: anyio.abc.Process, *, at_once: bool = False) -> None:
+    """Close the server's input, give it time, then end its whole process group, and wait
+    until every process of the group has ended (SIGTERM, then SIGKILL after the grace).
 
     The group is signalled even when the server exited by itself: whatever it started (and
-    left behind) goes with it.
+    left behind) goes with it. *at_once*: the connection was closed for the server's abuse
+    (framing, noise): no time to exit politely, SIGTERM straight away.
     """
     with anyio.CancelScope(shield=True):
         if process.stdin is not None:
             with suppress(*_TRANSPORT_ERRORS):
                 await process.stdin.aclose()
-        with anyio.move_on_after(TERMINATE_GRACE):
-            await process.wait()
+        if not at_once:
+            with anyio.move_on_after(TERMINATE_GRACE):
+                await process.wait()
         _signal_group(process.pid, signal.SIGTERM)
-        with anyio.move_on_after(TERMINATE_GRACE):
-            await process.wait()
-        _signal_group(process.pid, signal.SIGKILL)
+        if not await _group_ended(process, TERMINATE_GRACE):
+            _signal_group(process.pid, signal.SIGKILL)
+            if not await _group_ended(process, TERMINATE_GRACE):
+                log.warning("MCP server process group %d did not end after SIGKILL",
+                            process.pid)
         with anyio.move_on_after(TERMINATE_GRACE), suppress(*_TRANSPORT_ERRORS):
             await process.aclose()  # closes the pipes too, read to the end or not
 
@@ -352,6 +394,25 @@ async def _stdio_transport(cfg: ServerConfig, conn: _Connection, errlog: TextIO,
             yield streams
 
 
+async def _dropped(dropping: OversizedLine, chunk: bytes, conn: _Connection,
+                   send: Callable[[SessionMessage], Awaitable[None]]) -> bytes | None:
+    """Feed *chunk* to the answer being dropped: the bytes after it once it ended (its request
+    answered as too large), else ``None`` — still dropping, or the connection closed for a
+    line that was no answer after all or went on too long (``conn.dead``)."""
+    rest = dropping.feed(chunk)
+    if dropping.too_long:
+        conn.close(f"the server sent a line longer than {MAX_DISCARDED_BYTES} bytes")
+        return None
+    if rest is None:
+        return None
+    answer = dropping.message()
+    if answer is None:
+        conn.close(f"the server sent a line longer than {MAX_LINE_BYTES} bytes")
+        return None
+    await send(answer)
+    return rest
+
+
 @asynccontextmanager
 async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: TextIO, *,
                          on_refusal: Callable[[str], Awaitable[None]] | None = None
@@ -363,9 +424,17 @@ async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: 
         assert process.stdout is not None
         buffer = bytearray()
         scanned = noise = 0
+        dropping: OversizedLine | None = None
         async with to_session:
             with suppress(*_TRANSPORT_ERRORS):
                 async for chunk in process.stdout:
+                    if dropping is not None:  # an answer too large: read to its end, unkept
+                        rest = await _dropped(dropping, chunk, conn, to_session.send)
+                        if conn.dead:
+                            return
+                        if rest is None:
+                            continue
+                        dropping, chunk = None, rest
                     buffer += chunk
                     while True:
                         line, scanned = _next_line(buffer, scanned)
@@ -386,8 +455,14 @@ async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: 
                             continue
                         await to_session.send(SessionMessage(message))
                     if len(buffer) > MAX_LINE_BYTES:
-                        conn.close(f"the server sent a line longer than {MAX_LINE_BYTES} bytes")
-                        return
+                        # a response: a known outcome, answered as too large; else abuse
+                        dropping = OversizedLine.start(buffer, MAX_LINE_BYTES)
+                        if dropping is None:
+                            conn.close(f"the server sent a line longer than {MAX_LINE_BYTES} "
+                                       "bytes")
+                            return
+                        buffer.clear()
+                        scanned = 0
 
     async def write() -> None:
         assert process.stdin is not None
@@ -408,7 +483,7 @@ async def _bounded_stdio(process: anyio.abc.Process, conn: _Connection, errlog: 
             try:
                 yield read_stream, write_stream
             finally:
-                await _end_process_group(process)
+                await _end_process_group(process, at_once=conn.dead)
                 tg.cancel_scope.cancel()
     finally:
         for stream in (read_stream, write_stream, to_session, from_session):
@@ -1107,6 +1182,9 @@ class McpToolset:
         return self._result_value(result, output)
 
     def _result_value(self, result: mt.CallToolResult, output: Any) -> Any:
+        if is_oversized_marker(result):  # ran and answered, too large: done, said so
+            marker = result.content[0]
+            return marker.text if isinstance(marker, mt.TextContent) else ""
         admission = Admission(self.media, is_error=bool(result.is_error))
         value = self._result_text(result, output, admission)
         return MediaResult(value, tuple(admission.admitted)) if admission.admitted else value

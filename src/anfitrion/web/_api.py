@@ -28,7 +28,7 @@ from ..channels._webhooks import CallbackVerifier
 from ..exceptions import ConflictError, JsonError
 from ..store import Store
 from ._render import findings
-from ._security import token_matches
+from ._security import SessionBook, token_matches
 
 __all__ = ["Api", "api_routes", "error", "openapi_document"]
 
@@ -159,9 +159,10 @@ def _approval_json(request: ApprovalRequest, answer: ApprovalAnswer | None, used
 
 def api_routes(store: Store, token: str, on_answer: OnAnswer | None, *,
                reviewers: Reviewers | None = None,
-               callbacks: CallbackVerifier | None = None) -> list[Route]:
+               callbacks: CallbackVerifier | None = None,
+               sessions: SessionBook | None = None) -> list[Route]:
     """The ``/api/v1`` routes over *store* (see :class:`Api`)."""
-    return Api(store, token, on_answer, reviewers, callbacks).routes()
+    return Api(store, token, on_answer, reviewers, callbacks, sessions).routes()
 
 
 @dataclass
@@ -174,6 +175,7 @@ class Api:
         on_answer: awaited after each recorded decision, e.g. to resume the session.
         reviewers: people with their own bearer tokens; only they vote on a quorum.
         callbacks: the signed webhook callbacks' verifier; None: callbacks are refused.
+        sessions: the sign-in's book, whose throttle counts wrong bearer tokens too.
     """
 
     store: Store
@@ -181,6 +183,15 @@ class Api:
     on_answer: OnAnswer | None = None
     reviewers: Reviewers | None = None
     callbacks: CallbackVerifier | None = None
+    sessions: SessionBook | None = None
+
+    def _refused(self, request: Request) -> JSONResponse:
+        """401; a wrong bearer token (not a missing one) counts against its client in the
+        inbox's one throttle, shared with the sign-in, which turns it into 429 when over."""
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if self.sessions is not None and scheme.lower() == "bearer" and given.strip():
+            self.sessions.failed()
+        return _unauthorised()
 
     def routes(self) -> list[Route]:
         return [
@@ -205,7 +216,7 @@ class Api:
 
     async def list_approvals(self, request: Request) -> Response:
         if not self._allowed(request):
-            return _unauthorised()
+            return self._refused(request)
         status = request.query_params.get("status", "pending")
         if status not in ("pending", "decided", "all"):
             return error(400, "status must be pending, decided or all", "invalid_query")
@@ -227,7 +238,7 @@ class Api:
 
     async def show_approval(self, request: Request) -> Response:
         if not self._allowed(request):
-            return _unauthorised()
+            return self._refused(request)
         found = await self.store.get_approval(request.path_params["request_id"])
         if found is None:
             return error(404, Refusal.NOT_FOUND.value, "not_found")
@@ -244,7 +255,7 @@ class Api:
     async def _decide(self, request: Request, approved: bool) -> Response:
         reviewer = _reviewer(request, self.reviewers)
         if reviewer is None and not _authorised(request, self.token):
-            return _unauthorised()
+            return self._refused(request)
         body = await _body(request, DecisionBody)
         if isinstance(body, Response):
             return body
@@ -283,7 +294,7 @@ class Api:
 
     async def list_effects(self, request: Request) -> Response:
         if not _authorised(request, self.token):
-            return _unauthorised()
+            return self._refused(request)
         status = request.query_params.get("status", "unsettled")
         if status not in ("unsettled", "all"):
             return error(400, "status must be unsettled or all", "invalid_query")
@@ -292,7 +303,7 @@ class Api:
 
     async def show_effect(self, request: Request) -> Response:
         if not _authorised(request, self.token):
-            return _unauthorised()
+            return self._refused(request)
         found = await self.store.effect_state(request.path_params["key"])
         if found is None:
             return error(404, "no such effect", "not_found")
@@ -300,7 +311,7 @@ class Api:
 
     async def resolve_effect(self, request: Request) -> Response:
         if not _authorised(request, self.token):
-            return _unauthorised()
+            return self._refused(request)
         body = await _body(request, ResolutionBody)
         if isinstance(body, Response):
             return body
@@ -332,6 +343,8 @@ def _json(schema: Mapping[str, Any], description: str) -> dict[str, Any]:
 _ERRORS = {
     "400": _json(_ref("Error"), "Malformed request"),
     "401": _json(_ref("Error"), "Missing or wrong bearer token"),
+    "429": {"description": "A wrong bearer token from a client that sent too many (the right "
+                           "token is never refused); wait for Retry-After seconds"},
     "404": _json(_ref("Error"), "No such approval request"),
 }
 _STR = {"type": "string"}
@@ -480,7 +493,8 @@ def _approval_paths() -> dict[str, Any]:
                                             "type": "array",
                                             "items": _ref("ApprovalSummary")}}},
                                        "The requests"),
-                          "400": _ERRORS["400"], "401": _ERRORS["401"]}}},
+                          "400": _ERRORS["400"], "401": _ERRORS["401"],
+                          "429": _ERRORS["429"]}}},
         f"{PREFIX}/approvals/{{request_id}}": {"get": {
             "summary": "Show one request with its findings", "operationId": "showApproval",
             "parameters": [_REQUEST_ID],
@@ -518,7 +532,8 @@ def _effect_paths() -> dict[str, Any]:
                                         "properties": {"effects": {
                                             "type": "array", "items": _ref("Effect")}}},
                                        "The effects"),
-                          "400": _ERRORS["400"], "401": _ERRORS["401"]}}},
+                          "400": _ERRORS["400"], "401": _ERRORS["401"],
+                          "429": _ERRORS["429"]}}},
         f"{PREFIX}/effects/{{key}}": {"get": {
             "summary": "Show one effect", "operationId": "showEffect",
             "parameters": [_EFFECT_KEY],

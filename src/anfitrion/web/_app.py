@@ -12,7 +12,9 @@ in the same process through *on_answer*, or elsewhere with ``anfitrion resume``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+import logging
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
@@ -27,9 +29,10 @@ from starlette.routing import Route
 
 from .._answers import OnAnswer
 from .._approvals import make_visible
+from .._throttle import OnThrottled
 from ..channels import Reviewers
 from ..channels._webhooks import CallbackVerifier
-from ..exceptions import UserError
+from ..exceptions import AnfitrionError, UserError
 from ..store import Store
 from ._api import api_routes, error
 from ._approval_pages import ApprovalPages
@@ -38,7 +41,9 @@ from ._effects import EffectPages
 from ._security import GuardMiddleware, SessionBook
 from ._signin import SignIn
 
-__all__ = ["DEFAULT_ALLOWED_HOSTS", "MIN_TOKEN_CHARS", "create_app"]
+__all__ = ["DEFAULT_ALLOWED_HOSTS", "MIN_TOKEN_CHARS", "THROTTLED_AUDIT", "create_app"]
+
+log = logging.getLogger("anfitrion.web")
 
 DEFAULT_ALLOWED_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 MIN_TOKEN_CHARS = 16
@@ -79,7 +84,8 @@ def create_app(store: Store, *, token: str,
     if len(token) < MIN_TOKEN_CHARS:
         raise UserError(f"the inbox token must have at least {MIN_TOKEN_CHARS} characters")
     secure = bool(public_origin and public_origin.lower().startswith("https://"))
-    sign_in = SignIn(token, reviewers, SessionBook(session_lifetime), secure=secure)
+    sessions = SessionBook(session_lifetime)
+    sign_in = SignIn(token, reviewers, sessions, secure=secure)
     approval_pages = ApprovalPages(store, sign_in,
                                    Path(files_root) if files_root is not None else None,
                                    on_answer)
@@ -89,12 +95,14 @@ def create_app(store: Store, *, token: str,
         *sign_in.routes(),
         Route("/static/{name}", static, methods=["GET"]),
         *EffectPages(store, sign_in).routes(),
-        *api_routes(store, token, on_answer, reviewers=reviewers, callbacks=callbacks),
+        *api_routes(store, token, on_answer, reviewers=reviewers, callbacks=callbacks,
+                    sessions=sessions),
         *(ConnectPages(accounts, sign_in).routes() if accounts is not None else []),
     ]
     return Starlette(routes=list(routes), lifespan=_lifespan(accounts),
                      middleware=[Middleware(GuardMiddleware, allowed_hosts=allowed_hosts,
-                                            public_origin=public_origin)],
+                                            public_origin=public_origin,
+                                            on_throttled=_audit_throttled(store))],
                      exception_handlers={404: not_found, 405: not_found})
 
 
@@ -110,6 +118,19 @@ def _lifespan(accounts: Accounts | None) -> Any:
             yield
 
     return lifespan
+
+
+THROTTLED_AUDIT = "inbox.auth_throttled"
+
+
+def _audit_throttled(store: Store) -> OnThrottled:
+    """An audit record for each client that starts being throttled (once per episode)."""
+    async def audit(data: Mapping[str, Any]) -> None:
+        try:
+            await store.append_audit(THROTTLED_AUDIT, "inbox-auth", time.time(), data)
+        except AnfitrionError as exc:
+            log.warning("a throttled client could not be audited: %s", exc)
+    return audit
 
 
 async def static(request: Request) -> Response:

@@ -25,20 +25,22 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 import math
 import secrets
 import time
-from collections import OrderedDict, deque
 from collections.abc import Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect
 from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .. import _throttle
+from .._throttle import GuessThrottle, OnThrottled, Throttled, client_key
 
 __all__ = ["CSP", "MAX_THROTTLED_CLIENTS", "SESSION_COOKIE", "GuardMiddleware", "SessionBook",
            "SignInThrottle", "SignedIn", "client_key", "host_name", "token_matches"]
@@ -60,7 +62,7 @@ SECURITY_HEADERS = (
 )
 
 
-MAX_THROTTLED_CLIENTS = 4096
+MAX_THROTTLED_CLIENTS = _throttle.MAX_THROTTLED_CLIENTS
 """Clients the sign-in throttle remembers at once; the least recently failing go first."""
 
 
@@ -71,72 +73,12 @@ def token_matches(given: str, expected: str) -> bool:
                                expected.encode("utf-8", "surrogatepass"))
 
 
-def client_key(scope: Scope) -> str:
-    """Who is signing in, for throttling: the peer address (an IPv6 peer: its /64 network).
-
-    Headers such as ``X-Forwarded-For`` are written by the client and never trusted: behind a
-    proxy every client is the proxy, as behind loopback every local program is ``127.0.0.1``.
-    """
-    peer = scope.get("client")
-    host = peer[0] if peer else ""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return host[:100] or "unknown"
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.IPv6Network((address, 64), strict=False))
-    return str(address)
-
-
 @dataclass
-class SignInThrottle:
-    """Wrong tokens per client in a sliding window, in bounded memory.
+class SignInThrottle(GuessThrottle):
+    """The inbox's :class:`~anfitrion._throttle.GuessThrottle` (sign-in and JSON API share it:
+    alternating doors does not double a client's guesses)."""
 
-    Each client keeps at most *max_failures* timestamps; at most *max_clients* clients are
-    kept, the least recently failing forgotten first. Forgetting only ever lets a client guess
-    again sooner; it never refuses anyone.
-    """
-
-    max_failures: int = 10
-    window: float = 60.0
     max_clients: int = field(default_factory=lambda: MAX_THROTTLED_CLIENTS)
-    _failures: OrderedDict[str, deque[float]] = field(default_factory=OrderedDict)
-
-    def failed(self, client: str, now: float | None = None) -> float | None:
-        """Record a wrong token from *client*; the seconds it must wait, when it is over."""
-        now = time.monotonic() if now is None else now
-        self._forget_older_than(now - self.window)
-        times = self._failures.pop(client, None)
-        if times is None:
-            times = deque(maxlen=self.max_failures)
-        was_over = self._over(times, now)
-        times.append(now)
-        self._failures[client] = times  # now the most recent
-        while len(self._failures) > self.max_clients:
-            self._failures.popitem(last=False)
-        if not self._over(times, now):
-            return None
-        wait = max(1.0, times[0] + self.window - now)
-        if not was_over:  # once per episode, not per refused guess: no log flood
-            log.warning("sign-in: %d wrong tokens from %s within %g s; its wrong tokens are "
-                        "refused for %d s", self.max_failures, client, self.window,
-                        math.ceil(wait))
-        return wait
-
-    def _over(self, times: deque[float], now: float) -> bool:
-        return len(times) >= self.max_failures and times[0] > now - self.window
-
-    def __len__(self) -> int:
-        return len(self._failures)
-
-    def _forget_older_than(self, cutoff: float) -> None:
-        while self._failures:
-            oldest = next(iter(self._failures))
-            if self._failures[oldest][-1] > cutoff:
-                return
-            del self._failures[oldest]
 
 
 @dataclass
@@ -144,7 +86,11 @@ class _Attempt:
     """The request being served: its client, and whether a wrong token got it throttled."""
 
     client: str
-    retry_after: float | None = None
+    throttled: Throttled | None = None
+
+    @property
+    def retry_after(self) -> float | None:
+        return None if self.throttled is None else self.throttled.retry_after
 
 
 _attempt: ContextVar[_Attempt | None] = ContextVar("anfitrion_web_attempt", default=None)
@@ -185,9 +131,9 @@ class SessionBook:
         """
         attempt = _attempt.get()
         client = attempt.client if attempt is not None else "unknown"
-        wait = self.throttle.failed(client)
-        if wait is not None and attempt is not None:
-            attempt.retry_after = wait
+        throttled = self.throttle.record(client)
+        if throttled is not None and attempt is not None:
+            attempt.throttled = throttled
 
     def open(self, name: str) -> SignedIn:
         signed = SignedIn(secrets.token_urlsafe(32), name, secrets.token_urlsafe(32),
@@ -230,8 +176,10 @@ class GuardMiddleware:
     """Refuses requests for foreign hosts or from foreign origins; adds security headers."""
 
     def __init__(self, app: ASGIApp, *, allowed_hosts: Iterable[str],
-                 public_origin: str | None = None) -> None:
+                 public_origin: str | None = None,
+                 on_throttled: OnThrottled | None = None) -> None:
         self.app = app
+        self.on_throttled = on_throttled  # awaited once per throttling episode (the audit)
         self.allowed_hosts = frozenset(h.lower() for h in allowed_hosts)
         # behind a TLS proxy the browser's origin is https://… while this server sees http
         self.public_origin = public_origin.rstrip("/").lower() if public_origin else None
@@ -254,8 +202,15 @@ class GuardMiddleware:
         reset = _attempt.set(attempt)
         try:
             await self.app(scope, receive, self._with_headers(send, attempt))
+        except ClientDisconnect:
+            # the client went away mid-body: nothing was read or changed, and nobody is left
+            # to answer — not an error of this server (no traceback in its log)
+            log.debug("a client disconnected before sending its whole request")
         finally:
             _attempt.reset(reset)
+            throttled = attempt.throttled
+            if throttled is not None and throttled.first and self.on_throttled is not None:
+                await self.on_throttled(throttled.audit_data())
 
     def _problem(self, scope: Scope, headers: Headers) -> str | None:
         host = headers.get("host", "")

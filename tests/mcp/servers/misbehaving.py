@@ -11,13 +11,22 @@ Tools:
     echo(text) / echo_error(text) / echo_structured(text): *text* back as a text result, an
         error result, or structured content matching the declared outputSchema.
     backtracking: an input schema whose pattern backtracks exponentially (``^(a+)+$``).
+    huge_result(mib, order): answers with a result of *mib* MiB (it ran: ``ran.log`` in the
+        working folder gets a line); *order* ``sdk`` as this SDK writes it, ``result_first``
+        as the TypeScript SDK does (the id last).
+    stubborn_flood(pidfile): ignores SIGTERM and its input's end, starts a child that ignores
+        SIGTERM too (pids in *pidfile*), then writes a notification line over the limit.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +39,8 @@ TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required"
 PIDFILE = {"type": "object", "properties": {"pidfile": {"type": "string"}},
            "required": ["pidfile"]}
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
+STUBBORN = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+            "signal.SIG_IGN); time.sleep(600)"]
 
 
 WIRE = os.dup(1)
@@ -51,6 +62,10 @@ def main() -> None:
                 "type": "object", "properties": {"mib": {"type": "integer"}}}),
             mt.Tool(name="noise", description="Writes noise.", inputSchema={"type": "object"}),
             mt.Tool(name="echo", description="Echoes.", inputSchema=TEXT),
+            mt.Tool(name="huge_result", description="A big answer.", inputSchema={
+                "type": "object", "properties": {"mib": {"type": "integer"},
+                                                 "order": {"type": "string"}}}),
+            mt.Tool(name="stubborn_flood", description="Floods.", inputSchema=PIDFILE),
             mt.Tool(name="backtracking", description="Looks up a code.", inputSchema={
                 "type": "object", "properties": {"code": {"type": "string",
                                                           "pattern": "^(a+)+$"}}}),
@@ -78,6 +93,25 @@ def main() -> None:
                 _write_all(chunk)
             _write_all(b'"}}\n')
             return [mt.TextContent(type="text", text="sent")]
+        if name == "huge_result":
+            with open("ran.log", "a", encoding="utf-8") as ran:
+                ran.write("ran\n")
+            text = "y" * (int(arguments.get("mib", 5)) * 1024 * 1024)
+            if arguments.get("order") != "result_first":
+                return [mt.TextContent(type="text", text=text)]
+            _write_all(b'{"result": {"content": [{"type": "text", "text": "' + text.encode()
+                       + b'"}]}, "jsonrpc": "2.0", "id": '
+                       + json.dumps(ctx.request_id).encode() + b"}\n")
+            await anyio.sleep_forever()  # answered by hand, never by the SDK
+        if name == "stubborn_flood":
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            threading.Thread(target=time.sleep, args=(600,)).start()  # outlives its input
+            child = subprocess.Popen(STUBBORN, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL)
+            Path(arguments["pidfile"]).write_text(f"{os.getpid()} {child.pid}")
+            _write_all(b'{"jsonrpc": "2.0", "method": "notifications/message", "params": '
+                       b'{"level": "info", "data": "' + b"z" * (5 * 1024 * 1024) + b'"}}\n')
+            await anyio.sleep_forever()
         if name == "noise":
             while True:
                 _write_all(b"this is not JSON-RPC\n" * 64)
