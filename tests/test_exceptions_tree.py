@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -23,6 +24,7 @@ from anfitrion.exceptions import (
     MissingDependencyError,
     ModelError,
     StoreError,
+    UserError,
     map_exceptions,
 )
 
@@ -148,6 +150,29 @@ def test_refused_input_is_still_a_value_error() -> None:
         parse_json_strict('{"a": 1, "a": 2}')
     assert isinstance(caught.value, JsonError)
     assert isinstance(caught.value, InputError)
+
+
+def test_a_wrong_setting_is_a_user_error_and_still_a_value_error() -> None:
+    from anfitrion.policy import RateLimit
+
+    with pytest.raises(ValueError, match="max_calls") as caught:
+        RateLimit(("send_*",), max_calls=-1, per=60)
+    assert isinstance(caught.value, UserError)
+
+
+_FOREIGN_ADAPTERS: frozenset[str] = frozenset()  # modules allowed to raise ValueError (none)
+
+
+def test_the_package_raises_no_bare_value_error() -> None:
+    """Every check raises a class of the tree (UserError for settings, InputError for refused
+    input), so ``except AnfitrionError`` catches what anfitrion raises."""
+    root = Path(anfitrion.__file__).parent
+    found = [f"{path.relative_to(root)}:{number}"
+             for path in sorted(root.rglob("*.py"))
+             if str(path.relative_to(root)) not in _FOREIGN_ADAPTERS
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"\braise ValueError\(", line)]
+    assert found == []
 
 
 def test_the_most_specific_mapping_wins_whatever_the_order() -> None:

@@ -46,7 +46,7 @@ from ._events import EventType, HostEvent
 from ._identity import identity_key, identity_problem, same_identity
 from ._json import parse_json_strict
 from ._redaction import redact
-from .exceptions import JsonError
+from .exceptions import InputError, JsonError
 from .store import Store, StoredApproval, VoteState
 
 __all__ = ["Outcome", "Refusal", "RequestState", "answer", "edit_for", "find_request", "notify",
@@ -292,9 +292,9 @@ def parse_edited_arguments(text: str) -> dict[str, Any]:
     try:
         value = parse_json_strict(text, max_bytes=MAX_EDIT_BYTES)
     except JsonError as exc:
-        raise ValueError(f"the edited arguments are not valid JSON: {exc}") from exc
+        raise InputError(f"the edited arguments are not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
-        raise ValueError("the edited arguments must be a JSON object")
+        raise InputError("the edited arguments must be a JSON object")
     return value
 
 

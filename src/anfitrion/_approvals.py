@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ._canonical import canonical_json, digest
 from ._conversation import JsonValue
+from .exceptions import UserError
 
 __all__ = [
     "NO_APPROVER",
@@ -163,9 +164,9 @@ class Quorum:
     def __post_init__(self) -> None:
         if isinstance(self.required, bool) or not isinstance(self.required, int) \
                 or not 1 <= self.required <= MAX_QUORUM:
-            raise ValueError(f"a quorum needs between 1 and {MAX_QUORUM} approvers")
+            raise UserError(f"a quorum needs between 1 and {MAX_QUORUM} approvers")
         if any(not isinstance(r, str) or not r for r in self.roles):
-            raise ValueError("quorum roles must be non-empty strings")
+            raise UserError("quorum roles must be non-empty strings")
 
     def qualifies(self, roles: frozenset[str]) -> bool:
         """Whether a person holding *roles* may vote."""

@@ -34,6 +34,8 @@ import urllib.parse
 from collections.abc import Iterable
 from typing import Any, Protocol, runtime_checkable
 
+from .exceptions import UserError
+
 __all__ = [
     "Constraint",
     "EmailDomain",
@@ -130,16 +132,16 @@ class PathInside:
     def __init__(self, root: str, *, base: str | None = None,
                  resolve_symlinks: bool = False) -> None:
         if not isinstance(root, str) or not root or "\x00" in root:
-            raise ValueError("path_inside needs a non-empty root path")
+            raise UserError("path_inside needs a non-empty root path")
         if (why := ambiguous_path(root)) is not None:
-            raise ValueError(f"path_inside root {root!r} {why}")
+            raise UserError(f"path_inside root {root!r} {why}")
         if base is not None and (not isinstance(base, str) or not posixpath.isabs(base)
                                  or "\x00" in base):
-            raise ValueError("base must be an absolute path")
+            raise UserError("base must be an absolute path")
         if base is not None and (why := ambiguous_path(base)) is not None:
-            raise ValueError(f"base {base!r} {why}")
+            raise UserError(f"base {base!r} {why}")
         if resolve_symlinks and base is None and not posixpath.isabs(root):
-            raise ValueError("resolve_symlinks needs an absolute root or a base directory")
+            raise UserError("resolve_symlinks needs an absolute root or a base directory")
         self.root = root
         self.base = base
         self.resolve_symlinks = resolve_symlinks
@@ -200,10 +202,10 @@ class OneOf:
     def __init__(self, values: Iterable[Any]) -> None:
         self.values = tuple(values)
         if not self.values:
-            raise ValueError("one_of needs at least one value")
+            raise UserError("one_of needs at least one value")
         for v in self.values:
             if not isinstance(v, (str, int, float, bool)) and v is not None:
-                raise ValueError(f"one_of values must be strings, numbers or booleans: {v!r}")
+                raise UserError(f"one_of values must be strings, numbers or booleans: {v!r}")
 
     def check(self, value: Any) -> str | None:
         if any(_same_value(value, v) for v in self.values):
@@ -233,10 +235,10 @@ class NoneOf:
     def __init__(self, values: Iterable[Any]) -> None:
         self.values = tuple(values)
         if not self.values:
-            raise ValueError("none_of needs at least one value")
+            raise UserError("none_of needs at least one value")
         for v in self.values:
             if not isinstance(v, (str, int, float, bool)) and v is not None:
-                raise ValueError(f"none_of values must be strings, numbers or booleans: {v!r}")
+                raise UserError(f"none_of values must be strings, numbers or booleans: {v!r}")
         self._folded = tuple(_folded(v) for v in self.values)
 
     def check(self, value: Any) -> str | None:
@@ -256,11 +258,11 @@ class NumberRange:
         for bound in (minimum, maximum):
             if bound is not None and (isinstance(bound, bool)
                                       or not isinstance(bound, (int, float))):
-                raise ValueError("min and max must be numbers")
+                raise UserError("min and max must be numbers")
         if minimum is None and maximum is None:
-            raise ValueError("a number range needs min or max")
+            raise UserError("a number range needs min or max")
         if minimum is not None and maximum is not None and minimum > maximum:
-            raise ValueError("min is greater than max")
+            raise UserError("min is greater than max")
         self.minimum = minimum
         self.maximum = maximum
 
@@ -284,11 +286,11 @@ class LengthRange:
         for bound in (min_length, max_length):
             if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)
                                       or bound < 0):
-                raise ValueError("min_length and max_length must be non-negative integers")
+                raise UserError("min_length and max_length must be non-negative integers")
         if min_length is None and max_length is None:
-            raise ValueError("a length range needs min_length or max_length")
+            raise UserError("a length range needs min_length or max_length")
         if min_length is not None and max_length is not None and min_length > max_length:
-            raise ValueError("min_length is greater than max_length")
+            raise UserError("min_length is greater than max_length")
         self.min_length = min_length
         self.max_length = max_length
 
@@ -358,20 +360,20 @@ class Matches:
 
     def __init__(self, pattern: str, *, max_input_length: int = 1024) -> None:
         if not isinstance(pattern, str):
-            raise ValueError("the pattern must be a string")
+            raise UserError("the pattern must be a string")
         try:
             compiled = re.compile(pattern)
             parsed = _sre.parse(pattern)
         except re.error as exc:
-            raise ValueError(f"invalid regular expression: {exc}") from None
+            raise UserError(f"invalid regular expression: {exc}") from None
         repeats: list[int] = []
         problem = _unsafe_construct(parsed, False, repeats)
         if problem:
-            raise ValueError(f"the regular expression uses {problem}, which can take "
+            raise UserError(f"the regular expression uses {problem}, which can take "
                              "exponential time; rewrite it without")
         if isinstance(max_input_length, bool) or not isinstance(max_input_length, int) \
                 or max_input_length < 1:
-            raise ValueError("max_input_length must be a positive integer")
+            raise UserError("max_input_length must be a positive integer")
         self.pattern = pattern
         self.max_input_length = max_input_length
         k = max(1, len(repeats))
@@ -477,7 +479,7 @@ class _HostList:
     def __init__(self, entries: Iterable[str], what: str) -> None:
         self.entries = tuple(entries)
         if not self.entries or isinstance(entries, str):
-            raise ValueError(f"{what} needs a list of at least one name")
+            raise UserError(f"{what} needs a list of at least one name")
         self._exact: set[str] = set()
         self._suffixes: list[str] = []
         for entry in self.entries:
@@ -485,7 +487,7 @@ class _HostList:
             name = canonical_host(entry[2:] if wildcard else entry) \
                 if isinstance(entry, str) else None
             if name is None:
-                raise ValueError(f"{what}: {entry!r} is not a valid host name")
+                raise UserError(f"{what}: {entry!r} is not a valid host name")
             if wildcard:
                 self._suffixes.append("." + name)
             else:
@@ -513,7 +515,7 @@ class UrlAllowed:
         self.schemes = tuple(s.lower() for s in schemes)
         if not self.schemes or any(not re.fullmatch(r"[a-z][a-z0-9+.-]*", s)
                                    for s in self.schemes):
-            raise ValueError("url_schemes must be a list of scheme names like 'https'")
+            raise UserError("url_schemes must be a list of scheme names like 'https'")
 
     def check(self, value: Any) -> str | None:
         if not isinstance(value, str):

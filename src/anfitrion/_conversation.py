@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Literal, TypeAlias
 
-from .exceptions import StoreError
+from .exceptions import InputError, StoreError
 
 __all__ = [
     "Media",
@@ -116,7 +116,7 @@ class ToolCall:
         try:
             raw = json.dumps(arguments, ensure_ascii=False)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"tool call arguments are not JSON: {exc}") from None
+            raise InputError(f"tool call arguments are not JSON: {exc}") from None
         return cls(id, name, raw, arguments, provider_details)
 
 
@@ -254,10 +254,10 @@ def _media_from_dict(d: Mapping[str, Any]) -> Media:
     try:
         data = base64.b64decode(d["data"], validate=True)
     except (binascii.Error, TypeError) as exc:
-        raise ValueError(f"stored media is not base64: {exc}") from None
+        raise InputError(f"stored media is not base64: {exc}") from None
     media = Media(str(d["mime_type"]), data)
     if media.sha256 != d.get("sha256"):
-        raise ValueError("stored media does not match its sha256")
+        raise InputError("stored media does not match its sha256")
     return media
 
 
@@ -289,7 +289,7 @@ def _part_from_dict(d: Mapping[str, Any]) -> Text | ToolCall | ToolResult:
                           d.get("error_kind"), bool(d.get("truncated", False)),
                           Provenance(d.get("provenance", "trusted")),
                           tuple(_media_from_dict(m) for m in d.get("media", ())))
-    raise ValueError(f"unknown part kind {kind!r}")
+    raise InputError(f"unknown part kind {kind!r}")
 
 
 def message_from_dict(d: Mapping[str, Any]) -> Message:
@@ -298,17 +298,17 @@ def message_from_dict(d: Mapping[str, Any]) -> Message:
         parts = tuple(_part_from_dict(p) for p in d["parts"])
         if d["kind"] == "user":
             if any(isinstance(p, ToolCall) for p in parts):
-                raise ValueError("a user message cannot hold a tool call")
+                raise InputError("a user message cannot hold a tool call")
             return UserMessage(parts)  # type: ignore[arg-type]
         if d["kind"] == "reply":
             if any(isinstance(p, ToolResult) for p in parts):
-                raise ValueError("a reply cannot hold a tool result")
+                raise InputError("a reply cannot hold a tool result")
             usage = d.get("usage") or {}
             return Reply(parts, StopReason(d["stop_reason"]),  # type: ignore[arg-type]
                          Usage(int(usage.get("input_tokens", 0)),
                                int(usage.get("output_tokens", 0))),
                          d.get("model"), d.get("provider_details"))
-        raise ValueError(f"unknown message kind {d['kind']!r}")
+        raise InputError(f"unknown message kind {d['kind']!r}")
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"malformed stored message: {exc!r}") from exc
 

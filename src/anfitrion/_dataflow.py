@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .exceptions import UserError
+
 __all__ = ["AMOUNT_KINDS", "PARTY_FIELDS", "SINK_KINDS", "Dataflow"]
 
 SINK_KINDS = ("recipient", "url", "account", "phone", "reference", "channel", "money",
@@ -34,12 +36,12 @@ def _names(value: Any, what: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = (value,)
     if not isinstance(value, Iterable) or isinstance(value, Mapping):
-        raise ValueError(f"{what} must be a list of argument names")
+        raise UserError(f"{what} must be a list of argument names")
     names = tuple(value)
     for name in names:
         if not isinstance(name, str) or not name or name.startswith(".") or \
                 name.endswith(".") or ".." in name:
-            raise ValueError(f"{what}: {name!r} is not an argument name (a dotted path)")
+            raise UserError(f"{what}: {name!r} is not an argument name (a dotted path)")
     return names
 
 
@@ -90,28 +92,28 @@ class Dataflow:
 
     def __post_init__(self) -> None:
         if not isinstance(self.sinks, Mapping):
-            raise ValueError("sinks must map argument names to a kind")
+            raise UserError("sinks must map argument names to a kind")
         _names(tuple(self.sinks), "sinks")
         for name, kind in self.sinks.items():
             if kind not in SINK_KINDS:
-                raise ValueError(f"sink {name!r}: kind must be one of "
+                raise UserError(f"sink {name!r}: kind must be one of "
                                  f"{', '.join(SINK_KINDS)}, not {kind!r}")
         object.__setattr__(self, "sinks", dict(self.sinks))
         object.__setattr__(self, "outward", _names(self.outward, "outward"))
         object.__setattr__(self, "destructive", _names(self.destructive, "destructive"))
         service = _names(self.service_ids, "service_ids")
         if any("." in s for s in service):
-            raise ValueError("service_ids are result field names (no dots)")
+            raise UserError("service_ids are result field names (no dots)")
         object.__setattr__(self, "service_ids", service)
         if self.parties is not None:
             parties = _names(self.parties, "parties")
             if any("." in s for s in parties):
-                raise ValueError("parties are result field names (no dots)")
+                raise UserError("parties are result field names (no dots)")
             object.__setattr__(self, "parties", parties)
         if not isinstance(self.directory, bool):
-            raise ValueError("directory must be true or false")
+            raise UserError("directory must be true or false")
         if not isinstance(self.id_nouns, Mapping):
-            raise ValueError("id_nouns must map argument names to lists of nouns")
+            raise UserError("id_nouns must map argument names to lists of nouns")
         _names(tuple(self.id_nouns), "id_nouns")
         nouns: dict[str, tuple[str, ...]] = {}
         for name, words in self.id_nouns.items():
@@ -119,7 +121,7 @@ class Dataflow:
             if not isinstance(words, Iterable) or isinstance(words, Mapping) or not all(
                     isinstance(w, str) and re.fullmatch(r"[a-z][a-z-]{0,31}", w)
                     for w in words):
-                raise ValueError(f"id_nouns {name!r}: a list of lower-case nouns")
+                raise UserError(f"id_nouns {name!r}: a list of lower-case nouns")
             nouns[name] = tuple(words)
         object.__setattr__(self, "id_nouns", nouns)
 
@@ -163,8 +165,8 @@ class Dataflow:
         if isinstance(value, Dataflow):
             return value
         if not isinstance(value, Mapping):
-            raise ValueError("dataflow must be a Dataflow or a mapping of its fields")
+            raise UserError("dataflow must be a Dataflow or a mapping of its fields")
         unknown = set(value) - FIELDS
         if unknown:
-            raise ValueError(f"dataflow: unknown field(s) {', '.join(sorted(unknown))}")
+            raise UserError(f"dataflow: unknown field(s) {', '.join(sorted(unknown))}")
         return cls(**value)

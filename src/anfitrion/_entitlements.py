@@ -32,6 +32,7 @@ from typing import Any
 
 from ._approvals import ApprovalRequest
 from ._redaction import redact
+from .exceptions import UserError
 from .store import Store
 
 __all__ = ["NAMESPACE", "Grant", "check", "grant", "identity_of", "revoke"]
@@ -51,11 +52,11 @@ class Grant:
 
     def __post_init__(self) -> None:
         if (self.amount_argument is None) != (self.max_amount is None):
-            raise ValueError("an amount limit needs both the argument and the maximum")
+            raise UserError("an amount limit needs both the argument and the maximum")
         if self.max_amount is not None and not math.isfinite(self.max_amount):
-            raise ValueError("the maximum amount must be a finite number")
+            raise UserError("the maximum amount must be a finite number")
         if not self.tools or not self.principals:
-            raise ValueError("a grant names at least one tool and one principal glob")
+            raise UserError("a grant names at least one tool and one principal glob")
 
     def gap(self, request: ApprovalRequest) -> str | None:
         """Why this grant does not cover *request* (``None``: it does)."""

@@ -40,6 +40,7 @@ from typing import Any
 
 from ._conversation import Media, ToolResult
 from ._media_structure import structure_problem
+from .exceptions import UserError
 
 __all__ = [
     "AUDIO_TYPES",
@@ -116,12 +117,12 @@ class MediaSettings:
     def __post_init__(self) -> None:
         unknown = sorted(set(self.types) - KNOWN_TYPES)
         if unknown:
-            raise ValueError(f"media types {unknown} cannot be admitted; known: "
+            raise UserError(f"media types {unknown} cannot be admitted; known: "
                              f"{sorted(KNOWN_TYPES)}")
         if not 0 < self.max_bytes <= 20 * 1024 * 1024:
-            raise ValueError("max_bytes must be between 1 and 20 MiB")
+            raise UserError("max_bytes must be between 1 and 20 MiB")
         if not 0 <= self.max_per_result <= 20:
-            raise ValueError("max_per_result must be between 0 and 20")
+            raise UserError("max_per_result must be between 0 and 20")
 
 
 SUMMARY = MediaSettings(send=False)

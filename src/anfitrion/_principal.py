@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .exceptions import UserError
+
 __all__ = ["Principal"]
 
 
@@ -31,7 +33,7 @@ class Principal:
         if isinstance(value, Principal):
             return value
         if not isinstance(value, str) or not value:
-            raise ValueError("a principal needs a non-empty id")
+            raise UserError("a principal needs a non-empty id")
         return cls(value)
 
     def to_dict(self) -> dict[str, Any]:

@@ -54,6 +54,8 @@ __all__ = [
     "ID_NOUNS",
     "MAX_DECODED_PER_URL",
     "MAX_FLAGS_PER_ARGUMENT",
+    "MAX_OUTWARD_CALLS",
+    "SPLIT_MIN_WORDS",
     "Origin",
     "TaintIndex",
     "egress_warnings",
@@ -70,6 +72,13 @@ COPY_MIN_WORDS = 8
 """An outward payload carrying a run of an untrusted result's words with this many words
 that are not figures (and that neither the user's words nor a trusted result hold) copies
 it."""
+SPLIT_MIN_WORDS = 4
+"""A shorter run of an untrusted result's words counts towards nothing: a run this long or
+longer in an outward payload adds up with the session's earlier ones (a payload split over
+calls, ``reads="proven"``); when they reach :data:`COPY_MIN_WORDS` words the call asks."""
+MAX_OUTWARD_CALLS = 64
+"""At most this many earlier outward calls of a session are added up; with more, a call that
+copies a run asks on that ground alone (fail closed, bounded work)."""
 MAX_COPY_WORDS = 20000
 """A longer outward payload is reported as too long to check for copied text (fail closed)."""
 MAX_DECODED_PER_URL = 24
@@ -260,6 +269,9 @@ class TaintIndex:
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         self._planned: list[str] = []  # tools proposed before the first untrusted result
+        # (call id, tool, arguments) of each call proposed after the first untrusted result
+        self._proposed: list[tuple[str, str, Any]] = []
+        self._runs: dict[str, tuple[int, list[tuple[int, str]]]] = {}  # text -> chunks, runs
         self._plan_limits: list[tuple[str, ...]] = []  # each narrowing's globs: all hold
         self._unindexed: list[ToolResult] = []  # trusted results no question has needed yet
 
@@ -338,8 +350,11 @@ class TaintIndex:
 
     def add_reply(self, reply: Reply) -> None:
         """A model reply: the tools it proposes before any untrusted result are the plan the
-        model made from the principal's words alone (:attr:`planned_tools`)."""
+        model made from the principal's words alone (:attr:`planned_tools`). Those it
+        proposes after are kept (references, nothing copied) for :meth:`proposed_after_taint`.
+        """
         if self._untrusted_count:
+            self._proposed += [(c.id, c.name, c.arguments) for c in reply.tool_calls]
             return
         for call in reply.tool_calls:
             if call.name not in self._planned and self._within_limits(call.name):
@@ -361,6 +376,18 @@ class TaintIndex:
         self._plan_limits.append(patterns)
         self._planned = [t for t in self._planned if self._within_limits(t)]
         return tuple(self._planned)
+
+    def proposed_after_taint(self, before: str | None = None
+                             ) -> tuple[tuple[str, Any], ...]:
+        """``(tool, arguments)`` of the calls the model proposed after the first untrusted
+        result, oldest first, up to the latest call *before* (the call being decided; all when
+        it is not among them). Rebuilt from the transcript with the rest of the index."""
+        calls = self._proposed
+        for i in range(len(calls) - 1, -1, -1):  # the latest: a reused id hides nothing
+            if calls[i][0] == before:
+                calls = calls[:i]
+                break
+        return tuple((name, arguments) for _, name, arguments in calls)
 
     @property
     def plan_limits(self) -> tuple[tuple[str, ...], ...]:
@@ -568,29 +595,63 @@ class TaintIndex:
         words = _WORD.findall(normalise(text))
         if len(words) > MAX_COPY_WORDS:
             return [f"{len(words)} words, too long to check for copied text"]
-        if not self._untrusted_count or len(words) < COPY_MIN_WORDS:
-            return []
-        found: list[str] = []
+        return [shown for _, shown in self._copied_spans(words, COPY_MIN_WORDS,
+                                                         MAX_FLAGS_PER_ARGUMENT)]
+
+    def copied_runs(self, text: str) -> list[tuple[int, str]]:
+        """The shorter copied runs of *text* — :data:`SPLIT_MIN_WORDS` or more words of an
+        untrusted result, as :meth:`copied_text` finds them — each as ``(words that are not
+        figures, the run quoted with its source)``: the pieces of a payload split over
+        calls, which a rule adds up over a session. Stops once they reach
+        :data:`COPY_MIN_WORDS` words; a text too long to check is one run that long."""
+        self._ready()
+        cached = self._runs.get(text)
+        if cached is not None and cached[0] == len(self._chunks):
+            return cached[1]
+        words = _WORD.findall(normalise(text))
+        if len(words) > MAX_COPY_WORDS:
+            runs = [(COPY_MIN_WORDS, f"{len(words)} words, too long to check for copied text")]
+        else:
+            runs = []
+            total = 0
+            for counted, shown in self._copied_spans(words, SPLIT_MIN_WORDS, COPY_MIN_WORDS):
+                runs.append((counted, shown))
+                total += counted
+                if total >= COPY_MIN_WORDS:
+                    break
+        if len(self._runs) >= MAX_OUTWARD_CALLS * 4:
+            self._runs.clear()  # a bounded memo: texts of earlier calls are asked again
+        self._runs[text] = (len(self._chunks), runs)
+        return runs
+
+    def _copied_spans(self, words: list[str], least: int,
+                      limit: int) -> Iterator[tuple[int, str]]:
+        """``(words that are not figures, quoted span with source)`` of each run of at least
+        *least* words of *words* copied from one untrusted result, at most *limit* runs."""
+        if not self._untrusted_count or len(words) < least:
+            return
+        found = 0
         start = 0
-        while start + COPY_MIN_WORDS <= len(words) and len(found) < MAX_FLAGS_PER_ARGUMENT:
-            window = words[start:start + COPY_MIN_WORDS]
+        while start + least <= len(words) and found < limit:
+            window = words[start:start + least]
             chunk = self._copied_from(window)
             if chunk is None:
                 start += 1
                 continue
-            end = start + COPY_MIN_WORDS
+            end = start + least
             while end < len(words) and \
                     f" {' '.join(words[start:end + 1])} " in self._chunk_words[chunk]:
                 end += 1
-            if sum(not w.isdigit() for w in words[start:end]) < COPY_MIN_WORDS:
+            counted = sum(not w.isdigit() for w in words[start:end])
+            if counted < least:
                 start += 1  # an address or a table row: figures, not an attacker's prose
                 continue
             origin = self._origins[chunk]
             assert origin is not None
-            found.append(f"`{short(' '.join(words[start:end]), 120)}` copied from "
-                         f"{origin.describe()}")
+            found += 1
+            yield counted, (f"`{short(' '.join(words[start:end]), 120)}` copied from "
+                            f"{origin.describe()}")
             start = end
-        return found
 
     def _copied_from(self, window: list[str]) -> int | None:
         """The first untrusted result holding the words of *window* in a row, unless the

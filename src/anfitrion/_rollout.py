@@ -217,6 +217,7 @@ class _Replay:
                 # the host indexes each result as its call settles, so a later call of the
                 # same reply sees the earlier ones' results: take them from the next message
                 turn += 1
+                taint.add_reply(message)  # the plan and the outward pieces, as the host saw them
                 following = messages[i + 1] if i + 1 < len(messages) else None
                 results = {p.call_id: p for p in following.parts if isinstance(p, ToolResult)} \
                     if isinstance(following, UserMessage) else {}

@@ -41,7 +41,7 @@ from ._dataflow import Dataflow
 from ._effects import EffectScope, check_effect_template
 from ._json import check_json_value
 from ._principal import Principal
-from .exceptions import ArgumentError, JsonError, ToolDefinitionError
+from .exceptions import ArgumentError, InputError, JsonError, ToolDefinitionError
 
 __all__ = [
     "BoundCall",
@@ -198,14 +198,14 @@ def _safe_pattern(pattern: str) -> _SafePattern:
     one `Matches` gives the pattern preceded by ``.*``.
     """
     if not isinstance(pattern, str):
-        raise ValueError("a pattern must be a string")
+        raise InputError("a pattern must be a string")
     translated = _ecma_translate(pattern)
     try:
         Matches(translated, max_input_length=_STEP_CAP)  # raises on a backtracking construct
         searched = Matches(f"(?s:.*)(?:{translated})", max_input_length=_STEP_CAP)
         compiled = re.compile(translated, re.ASCII)
     except re.error as exc:  # pragma: no cover - Matches compiled it already
-        raise ValueError(f"invalid regular expression: {exc}") from None
+        raise InputError(f"invalid regular expression: {exc}") from None
     cap = searched.input_cap
     exponent = 1 if cap >= _STEP_CAP else \
         max(2, math.ceil(math.log(_STEP_CAP) / math.log(cap) - 1e-9))

@@ -5,7 +5,7 @@ tree as defined and raised (a test checks it against the package); a class defin
 this module names its module in brackets::
 
     AnfitrionError
-    ├── UserError                  misconfiguration: fix the code or the config
+    ├── UserError                  misconfiguration: fix the code or the config; also a ValueError
     │   ├── ToolDefinitionError    a tool that cannot be registered as declared
     │   ├── ConfigError            an invalid config or policy file (path, line, key)
     │   ├── MissingDependencyError an optional extra is not installed (extra, module)
@@ -77,8 +77,11 @@ class AnfitrionError(Exception):
 
 # -- user errors ----------------------------------------------------------------------------
 
-class UserError(AnfitrionError):
-    """The library was used or configured wrongly."""
+class UserError(AnfitrionError, ValueError):
+    """The library was used or configured wrongly: a constructor's or a config file's check.
+
+    Also a :class:`ValueError`, as the checks raised before 0.2 were, so code that caught those
+    keeps working."""
 
 
 class ToolDefinitionError(UserError):

@@ -124,8 +124,10 @@ def _blocks(doc: str, language: str) -> list[bytes]:
 
 
 def policy_examples() -> list[bytes]:
+    # a [[cedar]] block names policy files beside it: the page's runnable Python example
+    # writes them and loads it (tests/test_docs_code_blocks.py); here the blocks stand alone
     return [FULL_POLICY, (ROOT / "examples" / "anfitrion.toml").read_bytes(),
-            *_blocks("policy.md", "toml")]
+            *(b for b in _blocks("policy.md", "toml") if not b.startswith(b"[[cedar]]"))]
 
 
 def mcp_examples() -> list[bytes]:

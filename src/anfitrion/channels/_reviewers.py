@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .._approvals import Reviewer
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, UserError
 
 __all__ = ["MIN_REVIEWER_TOKEN_CHARS", "Reviewers", "load_reviewers", "token_sha256"]
 
@@ -55,14 +55,14 @@ class Reviewers:
         self._by_name: dict[str, tuple[Reviewer, str]] = {}
         for reviewer, digest in entries:
             if not _NAME.match(reviewer.name):
-                raise ValueError(f"bad reviewer name {reviewer.name!r}: letters, digits, "
+                raise UserError(f"bad reviewer name {reviewer.name!r}: letters, digits, "
                                  "'.', '_', '@', '-' (at most 80)")
             if not _HEX.match(digest):
-                raise ValueError(f"reviewer {reviewer.name}: token_sha256 must be 64 hex digits")
+                raise UserError(f"reviewer {reviewer.name}: token_sha256 must be 64 hex digits")
             if reviewer.name in self._by_name:
-                raise ValueError(f"reviewer {reviewer.name} is listed twice")
+                raise UserError(f"reviewer {reviewer.name} is listed twice")
             if any(hmac.compare_digest(digest, d) for _, d in self._by_name.values()):
-                raise ValueError(f"reviewer {reviewer.name} shares a token with another")
+                raise UserError(f"reviewer {reviewer.name} shares a token with another")
             self._by_name[reviewer.name] = (reviewer, digest)
 
     @classmethod
@@ -75,7 +75,7 @@ class Reviewers:
         entries = []
         for name, (token, roles) in people.items():
             if len(token) < MIN_REVIEWER_TOKEN_CHARS:
-                raise ValueError(f"reviewer {name}: the token needs at least "
+                raise UserError(f"reviewer {name}: the token needs at least "
                                  f"{MIN_REVIEWER_TOKEN_CHARS} characters")
             entries.append((Reviewer(name, frozenset(roles)), token_sha256(token)))
         return cls(entries)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
+from ..exceptions import UserError
 from ._chatml import CALL_OPEN
 
 __all__ = ["ANY_OBJECT", "DECIDE", "ArgumentMode", "arguments_grammar", "name_grammar"]
@@ -44,7 +45,7 @@ ws ::= " "?
 def name_grammar(names: Sequence[str]) -> str:
     """Exactly one of *names*, then the closing quote (so no name is a prefix of another)."""
     if not names:
-        raise ValueError("no tool names to choose from")
+        raise UserError("no tool names to choose from")
     choices = " | ".join(json.dumps(name) for name in names)
     return f'root ::= ({choices}) "\\""\n'
 

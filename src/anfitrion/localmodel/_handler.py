@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from ..exceptions import UserError
 from ._chatml import (
     CALL_OPEN,
     CallChoice,
@@ -113,9 +114,9 @@ class ToolCallingHandler:
                  max_argument_tokens: int = 256, call_bias: float = 4.5,
                  should_stop: Callable[[], bool] | None = None) -> None:
         if arguments not in ("schema", "open", "json"):
-            raise ValueError(f"arguments must be 'schema', 'open' or 'json', not {arguments!r}")
+            raise UserError(f"arguments must be 'schema', 'open' or 'json', not {arguments!r}")
         if after_tool_result not in ("text", "auto"):
-            raise ValueError("after_tool_result must be 'text' or 'auto'")
+            raise UserError("after_tool_result must be 'text' or 'auto'")
         self.arguments: ArgumentMode = arguments
         self.after_tool_result = after_tool_result
         self.max_argument_tokens = max_argument_tokens

@@ -33,6 +33,8 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 
+from ..exceptions import InputError
+
 __all__ = ["egress_proxy"]
 
 HEAD_LIMIT = 8192
@@ -88,7 +90,7 @@ async def _read_head(stream: anyio.abc.ByteStream) -> bytes:
             chunk = await stream.receive(4096)
             head += chunk
             if len(head) > HEAD_LIMIT:
-                raise ValueError("request head too long")
+                raise InputError("request head too long")
     return head
 
 

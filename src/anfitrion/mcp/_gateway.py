@@ -857,7 +857,7 @@ class Gateway:
         import uvicorn
 
         if host not in ("127.0.0.1", "::1", "localhost"):
-            raise ValueError("the gateway listens on a loopback address only")
+            raise UserError("the gateway listens on a loopback address only")
         if sock is None:
             sock = socket.socket(socket.AF_INET6 if host == "::1" else socket.AF_INET)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import anyio
 
 from .._throttle import GuessThrottle, OnThrottled, Throttled, client_key
+from ..exceptions import UserError
 from ._http_body import check_body, send_refusal
 
 __all__ = ["THROTTLED_AUDIT", "ASGIApp", "Authenticator", "HttpGuard", "SessionCloseRace",
@@ -75,7 +76,7 @@ class HttpGuard:
                  oauth: Authenticator | None = None,
                  on_throttled: OnThrottled | None = None) -> None:
         if oauth is None and (token is None or len(token) < 16):
-            raise ValueError("the bearer token must have at least 16 characters")
+            raise UserError("the bearer token must have at least 16 characters")
         self.app = app
         self.oauth = oauth
         self._expected = f"Bearer {token}".encode() if oauth is None else b""

@@ -24,6 +24,8 @@ from typing import Protocol
 
 import anyio
 
+from ..exceptions import UserError
+
 __all__ = ["DEFAULT_LISTING_TTL", "ListingReuse"]
 
 DEFAULT_LISTING_TTL = 2.0
@@ -41,7 +43,7 @@ class ListingReuse:
 
     def __init__(self, ttl: float = DEFAULT_LISTING_TTL) -> None:
         if ttl < 0:
-            raise ValueError("the listing TTL cannot be negative")
+            raise UserError("the listing TTL cannot be negative")
         self.ttl = ttl
         self.listed_at = float("-inf")
         self.lock = anyio.Lock()

@@ -433,7 +433,7 @@ def bwrap_argv(profile: SandboxProfile, command: Sequence[str], *, bwrap: str = 
     """
     masks = masks or {}
     if not profile.enabled:
-        raise ValueError("the profile is off: nothing to build")
+        raise UserError("the profile is off: nothing to build")
     args = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--unshare-net", "--uid", str(SANDBOX_UID), "--gid",
             str(SANDBOX_UID), "--hostname", "sandbox", "--die-with-parent", "--new-session",

@@ -49,7 +49,7 @@ from .._effects import EffectScope
 from .._media import MediaSettings
 from .._principal import Principal
 from .._tools import TOOL_NAME, Effect
-from ..exceptions import ConfigError
+from ..exceptions import ConfigError, UserError
 from ._core import ApprovalLimits, Budgets, Policy
 from ._decision import Rule, Verdict
 from ._declarations import ToolDeclaration, check_template_syntax
@@ -696,7 +696,7 @@ def _shadow(r: _Reader, spec: Any, base_dir: str | None) -> Policy:
 def _plan(value: Any) -> list[str]:
     if not isinstance(value, list) or not value or \
             not all(isinstance(v, str) and v for v in value):
-        raise ValueError("must be a non-empty list of tool-name globs, or 'before-taint'")
+        raise UserError("must be a non-empty list of tool-name globs, or 'before-taint'")
     return value
 
 

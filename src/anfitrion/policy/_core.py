@@ -90,7 +90,7 @@ class Budgets:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 0):
-                raise ValueError(f"budget {name} must be a non-negative integer")
+                raise UserError(f"budget {name} must be a non-negative integer")
 
     def to_dict(self) -> dict[str, int | None]:
         """The budgets as data: what the policy hash covers and ``policy validate`` shows."""
@@ -131,18 +131,18 @@ class WebhookTarget:
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
         if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise ValueError(f"a webhook URL must be https://host/… , not {self.url!r}")
+            raise UserError(f"a webhook URL must be https://host/… , not {self.url!r}")
         if parts.scheme == "http" and parts.hostname not in _WEBHOOK_LOOPBACK:
-            raise ValueError("a webhook over plain http must go to a loopback address; "
+            raise UserError("a webhook over plain http must go to a loopback address; "
                              "use https")
         if (self.secret is None) == (self.secret_env is None):
-            raise ValueError("give a webhook 'secret' or 'secret_env', one of them")
+            raise UserError("give a webhook 'secret' or 'secret_env', one of them")
         if self.secret is not None and len(self.secret) < self.MIN_SECRET_CHARS:
-            raise ValueError(f"a webhook secret needs at least {self.MIN_SECRET_CHARS} characters")
+            raise UserError(f"a webhook secret needs at least {self.MIN_SECRET_CHARS} characters")
         if not 1 <= self.max_attempts <= 20:
-            raise ValueError("max_attempts must be between 1 and 20")
+            raise UserError("max_attempts must be between 1 and 20")
         if not (0 <= self.first_delay <= self.max_delay <= 3600) or self.timeout <= 0:
-            raise ValueError("need 0 <= first_delay <= max_delay <= 3600 and timeout > 0")
+            raise UserError("need 0 <= first_delay <= max_delay <= 3600 and timeout > 0")
 
     def resolved_secret(self) -> str:
         """The secret, read from the environment when given by name.
@@ -187,11 +187,11 @@ class ApprovalLimits:
 
     def __post_init__(self) -> None:
         if self.ttl <= timedelta(0) or self.per <= timedelta(0):
-            raise ValueError("approval ttl and per must be positive")
+            raise UserError("approval ttl and per must be positive")
         for name in ("max_pending", "max_asks", "max_edits"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"approvals {name} must be a non-negative integer")
+                raise UserError(f"approvals {name} must be a non-negative integer")
 
     def to_dict(self) -> dict[str, float | int]:
         """The limits as data, durations in seconds: what the policy hash covers and ``policy

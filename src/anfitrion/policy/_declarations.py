@@ -49,7 +49,7 @@ import dataclasses
 import string
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._effects import EffectScope
 from ..exceptions import ConfigError, ToolDefinitionError
@@ -85,6 +85,11 @@ class ArgumentProvenance(Protocol):
                         ) -> str | None: ...
 
     def copied_text(self, text: str) -> list[str]: ...
+
+    def copied_runs(self, text: str) -> list[tuple[int, str]]: ...
+
+    def proposed_after_taint(self, before: str | None = None
+                             ) -> tuple[tuple[str, Any], ...]: ...
 
 T = TypeVar("T", bound="Tool")
 

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._constraints import NoneOf, OneOf
+from ..exceptions import UserError
 from ._cedar import CedarRule, cedar_lint
 from ._decision import Verdict
 from ._quorum import RequireQuorum
@@ -205,31 +206,31 @@ def parse_silenced(table: Any) -> list[Silence]:
         ValueError: an unknown key or code, a missing reason, a wrong type.
     """
     if not isinstance(table, Mapping):
-        raise ValueError("must be a table")
+        raise UserError("must be a table")
     unknown = set(table) - {"silence"}
     if unknown:
-        raise ValueError(f"unknown key {sorted(unknown)[0]!r} (allowed: silence)")
+        raise UserError(f"unknown key {sorted(unknown)[0]!r} (allowed: silence)")
     items = table.get("silence", [])
     if not isinstance(items, list):
-        raise ValueError("silence must be an array of tables ([[lint.silence]])")
+        raise UserError("silence must be an array of tables ([[lint.silence]])")
     out = []
     for i, item in enumerate(items, 1):
         where = f"silence[{i}]"
         if not isinstance(item, Mapping):
-            raise ValueError(f"{where} must be a table")
+            raise UserError(f"{where} must be a table")
         extra = set(item) - {"finding", "tool", "argument", "reason"}
         if extra:
-            raise ValueError(f"{where}: unknown key {sorted(extra)[0]!r} "
+            raise UserError(f"{where}: unknown key {sorted(extra)[0]!r} "
                              "(allowed: argument, finding, reason, tool)")
         code, reason = item.get("finding"), item.get("reason")
         if not isinstance(code, str) or (code != "*" and code not in CODES):
-            raise ValueError(f"{where}: finding must be one of {', '.join(CODES)} (or '*')")
+            raise UserError(f"{where}: finding must be one of {', '.join(CODES)} (or '*')")
         if not isinstance(reason, str) or not reason.strip():
-            raise ValueError(f"{where}: a silenced finding needs a reason")
+            raise UserError(f"{where}: a silenced finding needs a reason")
         tool, argument = item.get("tool", "*"), item.get("argument")
         if not isinstance(tool, str) or not tool or \
                 (argument is not None and (not isinstance(argument, str) or not argument)):
-            raise ValueError(f"{where}: tool and argument must be non-empty text")
+            raise UserError(f"{where}: tool and argument must be non-empty text")
         out.append(Silence(str(code), tool, argument, reason.strip()))
     return out
 

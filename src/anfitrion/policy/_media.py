@@ -1,8 +1,9 @@
 """The ``[media]`` table of a policy file: which images and sounds tool results may carry.
 
 Example:
+    >>> from anfitrion.exceptions import ConfigError
     >>> def fail(message: str, key: str) -> NoReturn:
-    ...     raise ValueError(f"{key}: {message}")
+    ...     raise ConfigError(f"{key}: {message}")
     >>> parse_media({"media": {"types": ["image/png", "audio/wav"], "max_per_result": 2}},
     ...             fail).max_per_result
     2

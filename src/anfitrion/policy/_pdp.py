@@ -42,7 +42,7 @@ from urllib.parse import urlsplit
 import anyio
 
 from .._tools import BoundCall
-from ..exceptions import MissingDependencyError
+from ..exceptions import MissingDependencyError, UserError
 from ._contract import BaseRule, RuleRole
 from ._decision import Decision, PolicyContext, Verdict
 
@@ -124,27 +124,27 @@ class DecisionPointRule(BaseRule):
                  token_env: str | None = None, rule_id: str = "pdp") -> None:
         parts = urlsplit(url)
         if parts.username is not None or parts.password is not None:
-            raise ValueError("no credentials in a decision point URL: name the variable "
+            raise UserError("no credentials in a decision point URL: name the variable "
                              "holding its token in token_env")
         if parts.scheme not in ("https", "http") or not parts.hostname:
-            raise ValueError(f"a decision point URL must be https://host/…, not {url!r}")
+            raise UserError(f"a decision point URL must be https://host/…, not {url!r}")
         if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
-            raise ValueError("a decision point over plain http must be on a loopback "
+            raise UserError("a decision point over plain http must be on a loopback "
                              "address; use https")
         if kind not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}")
+            raise UserError(f"kind must be one of {', '.join(map(repr, KINDS))}")
         if kind == "opa" and "/v1/data/" not in parts.path:
-            raise ValueError("an OPA URL names its Data API document: …/v1/data/<path>")
+            raise UserError("an OPA URL names its Data API document: …/v1/data/<path>")
         if not 0 < timeout <= 30:
-            raise ValueError("timeout must be more than 0 and at most 30 seconds")
+            raise UserError("timeout must be more than 0 and at most 30 seconds")
         if on_error not in ("deny", "ask"):
-            raise ValueError("on_error must be 'deny' or 'ask' (a failure never allows)")
+            raise UserError("on_error must be 'deny' or 'ask' (a failure never allows)")
         self.url, self.kind, self.timeout = url, kind, float(timeout)
         self.token_env = token_env  # the variable's name; the token is read per request
         self.on_error = Verdict(on_error)
         self.tools = tuple(tools)
         if not self.tools or not all(isinstance(t, str) and t for t in self.tools):
-            raise ValueError("tools must be non-empty name patterns")
+            raise UserError("tools must be non-empty name patterns")
         if importlib.util.find_spec("httpx") is None:  # refuse to load, not fail each call
             raise MissingDependencyError("http", "httpx")
         self.rule_id = rule_id

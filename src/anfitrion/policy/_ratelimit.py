@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from datetime import timedelta
 
 from .._tools import BoundCall
+from ..exceptions import UserError
 from ._contract import BaseRule, RuleRole
 from ._decision import Decision, PolicyContext, RateKey
 
@@ -45,7 +46,7 @@ def parse_duration(value: str | int | float | timedelta) -> timedelta:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, bool):
-        raise ValueError("a duration is a number of seconds or text like '15m'")
+        raise UserError("a duration is a number of seconds or text like '15m'")
     elif isinstance(value, (int, float)):
         # float(int) itself overflows past 1e308; compare integers exactly instead
         seconds = value if isinstance(value, int) else float(value)
@@ -56,14 +57,14 @@ def parse_duration(value: str | int | float | timedelta) -> timedelta:
     else:
         shown = repr(value) if not isinstance(value, str) or len(value) <= 40 \
             else repr(value[:40]) + "..."
-        raise ValueError(f"{shown} is not a duration: use e.g. '30s', '15m', '1h', '1d'")
+        raise UserError(f"{shown} is not a duration: use e.g. '30s', '15m', '1h', '1d'")
     if not seconds > 0:  # NaN too
-        raise ValueError("a duration must be positive")
+        raise UserError("a duration must be positive")
     if seconds > MAX_DURATION.total_seconds():
-        raise ValueError("a duration must be at most 366 days")
+        raise UserError("a duration must be at most 366 days")
     duration = timedelta(seconds=seconds)
     if duration <= timedelta(0):  # 1e-7 s rounds to nothing at microsecond resolution
-        raise ValueError("a duration must be positive (at least a microsecond)")
+        raise UserError("a duration must be positive (at least a microsecond)")
     return duration
 
 
@@ -85,9 +86,9 @@ class RateLimit(BaseRule):
                  reason: str | None = None, rule_id: str | None = None) -> None:
         self.tools = (tools,) if isinstance(tools, str) else tuple(tools)
         if not self.tools or not all(isinstance(t, str) and t for t in self.tools):
-            raise ValueError("tools must be non-empty name patterns")
+            raise UserError("tools must be non-empty name patterns")
         if isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 0:
-            raise ValueError("max_calls must be a non-negative integer")
+            raise UserError("max_calls must be a non-negative integer")
         self.max_calls = max_calls
         self.per = parse_duration(per)
         self.seconds = max(1, round(self.per.total_seconds()))

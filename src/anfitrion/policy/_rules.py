@@ -22,6 +22,7 @@ from .._canonical import digest
 from .._constraints import Constraint
 from .._principal import Principal
 from .._tools import BoundCall, Effect, Tool
+from ..exceptions import UserError
 from ._contract import BaseRule, Reach, RuleRole
 from ._decision import Decision, PolicyContext, Verdict
 
@@ -46,7 +47,7 @@ class _Match:
         self.tools = tuple(tools) if tools is not None else None
         if self.tools is not None and (not self.tools or
                                        not all(isinstance(t, str) and t for t in self.tools)):
-            raise ValueError("tools must be non-empty name patterns")
+            raise UserError("tools must be non-empty name patterns")
         self.effect = Effect(effect) if effect is not None else None
         self.roles = frozenset(roles) if roles is not None else None
         self._names: dict[str, bool] = {}  # tool name -> matches a glob (names are few)
@@ -174,7 +175,7 @@ class ArgumentRule(BaseRule):
         for name, found in constraints.items():
             items = (found,) if not isinstance(found, Sequence) else tuple(found)
             if not name or not items:
-                raise ValueError("every constrained argument needs a name and a constraint")
+                raise UserError("every constrained argument needs a name and a constraint")
             self.constraints[name] = items
         self.verdict = Verdict(verdict) if verdict is not None else None
         self.reason = reason
@@ -224,7 +225,7 @@ class RepeatGuard(BaseRule):
                  rule_id: str = "repeat_guard") -> None:
         if isinstance(max_repeats, bool) or not isinstance(max_repeats, int) \
                 or not 1 <= max_repeats <= RECENT_CALLS_KEPT:
-            raise ValueError(f"max_repeats must be an integer from 1 to {RECENT_CALLS_KEPT}")
+            raise UserError(f"max_repeats must be an integer from 1 to {RECENT_CALLS_KEPT}")
         self.max_repeats = max_repeats
         self.reason = reason or (f"the same call was proposed {max_repeats} times in a row; "
                                  "change the arguments or stop")

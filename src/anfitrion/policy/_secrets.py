@@ -33,6 +33,7 @@ from .._encodings import SCAN_CHARS, encoded_forms
 from .._json import json_strings
 from .._redaction import PROSE_SECRET
 from .._tools import BoundCall
+from ..exceptions import UserError
 from ._contract import BaseRule, RuleRole
 from ._decision import Decision, PolicyContext, Verdict
 
@@ -206,10 +207,10 @@ class SecretArguments(BaseRule):
                  exempt_tools: Iterable[str] = (), rule_id: str = SECRETS_RULE_ID) -> None:
         self.verdict = Verdict(verdict)
         if self.verdict is Verdict.ALLOW:
-            raise ValueError("the secrets rule asks or denies; 'allow' is not a verdict for it")
+            raise UserError("the secrets rule asks or denies; 'allow' is not a verdict for it")
         self.exempt_tools = tuple(exempt_tools)
         if not all(isinstance(t, str) and t for t in self.exempt_tools):
-            raise ValueError("exempt_tools takes tool-name globs (non-empty strings)")
+            raise UserError("exempt_tools takes tool-name globs (non-empty strings)")
         self.rule_id = rule_id
         # what `anfitrion policy validate` shows of this rule
         self.settings = {"verdict": self.verdict.value, "exempt_tools": list(self.exempt_tools)}

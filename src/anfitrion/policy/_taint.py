@@ -21,8 +21,10 @@ from typing import Any
 from .._dataflow import AMOUNT_KINDS, Dataflow
 from .._provenance import (
     APPEARED,
+    COPY_MIN_WORDS,
     EGRESS_WARNING,
     MAX_FLAGS_PER_ARGUMENT,
+    MAX_OUTWARD_CALLS,
     egress_warnings,
     host_of,
     is_url,
@@ -31,6 +33,7 @@ from .._provenance import (
     strings,
 )
 from .._tools import BoundCall, Effect
+from ..exceptions import UserError
 from ._contract import BaseRule, RuleRole
 from ._decision import Decision, PolicyContext, Verdict
 from ._declarations import ArgumentProvenance
@@ -73,6 +76,7 @@ PLAN_BEFORE_TAINT = "before-taint"
 """``taint_rule(plan=...)``: the plan is the tools the model proposed before the first
 untrusted result."""
 
+_COPIED_END = "to be the user's words"
 _MAX_LEARNED = 4096
 _DATAFLOW_MODES = ("sinks", "proven")
 """The ``reads`` settings that read tools' data-flow declarations."""
@@ -175,7 +179,47 @@ class _DataflowCheck:
                                f"{why}")
         for path in flow.outward if write else ():
             out += self._outward(provenance, path, _values(call.arguments, path))
+        if write and self.proven and not any(w.endswith(_COPIED_END) for w in out):
+            out += self._split(call, flow, provenance)
         return out
+
+    def _runs(self, provenance: ArgumentProvenance, flow: Dataflow,
+              arguments: Any) -> list[tuple[str, int, str]]:
+        """``(path, words, quoted run)`` of the copied runs in a call's outward arguments."""
+        return [(path, counted, shown) for path in flow.outward
+                for value in _values(arguments, path)
+                for counted, shown in provenance.copied_runs(value)]
+
+    def _split(self, call: BoundCall, flow: Dataflow,
+               provenance: ArgumentProvenance) -> list[str]:
+        """A payload split over calls (``reads="proven"``): the copied runs of this call's
+        outward text added to those of the session's earlier outward calls (of any declared
+        tool, proposed after the first untrusted result: at most :data:`MAX_OUTWARD_CALLS`,
+        newest first) reach :data:`COPY_MIN_WORDS` words, this call adding one."""
+        current = self._runs(provenance, flow, call.arguments)
+        if not current:
+            return []
+        earlier = [(tool, declared, arguments) for tool, arguments
+                   in provenance.proposed_after_taint(call.call_id)
+                   if (declared := self._declared(tool)) is not None and declared.outward]
+        pieces = {shown: (path, counted) for path, counted, shown in current}
+        if len(earlier) > MAX_OUTWARD_CALLS:
+            why = (f"this session made {len(earlier)} outward calls after reading untrusted "
+                   f"content, more than the {MAX_OUTWARD_CALLS} whose copied text is added up")
+        else:
+            for tool, declared, arguments in reversed(earlier):
+                if sum(c for _, c in pieces.values()) >= COPY_MIN_WORDS:
+                    break
+                for path, counted, shown in self._runs(provenance, declared, arguments):
+                    pieces.setdefault(shown, (f"{path} of an earlier {tool}", counted))
+            if sum(c for _, c in pieces.values()) < COPY_MIN_WORDS:
+                return []
+            why = "pieces of it add up to a copied payload"
+        quoted = "; ".join(f"{shown} (in {where})" for shown, (where, _) in
+                           list(pieces.items())[:MAX_FLAGS_PER_ARGUMENT + 1])
+        paths = ", ".join(dict.fromkeys(path for path, _, _ in current))
+        return [f"{FLAG_WARNING}{paths} (outward): carries text {quoted}, which "
+                f"{UNPROVEN_WARNING} to be the user's words ({why})"]
 
     def _outward(self, provenance: ArgumentProvenance, path: str,
                  values: list[str]) -> list[str]:
@@ -222,7 +266,7 @@ class TaintRule(BaseRule):
                  declarations: Mapping[str, Dataflow | Mapping[str, Any]] | None = None,
                  plan: str | Iterable[str] | None = None) -> None:
         if reads not in READS_MODES:
-            raise ValueError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
+            raise UserError(f"reads must be one of {', '.join(map(repr, READS_MODES))}, "
                              f"not {reads!r}")
         self.rule_id = "taint"
         self.reads = reads
@@ -231,7 +275,7 @@ class TaintRule(BaseRule):
         self.free_reads = tuple(free_reads)
         for glob in self.free_reads:
             if not isinstance(glob, str) or not glob:
-                raise ValueError("free_reads takes tool-name globs (non-empty strings), "
+                raise UserError("free_reads takes tool-name globs (non-empty strings), "
                                  f"not {glob!r}")
         declared = {name: Dataflow.coerce(flow) for name, flow in (declarations or {}).items()}
         self.plan = plan
@@ -239,12 +283,12 @@ class TaintRule(BaseRule):
         if plan is None or plan == PLAN_BEFORE_TAINT:
             self.planned = None
         elif isinstance(plan, str):
-            raise ValueError(f"plan takes tool-name globs or {PLAN_BEFORE_TAINT!r}, "
+            raise UserError(f"plan takes tool-name globs or {PLAN_BEFORE_TAINT!r}, "
                              f"not {plan!r}")
         else:
             self.planned = tuple(plan)
             if not all(isinstance(g, str) and g for g in self.planned):
-                raise ValueError("plan takes tool-name globs (non-empty strings)")
+                raise UserError("plan takes tool-name globs (non-empty strings)")
         self._check = _DataflowCheck(declared, proven=reads == "proven")
         self.trade_off = TRADE_OFFS[reads]
         # what `anfitrion policy validate` shows of this rule
@@ -378,7 +422,10 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             owner, :data:`~anfitrion._dataflow.PARTY_FIELDS`) of an untrusted result proves
             no recipient unless the tool is a declared directory, and an outward payload
             that copies :data:`~anfitrion._provenance.COPY_MIN_WORDS` or more words of
-            untrusted text asks, quoting them and their source. In both, a number the user
+            untrusted text asks, quoting them and their source — as does one whose runs of
+            :data:`~anfitrion._provenance.SPLIT_MIN_WORDS` or more copied words, added to
+            those of the session's earlier outward calls, reach that many (a payload split
+            over calls). In both, a number the user
             wrote proves an id only written as one (``file 13``), and a declared amount
             (``sinks = {amount = "money"}``) is proven only by the user's or a trusted
             result's figure.

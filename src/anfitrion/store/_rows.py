@@ -25,7 +25,7 @@ from .._approvals import ApprovalAnswer, ApprovalRequest
 from .._canonical import canonical_json
 from .._conversation import ToolResult, UserMessage, message_from_dict, message_to_dict
 from .._effects import EffectKey
-from ..exceptions import ConflictError, StoreError
+from ..exceptions import ConflictError, StoreError, UserError
 from ._base import (
     PRE_CLAIM,
     AuditRecord,
@@ -209,7 +209,7 @@ def lease_free(owner: str | None, expires: float | None, *, me: str, now: float,
 def may_advance(current: LedgerState | None, new: LedgerState) -> bool:
     """Whether a pre-claim state may be recorded over *current* (forward only)."""
     if new not in PRE_CLAIM:
-        raise ValueError(f"advance_execution records only {[s.value for s in PRE_CLAIM]}")
+        raise UserError(f"advance_execution records only {[s.value for s in PRE_CLAIM]}")
     return current is None or (current in PRE_CLAIM
                                and PRE_CLAIM.index(current) < PRE_CLAIM.index(new))
 

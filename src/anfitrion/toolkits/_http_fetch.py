@@ -35,6 +35,7 @@ from .._conversation import Provenance
 from .._tools import Effect, Tool
 from ..exceptions import (
     ArgumentError,
+    InputError,
     MissingDependencyError,
     ToolDefinitionError,
     ToolError,
@@ -75,11 +76,11 @@ def numeric_host(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | N
     if not _NUMBER.match(labels[-1]):
         return None
     if len(labels) > 4 or not all(_NUMBER.match(p) for p in labels):
-        raise ValueError(f"{host!r} is not a valid address")
+        raise InputError(f"{host!r} is not a valid address")
     values = [_ipv4_part(p) for p in labels]
     last_bits = 8 * (5 - len(values))
     if any(v > 255 for v in values[:-1]) or values[-1] >= 1 << last_bits:
-        raise ValueError(f"{host!r} is not a valid address")
+        raise InputError(f"{host!r} is not a valid address")
     number = 0
     for v in values[:-1]:
         number = number << 8 | v
@@ -133,7 +134,7 @@ def _ascii_host(host: str) -> str:
     try:
         return host.encode("idna").decode("ascii")
     except UnicodeError:
-        raise ValueError(f"host {host!r} is not a valid name") from None
+        raise InputError(f"host {host!r} is not a valid name") from None
 
 
 class _Target:
@@ -242,7 +243,7 @@ def _parse_allow(entries: Iterable[str]) -> frozenset[tuple[str, int | None]]:
             ip = numeric_host(host) if host else None
             name = str(ip) if ip is not None else _ascii_host(host)
             if not name:
-                raise ValueError("no host")
+                raise InputError("no host")
             out.add((name, int(port) if port else None))
         except ValueError as exc:
             raise ToolDefinitionError(f"http_fetch allow-list entry {entry!r}: {exc}") from None
