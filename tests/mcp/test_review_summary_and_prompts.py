@@ -89,6 +89,12 @@ def test_the_printed_command_approves_nothing_that_changed_since_the_review(
         assert bad.returncode == 2 and "after @ comes the digest" in bad.stderr
     both = anfitrion("mcp", "approve", *options, text, "--digest", "abcdef12", check=False)
     assert both.returncode == 2
+    # one stale digest in the list: nothing of the list is approved
+    mixed = anfitrion("mcp", "approve", *options, text, "proto.image@0000000000ab", check=False)
+    assert mixed.returncode != 0 and "not the one reviewed" in mixed.stderr
+    listed = {p["name"]: p["state"] for p in json.loads(
+        anfitrion("mcp", "list", "--json", *options[2:]).stdout)}
+    assert listed["proto.text"] == "new"
 
 
 @pytest.mark.anyio

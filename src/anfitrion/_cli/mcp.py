@@ -488,6 +488,9 @@ def approve(ctx: click.Context, names: tuple[str, ...], config_path: str | None,
 
     async def work(store: Store) -> list[Pin]:
         book = PinBook(store)
+        for name, digest in wanted:  # every digest first: one changed, nothing approved
+            if not name.endswith(".*"):
+                await book.seen(name, digest_prefix=digest)
         approved: list[Pin] = []
         for name, digest in wanted:
             if name.endswith(".*"):

@@ -334,6 +334,20 @@ class PinBook:
         Raises:
             UserError: nothing of that name was seen, or the digest is not the one reviewed.
         """
+        pin = await self.seen(name, digest_prefix=digest_prefix)
+        pin = replace(pin, approved_digest=pin.seen_digest,
+                      approved_definition=dict(pin.seen_definition), approved_by=by,
+                      approved_at=_now(), changed_since_approval=False)
+        await self.store.put_record(NAMESPACE, pin.key, pin.to_record())
+        return pin
+
+    async def seen(self, name: str, *, digest_prefix: str | None = None) -> Pin:
+        """The pin of ``server`` or ``server.tool`` as last seen, checked against the digest
+        reviewed (what :meth:`approve` approves).
+
+        Raises:
+            UserError: nothing of that name was seen, or the digest is not the one reviewed.
+        """
         server, _, tool = name.partition(".")
         key = tool_key(server, tool) if tool else server_key(server)
         pin = await self.get(key)
@@ -344,10 +358,6 @@ class PinBook:
                                           not pin.seen_digest.startswith(digest_prefix)):
             raise UserError(f"{name}: the definition seen now ({pin.seen_digest[:12]}) is not "
                             f"the one reviewed ({digest_prefix}): review it again")
-        pin = replace(pin, approved_digest=pin.seen_digest,
-                      approved_definition=dict(pin.seen_definition), approved_by=by,
-                      approved_at=_now(), changed_since_approval=False)
-        await self.store.put_record(NAMESPACE, key, pin.to_record())
         return pin
 
 
