@@ -29,12 +29,14 @@ import pytest
 pytest.importorskip("mcp")
 pytest.importorskip("psycopg")
 
+import _processes
 from doors import PRINCIPAL, SERVER, TOKEN, WAITING, approve_pins, server_config
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from pg_schema import pg_schema_url
 
 from anfitrion import _answers as answers
+from anfitrion.mcp._haproxy import haproxy_config
 from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import open_store
 
@@ -68,29 +70,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-HAPROXY_CONFIG = """\
-global
-    maxconn 512
-    stats socket {stats} mode 600 level admin
-defaults
-    mode http
-    retries 3
-    option redispatch
-    timeout connect 5s
-    timeout client 300s
-    timeout server 300s
-frontend mcp
-    bind 127.0.0.1:{port}
-    default_backend gateways
-backend gateways
-    balance roundrobin
-    option httpchk GET /readyz
-    # each replica checks Host against its own address: send the server's name as Host
-    http-send-name-header Host
-{servers}
-"""
-
-
 class Cluster:
     """Two gateway replicas and haproxy; ``url`` is the load balancer's MCP endpoint."""
 
@@ -118,23 +97,18 @@ class Cluster:
 
     def start_replica(self, port: int) -> None:
         config = self._config()
-        with open(self.tmp / f"replica-{port}.log", "wb") as log:
-            self._spawn(port, config, log)
-
-    def _spawn(self, port: int, config: Path, log: Any) -> None:
-        self.replicas[port] = subprocess.Popen(
+        self.replicas[port] = _processes.spawn(
             [ANFITRION, "gateway", "--config", str(config), "--http", "--replica",
              "--port", str(port), "--store", self.store_url,
              "--policy", str(self.tmp / "policy.toml"),
              "--approval-wait", str(self.approval_wait)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-            env={**os.environ, "ANFITRION_GATEWAY_TOKEN": TOKEN,
-                 "ANFITRION_GATEWAY_KEY": KEY, "PYTHONWARNINGS": "ignore"})
+            log=self.tmp / f"replica-{port}.log",
+            env={"ANFITRION_GATEWAY_TOKEN": TOKEN, "ANFITRION_GATEWAY_KEY": KEY,
+                 "PYTHONWARNINGS": "ignore"})
 
-    def kill(self, port: int) -> None:
-        process = self.replicas.pop(port)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
+    def kill(self, port: int, sig: int = signal.SIGKILL) -> None:
+        """*sig* to the replica's process group (SIGKILL: a crash), and wait for it."""
+        _processes.end(self.replicas.pop(port), sig, wait=30)
 
     def served(self) -> dict[str, int]:
         """Requests each replica got from haproxy (its stats socket)."""
@@ -165,19 +139,16 @@ class Cluster:
 
     @contextmanager
     def balancer(self, ports: list[int]) -> Iterator[None]:
-        servers = "\n".join(f"    server 127.0.0.1:{p} 127.0.0.1:{p} check inter 500ms"
-                            for p in ports)
         path = self.tmp / "haproxy.cfg"
-        path.write_text(HAPROXY_CONFIG.format(port=self.lb_port, servers=servers,
-                                              stats=self.stats))
-        with open(self.tmp / "haproxy.log", "wb") as log:
-            process = subprocess.Popen([_haproxy(), "-f", str(path), "-db"],
-                                       stdout=log, stderr=log, start_new_session=True)
+        path.write_text(haproxy_config(f"127.0.0.1:{self.lb_port}",
+                                       [f"127.0.0.1:{p}" for p in ports],
+                                       stats_socket=self.stats))
+        process = _processes.spawn([_haproxy(), "-f", str(path), "-db"],
+                                   log=self.tmp / "haproxy.log")
         try:
             yield
         finally:
-            process.kill()
-            process.wait(10)
+            _processes.end(process)
 
     def close(self) -> None:
         for port in list(self.replicas):
