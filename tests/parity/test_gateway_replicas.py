@@ -36,9 +36,10 @@ from mcp.client.streamable_http import streamable_http_client
 from pg_schema import pg_schema_url
 
 from anfitrion import _answers as answers
+from anfitrion import _resolutions as resolutions
 from anfitrion.mcp._haproxy import haproxy_config
 from anfitrion.mcp._toolset import McpServers
-from anfitrion.store import open_store
+from anfitrion.store import LedgerState, open_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 
@@ -73,8 +74,10 @@ def _free_port() -> int:
 class Cluster:
     """Two gateway replicas and haproxy; ``url`` is the load balancer's MCP endpoint."""
 
-    def __init__(self, tmp_path: Path, store_url: str, approval_wait: float) -> None:
+    def __init__(self, tmp_path: Path, store_url: str, approval_wait: float,
+                 policy: str = POLICY) -> None:
         self.tmp = tmp_path
+        self.policy = policy
         self.store_url = store_url
         self.effects = tmp_path / "fx.log"
         self.approval_wait = approval_wait
@@ -92,7 +95,7 @@ class Cluster:
                                  "trusted": True, "sandbox": {"paths": [
                                      {"path": str(self.effects.parent), "mode": "rw"}]}}},
             "gateway": {"principal": PRINCIPAL}}))
-        (self.tmp / "policy.toml").write_text(POLICY)
+        (self.tmp / "policy.toml").write_text(self.policy)
         return path
 
     def start_replica(self, port: int) -> None:
@@ -156,8 +159,8 @@ class Cluster:
 
 
 @asynccontextmanager
-async def cluster(tmp_path: Path, store_url: str, *, approval_wait: float = 0.3
-                  ) -> AsyncIterator[Cluster]:
+async def cluster(tmp_path: Path, store_url: str, *, approval_wait: float = 0.3,
+                  policy: str = POLICY) -> AsyncIterator[Cluster]:
     _haproxy()
     store = open_store(store_url)
     try:
@@ -165,7 +168,7 @@ async def cluster(tmp_path: Path, store_url: str, *, approval_wait: float = 0.3
             await approve_pins(servers, store)
     finally:
         await store.close()
-    running = Cluster(tmp_path, store_url, approval_wait)
+    running = Cluster(tmp_path, store_url, approval_wait, policy)
     ports = [_free_port(), _free_port()]
     try:
         for port in ports:
@@ -323,3 +326,110 @@ async def test_an_answer_given_elsewhere_wakes_the_call_waiting_on_a_replica_wit
             finally:
                 await store.close()
     assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"
+
+
+MAIL_ALLOWED = ('[[rules]]\ntool = "p.send_mail"\nverdict = "allow"\n'
+                'reason = "mail is allowed in this test"\n')
+
+
+async def _resend_everywhere(running: Cluster, mail: dict[str, str]) -> list[str]:
+    """The call sent again to each replica directly and through the balancer: the texts."""
+    urls = [f"http://127.0.0.1:{port}/mcp" for port in running.replicas] + [running.url]
+    texts = []
+    for url in urls:
+        async with client_of(url) as client:
+            result = await client.call_tool("p.send_mail", mail)
+            texts.append((result.is_error, _text(result)))
+    return [text for is_error, text in texts if is_error] + \
+        [f"NOT AN ERROR: {text}" for is_error, text in texts if not is_error]
+
+
+async def test_a_replica_killed_mid_execution_leaves_the_effect_unknown_refused_everywhere(
+        tmp_path: Path, pg_url: str) -> None:
+    """SIGKILL while the tool runs (its effect happened, its result never came back): the
+    effect is ``unknown``, a re-send is refused by every replica — the restarted one too —
+    until a person resolves it; then the re-send gets the resolution, never a second run."""
+    mail = {"to": "ana@example.org", "body": "hold"}  # the server holds after its effect
+    effects = tmp_path / "fx.log"
+    with anyio.fail_after(300):
+        async with cluster(tmp_path, pg_url, policy=MAIL_ALLOWED) as running:
+            first, _ = running.ports  # type: ignore[attr-defined]
+            store = open_store(pg_url)
+            try:
+                async with anyio.create_task_group() as tg:
+                    async def runs_on_first() -> None:
+                        with contextlib.suppress(Exception):  # its replica dies
+                            async with client_of(f"http://127.0.0.1:{first}/mcp") as client:
+                                await client.call_tool("p.send_mail", mail)
+
+                    tg.start_soon(runs_on_first)
+                    while not effects.exists():  # the mail went out; the tool still runs
+                        await anyio.sleep(0.05)
+                    running.kill(first)
+                    tg.cancel_scope.cancel()
+                running.start_replica(first)  # back, on the same port
+                with anyio.fail_after(90):
+                    await running.ready(first)
+                refusals = await _resend_everywhere(running, mail)
+                assert len(refusals) == 3 and all(
+                    "its outcome is unknown" in t and "A person must resolve it" in t and
+                    "right now" not in t for t in refusals), refusals
+                (effect,) = await store.list_effects(unsettled_only=True)
+                assert effect.state is LedgerState.UNKNOWN
+                await resolutions.resolve(store, effect.key, done=True, by="bob",
+                                          note="the mail went out")
+                async with client_of(running.url) as client:
+                    after = await client.call_tool("p.send_mail", mail)
+                # (an error result: the stored text is the person's, not the tool's output)
+                assert _text(after).startswith("[not run again"), _text(after)
+                assert "resolved by bob" in _text(after)
+            finally:
+                await store.close()
+    assert effects.read_text() == "mail to ana@example.org\n"
+
+
+PARALLEL = ('[taint]\nenabled = false\n'  # which result enters first is the finishing order
+            '[[rules]]\ntool = "p.send_mail"\nverdict = "allow"\n'
+            'reason = "mail is allowed in this test"\n')
+
+
+async def test_ten_parallel_calls_in_one_http_session_through_two_replicas(
+        tmp_path: Path, pg_url: str) -> None:
+    """A desktop client's parallel calls on one session, through the balancer (the calls
+    alternate between the replicas), on a conversation no replica has seen: none fails
+    with a conflict — the replicas take the conversation in turn — and each call counts
+    once."""
+    effects = tmp_path / "fx.log"
+    with anyio.fail_after(240):
+        async with cluster(tmp_path, pg_url, policy=PARALLEL) as running, \
+                client_of(running.url) as client:
+            for run in range(2):
+                calls = [("p.count", {"n": i + 1}) for i in range(7)] + \
+                    [("p.send_mail", {"to": f"u{i}.{run}@example.org", "body": "hi"})
+                     for i in range(3)]
+                results: list[Any] = [None] * len(calls)
+
+                async def one(i: int, name: str, arguments: dict[str, Any]) -> None:
+                    results[i] = await client.call_tool(  # noqa: B023 - awaited in the pass
+                        name, arguments, meta={"io.anfitrion/conversation": "fresh-one"})
+
+                async with anyio.create_task_group() as tg:
+                    for i, (name, arguments) in enumerate(calls):
+                        tg.start_soon(one, i, name, arguments)
+                texts = [_text(r) for r in results]
+                assert [r.is_error for r in results] == [False] * 10, texts
+                assert texts[:7] == [" ".join(str(k) for k in range(1, i + 2))
+                                     for i in range(7)]
+                assert sorted(effects.read_text().splitlines()) == [
+                    f"mail to u{i}.{run}@example.org" for i in range(3)]
+                effects.unlink()
+            served = running.served()
+            assert all(count >= 5 for count in served.values()), served
+            store = open_store(pg_url)
+            try:
+                states = [s for s in await store.list_sessions()
+                          if s.data.get("counters", {}).get("tool_calls")]
+            finally:
+                await store.close()
+    ((state,),) = [states]
+    assert state.data["counters"]["tool_calls"] == 20

@@ -52,12 +52,13 @@ from .._conversation import ToolResult
 from .._events import Listener
 from .._gate import Gate, GateLimits
 from .._home import store_flag
+from .._owners import dead_local_owner
 from .._principal import Principal
 from .._runtime import GatedSession, Runtime, SubmissionStatus
 from .._tools import OfferContext, Tool
 from ..exceptions import AnfitrionError, ConflictError, MissingDependencyError, UserError
 from ..policy import Policy
-from ..store import Store
+from ..store import LedgerState, SessionState, Store
 from ..telemetry import extracted_context
 from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
 from ._gateway_http import THROTTLED_AUDIT, HttpGuard, SessionCloseRace, respond, with_health
@@ -332,14 +333,21 @@ class Gateway:
         caller is (``None``: the gateway's principal)."""
         who = principal or self.principal
         sid = session_id or (self.fixed_session_id if principal is None else None)
-        if sid is not None and (state := await self.store.load_session(sid)) is not None:
-            if state.principal_id != who.id or state.data.get("app") != GATEWAY_APP:
-                raise UserError(f"session {sid!r} is not a gateway conversation of "
-                                f"{who.id!r}")
-            return await self._take_over(sid)
-        return await self.runtime.open(who,
-                                       sid or f"gateway-{uuid.uuid4().hex[:16]}",
-                                       app=GATEWAY_APP)
+        if sid is None:
+            return await self.runtime.open(who, f"gateway-{uuid.uuid4().hex[:16]}",
+                                           app=GATEWAY_APP)
+        while True:
+            if (state := await self.store.load_session(sid)) is not None:
+                if state.principal_id != who.id or state.data.get("app") != GATEWAY_APP:
+                    raise UserError(f"session {sid!r} is not a gateway conversation of "
+                                    f"{who.id!r}")
+                return await self._take_over(sid)
+            gated = await self.runtime.open(who, sid, app=GATEWAY_APP)
+            try:  # stored with its lease before any call runs: no other process opens it
+                await gated.save()  # too, and a process that dies holding it is seen
+                return gated
+            except ConflictError:  # another process opened it at this moment: take it over
+                continue
 
     async def _take_over(self, session_id: str) -> GatedSession:
         """The stored conversation *session_id*, its lease taken once another process
@@ -347,14 +355,33 @@ class Gateway:
         delay = 0.02
         with anyio.move_on_after(self.lease_wait):
             while True:
+                before = await self.store.load_session(session_id)
                 try:
-                    return await self.runtime.resume(session_id, force=True)
+                    gated = await self.runtime.resume(session_id, force=True)
                 except ConflictError:
                     await anyio.sleep(delay)
                     delay = min(delay * 2, 0.5)
+                    continue
+                if before is not None and _held_by_the_dead(before, self.runtime.owner):
+                    await self._unknown_after_death(session_id)
+                return gated
         raise UserError(f"this conversation is in use by another gateway process for more "
                         f"than {self.lease_wait:g} seconds (a call there may wait for a "
                         "person); try again shortly")
+
+    async def _unknown_after_death(self, session_id: str) -> None:
+        """The calls of *session_id* a process that died was executing: ``claimed`` becomes
+        ``unknown`` (the ledger's second claim), so a re-send of any of them — on any
+        process, with any call id — is refused as an unknown outcome until a person
+        resolves it (``anfitrion effects``); never run again."""
+        for sid, call_id in await self.store.list_unknown_executions():
+            if sid != session_id:
+                continue
+            entry = await self.store.execution_state(sid, call_id)
+            if entry is not None and entry.state is LedgerState.CLAIMED:
+                claim = await self.store.claim_execution(sid, call_id, entry.digest)
+                log.warning("gateway conversation %s: call %s was executing in a process that "
+                            "died; its outcome is %s", sid, call_id, claim.state.value)
 
     async def conversations(self) -> Conversations:
         """The conversation handles' keeper (its key read or made on first use)."""
@@ -689,7 +716,9 @@ class Gateway:
     def _to_mcp(self, result: ToolResult, name: str) -> mt.CallToolResult:
         """The gate's result as text (refused; executed outside a client's request; or an
         effect's stored result: "not run again"). A tool with an ``outputSchema`` must answer
-        with structured content: the stored object (after the notice line) goes with it."""
+        with structured content: the stored object (after the notice line) goes with it, and
+        a stored text that is no object goes as an error result (the client refuses a
+        success without the structured content)."""
         server, _, upstream_name = name.partition(".")
         toolset = self.servers.toolsets.get(server)
         listed = toolset._upstream if toolset is not None else ()
@@ -702,8 +731,10 @@ class Gateway:
             structured = json.loads(stored)
         except ValueError:
             structured = None
-        if not isinstance(structured, dict):
-            return _text_result(result.content, is_error=False)
+        if not isinstance(structured, dict):  # e.g. a person's resolution of an unknown
+            # outcome: no structured content to give, and a client checks it for a tool with
+            # an outputSchema unless the result is an error — said as one, with the text
+            return _text_result(result.content, is_error=True)
         return mt.CallToolResult(content=[mt.TextContent(type="text", text=result.content)],
                                  structured_content=structured, is_error=False)
 
@@ -933,6 +964,15 @@ class _GatewayServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True),
             experimental_capabilities, extensions)
+
+
+def _held_by_the_dead(state: SessionState, owner: str) -> bool:
+    """Whether *state* was leased by another process that died: one of this machine whose
+    pid is gone, or one whose lease lapsed unrenewed (a live process renews it)."""
+    held = state.lease_owner
+    if held is None or held == owner:
+        return False
+    return dead_local_owner(held) or (state.lease_expires or 0.0) < time.time()
 
 
 def _same_principal(first: Principal | None, second: Principal | None) -> bool:
