@@ -433,3 +433,65 @@ async def test_ten_parallel_calls_in_one_http_session_through_two_replicas(
                 await store.close()
     ((state,),) = [states]
     assert state.data["counters"]["tool_calls"] == 20
+
+
+async def test_sigterm_drains_a_replica_and_hands_its_waiting_call_over(
+        tmp_path: Path, pg_url: str) -> None:
+    """Graceful shutdown: ``/readyz`` says 503 at once, the call waiting for a person is
+    answered at once with the hand-over (not failed, not withdrawn), the process exits
+    cleanly; the client's re-send continues the same request on the other replica, and the
+    person's one answer runs it once."""
+    mail = {"to": "ana@example.org", "body": "the report"}
+    with anyio.fail_after(300):
+        async with cluster(tmp_path, pg_url, approval_wait=60) as running:
+            first, _ = running.ports  # type: ignore[attr-defined]
+            process = running.replicas[first]
+            store = open_store(pg_url)
+            try:
+                handed: list[tuple[Any, float]] = []
+
+                async def waits_on_first() -> None:
+                    async with client_of(f"http://127.0.0.1:{first}/mcp") as client:
+                        result = await client.call_tool("p.send_mail", mail)
+                        handed.append((result, time.monotonic()))
+
+                async with anyio.create_task_group() as tg, \
+                        httpx2.AsyncClient(timeout=5) as http:
+                    tg.start_soon(waits_on_first)
+                    while not (pending := await store.list_approvals()):
+                        await anyio.sleep(0.05)
+                    (request,) = pending
+                    while not await _waiting_for_a_person(store, request.session_id,
+                                                          request.call_id):
+                        await anyio.sleep(0.05)
+                    signalled = time.monotonic()
+                    process.send_signal(signal.SIGTERM)
+                    while (ready := await http.get(f"http://127.0.0.1:{first}/readyz")
+                           ).status_code == 200:
+                        await anyio.sleep(0.02)
+                    assert (ready.status_code, ready.text) == (
+                        503, "not ready: draining: this gateway process is shutting down\n")
+                ((result, returned_at),) = handed
+                assert result.is_error and "shutting down" in _text(result) and \
+                    request.id in _text(result) and "Nothing was run" in _text(result)
+                assert returned_at - signalled < 2.0, returned_at - signalled
+                assert await anyio.to_thread.run_sync(process.wait, 30) == 0
+                assert [r.id for r in await store.list_approvals()] == [request.id]
+                async with client_of(running.url) as client, anyio.create_task_group() as tg:
+                    done: list[Any] = []
+
+                    async def resend() -> None:
+                        done.append(await client.call_tool("p.send_mail", mail))
+
+                    tg.start_soon(resend)
+                    await anyio.sleep(0)
+                    answered = await answers.answer(store, request.id, None, approved=True,
+                                                    approver="bob", via="cli")
+                    assert answered.answer is not None
+                (result,) = done
+                assert not result.is_error, _text(result)
+                assert [r.id for r in await store.list_approvals(pending_only=False)] == \
+                    [request.id]
+            finally:
+                await store.close()
+    assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"

@@ -99,6 +99,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                     port=port or settings.port,
                     allowed_origins=settings.allowed_origins,
                     max_body_bytes=settings.max_body_bytes, stateless=replica,
+                    drain_seconds=settings.drain_seconds,
                     started=lambda p: say(f"anfitrion gateway: http://{settings.host}:{p}/mcp"))
         finally:
             await store.close()

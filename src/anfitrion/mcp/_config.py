@@ -176,6 +176,9 @@ class GatewaySettings:
             HTTP clients present the static bearer token.
         listing_ttl: seconds calls are relayed on a server's last listing
             (:mod:`anfitrion.mcp._listing`); ``0``: list before every call.
+        drain_seconds: after SIGTERM (or Ctrl-C), seconds the HTTP gateway keeps serving
+            with ``/readyz`` answering 503, so the load balancer stops sending it requests,
+            before it stops listening (calls waiting for a person are handed over at once).
     """
 
     store: str | None = None
@@ -191,6 +194,7 @@ class GatewaySettings:
     own_names: bool = False
     auth: OAuthSettings | None = None
     listing_ttl: float = DEFAULT_LISTING_TTL
+    drain_seconds: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +447,8 @@ def _gateway(raw: Any, *, path: str | None,
     if not isinstance(raw, dict):
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
-             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl"}
+             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl",
+             "drainSeconds"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
@@ -486,6 +491,8 @@ def _gateway(raw: Any, *, path: str | None,
             raw.get("listingTtl"), bool) else _number(raw.get("listingTtl"),
                                                      defaults.listing_ttl, path=path,
                                                      key="gateway.listingTtl"),
+        drain_seconds=_number(raw.get("drainSeconds"), defaults.drain_seconds, path=path,
+                              key="gateway.drainSeconds"),
         auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
                          os.environ if environ is None else environ))
 

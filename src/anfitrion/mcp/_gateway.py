@@ -299,6 +299,7 @@ class Gateway:
         self.stateless = False
         """Serving as one of several replicas (:meth:`serve_http` with ``stateless``)."""
         self.lease_wait = 10.0
+        self._drain: anyio.Event | None = None
         """Seconds a request waits for another gateway process to release its conversation."""
         self.instructions: str | None = None
         self._instructions_read = False
@@ -539,9 +540,19 @@ class Gateway:
                 last = now
             await anyio.sleep(interval)
 
+    @property
+    def draining(self) -> anyio.Event:
+        """Set when the process shuts down gracefully (SIGTERM): ``/readyz`` answers 503 and
+        the calls waiting for a person hand over (:meth:`_answered`)."""
+        if self._drain is None:
+            self._drain = anyio.Event()
+        return self._drain
+
     async def ready(self) -> str | None:
         """``None`` when this process can serve calls (its store answers), else why not
-        (``GET /readyz``)."""
+        (``GET /readyz``): draining, or the store."""
+        if self.draining.is_set():
+            return "draining: this gateway process is shutting down"
         try:
             with anyio.fail_after(5):
                 await self.store.get_record("gateway", "ready")
@@ -684,6 +695,8 @@ class Gateway:
                 if await self._answered(request.id):
                     self.servers.mark_stale()  # what a person approved: offered afresh
                     outcome = await gated.submit(name, arguments, call_id)
+                if outcome.status is SubmissionStatus.WAITING and self.draining.is_set():
+                    return _text_result(_handed_over(name, request.id), is_error=True)
                 if outcome.status is SubmissionStatus.WAITING:
                     return _text_result(
                         f"{name} needs a person's approval and none came within "
@@ -708,10 +721,40 @@ class Gateway:
 
     async def _answered(self, request_id: str) -> bool:
         """Whether a person answered within :attr:`approval_wait` (woken by the store's
-        notification on PostgreSQL, wherever the answer was given; else polled)."""
-        return await answers.wait_for_answer(self.store, request_id,
-                                             timeout=self.approval_wait,
-                                             poll=self.poll_interval)
+        notification on PostgreSQL, wherever the answer was given; else polled) — or, once
+        the process drains, whether one was given by then: the wait ends at once, and the
+        call is handed over (its request stays pending, its conversation is released when
+        the request ends; the client's re-send continues it on any process)."""
+        answered = False
+
+        async def wait() -> None:
+            nonlocal answered
+            answered = await answers.wait_for_answer(self.store, request_id,
+                                                     timeout=self.approval_wait,
+                                                     poll=self.poll_interval)
+            tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await self.draining.wait()
+            tg.cancel_scope.cancel()
+        if not answered and self.draining.is_set():  # an answer given as the drain began
+            found = await self.store.get_approval(request_id)
+            answered = found is not None and found.answer is not None
+        return answered
+
+    async def _drain_on_signal(self, server: Any, drain_seconds: float) -> None:
+        """SIGTERM (or Ctrl-C): drain — ``/readyz`` 503 and waiting calls handed over at
+        once; requests keep being served for *drain_seconds* (the load balancer's checks
+        see the 503 meanwhile); then the server stops listening and gives the requests still
+        open up to 5 seconds (uvicorn's graceful shutdown)."""
+        while not server.drain_asked:  # set in a signal handler: looked at, not awaited
+            await anyio.sleep(0.1)
+        log.warning("anfitrion gateway: draining for %g seconds, then stopping",
+                    drain_seconds)
+        self.draining.set()
+        await anyio.sleep(drain_seconds)
+        server.should_exit = True
 
     def _to_mcp(self, result: ToolResult, name: str) -> mt.CallToolResult:
         """The gate's result as text (refused; executed outside a client's request; or an
@@ -868,7 +911,8 @@ class Gateway:
                          sock: socket.socket | None = None,
                          started: Callable[[int], None] | None = None,
                          stop: anyio.Event | None = None, stateless: bool = False,
-                         auth: OAuthSettings | None = None) -> None:
+                         auth: OAuthSettings | None = None,
+                         drain_seconds: float = 2.0) -> None:
         """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until *stop* is set (or a signal).
 
         *stateless*: serve as one of several replicas behind a load balancer without
@@ -884,6 +928,9 @@ class Gateway:
             sock: an already bound socket (its port is used).
             started: called with the port once the server listens.
             stop: set it to shut down gracefully (open requests get up to 5 seconds).
+            drain_seconds: after SIGTERM or Ctrl-C, seconds to keep serving with
+                ``/readyz`` answering 503 before the server stops listening; calls waiting
+                for a person are handed over at once (a second signal stops at once).
         """
         import uvicorn
 
@@ -902,7 +949,7 @@ class Gateway:
         config = uvicorn.Config(with_health(app, self.ready), lifespan="off",
                                 log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=5)
-        server = uvicorn.Server(config)
+        server = _draining_server(config)
 
         async def stop_when_asked(event: anyio.Event) -> None:
             await event.wait()
@@ -916,6 +963,7 @@ class Gateway:
             async with manager.run(), anyio.create_task_group() as tg:
                 tg.start_soon(self._keep_leases)
                 tg.start_soon(self._watch_offer)
+                tg.start_soon(self._drain_on_signal, server, drain_seconds)
                 if stop is not None:
                     tg.start_soon(stop_when_asked, stop)
                 if started is not None:
@@ -964,6 +1012,29 @@ class _GatewayServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True),
             experimental_capabilities, extensions)
+
+
+def _handed_over(name: str, request_id: str) -> str:
+    return (f"{name} waits for a person's approval (request {request_id}), and this gateway "
+            "process is shutting down, so it stopped waiting here. Nothing was run. Call the "
+            "tool again with the same arguments: any gateway process continues this same "
+            "request, and the person's answer counts.")
+
+
+def _draining_server(config: Any) -> Any:
+    """A uvicorn server whose first SIGTERM or Ctrl-C asks for a drain (``drain_asked``;
+    :meth:`Gateway._drain_on_signal` does it) and whose second one stops at once."""
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        drain_asked = False
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.drain_asked:
+                super().handle_exit(sig, frame)
+            self.drain_asked = True  # not re-raised afterwards: the process ends normally
+
+    return DrainingServer(config)
 
 
 def _held_by_the_dead(state: SessionState, owner: str) -> bool:
