@@ -75,9 +75,10 @@ class Cluster:
     """Two gateway replicas and haproxy; ``url`` is the load balancer's MCP endpoint."""
 
     def __init__(self, tmp_path: Path, store_url: str, approval_wait: float,
-                 policy: str = POLICY) -> None:
+                 policy: str = POLICY, gateway: dict[str, Any] | None = None) -> None:
         self.tmp = tmp_path
         self.policy = policy
+        self.gateway = gateway or {}
         self.store_url = store_url
         self.effects = tmp_path / "fx.log"
         self.approval_wait = approval_wait
@@ -94,7 +95,7 @@ class Cluster:
                                  # the server appends what it did to the effects file
                                  "trusted": True, "sandbox": {"paths": [
                                      {"path": str(self.effects.parent), "mode": "rw"}]}}},
-            "gateway": {"principal": PRINCIPAL}}))
+            "gateway": {"principal": PRINCIPAL, **self.gateway}}))
         (self.tmp / "policy.toml").write_text(self.policy)
         return path
 
@@ -160,7 +161,8 @@ class Cluster:
 
 @asynccontextmanager
 async def cluster(tmp_path: Path, store_url: str, *, approval_wait: float = 0.3,
-                  policy: str = POLICY) -> AsyncIterator[Cluster]:
+                  policy: str = POLICY, gateway: dict[str, Any] | None = None
+                  ) -> AsyncIterator[Cluster]:
     _haproxy()
     store = open_store(store_url)
     try:
@@ -168,7 +170,7 @@ async def cluster(tmp_path: Path, store_url: str, *, approval_wait: float = 0.3,
             await approve_pins(servers, store)
     finally:
         await store.close()
-    running = Cluster(tmp_path, store_url, approval_wait, policy)
+    running = Cluster(tmp_path, store_url, approval_wait, policy, gateway)
     ports = [_free_port(), _free_port()]
     try:
         for port in ports:
@@ -242,6 +244,15 @@ async def test_one_conversation_alternating_between_replicas_keeps_every_guarant
                     tg.start_soon(count, n)
             errors = [_text(r) for r in results if r.is_error]
             assert errors == []
+            # the mail's request, whose client was told to call again once it is approved,
+            # stays approvable: only a dead process's requests are withdrawn (adoptWithin is
+            # 0.3 s here, the replicas look every 0.5 s)
+            await anyio.sleep(1.5)
+            store = open_store(pg_url)
+            try:
+                assert len(await store.list_approvals()) == 1
+            finally:
+                await store.close()
     assert not (tmp_path / "fx.log").exists()
 
 
@@ -495,3 +506,49 @@ async def test_sigterm_drains_a_replica_and_hands_its_waiting_call_over(
             finally:
                 await store.close()
     assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"
+
+
+async def test_a_dead_replicas_request_whose_client_never_comes_back_is_withdrawn(
+        tmp_path: Path, pg_url: str) -> None:
+    """The replica waiting for a person dies and the client does not send the call again
+    within ``gateway.adoptWithin``: the live replica withdraws the request, saying why —
+    the person can no longer approve it for nothing — and a late re-send runs nothing."""
+    mail = {"to": "ana@example.org", "body": "the report"}
+    with anyio.fail_after(300):
+        async with cluster(tmp_path, pg_url, approval_wait=60,
+                           gateway={"adoptWithin": 2}) as running:
+            first, _ = running.ports  # type: ignore[attr-defined]
+            store = open_store(pg_url)
+            try:
+                async with anyio.create_task_group() as tg:
+                    async def waits_on_first() -> None:
+                        with contextlib.suppress(Exception):  # its replica dies
+                            async with client_of(f"http://127.0.0.1:{first}/mcp") as client:
+                                await client.call_tool("p.send_mail", mail)
+
+                    tg.start_soon(waits_on_first)
+                    while not (pending := await store.list_approvals()):
+                        await anyio.sleep(0.05)
+                    (request,) = pending
+                    while not await _waiting_for_a_person(store, request.session_id,
+                                                          request.call_id):
+                        await anyio.sleep(0.05)
+                    running.kill(first)
+                    tg.cancel_scope.cancel()  # the client is gone for good
+                killed_at = time.monotonic()
+                with anyio.fail_after(30):
+                    while await store.list_approvals():
+                        await anyio.sleep(0.1)
+                assert time.monotonic() - killed_at >= 2  # not before adoptWithin
+                found = await store.get_approval(request.id)
+                assert found is not None and found.answer is not None
+                assert found.answer.withdrawn and "died" in found.answer.note
+                late = await answers.answer(store, request.id, None, approved=True,
+                                            approver="bob", via="cli")
+                assert late.answer is None and "died" in late.detail
+                async with client_of(running.url) as client:
+                    resent = await client.call_tool("p.send_mail", mail)
+                assert resent.is_error, _text(resent)
+            finally:
+                await store.close()
+    assert not (tmp_path / "fx.log").exists()

@@ -179,6 +179,8 @@ class GatewaySettings:
         drain_seconds: after SIGTERM (or Ctrl-C), seconds the HTTP gateway keeps serving
             with ``/readyz`` answering 503, so the load balancer stops sending it requests,
             before it stops listening (calls waiting for a person are handed over at once).
+        adopt_within: seconds a call left waiting by a gateway process that died is kept for
+            its client's re-send before its request is withdrawn (default: approval_wait).
     """
 
     store: str | None = None
@@ -195,6 +197,7 @@ class GatewaySettings:
     auth: OAuthSettings | None = None
     listing_ttl: float = DEFAULT_LISTING_TTL
     drain_seconds: float = 2.0
+    adopt_within: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -448,7 +451,7 @@ def _gateway(raw: Any, *, path: str | None,
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
              "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl",
-             "drainSeconds"}
+             "drainSeconds", "adoptWithin"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
@@ -493,6 +496,8 @@ def _gateway(raw: Any, *, path: str | None,
                                                      key="gateway.listingTtl"),
         drain_seconds=_number(raw.get("drainSeconds"), defaults.drain_seconds, path=path,
                               key="gateway.drainSeconds"),
+        adopt_within=None if raw.get("adoptWithin") is None else _number(
+            raw.get("adoptWithin"), 0.0, path=path, key="gateway.adoptWithin"),
         auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
                          os.environ if environ is None else environ))
 

@@ -109,6 +109,8 @@ def _text_result(text: str, *, is_error: bool) -> mt.CallToolResult:
 
 
 WITHDRAWN_REASON = "the MCP client session that proposed the call ended"
+ORPHANED_REASON = ("the gateway process waiting for this answer died and its client did not "
+                   "send the call again within {seconds:g} seconds")
 
 
 class _GatewayTools:
@@ -240,6 +242,9 @@ class Gateway:
         listing_ttl: seconds calls are relayed on a server's last listing, unless it said
             its list changed, a pin changed or the call names a tool not offered
             (:mod:`anfitrion.mcp._listing`); ``0``: list before every call.
+        adopt_within: seconds a call left waiting for a person by a gateway process that
+            died is kept for its client's re-send (on any process) before its request is
+            withdrawn (default: *approval_wait*).
 
     Raises:
         UserError: ``own_names`` with more than one server.
@@ -258,7 +263,8 @@ class Gateway:
                  max_tool_calls: int | None = None, own_names: bool = False,
                  page_size: int = 100, conversation_key: str | bytes | None = None,
                  store_url: str | None = None,
-                 listing_ttl: float = DEFAULT_LISTING_TTL) -> None:
+                 listing_ttl: float = DEFAULT_LISTING_TTL,
+                 adopt_within: float | None = None) -> None:
         if own_names and len(servers.toolsets) != 1:
             raise UserError(f"own names need exactly one wrapped server, not "
                             f"{len(servers.toolsets)}: with several, one server's tool could "
@@ -300,6 +306,12 @@ class Gateway:
         """Serving as one of several replicas (:meth:`serve_http` with ``stateless``)."""
         self.lease_wait = 10.0
         self._drain: anyio.Event | None = None
+        self.adopt_within = approval_wait if adopt_within is None else adopt_within
+        self._orphans: dict[str, float] = {}
+        """Requests seen waiting in a dead process's conversation: when first seen."""
+        self._not_ours: set[str] = set()
+        """Sessions with pending requests that are no gateway conversations (not looked at
+        again)."""
         """Seconds a request waits for another gateway process to release its conversation."""
         self.instructions: str | None = None
         self._instructions_read = False
@@ -569,11 +581,68 @@ class Gateway:
                 await session.send_notification(mt.ToolListChangedNotification())
 
     async def _keep_leases(self) -> None:
+        """Renew the leases of the conversations in use here; and now and then withdraw
+        what dead gateway processes left waiting (:meth:`withdraw_orphans`)."""
+        renew_every = self.runtime.lease_seconds / 3
+        sweep_every = min(5.0, max(self.adopt_within / 2, 0.5))
+        renewed = swept = time.monotonic()
         while True:
-            await anyio.sleep(self.runtime.lease_seconds / 3)
-            for client in list(self._clients):
-                if client.gated is not None:
-                    await client.gated.renew()
+            await anyio.sleep(min(renew_every, sweep_every))
+            now = time.monotonic()
+            if now - renewed >= renew_every:
+                renewed = now
+                for client in list(self._clients):
+                    if client.gated is not None:
+                        await client.gated.renew()
+            if now - swept >= sweep_every:
+                swept = now
+                try:
+                    await self.withdraw_orphans()
+                except AnfitrionError as exc:  # the store is away: the next sweep
+                    log.warning("the gateway cannot look for orphaned requests: %s", exc)
+
+    async def withdraw_orphans(self) -> list[str]:
+        """Withdraw the requests a gateway process that died left waiting for a person,
+        once :attr:`adopt_within` seconds passed (from when this process first saw them)
+        without the client sending the call again: never left approvable for nothing. A
+        re-send within that time continues the request instead (:meth:`_take_over`). The ids
+        withdrawn."""
+        withdrawn: list[str] = []
+        now = time.monotonic()
+        waiting = await self.store.list_approvals()
+        for request_id in set(self._orphans) - {r.id for r in waiting}:
+            del self._orphans[request_id]
+        for request in waiting:
+            if request.session_id in self._not_ours:
+                continue
+            state = await self.store.load_session(request.session_id)
+            if state is not None and state.data.get("app") != GATEWAY_APP:
+                self._not_ours.add(request.session_id)
+            if state is None or state.data.get("app") != GATEWAY_APP or \
+                    not _held_by_the_dead(state, self.runtime.owner):
+                self._orphans.pop(request.id, None)
+                continue
+            if now - self._orphans.setdefault(request.id, now) >= self.adopt_within and \
+                    await self._withdraw_orphaned(state, request.id):
+                withdrawn.append(request.id)
+        return withdrawn
+
+    async def _withdraw_orphaned(self, state: SessionState, request_id: str) -> bool:
+        """Take the dead process's conversation (as this process's one object for it, so
+        no request here opens it twice) and withdraw *request_id* — unless someone took the
+        conversation meanwhile (a re-send adopted it: its version moved)."""
+        who = None if state.principal_id == self.principal.id else \
+            Principal(state.principal_id)
+        client = self._conversation(state.session_id, None, who)
+        client.named = True  # released after, not ended: the client may come back
+        try:
+            gated = await client.session()
+            if gated.session.version != state.version + 1:
+                return False
+            reason = ORPHANED_REASON.format(seconds=self.adopt_within)
+            return await answers.withdraw(self.store, request_id, reason, via="gateway")
+        finally:
+            await self._leave(client)
 
     def _upstream_tool(self, tool: Tool) -> mt.Tool | None:
         if not isinstance(tool, McpTool) or tool.server not in self.servers.toolsets:
