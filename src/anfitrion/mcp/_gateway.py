@@ -173,6 +173,14 @@ class _Client:
                                                                self.principal)
             return self.gated
 
+    async def lost(self, stale: GatedSession) -> None:
+        """*stale* was saved by another process since this one took it (its lease lapsed):
+        forget it here (unless already replaced); the next use takes the conversation over
+        again from the store."""
+        async with self._lock:
+            if self.gated is stale:
+                self.gated = None
+
     async def release(self) -> None:
         """The last connection of a named conversation went: its session is stored, its
         lease released, for the client to continue on any gateway process."""
@@ -738,21 +746,41 @@ class Gateway:
         upstream: list[tuple[str, tuple[str, ...]]] = []
         scopes = UPSTREAM_SCOPES.set(upstream)  # OAuth: the upstream tokens' scopes, audited
         identity = CALL_IDENTITY.set(call_identity(CALLER.get(), upstream))  # every record's
+        fresh = f"mcp-{uuid.uuid4().hex}"
         try:
-            return await self._call_tool(name, arguments, relay)
+            try:
+                return await self._call_tool(name, arguments, relay, fresh)
+            except ConflictError:
+                # another process took the conversation and saved it meanwhile (this one's
+                # lease lapsed): take it back with what that process stored, and run the call
+                # again under the same call id, once — the ledger answers a write that ran
+                # with its stored result, never a second run; a read runs again, its result
+                # recorded in the state it goes on from
+                log.warning("gateway conversation changed by another process: call %s "
+                            "retried on the stored state", fresh)
+                return await self._call_tool(name, arguments, relay, fresh)
         finally:
             CALL_IDENTITY.reset(identity)
             UPSTREAM_SCOPES.reset(scopes)
             UPSTREAM_CALL.reset(token)
 
     async def _call_tool(self, name: str, arguments: dict[str, Any],
-                         relay: UpstreamCall | None) -> mt.CallToolResult:
+                         relay: UpstreamCall | None, fresh: str) -> mt.CallToolResult:
         if name not in self._offered_names:  # a tool added since the last listing?
             self.servers.mark_stale()
-        gated = await self._client().session()
+        client = self._client()
+        gated = await client.session()
+        try:
+            return await self._through_gate(gated, name, arguments, relay, fresh)
+        except ConflictError:  # saved by another process: not this object's to save again
+            await client.lost(gated)
+            raise
+
+    async def _through_gate(self, gated: GatedSession, name: str, arguments: dict[str, Any],
+                            relay: UpstreamCall | None, fresh: str) -> mt.CallToolResult:
         key = digest({"tool": name, "arguments": arguments})
         # a call repeated after its approval was given carries the call id it is bound to
-        call_id = gated.session.retry_of(name, key) or f"mcp-{uuid.uuid4().hex}"
+        call_id = gated.session.retry_of(name, key) or fresh
         try:
             outcome = await gated.submit(name, arguments, call_id)
             if outcome.status is SubmissionStatus.WAITING and outcome.request is not None:
