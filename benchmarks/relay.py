@@ -44,6 +44,7 @@ from typing import Any
 
 import anyio
 import httpx2
+from _harness import Timings
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -217,7 +218,7 @@ async def start_targets(procs: Processes, stack: AsyncExitStack, replicas: bool
 
 async def one_pass(target: Target, clients: int, seconds: float) -> dict[str, float]:
     """*clients* sessions, each calling ``echo`` one call after another for *seconds*."""
-    latencies: list[float] = []
+    latencies = Timings()
     errors = 0
     async with AsyncExitStack() as stack:
         sessions: list[ClientSession] = []
@@ -247,10 +248,9 @@ async def one_pass(target: Target, clients: int, seconds: float) -> dict[str, fl
             nonlocal errors
             n = 0
             while time.perf_counter() < stop:
-                t0 = time.perf_counter()
-                result = await session.call_tool(tool, {"text": f"{tag}-{i}-{n}"},
-                                                 meta=metas[i])
-                latencies.append(time.perf_counter() - t0)
+                with latencies.step():
+                    result = await session.call_tool(tool, {"text": f"{tag}-{i}-{n}"},
+                                                     meta=metas[i])
                 errors += bool(result.is_error)
                 if result.is_error and errors <= 3:
                     print(f"  {target.name}: {result.content[0]}", file=sys.stderr)
@@ -263,7 +263,7 @@ async def one_pass(target: Target, clients: int, seconds: float) -> dict[str, fl
         cpu = cpu_seconds(target.pids) - cpu0
     calls = len(latencies)
     return {"calls": calls, "calls_per_s": calls / wall,
-            "p50_ms": statistics.median(latencies) * 1000,
+            "p50_ms": latencies.median(1e3),
             "cpu_ms_per_call": cpu / calls * 1000 if target.pids else 0.0,
             "errors": errors}
 
