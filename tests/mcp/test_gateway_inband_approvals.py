@@ -178,7 +178,7 @@ async def test_a_task_completes_exactly_once_after_the_approval(tmp_path: Path,
                                                                 effects: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
     with anyio.fail_after(120):
-        async with gateways(store, effects) as [(_, url)], modern(url) as client:
+        async with gateways(store, effects) as [(gateway, url)], modern(url) as client:
             task = task_of(await call(client, "bob@example.com"))
             request_id = await pending_request(store)
             assert task["status"] == "working" and task["ttlMs"] > 0
@@ -202,6 +202,9 @@ async def test_a_task_completes_exactly_once_after_the_approval(tmp_path: Path,
                 for _ in range(4):
                     tg.start_soon(poll)
             again = await task_request(client, "tasks/get", task["taskId"])
+            looked_up = await client.call_tool("p.lookup", {"name": "ana"})  # no person: sync
+    assert looked_up.content[0].text == "ana sits in room 4"
+    assert gateway.tasks._locks == {}  # nothing kept per task once finished
     assert mails(effects) == ["mail to bob@example.com"]
     for got in [*results, again]:
         assert got["status"] == "completed", got
@@ -251,6 +254,12 @@ async def test_a_resend_joins_its_task_and_other_arguments_do_not(tmp_path: Path
             other = task_of(await call(client, "mallory@evil.example"))
             assert other["taskId"] != first["taskId"]
             assert other["status"] == "working"
+            # naming bob's approved task in the call's _meta changes nothing: a third call
+            borrowed = task_of(await client.session.call_tool(
+                "p.send_mail", {"to": "mallory@evil.example", "body": "again"},
+                allow_claimed=True, meta={"io.modelcontextprotocol/related-task": {
+                    "taskId": first["taskId"]}}))
+            assert borrowed["taskId"] not in (first["taskId"], other["taskId"])
             joined = task_of(await call(client, "bob@example.com"))  # approved, not yet run
             assert joined["taskId"] == first["taskId"]
             done = await task_request(client, "tasks/get", first["taskId"])
@@ -258,6 +267,7 @@ async def test_a_resend_joins_its_task_and_other_arguments_do_not(tmp_path: Path
     assert done["status"] == "completed"
     assert still["status"] == "working"
     assert mails(effects) == ["mail to bob@example.com"]
+    assert len(await store.list_approvals(pending_only=True)) == 2  # mallory's two, waiting
     await store.close()
 
 

@@ -824,9 +824,11 @@ class Gateway:
         if given is not None and given.withdrawn:
             return await self.tasks.update(task, status="cancelled",
                                            message=f"withdrawn: {given.note}", error=None)
-        client = self._conversation(task.session_id, task.handle,
+        fresh = task.session_id not in self._by_session  # not in use here: continued from
+        client = self._conversation(task.session_id, task.handle,  # the store, left there
                                     principal if principal is not self.principal else None)
-        client.named = True
+        if fresh:
+            client.named = True
         token = _CLIENT.set(client)
         relay = self._relaying(task.tool.partition(".")[0])
         relay_token = UPSTREAM_CALL.set(relay)

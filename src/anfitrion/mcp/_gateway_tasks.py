@@ -30,8 +30,9 @@ of its own, so the records, the states and the binding are here.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -162,13 +163,23 @@ class TaskBook:
 
     def __init__(self, store: Any) -> None:
         self.store = store
-        self._locks: dict[str, anyio.Lock] = {}
+        self._locks: dict[str, tuple[anyio.Lock, int]] = {}
 
-    def lock(self, task_id: str) -> anyio.Lock:
-        lock = self._locks.get(task_id)
-        if lock is None:
-            lock = self._locks[task_id] = anyio.Lock()
-        return lock
+    @contextlib.asynccontextmanager
+    async def lock(self, task_id: str) -> AsyncIterator[None]:
+        """One finisher of a task at a time in this process (the entry goes with its last
+        user: no growth with the number of tasks)."""
+        lock, users = self._locks.get(task_id, (anyio.Lock(), 0))
+        self._locks[task_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[task_id]
+            if users <= 1:
+                del self._locks[task_id]
+            else:
+                self._locks[task_id] = (lock, users - 1)
 
     async def create(self, *, principal: Principal, session_id: str, handle: str | None,
                      tool: str, arguments: Mapping[str, Any], call_id: str, request_id: str,
