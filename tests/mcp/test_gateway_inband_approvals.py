@@ -435,3 +435,92 @@ async def test_without_an_inbox_url_no_elicitation_is_sent(tmp_path: Path,
                                                              "body": "hi"})
     assert asked == [] and result.is_error
     await store.close()
+
+
+@asynccontextmanager
+async def modern_eliciting(url: str, on_elicit: Any) -> AsyncIterator[Client]:
+    """A 2026-07-28 client without Tasks, with URL-mode elicitation (``input_required``)."""
+    async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=60),
+                                  headers={"Authorization": f"Bearer {TOKEN}"}) as http, \
+            Client(streamable_http_client(url, http_client=http), mode="2026-07-28",
+                   elicitation_callback=on_elicit) as client:
+        await client.list_tools()
+        yield client
+
+
+async def test_a_2026_client_opens_the_page_through_input_required_and_the_call_completes(
+        tmp_path: Path, effects: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
+    asked: list[Any] = []
+
+    async def on_elicit(context: Any, params: Any) -> mt.ElicitResult:
+        asked.append(params)
+        await answers.answer(store, params.url.rsplit("/", 1)[1], None, approved=True,
+                             approver="carol", via="inbox")
+        return mt.ElicitResult(action="accept")
+
+    with anyio.fail_after(120):
+        async with gateways(store, effects, approval_wait=30) as [(_, url)], \
+                modern_eliciting(url, on_elicit) as client:
+            result = await client.call_tool("p.send_mail", {"to": "bob@example.com",
+                                                            "body": "hi"})
+    (params,) = asked
+    (request,) = await store.list_approvals(pending_only=False)
+    assert params.mode == "url" and params.url == f"{INBOX}approvals/{request.id}"
+    assert "p.send_mail" in params.message
+    assert not result.is_error and result.content[0].text == "sent to bob@example.com"
+    assert mails(effects) == ["mail to bob@example.com"]
+    await store.close()
+
+
+async def test_an_answer_for_another_requests_page_does_not_stand_for_this_call(
+        tmp_path: Path, effects: Path) -> None:
+    """Bob's mail is approved; the client then sends mallory's mail with the input response
+    keyed by bob's request (the URL of another call): the gateway asks again, for mallory's
+    own request, and runs nothing. Bob's call, re-sent with its own answer, runs once."""
+    store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
+
+    async def on_elicit(context: Any, params: Any) -> mt.ElicitResult:
+        return mt.ElicitResult(action="accept")
+
+    def ask(to: str, responses: dict[str, Any] | None) -> Any:
+        return client.session.call_tool("p.send_mail", {"to": to, "body": "hi"},
+                                        input_responses=responses, allow_input_required=True)
+
+    with anyio.fail_after(120):
+        async with gateways(store, effects, approval_wait=0.5) as [(_, url)], \
+                modern_eliciting(url, on_elicit) as client:
+            first = await ask("bob@example.com", None)
+            assert isinstance(first, mt.InputRequiredResult)
+            (bob_key,) = first.input_requests
+            bob_id = bob_key.rsplit(".", 1)[1]
+            await answers.answer(store, bob_id, None, approved=True, approver="carol")
+            accepted = {bob_key: {"action": "accept"}}
+            other = await ask("mallory@evil.example", accepted)
+            assert isinstance(other, mt.InputRequiredResult)
+            (mallory_key,) = other.input_requests
+            assert mallory_key != bob_key
+            assert mails(effects) == []
+            done = await ask("bob@example.com", accepted)
+    assert isinstance(done, mt.CallToolResult) and not done.is_error
+    assert mails(effects) == ["mail to bob@example.com"]
+    await store.close()
+
+
+async def test_a_2026_client_declining_the_page_gets_the_fallback_at_once(
+        tmp_path: Path, effects: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
+
+    async def on_elicit(context: Any, params: Any) -> mt.ElicitResult:
+        return mt.ElicitResult(action="decline")
+
+    with anyio.fail_after(120):
+        async with gateways(store, effects, approval_wait=20) as [(_, url)], \
+                modern_eliciting(url, on_elicit) as client:
+            started = anyio.current_time()
+            result = await client.call_tool("p.send_mail", {"to": "bob@example.com",
+                                                            "body": "hi"})
+            took = anyio.current_time() - started
+    assert result.is_error and "call the tool again" in result.content[0].text
+    assert took < 10 and mails(effects) == []
+    await store.close()

@@ -7,10 +7,12 @@ its servers. The gateway connects to the configured upstream servers and:
   namespaced names (``git.git_log``), with annotations the gateway itself determined;
 - puts every ``tools/call`` through the :class:`~anfitrion._gate.Gate`: resolve, validate,
   policy, approval, execution ledger, result shaping — each stage audited in the store;
-- for a call that needs a person, creates the approval request in the store and waits up to
-  ``approval_wait`` seconds for an answer (``anfitrion approvals approve ID`` or the inbox);
-  without one, it returns a tool error saying where to approve; calling the tool again with the
-  same arguments after approval runs the approved call.
+- for a call that needs a person, creates the approval request in the store and completes it
+  in-band where the client can (:mod:`anfitrion.mcp._gateway_tasks`): a task for a client of
+  the Tasks extension, or a URL-mode elicitation of the request's inbox page; else it waits up
+  to ``approval_wait`` seconds for an answer (``anfitrion approvals approve ID`` or the inbox)
+  and, without one, returns a tool error saying where to approve; calling the tool again with
+  the same arguments after approval runs the approved call.
 
 Transports: stdio (:meth:`Gateway.serve_stdio`), and streamable HTTP on a loopback address
 (:meth:`Gateway.serve_http`) behind a guard checking ``Host``, ``Origin``, a bearer token and
@@ -678,6 +680,9 @@ class Gateway:
                         message=self._waiting_message(name, key, request.id),
                         expires_at=request.expires_at)
                     return task.created()
+                asked = self._ask_in_band(request.id, name, key)
+                if asked is not None:  # 2026-07-28: open the page, then send the call again
+                    return asked
                 if await self._await_person(request.id, name, key):
                     self.servers.mark_stale()  # what a person approved: offered afresh
                     outcome = await gated.submit(name, arguments, call_id)
@@ -750,6 +755,46 @@ class Gateway:
             return name.partition(".")[2] or name
         return name
 
+    def _ask_in_band(self, request_id: str, name: str, key: str) -> dict[str, Any] | None:
+        """For a 2026-07-28 client with URL-mode elicitation (and an inbox): on the first
+        round, ``input_required`` asking it to open this request's inbox page, keyed by the
+        request (``None``: no such client, or it answered for this request already, so the
+        call waits). An answer keyed by another request — a URL for another call or other
+        arguments — is not this request's: the client is asked again for this one."""
+        link = approval_link(self.inbox_url, request_id)
+        context = _REQUEST.get()
+        capabilities = self._capabilities()
+        if (link is None or context is None
+                or context.session.protocol_version not in MODERN_PROTOCOL_VERSIONS
+                or capabilities is None or capabilities.elicitation is None
+                or capabilities.elicitation.url is None):
+            return None
+        params = context.params if isinstance(context.params, Mapping) else {}
+        responses = params.get("inputResponses")
+        if isinstance(responses, Mapping) and _approval_key(request_id) in responses:
+            return None
+        asking = mt.ElicitRequest(params=mt.ElicitRequestURLParams(
+            message=self._open_page_message(name, key), url=link))
+        return mt.InputRequiredResult(input_requests={_approval_key(request_id): asking}
+                                      ).model_dump(by_alias=True, mode="json",
+                                                   exclude_none=True)
+
+    def _open_page_message(self, name: str, key: str) -> str:
+        return (f"A person must approve {self.outside_name_of(name)} (call digest {key[:16]}) "
+                "in the approval inbox. Open the page to review the call; it runs once it is "
+                "approved there.")
+
+    def _declined_in_band(self, request_id: str) -> bool:
+        """Whether the 2026-07-28 client answered this request's URL elicitation with
+        ``decline`` or ``cancel`` (the person will not go: no wait)."""
+        context = _REQUEST.get()
+        params = context.params if context is not None and isinstance(
+            context.params, Mapping) else {}
+        responses = params.get("inputResponses")
+        reply = responses.get(_approval_key(request_id)) if isinstance(
+            responses, Mapping) else None
+        return isinstance(reply, Mapping) and reply.get("action") in ("decline", "cancel")
+
     async def _await_person(self, request_id: str, name: str, key: str) -> bool:
         """Wait for the answer; a client that supports URL-mode elicitation (before
         2026-07-28) is asked meanwhile to open the inbox page of this very request. Its reply
@@ -758,6 +803,8 @@ class Gateway:
         link = approval_link(self.inbox_url, request_id)
         context = _REQUEST.get()
         capabilities = self._capabilities()
+        if self._declined_in_band(request_id):
+            return False
         if (link is None or context is None or capabilities is None
                 or capabilities.elicitation is None or capabilities.elicitation.url is None
                 or context.session.protocol_version in MODERN_PROTOCOL_VERSIONS):
@@ -768,9 +815,7 @@ class Gateway:
             async def ask() -> None:
                 try:
                     reply = await context.session.elicit_url(
-                        f"A person must approve {self.outside_name_of(name)} (call digest "
-                        f"{key[:16]}) in the approval inbox. Open the page to review the "
-                        "call; it runs once it is approved there.", link, elicitation_id,
+                        self._open_page_message(name, key), link, elicitation_id,
                         related_request_id=context.request_id)
                 except Exception as exc:  # noqa: BLE001 - a client's failure ends nothing
                     log.info("the client could not be asked to open the inbox: %s", exc)
@@ -1159,6 +1204,11 @@ class _GatewayServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True),
             experimental_capabilities, extensions)
+
+
+def _approval_key(request_id: str) -> str:
+    """The ``inputRequests`` key of the URL elicitation for one approval request."""
+    return f"anfitrion.approval.{request_id}"
 
 
 class _TaskUpdateParams(mt.RequestParams):
