@@ -524,3 +524,22 @@ async def test_a_2026_client_declining_the_page_gets_the_fallback_at_once(
     assert result.is_error and "call the tool again" in result.content[0].text
     assert took < 10 and mails(effects) == []
     await store.close()
+
+
+async def test_a_task_made_on_one_gateway_process_completes_on_another(
+        tmp_path: Path, effects: Path) -> None:
+    """Two gateway processes of the same principal on one store (replicas): the task is a
+    store record, so a poll reaching the other process finishes it — once."""
+    store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
+    with anyio.fail_after(120):
+        async with gateways(store, effects, ("alice", "alice")) as [(_, one), (_, two)], \
+                modern(one) as first, modern(two) as second:
+            task = task_of(await call(first, "bob@example.com"))
+            await answers.answer(store, await pending_request(store), None, approved=True,
+                                 approver="carol")
+            there = await task_request(second, "tasks/get", task["taskId"])
+            here = await task_request(first, "tasks/get", task["taskId"])
+    assert there["status"] == here["status"] == "completed"
+    assert there["result"] == here["result"]
+    assert mails(effects) == ["mail to bob@example.com"]
+    await store.close()
