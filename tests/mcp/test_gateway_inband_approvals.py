@@ -543,3 +543,31 @@ async def test_a_task_made_on_one_gateway_process_completes_on_another(
     assert there["result"] == here["result"]
     assert mails(effects) == ["mail to bob@example.com"]
     await store.close()
+
+
+async def test_a_reviewers_edit_is_what_the_task_runs(tmp_path: Path, effects: Path) -> None:
+    """The person approves with other arguments: the task runs the edited call (a new
+    proposal through the gate), never the original one, and only once."""
+    store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
+    with anyio.fail_after(120):
+        async with gateways(store, effects) as [(_, url)], modern(url) as client:
+            task = task_of(await call(client, "mallory@evil.example"))
+            (request,) = await store.list_approvals(pending_only=True)
+            edited = await answers.propose_edit(
+                store, request.id, request.digest, {"to": "bob@example.com", "body": "hello"},
+                approver="carol")
+            assert edited.recorded
+            got = await task_request(client, "tasks/get", task["taskId"])
+            for _ in range(3):
+                if got["status"] != "working":
+                    break
+                pending = await store.list_approvals(pending_only=True)
+                for waiting in pending:  # the edit, asked again by the policy: approved
+                    await answers.answer(store, waiting.id, None, approved=True,
+                                         approver="carol")
+                got = await task_request(client, "tasks/get", task["taskId"])
+            again = await task_request(client, "tasks/get", task["taskId"])
+    assert got["status"] == "completed", got
+    assert again == got or again["result"] == got["result"]
+    assert mails(effects) == ["mail to bob@example.com"]
+    await store.close()

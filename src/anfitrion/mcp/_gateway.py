@@ -860,9 +860,10 @@ class Gateway:
                                            error={"code": mt.INTERNAL_ERROR,
                                                   "message": "the approval request is gone"})
         request, given = found.request, found.answer
-        if request.tool_name != task.tool or not task.bound_to(request.tool_name,
-                                                               request.arguments):
-            # never run a call other than the one the person was shown
+        if (request.session_id != task.session_id or request.tool_name != task.tool
+                or not (task.bound_to(request.tool_name, request.arguments)
+                        or request.edit_of is not None)):
+            # never run a call other than the one the person was shown (or edited to)
             return await self.tasks.update(task, status="failed", message="", error={
                 "code": mt.INVALID_PARAMS,
                 "message": "the task does not match its approval request: nothing was run"})
