@@ -85,7 +85,8 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                                   approval_wait=approval_wait or settings.approval_wait,
                                   own_names=own, store_url=url,
                                   listing_ttl=settings.listing_ttl,
-                                  adopt_within=settings.adopt_within)
+                                  adopt_within=settings.adopt_within,
+                                  inbox_url=settings.inbox_url)
                 await servers.start()  # all at once, while the client connects
                 if not use_http:
                     await gateway.serve_stdio()

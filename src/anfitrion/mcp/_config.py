@@ -53,6 +53,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._home import relative_to
 from ..exceptions import ConfigError
@@ -181,6 +182,9 @@ class GatewaySettings:
             before it stops listening (calls waiting for a person are handed over at once).
         adopt_within: seconds a call left waiting by a gateway process that died is kept for
             its client's re-send before its request is withdrawn (default: approval_wait).
+        inbox_url: the approval inbox's address (``inboxUrl``, ``http(s)://host[:port]``
+            and a path): a call waiting for a person names its page in its task and asks a
+            client supporting URL-mode elicitation to open it.
     """
 
     store: str | None = None
@@ -198,6 +202,7 @@ class GatewaySettings:
     listing_ttl: float = DEFAULT_LISTING_TTL
     drain_seconds: float = 2.0
     adopt_within: float | None = None
+    inbox_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,7 +455,7 @@ def _gateway(raw: Any, *, path: str | None,
     if not isinstance(raw, dict):
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
-             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl",
+             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl", "inboxUrl",
              "drainSeconds", "adoptWithin"}
     unknown = sorted(set(raw) - known)
     if unknown:
@@ -477,6 +482,14 @@ def _gateway(raw: Any, *, path: str | None,
     if isinstance(body, bool) or not isinstance(body, int) or body < 1024:
         raise _config_error("must be an integer of at least 1024", path=path,
                           key="gateway.maxBodyBytes")
+    inbox = raw.get("inboxUrl")
+    if inbox is not None:
+        parts = urlsplit(inbox) if isinstance(inbox, str) and inbox.isprintable() else None
+        if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
+                or parts.username is not None or parts.password is not None or parts.query
+                or parts.fragment):
+            raise _config_error("must look like https://inbox.example (no credentials, query "
+                                "or fragment)", path=path, key="gateway.inboxUrl")
     policy, store = raw.get("policy"), raw.get("store")
     if path is not None:  # both found from the config's folder, wherever the command runs
         policy = str(Path(path).parent / policy) if policy is not None else None
@@ -499,7 +512,8 @@ def _gateway(raw: Any, *, path: str | None,
         adopt_within=None if raw.get("adoptWithin") is None else _number(
             raw.get("adoptWithin"), 0.0, path=path, key="gateway.adoptWithin"),
         auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
-                         os.environ if environ is None else environ))
+                         os.environ if environ is None else environ),
+        inbox_url=inbox)
 
 
 MAX_DEPTH = 64
