@@ -190,10 +190,24 @@ class Quorum:
 class Reviewer:
     """A person a door has authenticated (their own token or signed-in session), and the
     roles they hold. Only a reviewer may vote on a request that needs a :class:`Quorum`: a name
-    typed beside a shared token is not an identity two people could not share."""
+    typed beside a shared token is not an identity two people could not share.
+
+    A reviewer signed in with OpenID Connect also carries who the provider said they are:
+    ``issuer`` and ``subject`` (the ID token's ``iss`` and ``sub``) and ``display_name``;
+    answers and votes record them (:meth:`identity`)."""
 
     name: str
     roles: frozenset[str] = frozenset()
+    issuer: str = ""
+    subject: str = ""
+    display_name: str = ""
+
+    def identity(self) -> dict[str, str] | None:
+        """What an answer's audit record keeps of an identity provider's word (``None``
+        for a reviewer no provider vouched for)."""
+        if not self.issuer:
+            return None
+        return {"issuer": self.issuer, "subject": self.subject, "name": self.display_name}
 
 
 @dataclass(frozen=True, slots=True)

@@ -112,9 +112,12 @@ def _render(template: str, title: str, *, csrf: str | None = None, user: str | N
                                                section=section, **context)
 
 
-def login_page(problem: str = "", *, auto_sign_in: bool = False) -> str:
-    """The sign-in form; with *auto_sign_in* its script may submit a token from the link."""
-    return _render("login.html", "Sign in", problem=problem, auto_sign_in=auto_sign_in)
+def login_page(problem: str = "", *, auto_sign_in: bool = False,
+               provider: str | None = None) -> str:
+    """The sign-in form; with *auto_sign_in* its script may submit a token from the link;
+    with *provider* (its host name) a button signing in there with OpenID Connect."""
+    return _render("login.html", "Sign in", problem=problem, auto_sign_in=auto_sign_in,
+                   provider=provider)
 
 
 def message_page(title: str, message: str, *, csrf: str, user: str, back: str = "/") -> str:
