@@ -20,7 +20,7 @@ pytest.importorskip("mcp")
 pytest.importorskip("starlette")
 from idp import Idp, start, stop
 
-from anfitrion import ApprovalRequest
+from anfitrion import ApprovalRequest, Quorum
 from anfitrion._entitlements import Grant, grant
 from anfitrion.channels import Reviewers
 from anfitrion.mcp._oauth_settings import SignInSettings
@@ -215,6 +215,24 @@ async def test_the_recorded_approver_is_the_subject_and_an_unentitled_subject_ca
         assert answered["reviewer_identity"] == {"issuer": idp.issuer, "subject": "alice",
                                                  "name": "Alice Liddell"}
         assert "entitled: alice" in answered["detail"]
+
+
+async def test_two_people_signed_in_at_the_provider_vote_with_the_roles_it_gave_them(
+        idp: Idp) -> None:
+    async with inbox_for(idp) as inbox, inbox.browser() as alice, inbox.browser() as bob:
+        request = ApprovalRequest.for_call(
+            session_id="s1", principal_id="agent", call_id="c2", tool_name="deploy",
+            tool_definition_hash="0" * 64, arguments={}, effect="write", reason="two people",
+            rule_id="deploys", quorum=Quorum(2, ("support",)))
+        await inbox.store.create_approval(request)
+        for browser, user in ((alice, "alice"), (bob, "bob")):
+            assert (await inbox.sign_in(browser, user)).status_code == 200
+            assert (await approve(browser, request)).status_code == 303
+        found = await inbox.store.get_approval(request.id)
+        assert found is not None and found.answer is not None and found.answer.approved
+        voted = await inbox.records("approval.voted")
+        assert [v["reviewer_identity"]["subject"] for v in voted] == ["alice", "bob"]
+        assert {v["reviewer_identity"]["issuer"] for v in voted} == {idp.issuer}
 
 
 # -- what is refused ---------------------------------------------------------------------------
