@@ -169,6 +169,16 @@ class Idp:
             found: dict[str, Any] = response.json()
             return found
 
+    def claims(self, token: str, audience: str) -> dict[str, Any]:
+        """A JWT of this server checked with its keys (a ``Bearer `` prefix is dropped)."""
+        import jwt
+
+        token = token.removeprefix("Bearer ")
+        key = jwt.PyJWKSet.from_dict(self.jwks)[jwt.get_unverified_header(token)["kid"]]
+        found: dict[str, Any] = jwt.decode(token, key, algorithms=["RS256"], audience=audience,
+                                           issuer=self.issuer)
+        return found
+
     def register(self, redirect_uri: str) -> tuple[str, str]:
         """A confidential web client registered dynamically (RFC 7591) for the code flow
         with *redirect_uri*: its id and secret (an OpenID Connect relying party)."""

@@ -16,18 +16,17 @@ attacker who has read the code:
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
-import jwt
 import pytest
 
 pytest.importorskip("mcp")
-from gateway_oauth import Notes, notes_server
+from gateway_oauth import Notes
 from idp import Idp
 
 from anfitrion.channels import Reviewers
@@ -41,12 +40,6 @@ pytestmark = [pytest.mark.anyio]
 
 SHARED = "shared-inbox-token-0123456789"
 TOKENS = {"alice": "alice-reviewer-token-0123456789", "bob": "bob-reviewer-token-0123456789"}
-
-
-@pytest.fixture(scope="module")
-def notes(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notes]:
-    with notes_server(idp.issuer, tmp_path_factory.mktemp("connect")) as found:
-        yield found
 
 
 @dataclass
@@ -92,9 +85,7 @@ class Inbox:
         return found.access_token if found is not None else None
 
     def subject(self, token: str) -> str:
-        key = jwt.PyJWKSet.from_dict(self.idp.jwks)[jwt.get_unverified_header(token)["kid"]]
-        return str(jwt.decode(token, key, algorithms=["RS256"], audience=self.notes.url,
-                              issuer=self.idp.issuer)["sub"])
+        return str(self.idp.claims(token, self.notes.url)["sub"])
 
 
 @asynccontextmanager
