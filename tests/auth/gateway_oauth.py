@@ -5,6 +5,7 @@ fixture of ``conftest.py``), and the official SDK client with a token.
 
 from __future__ import annotations
 
+import html
 import json
 import socket
 import subprocess
@@ -154,3 +155,22 @@ class OAuthGateway:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def provider_url(started: Any) -> str:
+    """Where the inbox's answer to a form that starts a flow sends the browser on to (its
+    page refreshes there: a redirect after a form POST would break ``form-action 'self'``)."""
+    assert started.status_code == 200, started.text
+    assert started.headers["referrer-policy"] == "no-referrer"
+    assert "location" not in started.headers
+    url = html.unescape(started.text.split('content="0;url=')[1].split('"')[0])
+    assert f'href="{html.escape(url, quote=True)}"' in started.text
+    return url
+
+
+def onward_path(done: Any) -> str:
+    """The inbox's own page its answer to an authorization server's redirect goes on to (a
+    same-site refresh, so that the ``SameSite=Strict`` session cookie is sent there)."""
+    assert done.status_code == 200, done.text
+    assert "location" not in done.headers
+    return str(done.text.split('content="0;url=')[1].split('"')[0])

@@ -18,6 +18,7 @@ import pytest
 
 pytest.importorskip("mcp")
 pytest.importorskip("starlette")
+from gateway_oauth import onward_path, provider_url
 from idp import Idp, start, stop
 
 from anfitrion import ApprovalRequest, Quorum
@@ -83,9 +84,7 @@ class Inbox:
 
     async def start(self, browser: httpx2.AsyncClient, **form: str) -> str:
         """Presses "Sign in at …": the provider's authorization URL the browser is sent to."""
-        started = await browser.post("/login/oidc", data=form)
-        assert started.status_code == 303, started.text
-        return started.headers["location"]
+        return provider_url(await browser.post("/login/oidc", data=form))
 
     async def at_provider(self, url: str, user: str) -> str:
         """The person at the provider, logged in as *user*: the callback URL it sends the
@@ -182,8 +181,7 @@ async def test_a_reviewer_signs_in_at_the_provider_and_is_named_by_their_subject
         assert asked["redirect_uri"] == CALLBACK and asked["client_id"] == inbox.client[0]
         callback = await inbox.at_provider(location, "bob")
         done = await bob.get(callback)
-        assert done.status_code == 200, done.text
-        assert 'content="0;url=/"' in done.text and done.headers["referrer-policy"] == "no-referrer"
+        assert onward_path(done) == "/" and done.headers["referrer-policy"] == "no-referrer"
         page = await signed_in_as(bob)
         assert page is not None and "bob" in page
         [record] = await inbox.records("inbox.signed_in")
@@ -353,8 +351,7 @@ async def test_signed_out_csrf_and_open_redirects_are_refused(idp: Idp) -> None:
         assert location.startswith(f"{idp.issuer}/auth?") and "evil" not in location
         callback = await inbox.at_provider(location, "alice")
         done = await alice.get(with_query(callback, next="https://evil.example/"))
-        assert done.status_code == 200 and "location" not in done.headers
-        assert "evil" not in done.text and 'content="0;url=/"' in done.text
+        assert onward_path(done) == "/" and "evil" not in done.text
         # a redirect URI the client did not register: the provider refuses, nothing comes back
         async with httpx2.AsyncClient(follow_redirects=False) as at_idp:
             answer = await at_idp.get(with_query(location, redirect_uri="https://evil.example/"))
@@ -444,7 +441,7 @@ async def test_serve_with_config_signs_reviewers_in_at_the_providers_of_inbox_au
     async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=seen["app"]),
                                   base_url=BASE, headers={"origin": BASE}) as alice:
         started = await alice.post("/login/oidc")
-        callback = await authorize(idp, started.headers["location"], "alice", CALLBACK)
+        callback = await authorize(idp, provider_url(started), "alice", CALLBACK)
         assert (await alice.get(callback)).status_code == 200
         page = await signed_in_as(alice)
         assert page is not None and "alice" in page

@@ -2,7 +2,9 @@
 PKCE (S256), a ``nonce`` and a ``state``, at the same issuer the gateway trusts.
 
 - ``POST /login/oidc`` (a form: the guard requires this inbox's ``Origin``) starts a flow and
-  sends the browser to the provider's authorization endpoint, with a one-time cookie that
+  sends the browser on to the provider's authorization endpoint (a page that goes there by
+  itself: a redirect after a form would break the pages' CSP ``form-action``), with a one-time
+  cookie that
   binds the flow to this browser (``SameSite=Lax``, only sent back to ``/login/callback``);
 - ``GET /login/callback`` finishes it: the flow is found by its ``state`` and finished only
   in the browser that started it, once, within 10 minutes; the code is redeemed at the token

@@ -12,6 +12,7 @@ opens the pages (a name typed beside it could be anyone's); a reviewer's own tok
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -28,20 +29,43 @@ from ._security import SESSION_COOKIE, SessionBook, SignedIn, token_matches
 if TYPE_CHECKING:
     from ._oidc import OidcSignIn
 
-__all__ = ["SIGN_IN_COOKIE", "SignIn", "to_login"]
+__all__ = ["SIGN_IN_COOKIE", "SignIn", "back_home", "to_login", "to_provider"]
 
 SIGN_IN_COOKIE = "anfitrion_sign_in"
 """The one-time cookie binding an OpenID Connect sign-in to the browser that started it."""
 _NO_LEAK = {"referrer-policy": "no-referrer", "cache-control": "no-store"}
-_SIGNED_IN = ('<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/">'
-              '<title>Signed in</title><p><a href="/">Signed in: continue to the inbox</a></p>')
-"""After the provider's redirect: a same-site step to ``/``, so that the browser sends the
-``SameSite=Strict`` session cookie (a redirect chain that began on the provider's site would
-not)."""
+
+
+def back_home(path: str, text: str) -> Response:
+    """The answer to an authorization server's redirect back: a page going on to this inbox's
+    *path* by itself — a same-site step, so that the browser sends the ``SameSite=Strict``
+    session cookie there (on a redirect chain that began on the server's site it would not).
+    *path* and *text* are the inbox's own."""
+    return HTMLResponse(
+        f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={path}">'
+        f'<title>{text}</title><p><a href="{path}">{text}: continue</a></p>', headers=_NO_LEAK)
 
 
 def to_login() -> Response:
     return RedirectResponse("/login", status_code=303)
+
+
+def to_provider(url: str) -> Response:
+    """The answer to a form that starts a flow at an authorization server: a page that goes
+    on to *url* by itself (a refresh, and a link).
+
+    Not a redirect: a browser applies the form's page's CSP ``form-action 'self'`` to the
+    redirects that follow a form POST too, and blocks one to another origin. *url* (built
+    from the server's metadata) must be http(s); it is escaped into the page.
+    """
+    if urlsplit(url).scheme not in ("https", "http"):
+        return HTMLResponse("the authorization server's address is not http(s)",
+                            status_code=502, headers=_NO_LEAK)
+    shown = html.escape(url, quote=True)
+    return HTMLResponse(
+        f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={shown}">'
+        f'<title>Signing in</title><p><a href="{shown}">Continue at the sign-in page</a></p>',
+        headers=_NO_LEAK)
 
 
 @dataclass
@@ -157,7 +181,7 @@ class SignIn:
         except SignInRefused as exc:
             return HTMLResponse(self._login_page(f"The identity provider cannot be reached: "
                                                  f"{exc.reason}"), status_code=503)
-        response = RedirectResponse(url, status_code=303, headers=_NO_LEAK)
+        response = to_provider(url)
         response.set_cookie(SIGN_IN_COOKIE, browser, max_age=600, httponly=True,
                             samesite="lax", path="/login/callback",
                             secure=self.secure or request.url.scheme == "https")
@@ -179,7 +203,7 @@ class SignIn:
                                               status_code=exc.status)
             ended = not exc.foreign  # another browser's flow: this browser's own stays
         else:
-            response = HTMLResponse(_SIGNED_IN)
+            response = back_home("/", "Signed in")
             self._open(request, reviewer.name, reviewer, response)
         response.headers.update(_NO_LEAK)  # the code stays out of any Referer and cache
         if browser is not None and ended:
