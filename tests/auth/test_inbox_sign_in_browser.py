@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,9 +20,6 @@ from typing import Any
 
 import anyio
 import pytest
-
-pytest.importorskip("mcp")
-playwright_sync = pytest.importorskip("playwright.sync_api")
 import uvicorn
 from idp import Idp
 
@@ -31,6 +27,8 @@ from anfitrion import ApprovalRequest
 from anfitrion.mcp import SignInSettings
 from anfitrion.store import MemoryStore
 from anfitrion.web import OidcSignIn, create_app
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
