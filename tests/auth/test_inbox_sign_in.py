@@ -122,9 +122,10 @@ def query_of(url: str) -> dict[str, str]:
 
 
 def settings(idp: Idp, client: tuple[str, str], **more: Any) -> SignInSettings:
-    return SignInSettings(issuer=idp.issuer, client_id=client[0], client_secret=client[1],
-                          allow_internal=True, scopes=("openid", "profile", "roles"),
-                          roles_claim="roles", **more)
+    return SignInSettings(**{"issuer": idp.issuer, "client_id": client[0],
+                             "client_secret": client[1], "allow_internal": True,
+                             "scopes": ("openid", "profile", "roles"), "roles_claim": "roles",
+                             **more})
 
 
 @asynccontextmanager
@@ -356,6 +357,25 @@ async def test_signed_out_csrf_and_open_redirects_are_refused(idp: Idp) -> None:
         async with httpx2.AsyncClient(follow_redirects=False) as at_idp:
             answer = await at_idp.get(with_query(location, redirect_uri="https://evil.example/"))
         assert "evil.example" not in answer.headers.get("location", "")
+
+
+async def test_a_provider_naming_another_issuer_or_at_an_internal_address_is_refused(
+        idp: Idp) -> None:
+    """The discovery document must name the configured issuer exactly (a provider that
+    changed ``iss``, a trailing slash); without ``allowInternal`` a loopback provider is not
+    even asked (SSRF through the issuer's URL). Either way: 503, no flow, no cookie."""
+    client = idp.register(CALLBACK)
+    for oidc, why in ((OidcSignIn(settings(idp, client, issuer=f"{idp.issuer}/"), CALLBACK),
+                       "names another issuer"),
+                      (OidcSignIn(settings(idp, client, allow_internal=False), CALLBACK),
+                       "only https is allowed")):
+        app = create_app(MemoryStore(), token=SHARED, oidc=oidc)
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url=BASE,
+                                      headers={"origin": BASE}) as alice:
+            refused = await alice.post("/login/oidc")
+        assert refused.status_code == 503, refused.text
+        assert why in refused.text
+        assert SIGN_IN_COOKIE not in alice.cookies and oidc._flows == {}
 
 
 async def test_the_shared_token_no_longer_opens_the_pages_but_a_reviewers_own_does(
