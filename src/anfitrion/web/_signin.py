@@ -110,6 +110,8 @@ class SignIn:
     def _open(self, request: Request, name: str, reviewer: Reviewer | None,
               response: Response) -> None:
         who = self.book.open(name)
+        for ended in [s for s in self.identified if self.book.find(s) is None]:
+            del self.identified[ended]  # expired sessions: their reviewers go too
         if reviewer is not None:
             self.identified[who.session_id] = reviewer
         response.set_cookie(SESSION_COOKIE, who.session_id, httponly=True, samesite="strict",
