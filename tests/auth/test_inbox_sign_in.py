@@ -304,7 +304,8 @@ async def test_an_answer_from_another_issuer_is_refused(idp: Idp) -> None:
 async def test_an_id_token_for_another_client_or_from_another_issuer_is_refused(
         idp: Idp) -> None:
     """The token endpoint's answer carries a real ID token with the flow's own nonce — but
-    issued to another client of the same provider, or by another provider."""
+    issued to another client of the same provider, or by another provider — or an access
+    token of the same provider for a resource (another audience)."""
     other = start()
     try:
         async with inbox_for(idp) as inbox, inbox.browser() as alice:
@@ -315,6 +316,12 @@ async def test_an_id_token_for_another_client_or_from_another_issuer_is_refused(
                 refused = await alice.get(await inbox.at_provider(location, "alice"))
                 assert refused.status_code == 403 and why in refused.text, refused.text
                 assert await signed_in_as(alice) is None
+            # alice's access token for a resource (same issuer, same keys) as the ID token
+            inbox.network.id_token = idp.user_token("alice", "http://127.0.0.1:9/mcp",
+                                                    "tools:read")["access_token"]
+            refused = await alice.get(await inbox.at_provider(await inbox.start(alice), "alice"))
+            assert refused.status_code == 403 and "another client" in refused.text
+            assert await signed_in_as(alice) is None
             inbox.network.id_token = None
             assert (await inbox.sign_in(alice, "alice")).status_code == 200
     finally:
