@@ -110,7 +110,7 @@ def inbox_scenario(store: MemoryStore, files_root: Path) -> tuple[ApprovalReques
         """
         return PAGE_TEXT
 
-    @tools.tool(effect=Effect.WRITE, provenance="trusted")
+    @tools.tool(effect=Effect.WRITE, provenance="trusted", metadata={"preview": "email"})
     def send_email(to: str, subject: str, body: str) -> str:
         """Send an e-mail from the principal's account. The message goes out at once and
         cannot be recalled.

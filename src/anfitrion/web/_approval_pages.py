@@ -34,7 +34,16 @@ from ..exceptions import StoreError
 from ..store import Store
 from . import _pages as pages
 from ._live import PendingEvents
-from ._render import Intent, Notice, email_preview, file_diff, finding_parts, intent_of, notices
+from ._render import (
+    Intent,
+    Notice,
+    email_preview,
+    file_diff,
+    finding_parts,
+    intent_of,
+    notices,
+    with_sources,
+)
 from ._security import SESSION_COOKIE, SignedIn
 from ._signin import SignIn, to_login
 
@@ -95,8 +104,9 @@ class ApprovalPages:
             log.warning("%s", exc)
             state, untrusted = None, None
         found = notices(request.warnings, finding_parts(request.arguments), untrusted)
-        intent = intent_of(state.messages, request.call_id) if state is not None else Intent()
-        return found, intent
+        if state is None:
+            return found, Intent()
+        return with_sources(found, state.messages), intent_of(state.messages, request.call_id)
 
     async def votes_of(self, r: ApprovalRequest) -> tuple[ApprovalVote, ...]:
         return tuple(await self.store.list_approval_votes(r.id)) if r.quorum is not None else ()
@@ -158,7 +168,8 @@ class ApprovalPages:
         found_notices, intent = await self.context_for(req)
         view = pages.Detail(req, ans, used, found_notices,
                             file_diff(req.arguments, self.files_root),
-                            email_preview(req.arguments), await edit_for(self.store, req.id),
+                            email_preview(req.arguments) if req.preview == "email" else None,
+                            await edit_for(self.store, req.id),
                             intent, votes=await self.votes_of(req))
         return HTMLResponse(pages.detail_page(view, datetime.now(UTC), csrf=who.csrf,
                                               user=who.name))
