@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ._canonical import canonical_json, digest
 from ._conversation import JsonValue
+from ._json import as_written
 from .exceptions import UserError
 
 __all__ = [
@@ -313,7 +314,7 @@ class ApprovalRequest:
         lines.append("Arguments:")
         for key in sorted(self.arguments):
             value = self.arguments[key]
-            text = value if isinstance(value, str) else canonical_json(value)
+            text = value if isinstance(value, str) else canonical_json(as_written(value))
             head = f"  {make_visible(key)} = "
             body = _wrap(show_value(text), width - len(head))
             lines.append(head + body[0])

