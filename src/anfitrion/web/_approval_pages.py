@@ -95,8 +95,11 @@ class ApprovalPages:
 
     # -- what the pages show ---------------------------------------------------------------
 
-    async def context_for(self, request: ApprovalRequest) -> tuple[list[Notice], Intent]:
-        """The request's warnings, each said once, and what the principal asked for."""
+    async def context_for(self, request: ApprovalRequest, *, sources: bool = False
+                          ) -> tuple[list[Notice], Intent]:
+        """The request's warnings, each said once, and what the principal asked for; with
+        *sources* (the request's own page, not the list), the untrusted text each flagged
+        value came from."""
         try:
             state = await self.store.load_session(request.session_id)
             untrusted = untrusted_sources_of(state) if state is not None else None
@@ -106,7 +109,9 @@ class ApprovalPages:
         found = notices(request.warnings, finding_parts(request.arguments), untrusted)
         if state is None:
             return found, Intent()
-        return with_sources(found, state.messages), intent_of(state.messages, request.call_id)
+        if sources:
+            found = with_sources(found, state.messages)
+        return found, intent_of(state.messages, request.call_id)
 
     async def votes_of(self, r: ApprovalRequest) -> tuple[ApprovalVote, ...]:
         return tuple(await self.store.list_approval_votes(r.id)) if r.quorum is not None else ()
@@ -165,7 +170,7 @@ class ApprovalPages:
                                                    csrf=who.csrf, user=who.name),
                                 status_code=404)
         req, ans, used = found.request, found.answer, found.used
-        found_notices, intent = await self.context_for(req)
+        found_notices, intent = await self.context_for(req, sources=True)
         view = pages.Detail(req, ans, used, found_notices,
                             file_diff(req.arguments, self.files_root),
                             email_preview(req.arguments) if req.preview == "email" else None,

@@ -231,7 +231,7 @@ def _untrusted_results(messages: Sequence[Mapping[str, Any]]
 def _locate(value: str, text: str) -> tuple[int, int] | None:
     """Where *value* stands in *text*: as written whatever its case, else with spaces,
     dashes, dots and brackets between its characters (an IBAN in groups of four, a phone
-    number with dashes), else with its words spaced otherwise."""
+    number with dashes), else its words with any punctuation and spacing between them."""
     text = text[:_MAX_SEARCHED_CHARS]
     value = value.removesuffix("…").strip()  # the policy cuts a long value with "…"
     if not value:
@@ -241,7 +241,8 @@ def _locate(value: str, text: str) -> tuple[int, int] | None:
     if len(bare) > 1:
         # no separator character is a literal here, so the pattern cannot backtrack far
         tries.append(r"[\s\-().]{0,3}".join(map(re.escape, bare)))
-    tries.append(r"\s+".join(map(re.escape, value.split())))
+    # a copied run is quoted as words (normalised): any punctuation may stand between them
+    tries.append(r"\W+".join(map(re.escape, value.split())))
     for pattern in tries:
         match = re.search(pattern, text, re.IGNORECASE)
         if match:
