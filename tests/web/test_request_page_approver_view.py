@@ -148,9 +148,17 @@ def test_amounts_are_shown_as_written_never_with_a_trailing_zero(
     arguments = _section(page, '<section class="arguments">')
     assert re.search(r'<pre class="value">4999</pre>', arguments), arguments
     assert "4999.0" not in arguments
-    half = _suspend(store, tools, [call("pay", {"iban": "DE89370400440532013000",
-                                                "amount": 4999.5, "note": "ACME"})])
-    assert '<pre class="value">4999.5</pre>' in _page(client, half)
+    # written 4999.50 by the model: shown so; a text that is not exactly the number parsed
+    # (4999.4999999999999999 is read as 4999.5) is never shown in its place
+    written = _suspend(store, tools, [call("pay", raw='{"iban": "DE89370400440532013000", '
+                                                   '"amount": 4999.50, "note": "ACME"}')])
+    assert written.arguments["amount"] == 4999.5
+    assert '<pre class="value">4999.50</pre>' in _page(client, written)
+    rounded = _suspend(store, tools, [call("pay", raw='{"iban": "DE89370400440532013000", '
+                                                   '"amount": 4999.4999999999999999, '
+                                                   '"note": "ACME"}')])
+    assert '<pre class="value">4999.5</pre>' in _page(client, rounded)
+    assert "4999.4999" not in _page(client, rounded).split('<section class="intent">')[0]
 
 
 def test_a_flagged_value_is_quoted_with_the_untrusted_text_it_came_from(

@@ -17,7 +17,8 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from decimal import Decimal
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
@@ -310,6 +311,9 @@ class Intent:
     request: str | None = None
     model_text: str | None = None
     earlier_calls: tuple[tuple[str, str], ...] = ()
+    written_numbers: Mapping[str, str] = field(default_factory=dict)
+    """Top-level arguments the model wrote as a number with a fraction, as it wrote them
+    (``{"amount": "4999.50"}``), from the call's raw arguments."""
 
 
 def _parts(message: object) -> list[Mapping[str, Any]]:
@@ -345,9 +349,34 @@ def intent_of(messages: Sequence[Mapping[str, Any]], call_id: str) -> Intent:
                 outcome[str(part.get("call_id"))] = (
                     "error" if part.get("is_error") else
                     "untrusted" if part.get("provenance") == "untrusted" else "")
+    raw = next((p.get("raw_arguments") for p in _parts(messages[proposed])
+                if p.get("kind") == "tool_call" and p.get("id") == call_id), None) \
+        if proposed < len(messages) else None
     return Intent("\n\n".join(t for t in _texts(messages[asked]) if t.strip()),
                   model_text or None,
-                  tuple((name, outcome.get(cid, "")) for cid, name in calls))
+                  tuple((name, outcome.get(cid, "")) for cid, name in calls),
+                  _written_numbers(raw))
+
+
+_MAX_RAW_CHARS = 256 * 1024
+
+
+def _written_numbers(raw: object) -> dict[str, str]:
+    """The top-level numbers with a fraction in a call's raw arguments (JSON text), as
+    written; nothing when the text is not a JSON object."""
+    if not isinstance(raw, str) or len(raw) > _MAX_RAW_CHARS or "." not in raw:
+        return {}
+    try:
+        parsed = json.loads(raw, parse_float=_Written)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {k: str(v) for k, v in parsed.items() if isinstance(k, str) and isinstance(v, _Written)}
+
+
+class _Written(str):
+    """A JSON number's text, kept as written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,12 +400,33 @@ def _as_text(value: JsonValue) -> str:
     return json.dumps(as_written(value), indent=2, ensure_ascii=False, sort_keys=True)
 
 
-def argument_views(arguments: Mapping[str, JsonValue]) -> list[ArgumentView]:
-    """Each argument, sorted by name, rendered in full with invisible characters shown."""
+def _number_as_written(value: float, written: str | None) -> str | None:
+    """*written* (the model's text of the number) when it is exactly *value* with trailing
+    zeros (``4999.50`` for ``4999.5``); a whole number is always shown as an integer."""
+    if written is None or value.is_integer():
+        return None
+    try:
+        same = Decimal(written) == Decimal(repr(value))
+    except ArithmeticError:
+        return None
+    return written if same and len(written) <= 64 else None
+
+
+def argument_views(arguments: Mapping[str, JsonValue],
+                   written: Mapping[str, str] | None = None) -> list[ArgumentView]:
+    """Each argument, sorted by name, rendered in full with invisible characters shown.
+
+    Numbers are shown as written: a whole number without ``.0`` (:func:`as_written`), and a
+    top-level number with a fraction as the model wrote it when *written* (from the call's raw
+    arguments, :attr:`Intent.written_numbers`) holds exactly that number (``4999.50``); a
+    written text that is not exactly the value (``4999.4999999999999999`` parsed as
+    ``4999.5``) is never shown in its place."""
     views = []
     for name in sorted(arguments):
         value = arguments[name]
-        text = _as_text(value)
+        literal = _number_as_written(value, (written or {}).get(name)) \
+            if isinstance(value, float) else None
+        text = literal if literal is not None else _as_text(value)
         # JSON escapes newlines in strings: in a rendered non-string value they are layout
         pieces = tuple(visible_pieces(text, layout_newlines=not isinstance(value, str)))
         views.append(ArgumentView(make_visible(name), "".join(p.text for p in pieces),
