@@ -202,13 +202,13 @@ def _as_written(raw: str, shown: str) -> str:
     return match.group() if match else shown
 
 
-def _entities(text: str, prose: Collection[str] = ()) -> Iterator[tuple[str, str, str]]:
+def _entities(text: str, raw: str | None = None) -> Iterator[tuple[str, str, str]]:
     """``(kind, key, shown)`` for every structured value in normalised *text*.
 
-    The key is the form compared (digits only for phone and account numbers). *prose*: the
-    host-shaped runs that are sentences joined without a space (:func:`_prose_hosts` of the
-    text as written), and runs starting with ``e.g.`` or ``i.e.`` lose those letters: neither
-    is a host.
+    The key is the form compared (digits only for phone and account numbers). *raw*: the
+    text as written, whose host-shaped runs that are sentences joined without a space
+    (:func:`_prose_hosts`, looked for only once a host is found) are not hosts; a run starting
+    with ``e.g.`` or ``i.e.`` loses those letters.
     """
     urls = [u.rstrip(_TRAILING) for u in _URL.findall(text)] \
         if ("://" in text or "www." in text) else []
@@ -218,7 +218,10 @@ def _entities(text: str, prose: Collection[str] = ()) -> Iterator[tuple[str, str
     for email in emails:
         yield "e-mail", email, email
     emails_hosts = {e.rsplit("@", 1)[-1] for e in emails}
+    prose: frozenset[str] | None = None
     for host in _HOST.findall(text) if "." in text else ():
+        if prose is None:
+            prose = _prose_hosts(raw) if raw is not None else frozenset()
         if host in prose:
             continue
         host = _ABBREVIATION.sub("", host)
@@ -322,7 +325,7 @@ class TaintIndex:
         norm = normalise(text)
         self._principal.append(norm)
         self._principal_compact.append(_compact(norm))
-        self._principal_keys.update(key for _, key, _ in _entities(norm, _prose_hosts(text)))
+        self._principal_keys.update(key for _, key, _ in _entities(norm, text))
         self._principal_numbers.update(
             _NUMBER.findall(_DATE_PHRASES.sub(_blank, _DATES_AND_TIMES.sub(_blank, norm))))
         self._principal_ids.update(_id_mentions(normalise(_LIST_MARKER.sub(" ", text))))
@@ -371,7 +374,7 @@ class TaintIndex:
         self._chunk_words.append(f" {' '.join(tokens)} ")
         if not untrusted:
             self._trusted_amounts.update(_amounts(norm))
-        keys = {key for _, key, _ in _entities(norm, _prose_hosts(result.content))}
+        keys = {key for _, key, _ in _entities(norm, result.content)}
         if not result.is_error and not result.truncated:
             for name, field_value in _json_fields(result.content):
                 self._fields.setdefault(field_value, []).append((chunk, name))
@@ -583,7 +586,7 @@ class TaintIndex:
         proven (each with where it came from): what an outward payload must not carry."""
         self._ready()
         found: list[str] = []
-        for kind, key, shown in _entities(normalise(text), _prose_hosts(text)):
+        for kind, key, shown in _entities(normalise(text), text):
             shown = _as_written(text, shown)
             if kind in ("host", "path") or shown in found:
                 continue
@@ -765,7 +768,7 @@ class TaintIndex:
         found: list[str] = []
         seen: set[str] = set()
         if self._untrusted_count:
-            for kind, key, shown in _entities(norm, _prose_hosts(value)):
+            for kind, key, shown in _entities(norm, value):
                 origin = self._untrusted_keys.get(key)
                 if origin is None or key in seen or self._known_key(key):
                     continue
