@@ -53,6 +53,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._home import relative_to
 from ..exceptions import ConfigError
@@ -176,6 +177,9 @@ class GatewaySettings:
             HTTP clients present the static bearer token.
         listing_ttl: seconds calls are relayed on a server's last listing
             (:mod:`anfitrion.mcp._listing`); ``0``: list before every call.
+        inbox_url: the approval inbox's address (``inboxUrl``, ``http(s)://host[:port]``
+            and a path): a call waiting for a person names its page in its task and asks a
+            client supporting URL-mode elicitation to open it.
     """
 
     store: str | None = None
@@ -191,6 +195,7 @@ class GatewaySettings:
     own_names: bool = False
     auth: OAuthSettings | None = None
     listing_ttl: float = DEFAULT_LISTING_TTL
+    inbox_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,7 +448,7 @@ def _gateway(raw: Any, *, path: str | None,
     if not isinstance(raw, dict):
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
-             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl"}
+             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl", "inboxUrl"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
@@ -469,6 +474,14 @@ def _gateway(raw: Any, *, path: str | None,
     if isinstance(body, bool) or not isinstance(body, int) or body < 1024:
         raise _config_error("must be an integer of at least 1024", path=path,
                           key="gateway.maxBodyBytes")
+    inbox = raw.get("inboxUrl")
+    if inbox is not None:
+        parts = urlsplit(inbox) if isinstance(inbox, str) and inbox.isprintable() else None
+        if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
+                or parts.username is not None or parts.password is not None or parts.query
+                or parts.fragment):
+            raise _config_error("must look like https://inbox.example (no credentials, query "
+                                "or fragment)", path=path, key="gateway.inboxUrl")
     policy, store = raw.get("policy"), raw.get("store")
     if path is not None:  # both found from the config's folder, wherever the command runs
         policy = str(Path(path).parent / policy) if policy is not None else None
@@ -487,7 +500,8 @@ def _gateway(raw: Any, *, path: str | None,
                                                      defaults.listing_ttl, path=path,
                                                      key="gateway.listingTtl"),
         auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
-                         os.environ if environ is None else environ))
+                         os.environ if environ is None else environ),
+        inbox_url=inbox)
 
 
 MAX_DEPTH = 64
