@@ -161,11 +161,6 @@ def command(session_id: str | None, store_url: str | None, app: str | None,
         if state is None:
             raise SessionNotFound(sid)
         chosen = _check_app(sid, state.data.get("app"), app)
-        if policy_path is not None and chosen != DEMO_APP:
-            # the Host brings its own policy: a file given here would be silently ignored
-            raise click.ClickException(
-                f"--policy is for demo sessions: session {sid} belongs to {shown(chosen)}, "
-                "whose Host brings its own policy; drop --policy")
         host = hosts.get(chosen)
         if host is None:
             host = hosts[chosen] = _host_for(chosen, state.data.get("app"), store, policy,
