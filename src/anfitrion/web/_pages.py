@@ -192,7 +192,8 @@ def detail_page(d: Detail, now: datetime, *, csrf: str, user: str) -> str:
     arguments = dict(r.arguments)
     return _render(
         "detail.html", f"{r.tool_name} — approval", csrf=csrf, user=user, d=d, now=now,
-        state=state_of(r, d.answer, now).value, arguments=argument_views(r.arguments),
+        state=state_of(r, d.answer, now).value,
+        arguments=argument_views(r.arguments, d.intent.written_numbers),
         # ASCII-escaped, so that an invisible character in the proposal stays visible
         exact=json.dumps(arguments, indent=2, ensure_ascii=True, sort_keys=True),
         edit_text=json.dumps(arguments, indent=2, ensure_ascii=True, sort_keys=True),
