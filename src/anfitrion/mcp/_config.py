@@ -58,7 +58,14 @@ from urllib.parse import urlsplit
 from .._home import relative_to
 from ..exceptions import ConfigError
 from ._listing import DEFAULT_LISTING_TTL
-from ._oauth_settings import OAuthSettings, TokenExchangeSettings, parse_oauth, parse_token_exchange
+from ._oauth_settings import (
+    OAuthSettings,
+    SignInSettings,
+    TokenExchangeSettings,
+    parse_oauth,
+    parse_sign_in,
+    parse_token_exchange,
+)
 from ._sandbox import ProfileError, SandboxProfile, parse_sandbox
 
 __all__ = ["DEFAULT_REDIRECT_URI", "AuthSettings", "GatewaySettings", "McpConfig", "ServerConfig",
@@ -210,6 +217,8 @@ class McpConfig:
     servers: Mapping[str, ServerConfig]
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     path: str | None = None
+    sign_in: SignInSettings | None = None
+    """``inbox.auth``: the inbox signs reviewers in with OpenID Connect."""
 
 
 # The key index of the file being loaded, so that errors raised while checking parsed data can
@@ -633,7 +642,7 @@ def parse_config(data: Any, *, path: str | None = None,
     env = os.environ if environ is None else environ
     if not isinstance(data, dict):
         raise _config_error("the MCP config must be a JSON object", path=path)
-    unknown = sorted(set(data) - {"mcpServers", "gateway", "$schema"})
+    unknown = sorted(set(data) - {"mcpServers", "gateway", "inbox", "$schema"})
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path)
     raw_servers = data.get("mcpServers", {})
@@ -644,7 +653,21 @@ def parse_config(data: Any, *, path: str | None = None,
         server = _server(server_id, raw, path=path, environ=env)
         if server is not None:
             servers[server_id] = server
-    return McpConfig(servers, _gateway(data.get("gateway"), path=path, environ=env), path)
+    return McpConfig(servers, _gateway(data.get("gateway"), path=path, environ=env), path,
+                     _inbox(data.get("inbox"), path=path, environ=env))
+
+
+def _inbox(raw: Any, *, path: str | None, environ: Mapping[str, str]) -> SignInSettings | None:
+    """The ``inbox`` section (``anfitrion serve --config``): only ``auth`` so far."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise _config_error("must be an object", path=path, key="inbox")
+    unknown = sorted(set(raw) - {"auth"})
+    if unknown:
+        raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="inbox")
+    return parse_sign_in(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
+                         environ)
 
 
 def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> McpConfig:

@@ -1196,7 +1196,11 @@ class Gateway:
 
         server.add_request_handler("tools/call", mt.CallToolRequestParams, _call)
 
-        # the Tasks extension (SEP-2663): calls waiting for a person (:mod:`._gateway_tasks`)
+        self._add_task_handlers(server)
+        return server
+
+    def _add_task_handlers(self, server: Server[Any]) -> None:
+        """The Tasks extension (SEP-2663): calls waiting for a person (:mod:`._gateway_tasks`)."""
         async def _task_get(ctx: ServerRequestContext[Any, Any],
                             params: mt.GetTaskRequestParams) -> dict[str, Any]:
             self._require_tasks()
@@ -1220,7 +1224,6 @@ class Gateway:
         server.add_request_handler("tasks/get", mt.GetTaskRequestParams, _task_get)
         server.add_request_handler("tasks/cancel", mt.CancelTaskRequestParams, _task_cancel)
         server.add_request_handler("tasks/update", _TaskUpdateParams, _task_update)
-        return server
 
     async def serve_stdio(self) -> None:
         """Serve one MCP client on this process's stdin and stdout."""
