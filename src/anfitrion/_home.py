@@ -155,12 +155,13 @@ def missing_store(url: str) -> Path | None:
     Commands that only read (or answer what is already there) refuse such a store rather than
     create an empty one at a mistyped path; ``anfitrion db migrate`` creates it.
     """
-    if not url.startswith("sqlite:"):
-        return None
-    from .store._sqlite import SQLiteStore
+    from .store import sqlite_file
 
     try:
-        path = Path(SQLiteStore.from_url(url).path)
+        file = sqlite_file(url)
     except UserError:  # a malformed URL: opening it says what is wrong
         return None
+    if file is None:
+        return None
+    path = Path(file)
     return None if path.exists() else path.absolute()

@@ -186,7 +186,7 @@ class Runtime:
         self._listeners.extend(listeners)
         self.shadow_policy = shadow_policy or self.policy.shadow
         if self.policy.approvals.webhooks:  # [[approvals.webhooks]]: signed, in the background
-            from .channels._webhooks import webhook_listeners
+            from .channels import webhook_listeners
             self._listeners += webhook_listeners(self.store, self.policy.approvals.webhooks)
         self._router = self._route()
         self._emit = self._emitter()

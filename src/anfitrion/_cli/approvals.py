@@ -211,7 +211,7 @@ def _reviewer(reviewers_path: str | None) -> Reviewer | None:
     if reviewers_path is None:
         return None
     from ..channels import load_reviewers
-    from ..mcp._approval_queue import reviewer_from_environment
+    from ..mcp import reviewer_from_environment
 
     try:
         return reviewer_from_environment(os.environ, load_reviewers(reviewers_path))
@@ -334,7 +334,7 @@ def mcp_(store_url: str | None, reviewers_path: str, not_for: tuple[str, ...]) -
     """
     reviewer = _reviewer(reviewers_path)
     assert reviewer is not None
-    from ..mcp._approval_queue import approval_queue
+    from ..mcp import approval_queue
 
     for name in not_for:
         if (problem := identity_problem(name)) is not None:

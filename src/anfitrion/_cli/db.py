@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ..store import Store
+from ..store import Store, sqlite_file
 from ._common import resolve_url, run_with_store, store_option
 
 
@@ -60,10 +60,8 @@ def status(store_url: str | None, as_json: bool) -> None:
 def path(store_url: str | None) -> None:
     """Print where the store is: the SQLite file, or the URL of another store."""
     url = resolve_url(store_url)
-    if url.startswith("sqlite:"):
-        from ..store._sqlite import SQLiteStore
-
-        click.echo(SQLiteStore.from_url(url).path)
+    if (file := sqlite_file(url)) is not None:
+        click.echo(file)
     else:
         from .._redaction import redact
 

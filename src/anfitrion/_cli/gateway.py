@@ -55,12 +55,9 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
     except the MCP protocol.
     """
     try:
-        from ..mcp._gateway import Gateway
-        from ..mcp._queue_guard import refuse_approval_queue_in
-        from ..mcp._toolset import McpServers
+        from ..mcp import Gateway, McpServers
 
         config = load_config(config_path)
-        refuse_approval_queue_in(config.servers.values())  # the gateway never wraps the queue
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from exc
     settings = config.gateway

@@ -25,26 +25,29 @@ import click
 
 from .._approvals import make_visible
 from ..exceptions import AnfitrionError
-from ..mcp import McpConfig, ServerConfig, load_config
-from ..mcp._pinning import (
+from ..mcp import (
     INSTRUCTION_PATTERNS,
     META_SCHEMA,
+    McpConfig,
     Pin,
     PinBook,
     PinState,
+    ServerConfig,
+    describe_profile,
     identity_changes,
+    load_config,
+    package_spec,
+    resolve_program,
     server_identity,
     server_key,
     suspicious_text,
 )
-from ..mcp._resolve import package_spec, resolve_program
-from ..mcp._sandbox import describe_profile
-from ..policy._lint import LintReport, ToolFacts, facts_of_mcp, lint_tools, visible
+from ..policy import LintReport, ToolFacts, facts_of_mcp, lint_tools, visible
 from ..store import Store, open_store
 from ._common import APPROVER_HELP, STORE_HELP, approver_name, resolve_url
 
 if TYPE_CHECKING:
-    from ..mcp._toolset import McpToolset
+    from ..mcp import McpToolset
 
 T = TypeVar("T")
 
@@ -326,7 +329,7 @@ async def _review_entries(store: Store, config: McpConfig, facts: list[ToolFacts
                           show_all: bool) -> list[dict[str, Any]]:
     """Connect, refresh the pins, and the entries to show; the lint facts of every pinned tool
     are appended to *facts*."""
-    from ..mcp._toolset import McpServers
+    from ..mcp import McpServers
 
     entries: list[dict[str, Any]] = []
     book = PinBook(store)

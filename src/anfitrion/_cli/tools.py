@@ -16,10 +16,11 @@ import click
 
 from .._tools import Tool, Toolbox
 from ..exceptions import UserError
-from ..policy import DEFAULT_POLICY_FILE, Policy
-from ..policy._lint import (
-    CODES,
+from ..policy import (
+    DEFAULT_POLICY_FILE,
+    LINT_CODES,
     LintReport,
+    Policy,
     Silence,
     facts_of_tool,
     lint_tools,
@@ -111,7 +112,7 @@ def lint(spec: str, policy_path: str | None, as_json: bool) -> None:
     policy = load_policy_option(policy_path)
     report = lint_report(tools_of(spec), policy, silences_of(policy_path))
     if as_json:
-        click.echo(json.dumps(report.to_dict() | {"codes": dict(CODES)}, indent=2))
+        click.echo(json.dumps(report.to_dict() | {"codes": dict(LINT_CODES)}, indent=2))
     else:
         print_report(report, title=f"tools lint {spec}")
     if report.standing:

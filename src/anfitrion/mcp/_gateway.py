@@ -64,6 +64,7 @@ from ._gateway_http import THROTTLED_AUDIT, HttpGuard, SessionCloseRace, respond
 from ._listing import DEFAULT_LISTING_TTL, ListingReuse
 from ._oauth_settings import OAuthSettings
 from ._pinning import NAMESPACE as PIN_NAMESPACE
+from ._queue_guard import refuse_approval_queue_in
 from ._toolset import (
     UPSTREAM_CALL,
     McpServers,
@@ -264,6 +265,8 @@ class Gateway:
                             "take another's name")
         if page_size < 1:
             raise UserError("page_size must be at least 1")
+        # the gateway never wraps the approval queue: refused before any server starts
+        refuse_approval_queue_in(t.config for t in servers.toolsets.values())
         self.servers = servers
         for toolset in servers.toolsets.values():  # calls relayed on a fresh listing
             toolset.reuse = ListingReuse(listing_ttl)

@@ -61,6 +61,7 @@ from mcp.shared.auth import (
 )
 from pydantic import ValidationError
 
+from .._addresses import address_is_public
 from .._redaction import redact
 from ..exceptions import ConfigError, RunError
 from ..store import CredentialEntry, CredentialStore
@@ -68,7 +69,7 @@ from ._config import AuthSettings, ServerConfig
 
 __all__ = ["KEY_ENV", "KEY_FILE_ENV", "MAX_METADATA_BYTES", "AccountNotConnected",
            "Authorizer", "CredentialError", "GuardedTransport", "OAuthAccess", "StoredTokens",
-           "TokenCipher", "connect_hint", "connect_link", "new_key", "oauth_provider"]
+           "TokenCipher", "connect_hint", "connect_link", "oauth_provider"]
 
 log = logging.getLogger("anfitrion.mcp.oauth")
 
@@ -111,11 +112,6 @@ def connect_link(connect_url: str, server: str) -> str:
 
 # -- sealing ---------------------------------------------------------------------------------
 
-def new_key() -> str:
-    """A fresh 256-bit key, as ``$ANFITRION_TOKEN_KEY`` and the key file hold it."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
-
-
 def _decode_key(text: str, where: str) -> bytes:
     text = text.strip()
     try:
@@ -139,6 +135,11 @@ class TokenCipher:
             raise ConfigError(f"no token key: set ${KEY_ENV} or ${KEY_FILE_ENV}")
         self._keys = {self.key_id(k): AESGCM(k) for k in keys}
         self.current = self.key_id(keys[0])
+
+    @staticmethod
+    def new_key() -> str:
+        """A fresh 256-bit key, as ``$ANFITRION_TOKEN_KEY`` and the key file hold it."""
+        return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
 
     @staticmethod
     def key_id(key: bytes) -> str:
@@ -291,10 +292,7 @@ class _NotConnected:
 # -- the metadata fetcher's guard --------------------------------------------------------------
 
 def _internal(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not ip.is_global or ip.is_multicast
+    return not address_is_public(ipaddress.ip_address(address.split("%", 1)[0]))
 
 
 class GuardedTransport(httpx2.AsyncBaseTransport):

@@ -97,7 +97,7 @@ from ._rows import (
 )
 from ._votes import tally, vote_of
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SQLiteStore", "sqlite_file"]
 
 log = logging.getLogger("anfitrion.store")
 
@@ -110,6 +110,33 @@ MAX_BATCH = 256
 
 def _state(value: str | None) -> LedgerState | None:
     return None if value is None else LedgerState(value)
+
+
+def _parse_url(url: str) -> tuple[str, dict[str, Any]]:
+    """The file and the options of a ``sqlite:`` URL (see :meth:`SQLiteStore.from_url`)."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/") \
+            or len(parts.path) < 2:
+        raise UserError(f"bad SQLite URL {url!r}: use sqlite:///relative/file.db or "
+                        "sqlite:////absolute/file.db")
+    query = parse_qs(parts.query)
+    try:
+        timeout = float(query.get("timeout", ["30"])[0])
+    except ValueError:
+        raise UserError(f"bad SQLite URL {url!r}: timeout must be a number") from None
+    synchronous = query.get("synchronous", ["full"])[0].lower()
+    migrate = query.get("migrate", ["1"])[0] not in ("0", "false", "no")
+    return unquote(parts.path[1:]), {"timeout": timeout, "migrate": migrate,
+                                     "synchronous": synchronous}
+
+
+def sqlite_file(url: str) -> str:
+    """The file a ``sqlite:`` store URL names, without opening it.
+
+    Raises:
+        UserError: the URL names no file.
+    """
+    return _parse_url(url)[0]
 
 
 class SQLiteStore:
@@ -145,20 +172,9 @@ class SQLiteStore:
         Raises:
             UserError: the URL names no file.
         """
-        parts = urlsplit(url)
-        if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/") \
-                or len(parts.path) < 2:
-            raise UserError(f"bad SQLite URL {url!r}: use sqlite:///relative/file.db or "
-                            "sqlite:////absolute/file.db")
-        query = parse_qs(parts.query)
-        try:
-            timeout = float(query.get("timeout", ["30"])[0])
-        except ValueError:
-            raise UserError(f"bad SQLite URL {url!r}: timeout must be a number") from None
-        synchronous = query.get("synchronous", ["full"])[0].lower()
-        migrate = query.get("migrate", ["1"])[0] not in ("0", "false", "no")
-        return cls(unquote(parts.path[1:]), timeout=timeout, migrate=migrate,
-                   synchronous=synchronous)
+        path, options = _parse_url(url)
+        return cls(path, timeout=options["timeout"], migrate=options["migrate"],
+                   synchronous=options["synchronous"])
 
     @property
     def url(self) -> str:

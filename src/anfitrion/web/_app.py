@@ -30,8 +30,7 @@ from starlette.routing import Route
 from .._answers import OnAnswer
 from .._approvals import make_visible
 from .._throttle import OnThrottled
-from ..channels import Reviewers
-from ..channels._webhooks import CallbackVerifier
+from ..channels import CallbackVerifier, Reviewers
 from ..exceptions import AnfitrionError, UserError
 from ..store import Store
 from ._api import api_routes, error
