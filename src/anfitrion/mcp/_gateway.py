@@ -392,8 +392,13 @@ class Gateway:
         else:
             await client.end()
 
-    def _client(self) -> _Client:
+    def current_client(self) -> _Client:
+        """The conversation of the request being served (the gateway's own outside any)."""
         return _CLIENT.get() or self._default
+
+    def own_client(self) -> _Client:
+        """The gateway's own conversation: calls and records that belong to no client."""
+        return self._default
 
     def request_session(self) -> Any:
         """The MCP client session of the request being answered: the SDK makes one per
@@ -573,7 +578,7 @@ class Gateway:
 
     async def offered(self) -> dict[str, Tool]:
         """The tools callers may see and call now."""
-        return await self.runtime.offered((await self._client().session()).session)
+        return await self.runtime.offered((await self.current_client().session()).session)
 
     async def close(self) -> None:
         """End the calls made outside an MCP client session (withdrawing what waits)."""
@@ -599,7 +604,7 @@ class Gateway:
         if context is None:
             return None
         session, request_id = context.session, context.request_id
-        client = self._client()
+        client = self.current_client()
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             # to the caller's progress token, if it gave one (else nothing is sent)
@@ -645,7 +650,7 @@ class Gateway:
                          relay: UpstreamCall | None) -> mt.CallToolResult:
         if name not in self._offered_names:  # a tool added since the last listing?
             self.servers.mark_stale()
-        gated = await self._client().session()
+        gated = await self.current_client().session()
         key = digest({"tool": name, "arguments": arguments})
         # a call repeated after its approval was given carries the call id it is bound to
         call_id = gated.session.retry_of(name, key) or f"mcp-{uuid.uuid4().hex}"
@@ -765,7 +770,7 @@ class Gateway:
             meta = ctx.meta
             with extracted_context(dict(meta) if meta else None):  # the client's trace
                 result = await self.call_tool(params.name, params.arguments)  # goes on
-            handle = self._client().handle
+            handle = self.current_client().handle
             if handle is not None:  # the conversation to name when reconnecting
                 result = result.model_copy(update={
                     "meta": {**(result.meta or {}), CONVERSATION_META_KEY: handle}})

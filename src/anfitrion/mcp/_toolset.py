@@ -741,10 +741,10 @@ class McpToolset:
                         **self._oauth_client(caller)))
                     read, write = await stack.enter_async_context(
                         streamable_http_client(cfg.url, http_client=http))
-                callbacks = self.requests.callbacks(conn)
+                callbacks = self.requests.callbacks(conn.calls)
                 session = await stack.enter_async_context(ClientSession(
                     read, write, message_handler=conn.on_message,
-                    logging_callback=partial(self.requests.on_log, conn),
+                    logging_callback=partial(self.requests.on_log, conn.calls),
                     client_info=mt.Implementation(name="anfitrion", version=__version__),
                     **callbacks.declared))
                 with anyio.fail_after(max(cfg.timeout, STARTUP_TIMEOUT)):
