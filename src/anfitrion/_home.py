@@ -16,6 +16,10 @@ This module is the only place that answers it (``tests/cli/test_store_rule.py`` 
 other module reads ``$ANFITRION_STORE``). The library's :class:`~anfitrion.Host` does not follow
 it: its default store is ``memory://`` (a library writes no file unasked); pass
 ``store=default_store_url()`` to share the command line's store.
+
+It is also the one reader of anfitrion's TOML files (:func:`read_settings_text`): the project
+file ``anfitrion.toml`` is read once per process and version of the file, whether the store
+rule, the policy (:func:`anfitrion.policy.find_policy`) or both ask for it.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 from .exceptions import ConfigError, UserError
 
 __all__ = ["PROJECT_FILE", "StoreChoice", "default_store_url", "home_dir", "missing_store",
-           "relative_to", "store_choice", "store_flag"]
+           "read_settings_text", "relative_to", "store_choice", "store_flag"]
 
 PROJECT_FILE = "anfitrion.toml"
 """The project file, looked for in the current folder (also the policy file)."""
@@ -54,6 +58,53 @@ class StoreChoice:
     source: str
 
 
+_READ: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+"""Settings files read so far: path → ((device, inode, size, mtime), text)."""
+_READ_KEPT = 16
+
+
+def _version(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_settings_text(name: str, *, what: str = "policy file") -> str:
+    """The text of the settings file *name* (``anfitrion.toml``, a policy file): read once,
+    and again only when the file changes (another inode, size or modification time).
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        ConfigError: it cannot be read or is not UTF-8 (naming the line and column).
+    """
+    shown = name if name.isprintable() else repr(name)
+    try:
+        key = os.path.abspath(name)
+        st = os.stat(name)
+        known = _READ.get(key)
+        if known is not None and known[0] == _version(st):
+            return known[1]
+        with open(name, "rb") as f:
+            version = _version(os.fstat(f.fileno()))  # of what is read, not what was asked
+            raw = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"cannot read the {what}: {exc.strerror or exc}", path=shown) from None
+    except ValueError:  # a NUL in the name
+        raise ConfigError(f"cannot read the {what}: the file name contains a NUL",
+                          path=shown) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise ConfigError(f"the {what} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                          f"column {column})", path=shown,
+                          line=raw.count(b"\n", 0, exc.start) + 1) from None
+    if len(_READ) >= _READ_KEPT:
+        _READ.clear()
+    _READ[key] = (version, text)
+    return text
+
+
 def _project_store(folder: Path) -> str | None:
     """``[store] url`` of ``anfitrion.toml`` in *folder*, or ``None``.
 
@@ -62,11 +113,9 @@ def _project_store(folder: Path) -> str | None:
     """
     path = folder / PROJECT_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_settings_text(str(path), what="project file")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the project file: {exc}", path=str(path)) from None
     try:
         table = tomllib.loads(text).get("store")
     except tomllib.TOMLDecodeError as exc:

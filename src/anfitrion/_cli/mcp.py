@@ -272,10 +272,9 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
     `anfitrion tools lint`: descriptions, effects, free-form arguments, names).
     """
     from ._common import load_policy_option
-    from .tools import silences_of
 
     policy = load_policy_option(policy_path)
-    silences = silences_of(policy_path)
+    silences = policy.lint_silences
     if config_path is None:
         raise click.UsageError("--config FILE is required to reach the servers")
     config = _config(config_path)

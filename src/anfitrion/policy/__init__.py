@@ -43,7 +43,6 @@ from ._lint import (
     facts_of_tool,
     lint_rules,
     lint_tools,
-    parse_silenced,
     visible,
 )
 from ._ratelimit import ALL_TOOLS, RateLimit, parse_duration
@@ -110,7 +109,6 @@ __all__ = [
     "load_policy",
     "parse_duration",
     "parse_policy",
-    "parse_silenced",
     "rule_id_of",
     "taint_rule",
     "validate_cedar",

@@ -275,7 +275,12 @@ class Policy:
         self.content_sha256: str | None = None
         """Set by :func:`~anfitrion.policy.parse_policy`: the hash of the file's parsed content."""
         self.shadow: Policy | None = None
-        """A policy the file names in ``[shadow]``: evaluated beside this one, never enforced."""
+        """A policy the file names in ``[shadow]``: evaluated beside this one, never enforced
+        (loaded by :func:`~anfitrion.policy.load_policy`)."""
+        self.lint_silences: tuple[Any, ...] = ()
+        """Set by :func:`~anfitrion.policy.parse_policy`: the file's ``[lint]`` silences
+        (:class:`~anfitrion.policy.Silence`), for ``anfitrion tools lint`` and ``mcp review``;
+        they decide nothing."""
         self.declarations: Mapping[str, ToolDeclaration] = dict(declarations or {})
         self.media = media or MediaSettings()
 
@@ -327,6 +332,7 @@ class Policy:
         rules = options.pop("rules", self.rules)
         copy = Policy(rules, **options)
         copy.content_sha256, copy.shadow = self.content_sha256, self.shadow
+        copy.lint_silences = self.lint_silences
         return copy
 
     def with_rules(self, *rules: Rule) -> Policy:
