@@ -17,6 +17,10 @@ other module reads ``$ANFITRION_STORE``). The library's :class:`~anfitrion.Host`
 it: its default store is ``memory://`` (a library writes no file unasked); pass
 ``store=default_store_url()`` to share the command line's store.
 
+It is the one place the process environment is read (:func:`environment`): anfitrion's own
+variables (``$ANFITRION_STORE``, ``$ANFITRION_HOME``, ``$ANFITRION_TOKEN_KEY``, …), the names an
+operator's config gives for secrets, and ``HOME``/``PATH`` for the servers it launches.
+
 It is also the one reader of anfitrion's TOML files (:func:`read_settings_text`): the project
 file ``anfitrion.toml`` is read once per process and version of the file, whether the store
 rule, the policy (:func:`anfitrion.policy.find_policy`) or both ask for it.
@@ -26,13 +30,14 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .exceptions import ConfigError, UserError
 
-__all__ = ["PROJECT_FILE", "StoreChoice", "default_store_url", "home_dir", "missing_store",
-           "read_settings_text", "relative_to", "store_choice", "store_flag"]
+__all__ = ["PROJECT_FILE", "StoreChoice", "default_store_url", "environment", "home_dir",
+           "missing_store", "read_settings_text", "relative_to", "store_choice", "store_flag"]
 
 PROJECT_FILE = "anfitrion.toml"
 """The project file, looked for in the current folder (also the policy file)."""
@@ -40,12 +45,18 @@ PROJECT_FILE = "anfitrion.toml"
 STORE_FILE = "anfitrion.db"
 
 
+def environment() -> Mapping[str, str]:
+    """The process environment, live (a test's ``monkeypatch.setenv`` shows): the one place
+    anfitrion reads it; code that can take an ``environ`` mapping instead defaults to this."""
+    return os.environ
+
+
 def home_dir() -> Path:
     """The data folder (not created here): ``$ANFITRION_HOME``, else the XDG data folder."""
-    configured = os.environ.get("ANFITRION_HOME")
+    configured = environment().get("ANFITRION_HOME")
     if configured:
         return Path(configured).expanduser().absolute()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    base = environment().get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base).expanduser().absolute() / "anfitrion"
 
 
@@ -154,9 +165,9 @@ def store_choice(option: str | None = None, *, folder: str | os.PathLike[str] | 
         return StoreChoice(option, "--store")
     if gateway_store:
         return StoreChoice(gateway_store, "the MCP config's gateway.store")
-    if url := os.environ.get("ANFITRION_STORE"):
+    if url := environment().get("ANFITRION_STORE"):
         return StoreChoice(url, "$ANFITRION_STORE")
-    if os.environ.get("ANFITRION_HOME"):
+    if environment().get("ANFITRION_HOME"):
         return StoreChoice(f"sqlite:///{home_dir() / STORE_FILE}", "$ANFITRION_HOME")
     if url := _project_store(Path(folder) if folder is not None else Path.cwd()):
         return StoreChoice(url, f"./{PROJECT_FILE}")

@@ -11,7 +11,6 @@ token in ``ANFITRION_REVIEWER_TOKEN``.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from datetime import UTC
 from typing import Any
@@ -21,7 +20,7 @@ import click
 from .. import _answers as answers
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer, declined_text
 from .._apps import DEMO_APP, FRAMEWORK_RESUMES, GATEWAY_APP
-from .._home import store_flag
+from .._home import environment, store_flag
 from .._identity import identity_problem
 from ..exceptions import AnfitrionError
 from ..store import Store, StoredApproval
@@ -214,7 +213,7 @@ def _reviewer(reviewers_path: str | None) -> Reviewer | None:
     from ..mcp import reviewer_from_environment
 
     try:
-        return reviewer_from_environment(os.environ, load_reviewers(reviewers_path))
+        return reviewer_from_environment(environment(), load_reviewers(reviewers_path))
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from exc
 

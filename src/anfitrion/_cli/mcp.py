@@ -24,6 +24,7 @@ import anyio
 import click
 
 from .._approvals import make_visible
+from .._home import environment
 from ..exceptions import AnfitrionError
 from ..mcp import (
     INSTRUCTION_PATTERNS,
@@ -595,8 +596,8 @@ def _lock_changes(config: McpConfig, raw: dict[str, Any]) -> list[str]:
             continue
         runner = os.path.basename(server.command)
         runs = resolve_program(server.command, server.args, cwd=server.cwd,
-                               env_path=server.env.get("PATH", os.environ.get("PATH")),
-                               environ={**os.environ, **server.env})
+                               env_path=server.env.get("PATH", environment().get("PATH")),
+                               environ={**environment(), **server.env})
         name, version = runs.get("package"), runs.get("version")
         shown = make_visible(f"{server_id}: {name}")
         pinned = f"{name}{'==' if runner == 'pipx' else '@'}{version}"

@@ -45,7 +45,6 @@ keys). ``${NAME}`` in ``env`` and ``headers`` values is replaced by anfitrion's 
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -53,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._home import relative_to
+from .._home import environment, relative_to
 from .._json import decode_strict
 from ..exceptions import ConfigError, JsonError
 from ._listing import DEFAULT_LISTING_TTL
@@ -487,7 +486,7 @@ def _gateway(raw: Any, *, path: str | None,
                                                      defaults.listing_ttl, path=path,
                                                      key="gateway.listingTtl"),
         auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
-                         os.environ if environ is None else environ))
+                         environment() if environ is None else environ))
 
 
 MAX_DEPTH = 64
@@ -569,7 +568,7 @@ def parse_config(data: Any, *, path: str | None = None,
     Raises:
         ConfigError: naming the file and the key that is wrong.
     """
-    env = os.environ if environ is None else environ
+    env = environment() if environ is None else environ
     if not isinstance(data, dict):
         raise _config_error("the MCP config must be a JSON object", path=path)
     unknown = sorted(set(data) - {"mcpServers", "gateway", "$schema"})

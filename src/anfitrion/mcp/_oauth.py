@@ -27,7 +27,6 @@ import binascii
 import hashlib
 import ipaddress
 import logging
-import os
 import secrets
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -62,6 +61,7 @@ from mcp.shared.auth import (
 from pydantic import ValidationError
 
 from .._addresses import address_is_public
+from .._home import environment
 from .._redaction import redact
 from ..exceptions import ConfigError, RunError
 from ..store import CredentialEntry, CredentialStore
@@ -153,7 +153,7 @@ class TokenCipher:
         Raises:
             ConfigError: neither is set, the file cannot be read, or a key is malformed.
         """
-        env = os.environ if environ is None else environ
+        env = environment() if environ is None else environ
         if env.get(KEY_ENV):
             return cls([_decode_key(k, f"${KEY_ENV}") for k in env[KEY_ENV].split(",")
                         if k.strip()])

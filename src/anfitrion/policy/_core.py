@@ -31,7 +31,6 @@ import dataclasses
 import functools
 import json
 import logging
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from urllib.parse import urlsplit
 
 from .._approvals import Quorum
 from .._canonical import digest as _digest
+from .._home import environment
 from .._media import MediaSettings
 from .._principal import Principal
 from .._tools import BoundCall, Effect, Tool
@@ -152,7 +152,7 @@ class WebhookTarget:
         """
         if self.secret is not None:
             return self.secret
-        value = os.environ.get(self.secret_env or "", "")
+        value = environment().get(self.secret_env or "", "")
         if len(value) < self.MIN_SECRET_CHARS:
             raise UserError(f"the webhook secret variable {self.secret_env} is unset or "
                             f"shorter than {self.MIN_SECRET_CHARS} characters")
