@@ -47,7 +47,7 @@ from ._identity import identity_key, identity_problem, same_identity
 from ._json import parse_json_strict
 from ._redaction import redact
 from .exceptions import InputError, JsonError
-from .store import Store, StoredApproval, VoteState
+from .store import ApprovalWatchStore, Store, StoredApproval, VoteState
 
 __all__ = ["Outcome", "Refusal", "RequestState", "answer", "edit_for", "find_request", "notify",
            "parse_edited_arguments", "propose_edit", "state_of", "votes_json", "votes_needed",
@@ -367,9 +367,8 @@ async def wait_for_answer(store: Store, request_id: str, *, timeout: float,
 
 @contextlib.asynccontextmanager
 async def _watch(store: Store, request_id: str) -> AsyncIterator[Any]:
-    watch_approval = getattr(store, "watch_approval", None)
-    if watch_approval is None:
+    if not isinstance(store, ApprovalWatchStore):  # the optional role: else, poll
         yield None
         return
-    async with watch_approval(request_id) as watch:
+    async with store.watch_approval(request_id) as watch:
         yield watch

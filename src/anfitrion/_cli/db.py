@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 
-from ..store import Store, sqlite_file
+from ..store import MigratingStore, Store, sqlite_file
 from ._common import resolve_url, run_with_store, store_option
 
 
@@ -16,8 +15,8 @@ def command() -> None:
     """The store's schema: apply migrations, show them, show where the store is."""
 
 
-def _migratable(store: Store) -> Any:
-    if not hasattr(store, "migrate"):
+def _migratable(store: Store) -> MigratingStore:
+    if not isinstance(store, MigratingStore):
         raise click.ClickException(f"{type(store).__name__} has no schema to migrate")
     return store
 

@@ -81,7 +81,7 @@ from .._tools import (
     schema_errors,
 )
 from ..exceptions import McpServerError, MissingDependencyError, ToolDefinitionError, ToolError
-from ..store import Store
+from ..store import FileStore, Store
 from ..telemetry import trace_meta
 from . import _media
 from ._accounts import IDLE_SECONDS, UserAccounts, close_idle, per_user
@@ -1337,7 +1337,7 @@ def _protected_paths(config: McpConfig | None, store: Store) -> tuple[str, ...]:
     found: list[str] = []
     if config is not None:
         found += [p for p in (config.path, config.gateway.policy) if p]
-    database = getattr(store, "path", None)
+    database = store.path if isinstance(store, FileStore) else None
     if isinstance(database, str) and database != ":memory:":
         found += [database + suffix for suffix in ("", "-wal", "-shm", "-journal")]
     return tuple(os.path.abspath(p) for p in found)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ._base import (
     PRE_CLAIM,
     ApprovalStore,
+    ApprovalWatchStore,
     AuditRecord,
     AuditStore,
     AuditTrailStore,
@@ -23,9 +24,11 @@ from ._base import (
     CredentialEntry,
     CredentialStore,
     EffectEntry,
+    FileStore,
     LedgerEntry,
     LedgerState,
     LedgerStore,
+    MigratingStore,
     PrunePlan,
     RecordStore,
     SessionAuditStore,
@@ -35,6 +38,7 @@ from ._base import (
     StoredApproval,
     VoteOutcome,
     VoteState,
+    session_audit_role,
 )
 from ._memory import MemoryStore
 from ._rows import CorruptRow, CorruptRowError, skipped_rows
@@ -42,6 +46,7 @@ from ._rows import CorruptRow, CorruptRowError, skipped_rows
 __all__ = [
     "PRE_CLAIM",
     "ApprovalStore",
+    "ApprovalWatchStore",
     "AuditRecord",
     "AuditStore",
     "AuditTrailStore",
@@ -53,10 +58,12 @@ __all__ = [
     "CredentialEntry",
     "CredentialStore",
     "EffectEntry",
+    "FileStore",
     "LedgerEntry",
     "LedgerState",
     "LedgerStore",
     "MemoryStore",
+    "MigratingStore",
     "PrunePlan",
     "RecordStore",
     "SessionAuditStore",
@@ -67,6 +74,7 @@ __all__ = [
     "VoteOutcome",
     "VoteState",
     "open_store",
+    "session_audit_role",
     "skipped_rows",
     "sqlite_file",
 ]
