@@ -69,7 +69,6 @@ from ._retention import (
 )
 from ._rows import (
     CREDENTIAL_COLUMNS,
-    EFFECT_COLUMNS,
     EffectMove,
     approval_row,
     approval_rows,
@@ -94,6 +93,17 @@ from ._rows import (
     session_row,
     session_rows,
     settled_state,
+)
+from ._sql import (
+    APPROVAL,
+    CLAIM_CANDIDATES,
+    EFFECT_INSERT,
+    EFFECT_TAKE_OVER,
+    EFFECTS,
+    EFFECTS_ORDER,
+    UNSETTLED_EFFECTS,
+    VOTES,
+    approvals_query,
 )
 from ._votes import tally, vote_of
 
@@ -352,24 +362,15 @@ class SQLiteStore:
     async def get_approval(
         self, request_id: str
     ) -> StoredApproval | None:
-        rows = await self._run(lambda c: c.execute(
-            "SELECT request, answer, used FROM anfitrion_approvals WHERE id = ?",
-            (request_id,)).fetchall())
+        rows = await self._run(lambda c: c.execute(APPROVAL, (request_id,)).fetchall())
         if not rows:
             return None
         return approval_row(request_id, *rows[0])
 
     async def list_approvals(self, *, pending_only: bool = True,
                              session_id: str | None = None) -> Sequence[ApprovalRequest]:
-        sql = "SELECT id, request, answer, used FROM anfitrion_approvals WHERE 1 = 1"
-        args: list[Any] = []
-        if pending_only:
-            sql += " AND answer IS NULL"
-        if session_id is not None:
-            sql += " AND session_id = ?"
-            args.append(session_id)
-        rows = await self._run(lambda c: c.execute(sql + " ORDER BY created_at DESC",
-                                                   args).fetchall())
+        sql, args = approvals_query(pending_only, session_id)
+        rows = await self._run(lambda c: c.execute(sql, args).fetchall())
         return approval_rows(rows)
 
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
@@ -466,9 +467,8 @@ class SQLiteStore:
         return await self._run(lambda c: _effect(c, key))
 
     async def list_effects(self, *, unsettled_only: bool = False) -> Sequence[EffectEntry]:
-        where = " WHERE l.state IN ('claimed', 'unknown')" if unsettled_only else ""
-        rows = await self._run(lambda c: c.execute(
-            _EFFECTS + where + " ORDER BY e.created_at DESC, e.key").fetchall())
+        where = UNSETTLED_EFFECTS if unsettled_only else ""
+        rows = await self._run(lambda c: c.execute(EFFECTS + where + EFFECTS_ORDER).fetchall())
         return [effect_row(r) for r in rows]
 
     async def resolve_effect(self, key: str, *, done: bool, by: str,
@@ -1022,18 +1022,12 @@ def _advance(c: Conn, session_id: str, call_id: str, state: LedgerState, digest:
               (session_id, call_id, state.value, digest, now_iso()))
 
 
-_EFFECTS = (f"SELECT {EFFECT_COLUMNS} FROM anfitrion_effects e LEFT JOIN anfitrion_ledger l "
-            "ON l.session_id = e.session_id AND l.call_id = e.call_id")
-
-
 def _votes(c: Conn, request_id: str) -> tuple[ApprovalVote, ...]:
-    return tuple(vote_of(row[0]) for row in c.execute(
-        "SELECT data FROM anfitrion_approval_votes WHERE request_id = ? ORDER BY seq",
-        (request_id,)).fetchall())
+    return tuple(vote_of(row[0]) for row in c.execute(VOTES, (request_id,)).fetchall())
 
 
 def _effect(c: Conn, key: str) -> EffectEntry | None:
-    row = c.execute(_EFFECTS + " WHERE e.key = ?", (key,)).fetchone()
+    row = c.execute(EFFECTS + " WHERE e.key = ?", (key,)).fetchone()
     return effect_row(row) if row else None
 
 
@@ -1049,15 +1043,11 @@ def _reserve_effect(c: Conn, effect: EffectKey, me: tuple[str, str],
     if move is EffectMove.DUPLICATE:
         return held
     if held is None:
-        c.execute("INSERT INTO anfitrion_effects (key, display, scope, tool, session_id, "
-                  "call_id, created_at, updated_at, arguments, sensitive) "
-                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        c.execute(EFFECT_INSERT,
                   (effect.key, effect.display, effect.scope.value, effect.tool, me[0], me[1],
                    now, now, *effect_arguments(effect)))
     elif move is not EffectMove.OWN:
-        c.execute("UPDATE anfitrion_effects SET session_id = ?, call_id = ?, updated_at = ?, "
-                  "resolved_by = NULL, resolution_note = NULL, repeats = repeats + ?, "
-                  "arguments = ?, sensitive = ? WHERE key = ?",
+        c.execute(EFFECT_TAKE_OVER,
                   (me[0], me[1], now, int(move is EffectMove.REPEAT), *effect_arguments(effect),
                    effect.key))
     return None
@@ -1074,10 +1064,6 @@ def _with_messages(c: Conn, state: SessionState) -> SessionState:
 
 _SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
                     "lease_expires")
-
-
-CLAIM_CANDIDATES = 32
-"""Sessions a claim looks at: the oldest that can be read is taken, corrupt ones passed over."""
 
 
 def _first_readable(c: Conn, rows: Sequence[Sequence[Any]]) -> Sequence[Any] | None:
