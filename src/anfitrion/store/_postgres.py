@@ -69,6 +69,7 @@ from ._rows import (
     effect_move,
     effect_row,
     entry_row,
+    first_readable,
     load_json,
     load_result,
     message_rows,
@@ -100,10 +101,14 @@ from ._retention import (
 from ._sql import (
     APPROVAL,
     CLAIM_CANDIDATES,
+    CLAIMABLE_SESSIONS,
     EFFECT_INSERT,
     EFFECT_TAKE_OVER,
     EFFECTS,
     EFFECTS_ORDER,
+    SESSION_COLUMNS,
+    SETTLE,
+    UNSETTLED_CALLS,
     UNSETTLED_EFFECTS,
     VOTES,
     approvals_query,
@@ -117,8 +122,6 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("anfitrion.store")
 
 _MIGRATION_LOCK = 0x616E6669  # "anfi": one migrator at a time across processes
-_SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
-                    "lease_expires")
 _Conn = psycopg.AsyncConnection[Any]
 
 
@@ -312,7 +315,7 @@ class PostgresStore:
         return dataclasses.replace(state, messages=messages, saved_messages=len(messages))
 
     async def load_session(self, session_id: str) -> SessionState | None:
-        rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+        rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
                                  "WHERE session_id = %s", (session_id,))
         if not rows:
             return None
@@ -320,10 +323,10 @@ class PostgresStore:
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
         if status is None:
-            rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+            rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
                                      "ORDER BY updated_at DESC")
         else:
-            rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+            rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
                                      "WHERE status = %s ORDER BY updated_at DESC", (status,))
         return session_rows(rows)
 
@@ -339,15 +342,8 @@ class PostgresStore:
         at = time.time()
         until = at + lease_seconds if owner else None
         async with self._connection(transaction=True) as conn:
-            cur = await conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
-                "(s.lease_owner IS NULL OR s.lease_expires < %s) AND ("
-                "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
-                "anfitrion_approvals a WHERE a.session_id = s.session_id AND "
-                "a.answer IS NULL)) OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
-                "ORDER BY s.updated_at LIMIT %s FOR UPDATE SKIP LOCKED",
-                (at, CLAIM_CANDIDATES))
-            row = _first_readable(await cur.fetchall())
+            cur = await conn.execute(_CLAIMABLE, (at, CLAIM_CANDIDATES))
+            row = first_readable(await cur.fetchall(), session_row)
             if row is None:
                 return None
             now = now_iso()
@@ -368,7 +364,7 @@ class PostgresStore:
             "updated_at = %s, lease_owner = %s, lease_expires = %s WHERE session_id = %s AND "
             "(lease_owner IS NULL OR lease_owner = %s OR lease_owner = %s "
             "OR lease_expires IS NULL OR lease_expires < %s) "
-            f"RETURNING {_SESSION_COLUMNS}",
+            f"RETURNING {SESSION_COLUMNS}",
             (now_iso(), owner, until, session_id, owner, replace, now))
         if not rows:
             return None
@@ -550,16 +546,13 @@ class PostgresStore:
     async def settle_execution(self, session_id: str, call_id: str, result: ToolResult,
                                token: str) -> bool:
         count = await self._rowcount(
-            "UPDATE anfitrion_ledger SET state = %s, result = %s, updated_at = %s "
-            "WHERE session_id = %s AND call_id = %s AND state = 'claimed' AND claim_token = %s",
+            _SETTLE,
             (settled_state(result).value, dump_result(result), now_iso(), session_id, call_id,
              token))
         return count == 1
 
     async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
-        rows = await self._fetch("SELECT session_id, call_id FROM anfitrion_ledger "
-                                 "WHERE state IN (%s, %s) ORDER BY updated_at",
-                                 (LedgerState.CLAIMED.value, LedgerState.UNKNOWN.value))
+        rows = await self._fetch(UNSETTLED_CALLS)
         return [(r[0], r[1]) for r in rows]
 
     # -- audit ---------------------------------------------------------------------------------
@@ -896,6 +889,8 @@ async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerStat
 
 
 _APPROVAL = for_postgres(APPROVAL)
+_CLAIMABLE = for_postgres(CLAIMABLE_SESSIONS) + " FOR UPDATE SKIP LOCKED"
+_SETTLE = for_postgres(SETTLE)
 _VOTES = for_postgres(VOTES)
 _EFFECT_INSERT = for_postgres(EFFECT_INSERT) + " ON CONFLICT (key) DO NOTHING"
 _EFFECT_TAKE_OVER = for_postgres(EFFECT_TAKE_OVER)
@@ -952,17 +947,6 @@ _CLAIM = _claim_sql(False)
 says. The state it leaves is the claimer's answer; the token is this claimer's only if this
 statement wrote it."""
 _CLAIM_RETRY = _claim_sql(True)
-
-
-def _first_readable(rows: Sequence[Sequence[Any]]) -> Sequence[Any] | None:
-    for row in rows:
-        try:
-            _session(row)
-        except StoreError as exc:  # a corrupt session never blocks the ones behind it
-            log.warning("%s; it is not resumed", exc)
-            continue
-        return row
-    return None
 
 
 def _session(row: Sequence[Any]) -> SessionState:

@@ -81,6 +81,7 @@ from ._rows import (
     effect_move,
     effect_row,
     entry_row,
+    first_readable,
     load_json,
     load_result,
     may_advance,
@@ -97,10 +98,14 @@ from ._rows import (
 from ._sql import (
     APPROVAL,
     CLAIM_CANDIDATES,
+    CLAIMABLE_SESSIONS,
     EFFECT_INSERT,
     EFFECT_TAKE_OVER,
     EFFECTS,
     EFFECTS_ORDER,
+    SESSION_COLUMNS,
+    SETTLE,
+    UNSETTLED_CALLS,
     UNSETTLED_EFFECTS,
     VOTES,
     approvals_query,
@@ -288,14 +293,14 @@ class SQLiteStore:
 
     async def load_session(self, session_id: str) -> SessionState | None:
         def load(c: Conn) -> SessionState | None:
-            row = c.execute(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+            row = c.execute(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
                             "WHERE session_id = ?", (session_id,)).fetchone()
             return None if row is None else _with_messages(c, _session(row))
 
         return await self._run(load)
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
-        sql = f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions"
+        sql = f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions"
         args: tuple[Any, ...] = ()
         if status is not None:
             sql += " WHERE status = ?"
@@ -309,13 +314,8 @@ class SQLiteStore:
         def claim(c: Conn) -> SessionState | None:
             at = time.time()
             rows = c.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
-                "(s.lease_owner IS NULL OR s.lease_expires < ?) AND ("
-                "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM anfitrion_approvals a "
-                "WHERE a.session_id = s.session_id AND a.answer IS NULL)) "
-                "OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
-                "ORDER BY s.updated_at LIMIT ?", (at, CLAIM_CANDIDATES)).fetchall()
-            row = _first_readable(c, rows)
+                CLAIMABLE_SESSIONS, (at, CLAIM_CANDIDATES)).fetchall()
+            row = first_readable(rows, lambda r: _with_messages(c, _session(r)))
             if row is None:
                 return None
             now = now_iso()
@@ -338,7 +338,7 @@ class SQLiteStore:
                 "updated_at = ?, lease_owner = ?, lease_expires = ? WHERE session_id = ? AND "
                 "(lease_owner IS NULL OR lease_owner = ? OR lease_owner = ? "
                 "OR lease_expires IS NULL OR lease_expires < ?) "
-                f"RETURNING {_SESSION_COLUMNS}",
+                f"RETURNING {SESSION_COLUMNS}",
                 (stamp, owner, until, session_id, owner, replace, now)).fetchone()
             return None if row is None else _with_messages(c, _session(row))
         return await self._write(acquire)
@@ -498,16 +498,12 @@ class SQLiteStore:
                                token: str) -> bool:
         state, text, now = settled_state(result).value, dump_result(result), now_iso()
         count = await self._write(lambda c: c.execute(
-            "UPDATE anfitrion_ledger SET state = ?, result = ?, updated_at = ? "
-            "WHERE session_id = ? AND call_id = ? AND state = 'claimed' AND claim_token = ?",
+            SETTLE,
             (state, text, now, session_id, call_id, token)).rowcount)
         return bool(count == 1)
 
     async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
-        rows = await self._run(lambda c: c.execute(
-            "SELECT session_id, call_id FROM anfitrion_ledger WHERE state IN (?, ?) "
-            "ORDER BY updated_at", (LedgerState.CLAIMED.value,
-                                    LedgerState.UNKNOWN.value)).fetchall())
+        rows = await self._run(lambda c: c.execute(UNSETTLED_CALLS).fetchall())
         return [(r[0], r[1]) for r in rows]
 
     # -- audit ---------------------------------------------------------------------------------
@@ -1062,19 +1058,6 @@ def _with_messages(c: Conn, state: SessionState) -> SessionState:
                         state.lease_owner, state.lease_expires)
 
 
-_SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
-                    "lease_expires")
-
-
-def _first_readable(c: Conn, rows: Sequence[Sequence[Any]]) -> Sequence[Any] | None:
-    for row in rows:
-        try:
-            _with_messages(c, _session(row))
-        except StoreError as exc:  # a corrupt session never blocks the ones behind it
-            log.warning("%s; it is not resumed", exc)
-            continue
-        return row
-    return None
 
 
 def _session(row: Sequence[Any]) -> SessionState:
