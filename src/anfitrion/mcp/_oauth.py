@@ -69,7 +69,7 @@ from ._config import AuthSettings, ServerConfig
 
 __all__ = ["KEY_ENV", "KEY_FILE_ENV", "MAX_METADATA_BYTES", "AccountNotConnected",
            "Authorizer", "CredentialError", "GuardedTransport", "OAuthAccess", "StoredTokens",
-           "TokenCipher", "connect_hint", "connect_link", "oauth_provider"]
+           "TokenCipher", "connect_hint", "connect_link", "failure_of", "oauth_provider"]
 
 log = logging.getLogger("anfitrion.mcp.oauth")
 
@@ -85,6 +85,19 @@ TOKENS, CLIENT = "tokens", "client"
 class CredentialError(RunError):
     """An OAuth credential could not be obtained, kept or used (the message names why, never a
     token, code or secret)."""
+
+
+def failure_of(exc: BaseException) -> BaseException:
+    """The error that ended a connection or a flow: the :class:`CredentialError` inside the
+    task groups that carried it (it names what to do: connect an account), else the first
+    leaf of the groups, else *exc* itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        found, _ = exc.split(CredentialError)
+        leaf: BaseException = found if found is not None else exc
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        return leaf
+    return exc
 
 
 def connect_hint(server: str) -> str:

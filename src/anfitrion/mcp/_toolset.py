@@ -96,7 +96,7 @@ from ._gateway_auth import (
     TokenExchanger,
 )
 from ._listing import ListingReuse
-from ._oauth import AccountNotConnected, CredentialError, OAuthAccess
+from ._oauth import AccountNotConnected, CredentialError, OAuthAccess, failure_of
 from ._pinning import (
     Pin,
     PinBook,
@@ -601,14 +601,9 @@ def _content_text(blocks: Sequence[Any], limit: int, admission: Admission) -> st
 
 
 def _connection_error(exc: BaseException) -> str:
-    """Why a connection ended, in one line: an authorization error (which names the command
-    that connects an account) rather than the task group that carried it."""
-    if isinstance(exc, BaseExceptionGroup):
-        found, _ = exc.split(CredentialError)
-        leaf: BaseException = found if found is not None else exc
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        exc = leaf
+    """Why a connection ended, in one line for the operator's log: an authorization error
+    (which names the command that connects an account), else the error and its message."""
+    exc = failure_of(exc)
     if isinstance(exc, CredentialError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
