@@ -23,7 +23,7 @@ from .._apps import DEMO_APP, FRAMEWORK_RESUMES, GATEWAY_APP
 from .._home import environment, store_flag
 from .._identity import identity_problem
 from ..exceptions import AnfitrionError
-from ..store import Store, StoredApproval
+from ..store import ApprovalStore, Store, StoredApproval
 from ._common import (
     APPROVER_HELP,
     approver_name,
@@ -75,7 +75,7 @@ def _votes_line(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> st
             f"{answers.votes_needed(request, votes)} more")
 
 
-async def _find(store: Store, request_id: str, where: str = "") -> StoredApproval:
+async def _find(store: ApprovalStore, request_id: str, where: str = "") -> StoredApproval:
     """The request with this id, or with this unique prefix of at least 6 characters."""
     found = await store.get_approval(request_id)
     in_store = f" in {where}" if where else ""

@@ -32,7 +32,7 @@ from .._approvals import make_visible
 from .._throttle import OnThrottled
 from ..channels import CallbackVerifier, Reviewers
 from ..exceptions import AnfitrionError, UserError
-from ..store import Store
+from ..store import AuditStore, Store
 from ._api import api_routes, error
 from ._approval_pages import ApprovalPages
 from ._connect import Accounts, ConnectPages
@@ -122,7 +122,7 @@ def _lifespan(accounts: Accounts | None) -> Any:
 THROTTLED_AUDIT = "inbox.auth_throttled"
 
 
-def _audit_throttled(store: Store) -> OnThrottled:
+def _audit_throttled(store: AuditStore) -> OnThrottled:
     """An audit record for each client that starts being throttled (once per episode)."""
     async def audit(data: Mapping[str, Any]) -> None:
         try:
