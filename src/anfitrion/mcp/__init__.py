@@ -15,7 +15,10 @@ server; the config and the pins (:mod:`.config`, :mod:`.pinning`) work without i
 - :func:`connect_account` / :func:`revoke_account` with :class:`LoopbackAuthorizer` —
   ``anfitrion auth login`` / ``logout``;
 - :func:`resolve_program` / :func:`package_spec` / :func:`describe_profile` — what a stdio
-  server runs and in which sandbox (``mcp review``, ``mcp lock``).
+  server runs and in which sandbox (``mcp review``, ``mcp lock``);
+- :class:`Fetcher` / :class:`JwksCache` / :func:`claim_at` / :func:`claim_words` — the
+  gateway's bounded fetcher, key cache and claim readers for OAuth tokens, which the inbox's
+  OpenID Connect sign-in uses too.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ._config import (
     load_config,
     parse_config,
 )
+from ._oauth_settings import SignInSettings
 from ._pinning import (
     INSTRUCTION_PATTERNS,
     META_SCHEMA,
@@ -48,6 +52,7 @@ if TYPE_CHECKING:  # the names below are imported on first use (most need the SD
     from ._approval_queue import approval_queue, reviewer_from_environment
     from ._elicitation import Elicitation, ElicitationAnswer, ElicitationHandler
     from ._gateway import Gateway
+    from ._gateway_auth import AuthRefused, Fetcher, JwksCache, claim_at, claim_words
     from ._oauth import AccountNotConnected, CredentialError, OAuthAccess, TokenCipher
     from ._oauth_login import LoopbackAuthorizer, connect_account, revoke_account
     from ._resolve import package_spec, resolve_program
@@ -59,13 +64,16 @@ __all__ = [
     "META_SCHEMA",
     "AccountConnector",
     "AccountNotConnected",
+    "AuthRefused",
     "AuthSettings",
     "CredentialError",
     "Elicitation",
     "ElicitationAnswer",
     "ElicitationHandler",
+    "Fetcher",
     "Gateway",
     "GatewaySettings",
+    "JwksCache",
     "LoopbackAuthorizer",
     "McpConfig",
     "McpServerError",
@@ -77,8 +85,11 @@ __all__ = [
     "PinBook",
     "PinState",
     "ServerConfig",
+    "SignInSettings",
     "TokenCipher",
     "approval_queue",
+    "claim_at",
+    "claim_words",
     "connect_account",
     "describe_profile",
     "identity_changes",
@@ -101,7 +112,9 @@ _LAZY = {"AccountConnector": "_accounts", "McpServers": "_toolset", "McpTool": "
          "reviewer_from_environment": "_approval_queue", "LoopbackAuthorizer": "_oauth_login",
          "connect_account": "_oauth_login", "revoke_account": "_oauth_login",
          "package_spec": "_resolve", "resolve_program": "_resolve",
-         "describe_profile": "_sandbox"}
+         "describe_profile": "_sandbox", "AuthRefused": "_gateway_auth",
+         "Fetcher": "_gateway_auth", "JwksCache": "_gateway_auth", "claim_at": "_gateway_auth",
+         "claim_words": "_gateway_auth"}
 
 
 def __getattr__(name: str) -> Any:
