@@ -40,7 +40,6 @@ PRIVATE_SIGNALS = {
                                      "(a fail-closed answer) there",
     "anfitrion.policy._cedar_export._Inexpressible": "a rule Cedar cannot express; becomes "
                                                      "a line of the export's report there",
-    "anfitrion.mcp._config._JsonValueError": "a JSON value a config refuses; becomes ConfigError",
     "anfitrion.mcp._egress._Refusal": "a request the sandbox's egress proxy refuses; answered "
                                       "with its HTTP status and audited there",
     "anfitrion.integrations.langgraph._Escape": "LangGraph's interrupt carried past the gate's "

@@ -1,14 +1,14 @@
-"""No import cycle in the package, even through imports inside functions.
+"""No import cycle in the package, even through imports inside functions or for type checkers.
 
 The graph is built with :mod:`ast` over ``src/anfitrion``: every ``import`` and ``from … import``
-anywhere in a module (at the top, in a function, in a method) is an edge; one under ``if
-TYPE_CHECKING:`` is not (it never runs). Importing ``a.b.c`` runs the ``__init__`` of ``a.b``
-first, so that package is an edge too (the root ``anfitrion``, the facade that imports its
-submodules, excepted; and a package its importer is already inside of).
+anywhere in a module (at the top, in a function, in a method, under ``if TYPE_CHECKING:``) is an
+edge — two modules that name each other's types cannot be read apart either. Importing
+``a.b.c`` runs the ``__init__`` of ``a.b`` first, so that package is an edge too (the root
+``anfitrion``, the facade that imports its submodules, excepted; and a package its importer is
+already inside of).
 
-The cycles that exist today belong to parts of the package other issue #21 work reshapes; they
-are listed below, and the test fails on any other cycle and on a listed cycle that is gone (so
-the list is kept honest: remove an entry when its cycle is broken).
+A cycle accepted for a while would be listed in ``KNOWN_CYCLES`` with its reason; the test
+fails on any other cycle and on a listed cycle that is gone (so the list is kept honest).
 """
 
 from __future__ import annotations
@@ -23,16 +23,8 @@ import pytest
 SRC = Path(__file__).parents[1] / "src"
 
 KNOWN_CYCLES: dict[frozenset[str], str] = {}
-"""Cycles accepted today, each with its reason: none (issue #21 broke the last two)."""
-
-KNOWN_TYPE_CYCLES: dict[frozenset[str], str] = {
-    frozenset({"anfitrion.mcp._server_requests", "anfitrion.mcp._toolset"}):
-        "server requests name the toolset's connection type (issue #29: move it to its owner)",
-    frozenset({"anfitrion.mcp._gateway", "anfitrion.mcp._gateway_upstream"}):
-        "the upstream half names the gateway's client type (issue #29: move it to its owner)",
-}
-"""Cycles through ``if TYPE_CHECKING:`` imports accepted today, each with its reason."""
-
+"""Cycles accepted today, each with its reason: none (issue #21 broke the last run-time two,
+issue #29 the last two through ``if TYPE_CHECKING:``)."""
 
 def _module_name(path: Path, root: Path) -> str:
     parts = list(path.relative_to(root).with_suffix("").parts)
@@ -164,22 +156,13 @@ def a_cycle_through(component: frozenset[str], graph: dict[str, set[str]]) -> li
 
 
 def test_the_package_has_no_import_cycle_but_the_listed_ones() -> None:
-    graph = import_graph(SRC, "anfitrion")
+    """Type-level imports count: a cycle there is two modules that cannot be read apart."""
+    graph = import_graph(SRC, "anfitrion", types=True)
     cycles = set(import_cycles(graph))
     new = [" -> ".join(a_cycle_through(c, graph)) for c in cycles - set(KNOWN_CYCLES)]
     assert not new, f"new import cycles: {new}"
     gone = [sorted(c) for c in set(KNOWN_CYCLES) - cycles]
     assert not gone, f"listed cycles that no longer exist (remove them from KNOWN_CYCLES): {gone}"
-
-
-def test_the_package_has_no_type_level_cycle_but_the_listed_ones() -> None:
-    """Type-level imports count too: a cycle there is two modules that cannot be read apart."""
-    graph = import_graph(SRC, "anfitrion", types=True)
-    cycles = set(import_cycles(graph)) - set(KNOWN_CYCLES)
-    new = [" -> ".join(a_cycle_through(c, graph)) for c in cycles - set(KNOWN_TYPE_CYCLES)]
-    assert not new, f"new type-level import cycles: {new}"
-    gone = [sorted(c) for c in set(KNOWN_TYPE_CYCLES) - cycles]
-    assert not gone, f"listed type-level cycles that no longer exist: {gone}"
 
 
 def _package(tmp_path: Path, files: dict[str, str], *,

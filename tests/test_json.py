@@ -30,7 +30,8 @@ def test_plain_object_parses() -> None:
         ('{"a": 1', "invalid JSON"),
         ("", "invalid JSON"),
         ('{"a": 1} trailing', "invalid JSON"),
-        ('\ufeff{"a": 1}', "Unexpected UTF-8 BOM"),
+        ('\ufeff{"a": 1}', "byte order mark"),
+        ('{"a": ' + "9" * 101 + "}", "more than 100 digits"),
     ],
 )
 def test_hostile_json_is_rejected_with_a_reason(text: str, problem: str) -> None:
@@ -102,3 +103,14 @@ def test_every_plain_json_value_round_trips(value: object) -> None:
         assert parse_json_strict(text) == value
     except JsonError as exc:  # only surrogates can legitimately fail
         assert "surrogate" in str(exc)
+
+
+def test_there_is_one_strict_decoder() -> None:
+    """Issue #29: the MCP config and untrusted text share one decoder (duplicate keys, NaN,
+    out-of-range numbers, long integers, a BOM): no other module builds its own."""
+    from pathlib import Path
+
+    src = Path(__file__).parents[1] / "src" / "anfitrion"
+    building = sorted(str(p.relative_to(src)) for p in src.rglob("*.py")
+                      if "object_pairs_hook" in p.read_text(encoding="utf-8"))
+    assert building == ["_json.py"]

@@ -17,45 +17,10 @@ from pathlib import Path
 SRC = Path(__file__).parents[1] / "src"
 
 
-KNOWN: dict[str, str] = {
-    # the CLI drives parts that are not (yet) public API of their package
-    "anfitrion._cli.approvals imports anfitrion.mcp._approval_queue": "the queue server command",
-    "anfitrion._cli.auth imports anfitrion.mcp._oauth": "new_key, TOKENS (the token table)",
-    "anfitrion._cli.auth imports anfitrion.mcp._oauth_login": "the loopback login and revoke",
-    "anfitrion._cli.auth imports anfitrion.mcp._toolset": "McpToolset (lazy in anfitrion.mcp)",
-    "anfitrion._cli.mcp imports anfitrion.mcp._resolve": "what runs, for review and mcp lock",
-    "anfitrion._cli.mcp imports anfitrion.mcp._sandbox": "the profile in words, for review",
-    "anfitrion._cli.policy imports anfitrion.policy._lint": "lint_rules for policy validate",
-    "anfitrion._home imports anfitrion.store._sqlite": "whether a SQLite store file exists",
-    "anfitrion.mcp._gateway_auth imports anfitrion.toolkits._http_fetch": (
-        "address_is_public, the one public-address check"),
-    "anfitrion._cli.audit imports anfitrion.store._rows": "skipped_rows for a corrupt row",
-    "anfitrion._cli.db imports anfitrion.store._sqlite": "the SQLite migrations command",
-    "anfitrion._cli.gateway imports anfitrion.mcp._gateway": "Gateway (lazy in anfitrion.mcp)",
-    "anfitrion._cli.gateway imports anfitrion.mcp._queue_guard": "refuse_approval_queue_in",
-    "anfitrion._cli.gateway imports anfitrion.mcp._toolset": "McpServers (lazy in anfitrion.mcp)",
-    "anfitrion._cli.mcp imports anfitrion.mcp._pinning": "identity and text checks of review",
-    "anfitrion._cli.mcp imports anfitrion.mcp._toolset": "McpServers (lazy in anfitrion.mcp)",
-    "anfitrion._cli.mcp imports anfitrion.policy._lint": "the tool lint",
-    "anfitrion._cli.policy imports anfitrion.policy._declarations": "check_declarations",
-    "anfitrion._cli.policy imports anfitrion.policy._cedar_export": "policy export --cedar",
-    "anfitrion._cli.policy imports anfitrion.policy._cedar": "cedar-schema, validate and "
-                                                           "export --cedar (the cedar extra)",
-    "anfitrion._cli.tools imports anfitrion.policy._lint": "the tool lint",
-    "anfitrion._demo imports anfitrion.models._demo_script": "the demo's scripted model",
-    "anfitrion._gate imports anfitrion.store._base": "PRE_CLAIM, the ledger's first state",
-    "anfitrion._host imports anfitrion.models._registry": "as_model",
-    "anfitrion._runtime imports anfitrion.channels._webhooks": "webhook_listeners",
-    "anfitrion.testing imports anfitrion.models._scripted": "call and reply",
-    "anfitrion.web._api imports anfitrion.channels._webhooks": "CallbackVerifier",
-    "anfitrion.web._app imports anfitrion.channels._webhooks": "CallbackVerifier",
-    "anfitrion.web._render imports anfitrion.policy._taint": "TAINT_WARNING",
-    "anfitrion.web._oidc imports anfitrion.mcp._gateway_auth": (
-        "the gateway's bounded Fetcher, JwksCache and claim readers, for the inbox's ID tokens"),
-}
-"""Reaches into another package accepted today (issue #29 step 1 left them): each is a name the
-importing layer needs and the owning package does not export yet. The test fails on any other
-and on a listed one that is gone (remove it then)."""
+KNOWN: dict[str, str] = {}
+"""Reaches into another package accepted today: none (issue #29 step 1 removed the last 27; a
+name another package needs is exported by its owner, or its code moved to its one home). The
+test fails on any new reach and on a listed one that is gone (remove it then)."""
 
 
 def _is_private(part: str) -> bool:

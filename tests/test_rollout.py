@@ -320,3 +320,29 @@ async def test_replay_sees_the_result_of_an_earlier_call_of_the_same_reply(
                           tools={t.name: t for t in toolbox()})
     assert [(c.before.value, c.after.value, c.tool) for c in report.changes] == \
         [("ask", "deny", "send_email")]
+
+
+def test_parsing_a_policy_opens_no_file_and_loading_it_reads_its_shadow(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #29: the parser does no I/O; ``load_policy`` reads the file and its shadow."""
+    import builtins
+    import io
+
+    (tmp_path / "candidate.toml").write_text('[defaults]\nread = "ask"\n')
+    text = '[shadow]\npolicy = "candidate.toml"\n[lint]\n[[lint.silence]]\nfinding = "*"\n' \
+           'tool = "x"\nreason = "ours"\n'
+    (tmp_path / "anfitrion.toml").write_text(text)
+
+    def no_io(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"the parser opened {args[:1]}")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(builtins, "open", no_io)
+        patched.setattr(io, "open", no_io)
+        parsed = parse_policy(text, path=str(tmp_path / "anfitrion.toml"))
+    assert parsed.shadow is None
+    assert [s.tool for s in parsed.lint_silences] == ["x"]
+    loaded = load_policy(tmp_path / "anfitrion.toml")
+    assert loaded.shadow is not None and loaded.shadow.sha256 == \
+        load_policy(tmp_path / "candidate.toml").sha256
+    assert loaded.sha256 == parsed.sha256

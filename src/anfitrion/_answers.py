@@ -47,7 +47,7 @@ from ._identity import identity_key, identity_problem, same_identity
 from ._json import parse_json_strict
 from ._redaction import redact
 from .exceptions import InputError, JsonError
-from .store import Store, StoredApproval, VoteState
+from .store import ApprovalStore, ApprovalWatchStore, Store, StoredApproval, VoteState
 
 __all__ = ["Outcome", "Refusal", "RequestState", "answer", "edit_for", "find_request", "notify",
            "parse_edited_arguments", "propose_edit", "state_of", "votes_json", "votes_needed",
@@ -273,7 +273,7 @@ async def withdraw(store: Store, request_id: str, reason: str, *, via: str = "ho
     return True
 
 
-async def find_request(store: Store, request_id: str) -> StoredApproval | None:
+async def find_request(store: ApprovalStore, request_id: str) -> StoredApproval | None:
     """A request by its id, or by a unique prefix of at least :data:`MIN_PREFIX` characters."""
     found = await store.get_approval(request_id)
     if found is None and len(request_id) >= MIN_PREFIX:  # a unique prefix, as people type them
@@ -319,7 +319,7 @@ async def propose_edit(store: Store, request_id: str, seen_digest: str,
                         reviewer=reviewer)
 
 
-async def edit_for(store: Store, request_id: str) -> Mapping[str, Any] | None:
+async def edit_for(store: ApprovalStore, request_id: str) -> Mapping[str, Any] | None:
     """The edit a reviewer made to *request_id*, if any, and the request it became."""
     found = await store.get_approval(request_id)
     if found is None or found.answer is None or found.answer.edited_arguments is None:
@@ -368,9 +368,8 @@ async def wait_for_answer(store: Store, request_id: str, *, timeout: float,
 
 @contextlib.asynccontextmanager
 async def _watch(store: Store, request_id: str) -> AsyncIterator[Any]:
-    watch_approval = getattr(store, "watch_approval", None)
-    if watch_approval is None:
+    if not isinstance(store, ApprovalWatchStore):  # the optional role: else, poll
         yield None
         return
-    async with watch_approval(request_id) as watch:
+    async with store.watch_approval(request_id) as watch:
         yield watch

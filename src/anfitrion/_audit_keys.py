@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._canonical import canonical_json
+from ._home import environment
 from .exceptions import ConfigError, MissingDependencyError
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ def load_signing_key(path: str | Path | None = None,
     Raises:
         ConfigError: the file is missing, readable by others, or not an Ed25519 private key.
     """
-    env = os.environ if environ is None else environ
+    env = environment() if environ is None else environ
     name = str(path) if path is not None else env.get(KEY_FILE_ENV)
     if name:
         file = Path(name)

@@ -15,7 +15,6 @@ record. :func:`prune` removes old records, keeping the checkpoint that starts wh
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from ._audit import ChainReport, record_to_dict, verify_chain
 from ._audit_anchor import Anchor, AnchorFailure, AnchorQueue, anchors_from
 from ._audit_keys import Keyring, SigningKey, format_time, load_signing_key, parse_time
 from ._chain import CHECKPOINT, PRUNED, chain_hash
+from ._home import environment
 from ._redaction import redact
 from .exceptions import ConfigError, UserError
 from .store import AuditRecord, AuditStore, AuditTrailStore, PrunePlan
@@ -72,7 +72,7 @@ class Checkpointer:
         Raises:
             ConfigError: a bad key, number or anchor; a store that cannot take checkpoints.
         """
-        env = os.environ if environ is None else environ
+        env = environment() if environ is None else environ
         key = load_signing_key(environ=env)
         if key is None:
             return None

@@ -1,9 +1,10 @@
 """The offline demo scenario: a toolbox and a scripted model that plays the model's part.
 
-No network, no key. The scripted model (its script is :mod:`anfitrion.models._demo_script`)
-reacts to the conversation like a model would: it calls a tool, reads the result (or the error),
-corrects itself, and answers. The approval part uses the built-in toolkits: ``files`` scoped to
-a temporary workspace, and ``mail`` (propose, then confirm) delivering to a Maildir inside it.
+No network, no key. The scripted model (``scripted:demo``, whose script is
+:mod:`anfitrion.models._demo_script`) reacts to the conversation like a model would: it calls a
+tool, reads the result (or the error), corrects itself, and answers. The approval part uses the
+built-in toolkits: ``files`` scoped to a temporary workspace, and ``mail`` (propose, then
+confirm) delivering to a Maildir inside it.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from ._tools import Effect, Toolbox
-from .models import ScriptedModel
-from .models._demo_script import demo_model
+from .models import Model, resolve_model
 from .store import MemoryStore, Store
 from .toolkits import files, mail
 
@@ -63,7 +63,7 @@ def demo_toolbox(workdir: str | Path | None = None, *, store: Store | None = Non
     return tools
 
 
-def demo_parts(store: Store) -> tuple[ScriptedModel, Toolbox]:
+def demo_parts(store: Store) -> tuple[Model, Toolbox]:
     """The demo's model and tools for a host on *store*.
 
     The workspace and Maildir live in ``$ANFITRION_HOME/demo`` and mail drafts in *store*, so
@@ -71,4 +71,4 @@ def demo_parts(store: Store) -> tuple[ScriptedModel, Toolbox]:
     """
     from ._home import home_dir
 
-    return demo_model(), demo_toolbox(home_dir() / "demo", store=store)
+    return resolve_model("scripted:demo"), demo_toolbox(home_dir() / "demo", store=store)

@@ -33,7 +33,7 @@ from typing import Any
 from ._approvals import ApprovalRequest
 from ._redaction import redact
 from .exceptions import UserError
-from .store import Store
+from .store import RecordStore, Store
 
 __all__ = ["NAMESPACE", "Grant", "check", "grant", "identity_of", "revoke"]
 
@@ -94,7 +94,7 @@ def identity_of(approver: str) -> str:
     return name if sep and door in DOORS and name else approver
 
 
-async def check(store: Store, request: ApprovalRequest, who: str) -> tuple[bool, str]:
+async def check(store: RecordStore, request: ApprovalRequest, who: str) -> tuple[bool, str]:
     """Whether *who* may answer *request*, and the grant that covers it or why not."""
     entries = dict(await store.list_records(NAMESPACE))
     if not entries:

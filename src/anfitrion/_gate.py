@@ -50,8 +50,7 @@ from .exceptions import (
     ToolError,
 )
 from .policy import Decision, Policy, PolicyContext, RateKey, Verdict, arguments_digest
-from .store import ClaimState, EffectEntry, LedgerState, Store
-from .store._base import PRE_CLAIM
+from .store import PRE_CLAIM, ClaimState, EffectEntry, LedgerState, Store
 
 if TYPE_CHECKING:
     from ._session import Session

@@ -16,19 +16,28 @@ This module is the only place that answers it (``tests/cli/test_store_rule.py`` 
 other module reads ``$ANFITRION_STORE``). The library's :class:`~anfitrion.Host` does not follow
 it: its default store is ``memory://`` (a library writes no file unasked); pass
 ``store=default_store_url()`` to share the command line's store.
+
+It is the one place the process environment is read (:func:`environment`): anfitrion's own
+variables (``$ANFITRION_STORE``, ``$ANFITRION_HOME``, ``$ANFITRION_TOKEN_KEY``, …), the names an
+operator's config gives for secrets, and ``HOME``/``PATH`` for the servers it launches.
+
+It is also the one reader of anfitrion's TOML files (:func:`read_settings_text`): the project
+file ``anfitrion.toml`` is read once per process and version of the file, whether the store
+rule, the policy (:func:`anfitrion.policy.find_policy`) or both ask for it.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from .exceptions import ConfigError, UserError
 
-__all__ = ["PROJECT_FILE", "StoreChoice", "default_store_url", "home_dir", "missing_store",
-           "relative_to", "store_choice", "store_flag"]
+__all__ = ["PROJECT_FILE", "StoreChoice", "default_store_url", "environment", "home_dir",
+           "missing_store", "read_settings_text", "relative_to", "store_choice", "store_flag"]
 
 PROJECT_FILE = "anfitrion.toml"
 """The project file, looked for in the current folder (also the policy file)."""
@@ -36,12 +45,18 @@ PROJECT_FILE = "anfitrion.toml"
 STORE_FILE = "anfitrion.db"
 
 
+def environment() -> Mapping[str, str]:
+    """The process environment, live (a test's ``monkeypatch.setenv`` shows): the one place
+    anfitrion reads it; code that can take an ``environ`` mapping instead defaults to this."""
+    return os.environ
+
+
 def home_dir() -> Path:
     """The data folder (not created here): ``$ANFITRION_HOME``, else the XDG data folder."""
-    configured = os.environ.get("ANFITRION_HOME")
+    configured = environment().get("ANFITRION_HOME")
     if configured:
         return Path(configured).expanduser().absolute()
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    base = environment().get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base).expanduser().absolute() / "anfitrion"
 
 
@@ -54,6 +69,53 @@ class StoreChoice:
     source: str
 
 
+_READ: dict[str, tuple[tuple[int, int, int, int], str]] = {}
+"""Settings files read so far: path → ((device, inode, size, mtime), text)."""
+_READ_KEPT = 16
+
+
+def _version(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def read_settings_text(name: str, *, what: str = "policy file") -> str:
+    """The text of the settings file *name* (``anfitrion.toml``, a policy file): read once,
+    and again only when the file changes (another inode, size or modification time).
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        ConfigError: it cannot be read or is not UTF-8 (naming the line and column).
+    """
+    shown = name if name.isprintable() else repr(name)
+    try:
+        key = os.path.abspath(name)
+        st = os.stat(name)
+        known = _READ.get(key)
+        if known is not None and known[0] == _version(st):
+            return known[1]
+        with open(name, "rb") as f:
+            version = _version(os.fstat(f.fileno()))  # of what is read, not what was asked
+            raw = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise ConfigError(f"cannot read the {what}: {exc.strerror or exc}", path=shown) from None
+    except ValueError:  # a NUL in the name
+        raise ConfigError(f"cannot read the {what}: the file name contains a NUL",
+                          path=shown) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        column = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise ConfigError(f"the {what} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
+                          f"column {column})", path=shown,
+                          line=raw.count(b"\n", 0, exc.start) + 1) from None
+    if len(_READ) >= _READ_KEPT:
+        _READ.clear()
+    _READ[key] = (version, text)
+    return text
+
+
 def _project_store(folder: Path) -> str | None:
     """``[store] url`` of ``anfitrion.toml`` in *folder*, or ``None``.
 
@@ -62,11 +124,9 @@ def _project_store(folder: Path) -> str | None:
     """
     path = folder / PROJECT_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_settings_text(str(path), what="project file")
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the project file: {exc}", path=str(path)) from None
     try:
         table = tomllib.loads(text).get("store")
     except tomllib.TOMLDecodeError as exc:
@@ -105,9 +165,9 @@ def store_choice(option: str | None = None, *, folder: str | os.PathLike[str] | 
         return StoreChoice(option, "--store")
     if gateway_store:
         return StoreChoice(gateway_store, "the MCP config's gateway.store")
-    if url := os.environ.get("ANFITRION_STORE"):
+    if url := environment().get("ANFITRION_STORE"):
         return StoreChoice(url, "$ANFITRION_STORE")
-    if os.environ.get("ANFITRION_HOME"):
+    if environment().get("ANFITRION_HOME"):
         return StoreChoice(f"sqlite:///{home_dir() / STORE_FILE}", "$ANFITRION_HOME")
     if url := _project_store(Path(folder) if folder is not None else Path.cwd()):
         return StoreChoice(url, f"./{PROJECT_FILE}")
@@ -155,12 +215,13 @@ def missing_store(url: str) -> Path | None:
     Commands that only read (or answer what is already there) refuse such a store rather than
     create an empty one at a mistyped path; ``anfitrion db migrate`` creates it.
     """
-    if not url.startswith("sqlite:"):
-        return None
-    from .store._sqlite import SQLiteStore
+    from .store import sqlite_file
 
     try:
-        path = Path(SQLiteStore.from_url(url).path)
+        file = sqlite_file(url)
     except UserError:  # a malformed URL: opening it says what is wrong
         return None
+    if file is None:
+        return None
+    path = Path(file)
     return None if path.exists() else path.absolute()

@@ -241,7 +241,7 @@ class Host:
                  note_unperformed: bool = False) -> None:
         if max_turns < 1:
             raise UserError("max_turns must be at least 1")
-        from .models._registry import as_model  # model strings; refuses None and the like
+        from .models import as_model  # model strings; refuses None and the like
 
         self.model: Model = as_model(model)
         self.runtime = runtime or Runtime(

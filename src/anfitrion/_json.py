@@ -1,9 +1,15 @@
-"""A strict JSON parser for text that comes from a model or any other untrusted peer.
+"""The one strict JSON decoder, and the one walker of JSON values.
 
-Rejects what :func:`json.loads` accepts but a hostile peer can abuse: duplicate keys (two parsers
-can disagree about which one wins), ``NaN``/``Infinity``, non-finite numbers, lone surrogates,
-nesting deeper than a limit (checked *before* parsing, so no recursion error) and text larger than
-a limit. Every rejection is a :class:`JsonError` with a message a model can act on.
+:func:`decode_strict` refuses what :func:`json.loads` accepts but a hostile peer can abuse:
+duplicate keys (two parsers can disagree about which one wins), ``NaN``/``Infinity``,
+non-finite numbers, integers of more than 100 digits and a byte order mark.
+:func:`parse_json_strict` (text from a model or any other untrusted peer) adds lone surrogates,
+nesting deeper than a limit (checked *before* parsing, so no recursion error) and text larger
+than a limit; the MCP config reader (:mod:`anfitrion.mcp._config`) adds its own depth scan that
+names the line. Every refusal is a :class:`JsonError` with a message a model can act on.
+
+:func:`json_strings` is the one walker of the strings of a parsed value (taint, secrets, Cedar's
+unproven arguments, MCP definition review, the inbox's findings), without recursion.
 """
 
 from __future__ import annotations
@@ -18,14 +24,19 @@ from .exceptions import JsonError
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
+    "MAX_INT_DIGITS",
     "as_written",
     "check_json_value",
+    "decode_strict",
     "json_strings",
     "parse_json_strict",
 ]
 
 DEFAULT_MAX_BYTES = 256 * 1024
 DEFAULT_MAX_DEPTH = 32
+MAX_INT_DIGITS = 100
+"""Longer integers are refused: no JSON anfitrion reads needs them, and converting one costs
+time quadratic in its length."""
 
 
 def _reject_constant(name: str) -> Any:
@@ -37,6 +48,12 @@ def _parse_float(text: str) -> float:
     if not math.isfinite(value):
         raise JsonError(f"number {text[:40]} is out of range")
     return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) - text.startswith("-") > MAX_INT_DIGITS:
+        raise JsonError(f"the number {text[:40]}... has more than {MAX_INT_DIGITS} digits")
+    return int(text)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -51,7 +68,28 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 # One decoder for every call (``json.loads`` with options builds one each time); it keeps no
 # state between calls.
 _DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
-                            parse_float=_parse_float)
+                            parse_float=_parse_float, parse_int=_bounded_int)
+
+
+def decode_strict(text: str) -> Any:
+    """Decode JSON *text* strictly (see the module's docstring); no size or depth limit of its
+    own, so a caller bounds the nesting first.
+
+    Raises:
+        json.JSONDecodeError: the text is not JSON (``lineno``, ``colno`` say where).
+        JsonError: JSON this decoder refuses (duplicate key, ``NaN``, out of range, too
+            many digits, a byte order mark, nesting too deep for the stack).
+    """
+    if text.startswith("\ufeff"):  # what json.loads refuses before decoding
+        raise JsonError("a byte order mark (BOM) before the JSON")
+    try:
+        return _DECODER.decode(text)
+    except (JsonError, json.JSONDecodeError):
+        raise
+    except RecursionError:
+        raise JsonError("nested too deeply") from None
+    except ValueError as exc:  # pragma: no cover - what the hooks above do not already refuse
+        raise JsonError(str(exc)) from None
 
 
 def _max_depth(text: str, limit: int) -> None:
@@ -95,16 +133,10 @@ def parse_json_strict(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
     if text.count("{") + text.count("[") > max_depth:  # cheap bound before the exact scan
         _max_depth(text, max_depth)
     try:
-        if text.startswith("\ufeff"):  # what json.loads refuses before decoding
-            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
-        value = _DECODER.decode(text)
-    except JsonError:
-        raise
+        value = decode_strict(text)
     except json.JSONDecodeError as exc:
         raise JsonError(
             f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except (ValueError, RecursionError) as exc:  # e.g. an integer with too many digits
-        raise JsonError(f"invalid JSON: {exc}") from None
     if "\\u" in text:  # an escape may have produced an unpaired surrogate
         try:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
@@ -143,8 +175,8 @@ def json_strings(value: Any, path: str = "", skip: Collection[str] = frozenset()
                  sort_keys: bool = False) -> Iterator[tuple[str, str]]:
     """Every string in a JSON value with its path (``a.b[2]``), depth first, in order.
 
-    The one walker of the scanners (taint, secrets, MCP definition review, the inbox's
-    findings). It keeps no recursion, so a deeply nested value costs no stack.
+    The one walker of the scanners (taint, secrets, Cedar's unproven arguments, MCP definition
+    review, the inbox's findings). It keeps no recursion, so a deeply nested value costs no stack.
 
     Args:
         value: a parsed JSON value (objects as mappings, arrays as lists or tuples).

@@ -27,11 +27,11 @@ redaction for a handler that also receives other loggers' records.
 from __future__ import annotations
 
 import logging
-import os
 import traceback
 from collections.abc import Callable
 from typing import Any
 
+from ._home import environment
 from ._redaction import redact, redact_lines
 
 __all__ = ["MESSAGE_CHARS", "TRACEBACKS_ENV", "RedactingFilter", "install", "redact_record",
@@ -47,7 +47,7 @@ _DONE = "_anfitrion_redacted"
 
 def tracebacks_enabled() -> bool:
     """Whether ``ANFITRION_LOG_TRACEBACKS`` asks for tracebacks (read at every record)."""
-    return os.environ.get(TRACEBACKS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return environment().get(TRACEBACKS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _ours(name: str) -> bool:

@@ -61,7 +61,7 @@ from ._session import Session
 from ._tools import Handler, OfferContext, Tool, Toolbox, ToolContext, ToolSource
 from .exceptions import ConflictError, SessionNotFound, UserError
 from .policy import Decision, Policy
-from .store import SessionState, Store, open_store
+from .store import SessionState, Store, open_store, session_audit_role
 
 __all__ = ["GatedSession", "Runtime", "Submission", "SubmissionStatus", "SyncRuntime",
            "SyncSession", "reap_dead_leases"]
@@ -186,7 +186,7 @@ class Runtime:
         self._listeners.extend(listeners)
         self.shadow_policy = shadow_policy or self.policy.shadow
         if self.policy.approvals.webhooks:  # [[approvals.webhooks]]: signed, in the background
-            from .channels._webhooks import webhook_listeners
+            from .channels import webhook_listeners
             self._listeners += webhook_listeners(self.store, self.policy.approvals.webhooks)
         self._router = self._route()
         self._emit = self._emitter()
@@ -441,16 +441,14 @@ class GatedSession:
 
     async def _write(self) -> None:
         store, recorder = self.runtime.store, self.runtime._recorder
-        # looked up on the class: a wrapper that forwards unknown attributes to a store inside
-        # it must see its own save_session called
-        both = getattr(type(store), "save_session_and_audit", None)
+        both = session_audit_role(store)  # on the class: a forwarding wrapper is not one
         if both is None or recorder is None:
             self.session.saved(await store.save_session(self.session.to_state()))
             await self.runtime.flush()
             return
         batch = recorder.take()
         try:
-            state = await both(store, self.session.to_state(), batch)
+            state = await both.save_session_and_audit(self.session.to_state(), batch)
         except BaseException:
             recorder.give_back(batch)  # not written: they go with the next write
             raise
@@ -496,8 +494,7 @@ class GatedSession:
         event = HostEvent(EventType.RUN_ENDED, session.id, session.turn, session.principal.id,
                           status=status, detail=detail)
         recorder = runtime._recorder
-        together = recorder is not None and \
-            getattr(type(runtime.store), "save_session_and_audit", None) is not None
+        together = recorder is not None and session_audit_role(runtime.store) is not None
         if recorder is not None and together:
             recorder.add_unflushed(event)
         try:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from ._events import EventType, HostEvent
 from ._principal import Principal
 from ._session import Session
-from .models._scripted import ScriptedModel, call, reply
+from .models import ScriptedModel, call, reply
 from .store import MemoryStore
 
 __all__ = ["EventCapture", "MemoryStore", "ScriptedModel", "call", "gate_session", "reply"]

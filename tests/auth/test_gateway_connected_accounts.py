@@ -21,7 +21,7 @@ from idp import SERVICE_CLIENT, Idp
 from mcp.shared.auth import OAuthToken
 
 from anfitrion.mcp._config import AuthSettings, GatewaySettings, McpConfig, ServerConfig
-from anfitrion.mcp._oauth import StoredTokens, TokenCipher, new_key
+from anfitrion.mcp._oauth import StoredTokens, TokenCipher
 from anfitrion.policy import Policy, ToolRule, Verdict
 from anfitrion.store import MemoryStore
 
@@ -44,7 +44,7 @@ async def connect(store: MemoryStore, cipher: TokenCipher, principal: str, issue
 
 async def test_each_caller_uses_their_own_connected_account_and_no_one_elses(
         idp: Idp, notes: Notes, gateway: OAuthGateway, monkeypatch: pytest.MonkeyPatch) -> None:
-    key = new_key()
+    key = TokenCipher.new_key()
     monkeypatch.setenv("ANFITRION_TOKEN_KEY", key)
     cipher = TokenCipher.from_env({"ANFITRION_TOKEN_KEY": key})
     store = MemoryStore()
@@ -104,7 +104,7 @@ async def test_each_caller_uses_their_own_connected_account_and_no_one_elses(
 
 async def test_a_callers_connection_is_closed_when_idle_and_opened_again(
         idp: Idp, notes: Notes, gateway: OAuthGateway, monkeypatch: pytest.MonkeyPatch) -> None:
-    key = new_key()
+    key = TokenCipher.new_key()
     monkeypatch.setenv("ANFITRION_TOKEN_KEY", key)
     cipher = TokenCipher.from_env({"ANFITRION_TOKEN_KEY": key})
     store = MemoryStore()

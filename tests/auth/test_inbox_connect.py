@@ -32,7 +32,7 @@ from idp import Idp
 from anfitrion.channels import Reviewers
 from anfitrion.mcp import AccountConnector
 from anfitrion.mcp._config import AuthSettings, ServerConfig
-from anfitrion.mcp._oauth import StoredTokens, TokenCipher, new_key
+from anfitrion.mcp._oauth import StoredTokens, TokenCipher
 from anfitrion.store import MemoryStore
 from anfitrion.web import create_app
 
@@ -96,7 +96,7 @@ async def inbox_serving(idp: Idp, notes: Notes) -> AsyncIterator[Inbox]:
     sock.bind(("127.0.0.1", 0))
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
     store = MemoryStore()
-    cipher = TokenCipher.from_env({"ANFITRION_TOKEN_KEY": new_key()})
+    cipher = TokenCipher.from_env({"ANFITRION_TOKEN_KEY": TokenCipher.new_key()})
     server = ServerConfig(id="notes", url=notes.url, timeout=20,
                           auth=AuthSettings(issuer=idp.issuer, allow_internal=True,
                                             scopes=("notes:read", "notes:write")))

@@ -116,7 +116,8 @@ def test_the_store_rule_exists_once() -> None:
     """#29: one function answers the store rule; nothing else reads $ANFITRION_STORE."""
     source = Path(__file__).parents[2] / "src" / "anfitrion"
     readers = [p.relative_to(source).as_posix() for p in source.rglob("*.py")
-               if re.search(r"environ(\.get)?\W+[\"']ANFITRION_STORE", p.read_text("utf-8"))]
+               if re.search(r"environ(ment\(\))?(\.get)?\W+[\"']ANFITRION_STORE",
+                            p.read_text("utf-8"))]
     assert readers == ["_home.py"]
     definers = [p.relative_to(source).as_posix() for p in source.rglob("*.py")
                 if re.search(r"^def (store_choice|store_url_for)\b", p.read_text("utf-8"), re.M)]
@@ -428,3 +429,12 @@ def test_sessions_lists_filters_and_shows_what_waits_and_how_to_continue(
     assert missing.returncode == 1 and "no session 'ffff'" in missing.stderr
     bad = anfitrion("sessions", "list", "--state", "asleep", *store, check=False)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_the_environment_is_read_in_one_place() -> None:
+    """#29: only ``_home.environment`` touches ``os.environ``; the rest asks it (or takes an
+    ``environ`` mapping that defaults to it)."""
+    source = Path(__file__).parents[2] / "src" / "anfitrion"
+    readers = [p.relative_to(source).as_posix() for p in source.rglob("*.py")
+               if re.search(r"\bos\.(environ|getenv)\b|\bgetenv\(", p.read_text("utf-8"))]
+    assert readers == ["_home.py"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -121,3 +122,31 @@ def test_serve_reads_the_same_store_as_the_other_commands(
     assert result.exit_code == 0, result.output
     assert f"(store sqlite:///{anfitrion_home / 'anfitrion.db'})" in result.output
     assert ran
+
+
+def test_the_project_file_is_read_once_for_the_store_and_the_policy(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #29: one reader of anfitrion.toml; the store rule and the policy share its text,
+    and a changed file is read again."""
+    import builtins
+
+    from anfitrion.policy import find_policy
+
+    (project / "anfitrion.toml").write_text('[store]\nurl = "sqlite:///one.db"\n'
+                                            '[defaults]\nread = "ask"\n')
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def counting(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file).endswith("anfitrion.toml"):
+            opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    assert store_choice().url == f"sqlite:///{project / 'one.db'}"
+    assert find_policy().defaults["read"].value == "ask"
+    assert store_choice().source == "./anfitrion.toml"
+    assert len(opened) == 1
+    (project / "anfitrion.toml").write_text('[store]\nurl = "sqlite:///two.db"\n')
+    assert store_choice().url == f"sqlite:///{project / 'two.db'}"
+    assert len(opened) == 2

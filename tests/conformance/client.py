@@ -32,7 +32,7 @@ from anfitrion._approvals import CallbackApprover
 from anfitrion._conversation import ToolCall
 from anfitrion.mcp import Elicitation, ElicitationAnswer
 from anfitrion.mcp._config import AuthSettings, ServerConfig
-from anfitrion.mcp._oauth import OAuthAccess, TokenCipher, new_key
+from anfitrion.mcp._oauth import OAuthAccess, TokenCipher
 from anfitrion.mcp._toolset import McpToolset, ToolStatus
 from anfitrion.policy import Policy
 from anfitrion.testing import MemoryStore, ScriptedModel
@@ -117,7 +117,8 @@ async def main(url: str, scenario: str) -> int:
         context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
         context.setdefault("name", scenario)
         auth = auth_settings(context)
-        oauth = OAuthAccess(store, TokenCipher.from_env({"ANFITRION_TOKEN_KEY": new_key()}),
+        cipher = TokenCipher.from_env({"ANFITRION_TOKEN_KEY": TokenCipher.new_key()})
+        oauth = OAuthAccess(store, cipher,
                             "conformance", FollowRedirect())
     config = ServerConfig(id=SERVER_ID, url=url, timeout=20, elicitation=True, auth=auth)
     async with McpToolset(config, store, elicitation=accept_defaults, oauth=oauth) as toolset:

@@ -13,7 +13,7 @@ from anfitrion import Effect, Toolbox
 from anfitrion.exceptions import ConfigError
 from anfitrion.policy import parse_policy
 from anfitrion.policy._lint import (
-    CODES,
+    LINT_CODES,
     Silence,
     ToolFacts,
     facts_of_mcp,
@@ -175,7 +175,7 @@ def test_every_code_is_documented_in_the_policy_reference() -> None:
     from pathlib import Path
 
     doc = (Path(__file__).parents[2] / "docs" / "policy.md").read_text()
-    for code in CODES:
+    for code in LINT_CODES:
         assert f"`{code}`" in doc
 
 

@@ -19,8 +19,8 @@ from anfitrion.exceptions import ArgumentError, ToolError
 
 pytest.importorskip("httpx")
 
+from anfitrion._addresses import address_is_public
 from anfitrion.toolkits import http_fetch, static_resolver
-from anfitrion.toolkits._http_fetch import address_is_public
 
 NON_PUBLIC = [
     "0.0.0.0", "0", "0.0", "00000", "0x0", "127.0.0.1", "127.1", "0177.1", "0x7f.1",

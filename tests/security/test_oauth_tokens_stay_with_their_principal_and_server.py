@@ -43,7 +43,6 @@ from anfitrion.mcp._oauth import (
     OAuthAccess,
     StoredTokens,
     TokenCipher,
-    new_key,
 )
 from anfitrion.mcp._toolset import McpToolset
 from anfitrion.store import MemoryStore
@@ -56,7 +55,7 @@ PLANTED_SECRET = "cs-PLANTED-4a8d2e6f1b"
 
 
 def _cipher() -> TokenCipher:
-    return TokenCipher.from_env({"ANFITRION_TOKEN_KEY": new_key()})
+    return TokenCipher.from_env({"ANFITRION_TOKEN_KEY": TokenCipher.new_key()})
 
 
 class Upstream:
@@ -284,7 +283,7 @@ async def test_plain_http_and_loopback_names_are_refused(url: str) -> None:
 
 def test_auth_status_shows_no_token_or_secret(tmp_path: Any,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    key = new_key()
+    key = TokenCipher.new_key()
     url = f"sqlite:///{tmp_path}/s.db"
 
     async def plant() -> None:

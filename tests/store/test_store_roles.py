@@ -66,3 +66,59 @@ async def test_a_stored_approval_is_read_by_name_never_by_position(store: Store)
         _, _, _ = found  # type: ignore[misc]
     with pytest.raises(FrozenInstanceError):
         found.used = True  # type: ignore[misc]
+
+
+async def test_the_optional_roles_are_protocols_each_backend_plays_or_not(
+        store: Store, store_url: str) -> None:
+    """Issue #29: an optional role is a runtime-checkable protocol, found with isinstance (the
+    session-and-audit role on the class), never by probing attributes."""
+    from anfitrion.store import (
+        ApprovalWatchStore,
+        CredentialStore,
+        FileStore,
+        MigratingStore,
+        session_audit_role,
+    )
+
+    kind = store_url.split(":", 1)[0]
+    plays = {role.__name__ for role in (ApprovalWatchStore, CredentialStore, FileStore,
+                                        MigratingStore) if isinstance(store, role)}
+    if session_audit_role(store) is not None:
+        plays.add("SessionAuditStore")
+    assert plays == {
+        "memory": {"CredentialStore"},
+        "sqlite": {"CredentialStore", "FileStore", "MigratingStore", "SessionAuditStore"},
+        "postgresql": {"ApprovalWatchStore", "CredentialStore", "MigratingStore",
+                       "SessionAuditStore"},
+    }[kind]
+
+
+def test_a_wrapper_forwarding_to_a_store_does_not_play_the_session_audit_role() -> None:
+    """The runtime must call a wrapper's own save_session, not skip it through the role."""
+    from anfitrion.store import MemoryStore, session_audit_role
+
+    class Forwarding:
+        def __init__(self, inner: object) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+    class HasTheRole:
+        async def save_session_and_audit(self, state: object, entries: object) -> object:
+            return state
+
+    assert session_audit_role(Forwarding(HasTheRole())) is None
+    assert session_audit_role(HasTheRole()) is not None
+    assert session_audit_role(MemoryStore()) is None
+
+
+def test_no_module_probes_a_store_for_a_role_by_attribute() -> None:
+    import re
+    from pathlib import Path
+
+    source = Path(__file__).parents[2] / "src" / "anfitrion"
+    probing = [f"{p.relative_to(source)}:{n}" for p in source.rglob("*.py")
+               for n, line in enumerate(p.read_text("utf-8").splitlines(), 1)
+               if re.search(r"\b(getattr|hasattr)\((type\()?\w*store\b", line)]
+    assert probing == []

@@ -18,8 +18,9 @@ from anfitrion.exceptions import ArgumentError, ToolError
 
 pytest.importorskip("httpx")
 
+from anfitrion._addresses import address_is_public
 from anfitrion.toolkits import http_fetch, static_resolver
-from anfitrion.toolkits._http_fetch import address_is_public, numeric_host
+from anfitrion.toolkits._http_fetch import numeric_host
 
 
 class Handler(BaseHTTPRequestHandler):

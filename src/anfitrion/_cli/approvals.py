@@ -11,7 +11,6 @@ token in ``ANFITRION_REVIEWER_TOKEN``.
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from datetime import UTC
 from typing import Any
@@ -21,10 +20,10 @@ import click
 from .. import _answers as answers
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer, declined_text
 from .._apps import DEMO_APP, FRAMEWORK_RESUMES, GATEWAY_APP
-from .._home import store_flag
+from .._home import environment, store_flag
 from .._identity import identity_problem
 from ..exceptions import AnfitrionError
-from ..store import Store, StoredApproval
+from ..store import ApprovalStore, Store, StoredApproval
 from ._common import (
     APPROVER_HELP,
     approver_name,
@@ -76,7 +75,7 @@ def _votes_line(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> st
             f"{answers.votes_needed(request, votes)} more")
 
 
-async def _find(store: Store, request_id: str, where: str = "") -> StoredApproval:
+async def _find(store: ApprovalStore, request_id: str, where: str = "") -> StoredApproval:
     """The request with this id, or with this unique prefix of at least 6 characters."""
     found = await store.get_approval(request_id)
     in_store = f" in {where}" if where else ""
@@ -211,10 +210,10 @@ def _reviewer(reviewers_path: str | None) -> Reviewer | None:
     if reviewers_path is None:
         return None
     from ..channels import load_reviewers
-    from ..mcp._approval_queue import reviewer_from_environment
+    from ..mcp import reviewer_from_environment
 
     try:
-        return reviewer_from_environment(os.environ, load_reviewers(reviewers_path))
+        return reviewer_from_environment(environment(), load_reviewers(reviewers_path))
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -334,7 +333,7 @@ def mcp_(store_url: str | None, reviewers_path: str, not_for: tuple[str, ...]) -
     """
     reviewer = _reviewer(reviewers_path)
     assert reviewer is not None
-    from ..mcp._approval_queue import approval_queue
+    from ..mcp import approval_queue
 
     for name in not_for:
         if (problem := identity_problem(name)) is not None:

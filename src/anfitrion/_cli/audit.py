@@ -24,8 +24,7 @@ from .._approvals import NO_APPROVER
 from .._audit import ChainReport, export_jsonl, record_to_dict, records_from_jsonl, verify_chain
 from .._canonical import canonical_json
 from ..exceptions import StoreError
-from ..store import AuditRecord, Store
-from ..store._rows import CorruptRowError, skipped_rows
+from ..store import AuditRecord, CorruptRowError, Store, skipped_rows
 from . import audit_trail as _trail
 from ._common import run_with_store, shown, store_option
 from .audit_trail import bundle_export, trail_options, trail_verdict

@@ -40,6 +40,7 @@ from .._audit_trail import (
     prune_sessions,
     verify_trail,
 )
+from .._home import environment
 from ..exceptions import AnfitrionError
 from ..store import AuditRecord, AuditTrailStore, Store
 from ._common import run_with_store, shown, store_option
@@ -161,7 +162,7 @@ def checkpoint(store_url: str | None, key_file: str | None, anchors: Sequence[st
     write it to the anchors. Exit status 1 if an anchor did not take it (audited)."""
     key = _signing_key(key_file)
     try:
-        targets = anchors_from(list(anchors) or os.environ.get("ANFITRION_AUDIT_ANCHORS"))
+        targets = anchors_from(list(anchors) or environment().get("ANFITRION_AUDIT_ANCHORS"))
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from None
 

@@ -69,9 +69,9 @@ def command() -> None:
 @command.command("keygen")
 def keygen() -> None:
     """Print a new token key (for $ANFITRION_TOKEN_KEY or a line of the key file)."""
-    from ..mcp._oauth import new_key
+    from ..mcp import TokenCipher
 
-    click.echo(new_key())
+    click.echo(TokenCipher.new_key())
 
 
 @command.command("login")
@@ -86,9 +86,7 @@ def login(server: str, config_path: str, store_url: str | None, principal: str,
           no_browser: bool, timeout: float) -> None:
     """Connect PRINCIPAL's account at SERVER: discovery, then the authorization code flow
     with PKCE through a redirect to 127.0.0.1 (the server entry's redirectUri)."""
-    from ..mcp._oauth import TOKENS, OAuthAccess
-    from ..mcp._oauth_login import LoopbackAuthorizer
-    from ..mcp._toolset import McpToolset
+    from ..mcp import LoopbackAuthorizer, OAuthAccess, connect_account
 
     config = _config(config_path)
     target = _server(config, server)
@@ -99,11 +97,8 @@ def login(server: str, config_path: str, store_url: str | None, principal: str,
         authorizer = LoopbackAuthorizer(target.auth.redirect_uri if target.auth else "",
                                         no_browser=no_browser, timeout=timeout,
                                         echo=click.echo)
-        access = OAuthAccess.from_env(store, principal, authorizer)
-        await access.store.delete_credentials(principal, target.url or "", kind=TOKENS)
-        async with McpToolset(target, store, oauth=access) as toolset:
-            statuses = await toolset.refresh()
-        return len(statuses)
+        return await connect_account(OAuthAccess.from_env(store, principal, authorizer), target,
+                                     store)
 
     tools = _run(store_url, config, work)
     click.echo(f"{principal} is connected to {server} ({tools} tools listed).")
@@ -117,14 +112,13 @@ def login(server: str, config_path: str, store_url: str | None, principal: str,
 def logout(server: str, config_path: str, store_url: str | None, principal: str) -> None:
     """Revoke PRINCIPAL's tokens for SERVER at its authorization server (when it offers
     revocation) and delete them from the store."""
-    from ..mcp._oauth import OAuthAccess
-    from ..mcp._oauth_login import revoke
+    from ..mcp import OAuthAccess, revoke_account
 
     config = _config(config_path)
     target = _server(config, server)
 
     async def work(store: Store) -> tuple[int, bool]:
-        return await revoke(OAuthAccess.from_env(store, principal), target)
+        return await revoke_account(OAuthAccess.from_env(store, principal), target)
 
     deleted, revoked = _run(store_url, config, work)
     if not deleted:

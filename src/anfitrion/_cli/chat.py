@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import getpass
-import os
 import signal
 import tempfile
 import threading
@@ -28,6 +27,7 @@ import click
 from .._conversation import Reply
 from .._demo import demo_toolbox
 from .._events import HostEvent
+from .._home import environment
 from .._host import Host, RunResult, RunStatus, unperformed_note
 from .._principal import Principal
 from .._tools import ToolSource
@@ -90,7 +90,7 @@ def unauthorised_hint(exc: ModelError, spec: str, base_url: str | None) -> str |
     if variable is None:
         return None
     where = f"the server at {base_url}" if base_url else "the provider"
-    if os.environ.get(variable):
+    if environment().get(variable):
         return f"{where} refused the key in ${variable}: check it"
     return f"{where} wants an API key: set {variable}"
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 
-from ..store import Store
+from ..store import MigratingStore, Store, sqlite_file
 from ._common import resolve_url, run_with_store, store_option
 
 
@@ -16,8 +15,8 @@ def command() -> None:
     """The store's schema: apply migrations, show them, show where the store is."""
 
 
-def _migratable(store: Store) -> Any:
-    if not hasattr(store, "migrate"):
+def _migratable(store: Store) -> MigratingStore:
+    if not isinstance(store, MigratingStore):
         raise click.ClickException(f"{type(store).__name__} has no schema to migrate")
     return store
 
@@ -60,10 +59,8 @@ def status(store_url: str | None, as_json: bool) -> None:
 def path(store_url: str | None) -> None:
     """Print where the store is: the SQLite file, or the URL of another store."""
     url = resolve_url(store_url)
-    if url.startswith("sqlite:"):
-        from ..store._sqlite import SQLiteStore
-
-        click.echo(SQLiteStore.from_url(url).path)
+    if (file := sqlite_file(url)) is not None:
+        click.echo(file)
     else:
         from .._redaction import redact
 

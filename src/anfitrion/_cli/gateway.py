@@ -7,13 +7,13 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import sys
 
 import anyio
 import click
 
+from .._home import environment
 from .._principal import Principal
 from ..exceptions import AnfitrionError
 from ..mcp import load_config
@@ -55,12 +55,9 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
     except the MCP protocol.
     """
     try:
-        from ..mcp._gateway import Gateway
-        from ..mcp._queue_guard import refuse_approval_queue_in
-        from ..mcp._toolset import McpServers
+        from ..mcp import Gateway, McpServers
 
         config = load_config(config_path)
-        refuse_approval_queue_in(config.servers.values())  # the gateway never wraps the queue
     except AnfitrionError as exc:
         raise click.ClickException(str(exc)) from exc
     settings = config.gateway
@@ -91,7 +88,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                 if not use_http:
                     await gateway.serve_stdio()
                     return
-                token = None if settings.auth is not None else os.environ.get(
+                token = None if settings.auth is not None else environment().get(
                     settings.token_env)
                 if not token and settings.auth is None:
                     token = secrets.token_urlsafe(32)

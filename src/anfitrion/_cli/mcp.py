@@ -24,27 +24,31 @@ import anyio
 import click
 
 from .._approvals import make_visible
+from .._home import environment
 from ..exceptions import AnfitrionError
-from ..mcp import McpConfig, ServerConfig, load_config
-from ..mcp._pinning import (
+from ..mcp import (
     INSTRUCTION_PATTERNS,
     META_SCHEMA,
+    McpConfig,
     Pin,
     PinBook,
     PinState,
+    ServerConfig,
+    describe_profile,
     identity_changes,
+    load_config,
+    package_spec,
+    resolve_program,
     server_identity,
     server_key,
     suspicious_text,
 )
-from ..mcp._resolve import package_spec, resolve_program
-from ..mcp._sandbox import describe_profile
-from ..policy._lint import LintReport, ToolFacts, facts_of_mcp, lint_tools, visible
+from ..policy import LintReport, ToolFacts, facts_of_mcp, lint_tools, visible
 from ..store import Store, open_store
 from ._common import APPROVER_HELP, STORE_HELP, approver_name, resolve_url
 
 if TYPE_CHECKING:
-    from ..mcp._toolset import McpToolset
+    from ..mcp import McpToolset
 
 T = TypeVar("T")
 
@@ -269,10 +273,9 @@ def review(ctx: click.Context, config_path: str | None, store_url: str | None, s
     `anfitrion tools lint`: descriptions, effects, free-form arguments, names).
     """
     from ._common import load_policy_option
-    from .tools import silences_of
 
     policy = load_policy_option(policy_path)
-    silences = silences_of(policy_path)
+    silences = policy.lint_silences
     if config_path is None:
         raise click.UsageError("--config FILE is required to reach the servers")
     config = _config(config_path)
@@ -326,7 +329,7 @@ async def _review_entries(store: Store, config: McpConfig, facts: list[ToolFacts
                           show_all: bool) -> list[dict[str, Any]]:
     """Connect, refresh the pins, and the entries to show; the lint facts of every pinned tool
     are appended to *facts*."""
-    from ..mcp._toolset import McpServers
+    from ..mcp import McpServers
 
     entries: list[dict[str, Any]] = []
     book = PinBook(store)
@@ -593,8 +596,8 @@ def _lock_changes(config: McpConfig, raw: dict[str, Any]) -> list[str]:
             continue
         runner = os.path.basename(server.command)
         runs = resolve_program(server.command, server.args, cwd=server.cwd,
-                               env_path=server.env.get("PATH", os.environ.get("PATH")),
-                               environ={**os.environ, **server.env})
+                               env_path=server.env.get("PATH", environment().get("PATH")),
+                               environ={**environment(), **server.env})
         name, version = runs.get("package"), runs.get("version")
         shown = make_visible(f"{server_id}: {name}")
         pinned = f"{name}{'==' if runner == 'pipx' else '@'}{version}"

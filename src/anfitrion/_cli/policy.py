@@ -22,8 +22,8 @@ from ..policy import (
     PolicyContext,
     Verdict,
     as_rule,
+    lint_rules,
 )
-from ..policy._lint import lint_rules
 from ..store import Store
 from ._common import import_reference, load_policy_option, run_with_store, shown, store_option
 
@@ -173,7 +173,7 @@ def validate(path: str | None, toolbox_spec: str | None, as_json: bool) -> None:
     untrusted = None if toolbox_spec is None else sorted(
         t.name for t in _toolbox(toolbox_spec) if t.provenance is Provenance.UNTRUSTED)
     if toolbox_spec is not None:  # [tools."<name>"] templates must name the tools' arguments
-        from ..policy._declarations import check_declarations
+        from ..policy import check_declarations
 
         try:
             check_declarations(policy.declarations, _toolbox(toolbox_spec))
@@ -230,7 +230,7 @@ def _validate_cedar(policy: Policy, toolbox: Toolbox) -> None:
     rules = [rule for rule in policy.rules if type(rule).__name__ == "CedarRule"]
     if not rules:
         return
-    from ..policy._cedar import CedarRule, cedar_schema, validate_cedar
+    from ..policy import CedarRule, cedar_schema, validate_cedar
 
     schema = cedar_schema(toolbox)
     problems = [f"{rule.policies.source}:{line or '?'}: {message}"
@@ -252,7 +252,7 @@ def cedar_schema_command(toolbox_spec: str) -> None:
     context carries its arguments' types. Save it and name it in the policy file
     ([[cedar]] schema = "tools.cedarschema") to validate the policies when they load.
     """
-    from ..policy._cedar import cedar_schema
+    from ..policy import cedar_schema
 
     click.echo(cedar_schema(_toolbox(toolbox_spec)), nl=False)
 
@@ -271,7 +271,7 @@ def export_command(as_cedar: bool, policy_path: str | None, toolbox_spec: str | 
     credentials in arguments, quorums, most argument constraints) are listed at the top as
     comments, with the reason: they stay anfitrion rules.
     """
-    from ..policy._cedar_export import export_cedar
+    from ..policy import export_cedar
 
     if policy_path is None and not os.path.exists(DEFAULT_POLICY_FILE):
         raise click.ClickException(f"no ./{DEFAULT_POLICY_FILE} in this folder: name the "

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 import secrets
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import click
 
+from .._home import environment
 from ..exceptions import UserError
 from ._common import existing_store, resolve_url, shown_store, store_option
 
@@ -82,7 +82,7 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
     except ImportError as exc:
         raise click.ClickException("the inbox needs the web extra: "
                                    "pip install 'anfitrion[web]'") from exc
-    configured = token or os.environ.get(TOKEN_ENV)
+    configured = token or environment().get(TOKEN_ENV)
     if not _is_loopback(host):
         if not allow_remote:
             raise click.UsageError(f"{host} is not a loopback address: add --allow-remote "
@@ -111,7 +111,7 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
                          allowed_hosts=allowed_hosts_for(host, allowed_host),
                          files_root=files_root, public_origin=public_origin,
                          reviewers=load_reviewers(reviewers_path) if reviewers_path else None,
-                         callback_secrets=[os.environ.get(name, "") for name in callback_env])
+                         callback_secrets=[environment().get(name, "") for name in callback_env])
     except UserError as exc:
         raise click.UsageError(str(exc)) from exc
     click.echo(f"anfitrion inbox on http://{shown_host}:{port}/  (store {shown_store(url)})")

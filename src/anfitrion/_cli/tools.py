@@ -7,8 +7,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tomllib
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,36 +14,20 @@ import click
 
 from .._tools import Tool, Toolbox
 from ..exceptions import UserError
-from ..policy import DEFAULT_POLICY_FILE, Policy
-from ..policy._lint import (
-    CODES,
+from ..policy import (
+    DEFAULT_POLICY_FILE,
+    LINT_CODES,
     LintReport,
+    Policy,
     Silence,
     facts_of_tool,
     lint_tools,
-    parse_silenced,
     visible,
 )
 from ._common import import_reference, load_policy_option
 
 EXIT_FINDINGS = 1
 """The exit code when a finding stands (no silence covers it): CI fails."""
-
-
-def silences_of(path: str | None) -> list[Silence]:
-    """The ``[lint]`` silences of the policy file a command uses (``--policy``, else
-    ``./anfitrion.toml`` when present)."""
-    if path is None:
-        if not os.path.exists(DEFAULT_POLICY_FILE):
-            return []
-        path = DEFAULT_POLICY_FILE
-    try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-        return parse_silenced(data.get("lint", {}))
-    except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
-        # load_policy_option has read the file already: this only fails on a race
-        raise click.ClickException(f"{path}: [lint]: {exc}") from None
 
 
 def tools_of(spec: str) -> list[Tool]:
@@ -109,9 +91,9 @@ def lint(spec: str, policy_path: str | None, as_json: bool) -> None:
     policy file's [[lint.silence]] with a reason), 2 on a usage error.
     """
     policy = load_policy_option(policy_path)
-    report = lint_report(tools_of(spec), policy, silences_of(policy_path))
+    report = lint_report(tools_of(spec), policy, policy.lint_silences)
     if as_json:
-        click.echo(json.dumps(report.to_dict() | {"codes": dict(CODES)}, indent=2))
+        click.echo(json.dumps(report.to_dict() | {"codes": dict(LINT_CODES)}, indent=2))
     else:
         print_report(report, title=f"tools lint {spec}")
     if report.standing:

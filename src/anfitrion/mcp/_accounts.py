@@ -44,6 +44,7 @@ from ._oauth import (
     OAuthAccess,
     StoredTokens,
     TokenCipher,
+    failure_of,
     oauth_provider,
 )
 
@@ -345,13 +346,9 @@ class AccountConnector:
 
 
 def _reason(exc: BaseException) -> str:
-    """One line naming why a flow ended: the credential error inside a task group."""
-    if isinstance(exc, BaseExceptionGroup):
-        found, _ = exc.split(CredentialError)
-        leaf: BaseException = found if found is not None else exc
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        exc = leaf
+    """One line naming why a flow ended, for the person in the inbox: the credential error
+    (redacted), else only the kind of failure."""
+    exc = failure_of(exc)
     if isinstance(exc, CredentialError):
         return redact(str(exc), 300)
     return f"the connection failed ({type(exc).__name__})"

@@ -45,8 +45,6 @@ keys). ``${NAME}`` in ``env`` and ``headers`` values is replaced by anfitrion's 
 from __future__ import annotations
 
 import json
-import math
-import os
 import re
 from collections.abc import Mapping
 from contextvars import ContextVar
@@ -55,8 +53,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._home import relative_to
-from ..exceptions import ConfigError
+from .._home import environment, relative_to
+from .._json import decode_strict
+from ..exceptions import ConfigError, JsonError
 from ._listing import DEFAULT_LISTING_TTL
 from ._oauth_settings import (
     OAuthSettings,
@@ -521,45 +520,11 @@ def _gateway(raw: Any, *, path: str | None,
         adopt_within=None if raw.get("adoptWithin") is None else _number(
             raw.get("adoptWithin"), 0.0, path=path, key="gateway.adoptWithin"),
         auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
-                         os.environ if environ is None else environ),
+                         environment() if environ is None else environ),
         inbox_url=inbox)
 
 
 MAX_DEPTH = 64
-
-
-class _JsonValueError(ValueError):
-    pass
-
-
-def _reject_constant(name: str) -> Any:
-    raise _JsonValueError(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _JsonValueError(f"the number {text[:40]} is out of range")
-    return value
-
-
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > 100:
-        raise _JsonValueError(f"the number {text[:40]}... has more than 100 digits")
-    return int(text)
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _JsonValueError(f"duplicate key {_printable(key)!r}")
-        result[key] = value
-    return result
-
-
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_reject_constant,
-                            parse_float=_finite_float, parse_int=_bounded_int)
 
 
 class _KeyLines:
@@ -622,14 +587,13 @@ def _parse_json(text: str, path: str, lines: _KeyLines) -> Any:
         raise ConfigError(f"not valid JSON: nested deeper than {MAX_DEPTH} levels", path=path,
                           line=lines.too_deep)
     try:
-        if text.startswith("\ufeff"):
-            raise json.JSONDecodeError("a byte order mark (BOM) before the JSON", text, 0)
-        return _DECODER.decode(text)
+        return decode_strict(text)  # the one strict decoder
     except json.JSONDecodeError as exc:
         raise ConfigError(f"not valid JSON: {exc.msg}", path=path, line=exc.lineno) from None
-    except (ValueError, RecursionError) as exc:  # _JsonValueError; RecursionError as a backstop
-        message = str(exc) if isinstance(exc, _JsonValueError) else "nested too deeply"
-        raise ConfigError(f"not valid JSON: {message}", path=path) from None
+    except JsonError as exc:
+        line = 1 if text.startswith("\ufeff") else None
+        raise ConfigError(f"not valid JSON: {_printable(str(exc))}", path=path,
+                          line=line) from None
 
 
 def parse_config(data: Any, *, path: str | None = None,
@@ -639,7 +603,7 @@ def parse_config(data: Any, *, path: str | None = None,
     Raises:
         ConfigError: naming the file and the key that is wrong.
     """
-    env = os.environ if environ is None else environ
+    env = environment() if environ is None else environ
     if not isinstance(data, dict):
         raise _config_error("the MCP config must be a JSON object", path=path)
     unknown = sorted(set(data) - {"mcpServers", "gateway", "inbox", "$schema"})

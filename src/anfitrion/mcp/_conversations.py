@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
+from .._home import environment
 from ..exceptions import UserError
 from ..store import RecordStore
 
@@ -66,7 +66,7 @@ class Conversations:
     async def load(cls, store: RecordStore, key: str | bytes | None = None) -> Conversations:
         """The key given, else ``$ANFITRION_GATEWAY_KEY``, else the one kept in the store
         (made on first use, so every gateway process on the store shares it)."""
-        given = key if key is not None else os.environ.get(CONVERSATION_KEY_ENV)
+        given = key if key is not None else environment().get(CONVERSATION_KEY_ENV)
         if given:
             return cls(given.encode() if isinstance(given, str) else given)
         stored = await store.get_record(*_RECORDS)

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.abc
 
+from .._addresses import address_is_public
 from ..exceptions import InputError
 
 __all__ = ["egress_proxy"]
@@ -72,12 +73,12 @@ async def _resolve(host: str, port: int) -> list[str]:
     except ValueError:
         literal = None
     if literal is not None:
-        if not literal.is_global:
+        if not address_is_public(literal):
             raise PermissionError(f"{host} is not a public address")
         return [host]
     found = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
-    bad = [a for a in addresses if not ipaddress.ip_address(a.split("%")[0]).is_global]
+    bad = [a for a in addresses if not address_is_public(ipaddress.ip_address(a.split("%")[0]))]
     if bad or not addresses:
         raise PermissionError(f"{host} resolves to a non-public address ({', '.join(bad)[:80]})")
     return addresses

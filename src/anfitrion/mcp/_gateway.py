@@ -67,6 +67,7 @@ from ._gateway_http import THROTTLED_AUDIT, HttpGuard, SessionCloseRace, respond
 from ._listing import DEFAULT_LISTING_TTL, ListingReuse
 from ._oauth_settings import OAuthSettings
 from ._pinning import NAMESPACE as PIN_NAMESPACE
+from ._queue_guard import refuse_approval_queue_in
 from ._toolset import (
     UPSTREAM_CALL,
     McpServers,
@@ -286,6 +287,8 @@ class Gateway:
                             "take another's name")
         if page_size < 1:
             raise UserError("page_size must be at least 1")
+        # the gateway never wraps the approval queue: refused before any server starts
+        refuse_approval_queue_in(t.config for t in servers.toolsets.values())
         self.servers = servers
         for toolset in servers.toolsets.values():  # calls relayed on a fresh listing
             toolset.reuse = ListingReuse(listing_ttl)
@@ -448,8 +451,13 @@ class Gateway:
         else:
             await client.end()
 
-    def _client(self) -> _Client:
+    def current_client(self) -> _Client:
+        """The conversation of the request being served (the gateway's own outside any)."""
         return _CLIENT.get() or self._default
+
+    def own_client(self) -> _Client:
+        """The gateway's own conversation: calls and records that belong to no client."""
+        return self._default
 
     def request_session(self) -> Any:
         """The MCP client session of the request being answered: the SDK makes one per
@@ -696,7 +704,7 @@ class Gateway:
 
     async def offered(self) -> dict[str, Tool]:
         """The tools callers may see and call now."""
-        return await self.runtime.offered((await self._client().session()).session)
+        return await self.runtime.offered((await self.current_client().session()).session)
 
     async def close(self) -> None:
         """End the calls made outside an MCP client session (withdrawing what waits)."""
@@ -722,7 +730,7 @@ class Gateway:
         if context is None:
             return None
         session, request_id = context.session, context.request_id
-        client = self._client()
+        client = self.current_client()
 
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             # to the caller's progress token, if it gave one (else nothing is sent)
@@ -781,7 +789,7 @@ class Gateway:
                          ) -> mt.CallToolResult | dict[str, Any]:
         if name not in self._offered_names:  # a tool added since the last listing?
             self.servers.mark_stale()
-        client = self._client()
+        client = self.current_client()
         gated = await client.session()
         try:
             return await self._through_gate(client, gated, name, arguments, relay, fresh)
@@ -1179,7 +1187,7 @@ class Gateway:
             meta = ctx.meta
             with extracted_context(dict(meta) if meta else None):  # the client's trace
                 result = await self.call_tool(params.name, params.arguments)  # goes on
-            handle = self._client().handle
+            handle = self.current_client().handle
             if isinstance(result, dict):  # a task (the Tasks extension's own shape)
                 return result
             if handle is not None:  # the conversation to name when reconnecting

@@ -44,11 +44,11 @@ from mcp.shared.auth import ProtectedResourceMetadata
 from pydantic import AnyHttpUrl
 from starlette.authentication import AuthCredentials
 
+from .._addresses import address_is_public
 from .._audit import CALL_IDENTITY, CallIdentity
 from .._principal import Principal
 from .._redaction import redact
 from ..exceptions import InputError
-from ..toolkits._http_fetch import address_is_public
 from ._oauth_settings import OAuthSettings, TokenExchangeSettings
 
 __all__ = ["CALLER", "CALL_IDENTITY", "UPSTREAM_SCOPES", "AuthRefused", "Caller",

@@ -23,7 +23,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import mcp.types as mt
@@ -40,9 +40,10 @@ from ._toolset import MAX_LIST_PAGES, McpToolset
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession
 
-    from ._gateway import Gateway, _Client
+    from .._runtime import GatedSession, Runtime
+    from ._toolset import McpServers
 
-__all__ = ["LOG_LEVELS", "UpstreamProtocol", "page"]
+__all__ = ["LOG_LEVELS", "ClientConversation", "GatewayCore", "UpstreamProtocol", "page"]
 
 log = logging.getLogger("anfitrion.mcp.gateway")
 _R = TypeVar("_R", bound=mt.Result)
@@ -70,10 +71,50 @@ def page(items: Sequence[Any], cursor: str | None, size: int) -> tuple[list[Any]
     return list(items[start:end]), (str(end) if end < len(items) else None)
 
 
+class ClientConversation(Protocol):
+    """One client's conversation with the gateway, as the upstream half uses it: the session
+    its records go to, and the log level the client asked for."""
+
+    log_level: str | None
+
+    async def session(self) -> GatedSession: ...
+
+
+class GatewayCore(Protocol):
+    """What the upstream half needs of the gateway (:class:`~anfitrion.mcp.Gateway`): its
+    servers and settings, the conversation of the request being served, and the door to
+    tell clients the tools changed. Declared here so this module never names the gateway."""
+
+    @property
+    def servers(self) -> McpServers: ...
+
+    @property
+    def own_names(self) -> bool: ...
+
+    @property
+    def page_size(self) -> int: ...
+
+    @property
+    def sessions(self) -> weakref.WeakSet[Any]: ...
+
+    @property
+    def runtime(self) -> Runtime: ...
+
+    def current_client(self) -> ClientConversation:
+        """The conversation of the request being served (the gateway's own outside any)."""
+
+    def own_client(self) -> ClientConversation:
+        """The gateway's own conversation: what belongs to no client."""
+
+    def request_session(self) -> Any: ...
+
+    async def tools_changed(self) -> None: ...
+
+
 class UpstreamProtocol:
     """The non-tool methods of one gateway, and where each upstream name leads."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: GatewayCore) -> None:
         self.gateway = gateway
         self._resources: dict[str, str] = {}
         """Resource URI → the server that listed it."""
@@ -204,7 +245,7 @@ class UpstreamProtocol:
     async def read_resource(self, request: mt.ReadResourceRequest) -> mt.ServerResult:
         uri = str(request.params.uri)
         toolset = self._owner(uri, "resources/read")
-        gated = await self.gateway._client().session()
+        gated = await self.gateway.current_client().session()
         name = f"{toolset.id}.resources/read"
         if not await self._server_approved(toolset):
             await self._audit(name, f"refused {uri}: the server is not approved")
@@ -334,7 +375,7 @@ class UpstreamProtocol:
             name=upstream, arguments=request.params.arguments)), mt.GetPromptResult,
             "prompts/get")
         messages, _ = shape_messages(result.messages, toolset.config.max_result_chars)
-        gated = await self.gateway._client().session()
+        gated = await self.gateway.current_client().session()
         provenance = Provenance.TRUSTED if toolset.config.trusted else Provenance.UNTRUSTED
         await gated.report_result(f"{toolset.id}.prompts/get",
                                   as_text([m.content for m in messages]), provenance=provenance)
@@ -367,7 +408,7 @@ class UpstreamProtocol:
 
     async def set_level(self, request: mt.SetLevelRequest) -> mt.ServerResult:
         """The client's level filters what it is sent; every server is asked for as much."""
-        self.gateway._client().log_level = request.params.level
+        self.gateway.current_client().log_level = request.params.level
         for toolset in self.toolsets.values():
             if self._capable(toolset, "logging"):
                 try:
@@ -380,7 +421,7 @@ class UpstreamProtocol:
     # -- the servers' requests to the client ---------------------------------------------------
 
     async def relay(self, server: str, method: str, params: Any, session: ServerSession,
-                    request_id: Any, client: _Client | None = None) -> Any:
+                    request_id: Any, client: ClientConversation | None = None) -> Any:
         """A server's ``sampling/createMessage`` or ``elicitation/create`` during a call:
         passed to the client when the server's entry allows it, else refused; audited."""
         config = self.toolsets[server].config
@@ -421,12 +462,13 @@ class UpstreamProtocol:
     async def _audit_unrouted(self, name: str, detail: str) -> None:
         """What belongs to no client (or to one of several, unsaid) goes in the gateway's own
         session, never in a client's."""
-        await self._audit(name, detail, self.gateway._default)
+        await self._audit(name, detail, self.gateway.own_client())
 
-    async def _audit(self, name: str, detail: str, client: _Client | None = None) -> None:
+    async def _audit(self, name: str, detail: str,
+                     client: ClientConversation | None = None) -> None:
         """An ``mcp.relayed`` record in *client*'s session (default: the request's client, or
         the gateway's own session outside any)."""
-        gated = await (client or self.gateway._client()).session()
+        gated = await (client or self.gateway.current_client()).session()
         await gated.emit(EventType.MCP_RELAYED, tool=name, detail=detail)
         await self.gateway.runtime.flush()
 

@@ -27,7 +27,6 @@ import binascii
 import hashlib
 import ipaddress
 import logging
-import os
 import secrets
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -61,6 +60,8 @@ from mcp.shared.auth import (
 )
 from pydantic import ValidationError
 
+from .._addresses import address_is_public
+from .._home import environment
 from .._redaction import redact
 from ..exceptions import ConfigError, RunError
 from ..store import CredentialEntry, CredentialStore
@@ -68,7 +69,7 @@ from ._config import AuthSettings, ServerConfig
 
 __all__ = ["KEY_ENV", "KEY_FILE_ENV", "MAX_METADATA_BYTES", "AccountNotConnected",
            "Authorizer", "CredentialError", "GuardedTransport", "OAuthAccess", "StoredTokens",
-           "TokenCipher", "connect_hint", "connect_link", "new_key", "oauth_provider"]
+           "TokenCipher", "connect_hint", "connect_link", "failure_of", "oauth_provider"]
 
 log = logging.getLogger("anfitrion.mcp.oauth")
 
@@ -84,6 +85,19 @@ TOKENS, CLIENT = "tokens", "client"
 class CredentialError(RunError):
     """An OAuth credential could not be obtained, kept or used (the message names why, never a
     token, code or secret)."""
+
+
+def failure_of(exc: BaseException) -> BaseException:
+    """The error that ended a connection or a flow: the :class:`CredentialError` inside the
+    task groups that carried it (it names what to do: connect an account), else the first
+    leaf of the groups, else *exc* itself."""
+    if isinstance(exc, BaseExceptionGroup):
+        found, _ = exc.split(CredentialError)
+        leaf: BaseException = found if found is not None else exc
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        return leaf
+    return exc
 
 
 def connect_hint(server: str) -> str:
@@ -111,11 +125,6 @@ def connect_link(connect_url: str, server: str) -> str:
 
 # -- sealing ---------------------------------------------------------------------------------
 
-def new_key() -> str:
-    """A fresh 256-bit key, as ``$ANFITRION_TOKEN_KEY`` and the key file hold it."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
-
-
 def _decode_key(text: str, where: str) -> bytes:
     text = text.strip()
     try:
@@ -141,6 +150,11 @@ class TokenCipher:
         self.current = self.key_id(keys[0])
 
     @staticmethod
+    def new_key() -> str:
+        """A fresh 256-bit key, as ``$ANFITRION_TOKEN_KEY`` and the key file hold it."""
+        return base64.urlsafe_b64encode(secrets.token_bytes(32)).decode().rstrip("=")
+
+    @staticmethod
     def key_id(key: bytes) -> str:
         return hashlib.sha256(b"anfitrion token key\x00" + key).hexdigest()[:16]
 
@@ -152,7 +166,7 @@ class TokenCipher:
         Raises:
             ConfigError: neither is set, the file cannot be read, or a key is malformed.
         """
-        env = os.environ if environ is None else environ
+        env = environment() if environ is None else environ
         if env.get(KEY_ENV):
             return cls([_decode_key(k, f"${KEY_ENV}") for k in env[KEY_ENV].split(",")
                         if k.strip()])
@@ -291,10 +305,7 @@ class _NotConnected:
 # -- the metadata fetcher's guard --------------------------------------------------------------
 
 def _internal(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return not ip.is_global or ip.is_multicast
+    return not address_is_public(ipaddress.ip_address(address.split("%", 1)[0]))
 
 
 class GuardedTransport(httpx2.AsyncBaseTransport):

@@ -17,10 +17,11 @@ from mcp.client.auth.utils import build_oauth_authorization_server_metadata_disc
 from mcp.shared.auth import AuthorizationCodeResult, OAuthMetadata
 from pydantic import ValidationError
 
+from ..store import Store
 from ._config import ServerConfig
 from ._oauth import CLIENT, TOKENS, CredentialError, OAuthAccess, StoredTokens
 
-__all__ = ["LoopbackAuthorizer", "revoke"]
+__all__ = ["LoopbackAuthorizer", "connect_account", "revoke_account"]
 
 MAX_REQUEST_BYTES = 16 * 1024
 _TEXT = b"anfitrion: done, you can close this window.\n"
@@ -117,7 +118,20 @@ async def _metadata(client: httpx2.AsyncClient, issuer: str, url: str) -> OAuthM
     return None
 
 
-async def revoke(access: OAuthAccess, config: ServerConfig) -> tuple[int, bool]:
+async def connect_account(access: OAuthAccess, config: ServerConfig, store: Store) -> int:
+    """Connect the principal's account at *config*'s server (``anfitrion auth login``): its
+    stored tokens forgotten, then a connection on *store* through *access* (whose authorizer
+    runs the code flow) lists the tools. The number of tools listed."""
+    from ._toolset import McpToolset  # the SDK client: imported on use
+
+    assert config.url is not None
+    await access.store.delete_credentials(access.principal, config.url, kind=TOKENS)
+    async with McpToolset(config, store, oauth=access) as toolset:
+        statuses = await toolset.refresh()
+    return len(statuses)
+
+
+async def revoke_account(access: OAuthAccess, config: ServerConfig) -> tuple[int, bool]:
     """Revoke the principal's tokens for *config* where the authorization server offers
     revocation (RFC 7009), then delete them (and the client registration) from the store.
     ``(entries deleted, revoked at the server)``."""

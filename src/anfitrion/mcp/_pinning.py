@@ -30,7 +30,6 @@ This module does no MCP I/O: definitions arrive as plain JSON.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
@@ -41,6 +40,7 @@ from functools import partial
 from typing import Any
 
 from .._canonical import digest
+from .._home import environment
 from .._json import json_strings
 from ..exceptions import UserError
 from ..store import RecordStore
@@ -118,8 +118,8 @@ def server_identity(config: ServerConfig) -> dict[str, Any]:
         identity["sandbox"] = profile_identity(config.sandbox)
         identity["runs"] = resolve_program(config.command, config.args, cwd=config.cwd,
                                            env_path=config.env.get("PATH",
-                                                                   os.environ.get("PATH")),
-                                           environ={**os.environ, **config.env})
+                                                                   environment().get("PATH")),
+                                           environ={**environment(), **config.env})
     return identity
 
 

@@ -25,6 +25,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from .._home import environment
+
 __all__ = ["package_spec", "resolve_program"]
 
 RUNNERS = ("npx", "uvx", "pipx")
@@ -175,7 +177,7 @@ def resolve_program(command: str, args: Sequence[str], *, env_path: str | None,
     """What *command* runs here: ``executable`` and its ``sha256``; for runners the
     ``package`` and installed ``version``; for an interpreter, its ``script`` (and
     ``script_sha256``) or, for ``python -m``, the module's package and version."""
-    environ = os.environ if environ is None else environ
+    environ = environment() if environ is None else environ
     home = environ.get("HOME")
     found: dict[str, Any] = {}
     executable = command if os.sep in command else shutil.which(command, path=env_path)

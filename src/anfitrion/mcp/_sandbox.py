@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._home import environment
 from ..exceptions import UserError
 
 __all__ = [
@@ -281,7 +282,7 @@ def describe_profile(profile: SandboxProfile, *, home: str | None = None) -> lis
     """The profile in words, one line each ("can read ~/projects/x", "no other network")."""
     if not profile.enabled:
         return ["NOT SANDBOXED: runs as your user, with your files, network and processes"]
-    home = home if home is not None else os.environ.get("HOME")
+    home = home if home is not None else environment().get("HOME")
     lines = [f"can {'read and write' if g.mode == 'rw' else 'read'} "
              f"{_home_relative(g.path, home)}" for g in profile.paths]
     lines.append("can read the system (/usr, /lib), its own program; private /tmp")

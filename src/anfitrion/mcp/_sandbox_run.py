@@ -23,6 +23,7 @@ from pathlib import Path
 
 import anyio
 
+from .._home import environment
 from ._egress import egress_proxy
 from ._sandbox import (
     PROXY_PORT,
@@ -215,7 +216,7 @@ async def sandboxed(profile: SandboxProfile, command: list[str], env: Mapping[st
     bwrap = bwrap_path()
     async with AsyncExitStack() as stack:
         program = program_paths(command[0], command[1:], path=env.get("PATH"),
-                                home=os.environ.get("HOME"), cwd=cwd)
+                                home=environment().get("HOME"), cwd=cwd)
         socket_path: str | None = None
         forwarder: list[str] = []
         if profile.network:

@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp.types as mt
 
@@ -37,14 +37,14 @@ from ..exceptions import AnfitrionError
 from ..store import Store
 from ._elicitation import ElicitationHandler, answer_elicitation
 from ._pinning import suspicious_text
-from ._relay_routing import PendingCall
+from ._relay_routing import InFlight, PendingCall
 
 if TYPE_CHECKING:
     from mcp.client.session import ClientSession
 
-    from ._toolset import McpToolset, _Connection
+    from ._config import ServerConfig
 
-__all__ = ["Callbacks", "ServerRequests"]
+__all__ = ["Callbacks", "ServerRequests", "ServerSide"]
 
 log = logging.getLogger("anfitrion.mcp")
 
@@ -70,10 +70,26 @@ class Callbacks:
             setattr(session, f"_{name}", callback)  # the SDK's default would answer unaudited
 
 
-class ServerRequests:
-    """One toolset's handling of its server's log messages and requests to the client."""
+class ServerSide(Protocol):
+    """What the handling needs of its toolset (:class:`~anfitrion.mcp.McpToolset`): the
+    server's entry, and whether a gateway relays its requests to the gateway's clients."""
 
-    def __init__(self, toolset: McpToolset, store: Store,
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def config(self) -> ServerConfig: ...
+
+    @property
+    def relay_requests(self) -> bool: ...
+
+
+class ServerRequests:
+    """One toolset's handling of its server's log messages and requests to the client. Each
+    connection's callbacks are bound to its calls in flight, so a message goes to the call
+    that caused it."""
+
+    def __init__(self, toolset: ServerSide, store: Store,
                  elicitation: ElicitationHandler | None, *, reveal: Callable[[str], str]
                  ) -> None:
         self._toolset = toolset
@@ -88,9 +104,9 @@ class ServerRequests:
     def server(self) -> str:
         return self._toolset.id
 
-    def callbacks(self, conn: _Connection) -> Callbacks:
-        both = {"sampling_callback": partial(self.on_request, conn, SAMPLING),
-                "elicitation_callback": partial(self.on_request, conn, ELICITATION)}
+    def callbacks(self, calls: InFlight) -> Callbacks:
+        both = {"sampling_callback": partial(self.on_request, calls, SAMPLING),
+                "elicitation_callback": partial(self.on_request, calls, ELICITATION)}
         if self._toolset.relay_requests:  # the gateway: its clients may be able to answer
             return Callbacks(both)
         if self.elicitation is not None and self._toolset.config.elicitation:
@@ -111,9 +127,9 @@ class ServerRequests:
             log.warning("MCP server %r: the audit record of %s could not be stored: %s",
                         self.server, name, exc)
 
-    async def on_log(self, conn: _Connection, params: mt.LoggingMessageNotificationParams
+    async def on_log(self, calls: InFlight, params: mt.LoggingMessageNotificationParams
                      ) -> None:
-        owner = conn.calls.owner()
+        owner = calls.owner()
         call = owner.call
         if call is not None:
             if call.caller is not None and call.caller.log is not None:
@@ -128,9 +144,9 @@ class ServerRequests:
                              f"log message ({params.level}) kept in anfitrion's log, not "
                              f"relayed: {owner.problem}")
 
-    async def on_request(self, conn: _Connection, method: str, context: Any, params: Any
+    async def on_request(self, calls: InFlight, method: str, context: Any, params: Any
                          ) -> Any:
-        owner = conn.calls.owner()
+        owner = calls.owner()
         call = owner.call
         if call is None:
             hints = _hints(params)

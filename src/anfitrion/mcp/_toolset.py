@@ -81,7 +81,7 @@ from .._tools import (
     schema_errors,
 )
 from ..exceptions import McpServerError, MissingDependencyError, ToolDefinitionError, ToolError
-from ..store import Store
+from ..store import FileStore, Store
 from ..telemetry import trace_meta
 from . import _media
 from ._accounts import IDLE_SECONDS, UserAccounts, close_idle, per_user
@@ -96,7 +96,7 @@ from ._gateway_auth import (
     TokenExchanger,
 )
 from ._listing import ListingReuse
-from ._oauth import AccountNotConnected, CredentialError, OAuthAccess
+from ._oauth import AccountNotConnected, CredentialError, OAuthAccess, failure_of
 from ._pinning import (
     Pin,
     PinBook,
@@ -601,14 +601,9 @@ def _content_text(blocks: Sequence[Any], limit: int, admission: Admission) -> st
 
 
 def _connection_error(exc: BaseException) -> str:
-    """Why a connection ended, in one line: an authorization error (which names the command
-    that connects an account) rather than the task group that carried it."""
-    if isinstance(exc, BaseExceptionGroup):
-        found, _ = exc.split(CredentialError)
-        leaf: BaseException = found if found is not None else exc
-        while isinstance(leaf, BaseExceptionGroup):
-            leaf = leaf.exceptions[0]
-        exc = leaf
+    """Why a connection ended, in one line for the operator's log: an authorization error
+    (which names the command that connects an account), else the error and its message."""
+    exc = failure_of(exc)
     if isinstance(exc, CredentialError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
@@ -741,10 +736,10 @@ class McpToolset:
                         **self._oauth_client(caller)))
                     read, write = await stack.enter_async_context(
                         streamable_http_client(cfg.url, http_client=http))
-                callbacks = self.requests.callbacks(conn)
+                callbacks = self.requests.callbacks(conn.calls)
                 session = await stack.enter_async_context(ClientSession(
                     read, write, message_handler=conn.on_message,
-                    logging_callback=partial(self.requests.on_log, conn),
+                    logging_callback=partial(self.requests.on_log, conn.calls),
                     client_info=mt.Implementation(name="anfitrion", version=__version__),
                     **callbacks.declared))
                 with anyio.fail_after(max(cfg.timeout, STARTUP_TIMEOUT)):
@@ -1337,7 +1332,7 @@ def _protected_paths(config: McpConfig | None, store: Store) -> tuple[str, ...]:
     found: list[str] = []
     if config is not None:
         found += [p for p in (config.path, config.gateway.policy) if p]
-    database = getattr(store, "path", None)
+    database = store.path if isinstance(store, FileStore) else None
     if isinstance(database, str) and database != ":memory:":
         found += [database + suffix for suffix in ("", "-wal", "-shm", "-journal")]
     return tuple(os.path.abspath(p) for p in found)

@@ -10,10 +10,10 @@ stand-ins — is written once here.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any, ClassVar, Protocol
 
 from .._conversation import Reply
+from .._home import environment
 from ..exceptions import MissingDependencyError, UserError
 from ._base import ModelRequest
 from ._names import restore_names, wire_safe
@@ -51,7 +51,7 @@ def sdk_client(module: str, client_class: str, *, api_key: str | None, key_env: 
         UserError: no key (and no *base_url* where a placeholder would do).
     """
     sdk = _sdk(module)
-    key = api_key or os.environ.get(key_env)
+    key = api_key or environment().get(key_env)
     if not key:
         if base_url is None or placeholder_key is None:
             raise UserError(f"no {provider} API key: set {key_env}")

@@ -18,7 +18,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any, NotRequired, TypedDict
 
@@ -32,6 +31,7 @@ from .._conversation import (
     Usage,
     UserMessage,
 )
+from .._home import environment
 from .._media import describe, split
 from .._tools import ToolDefinition
 from ._base import ModelRequest
@@ -301,7 +301,7 @@ class OpenAIChatModel(WireModel):
         self._max_tokens = max_tokens
         if profile is None:
             # The SDK also takes its endpoint from OPENAI_BASE_URL: then it is not OpenAI.
-            elsewhere = base_url or client is not None or os.environ.get("OPENAI_BASE_URL")
+            elsewhere = base_url or client is not None or environment().get("OPENAI_BASE_URL")
             profile = COMPATIBLE_CHAT if elsewhere else OPENAI_CHAT
         self._profile = profile
 

@@ -31,11 +31,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from .._json import json_strings
 from .._principal import Principal
 from .._tools import BoundCall, Tool
 from ..exceptions import ConfigError, MissingDependencyError
@@ -295,7 +296,7 @@ def _unproven(arguments: Mapping[str, Any], context: PolicyContext) -> list[str]
     found: list[str] = []
     checked = 0
     for name, value in arguments.items():
-        for text in _strings(value):
+        for _, text in json_strings(value):
             checked += 1
             if checked > _MAX_UNPROVEN_CHECKED:
                 return sorted(found)
@@ -303,17 +304,6 @@ def _unproven(arguments: Mapping[str, Any], context: PolicyContext) -> list[str]
                 found.append(name)
                 break
     return sorted(found)
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, Mapping):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _strings(item)
 
 
 def cedar_request(call: BoundCall, context: PolicyContext, *, plain: bool = False,

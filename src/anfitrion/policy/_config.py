@@ -46,6 +46,7 @@ from .._constraints import (
 )
 from .._dataflow import Dataflow
 from .._effects import EffectScope
+from .._home import read_settings_text
 from .._media import MediaSettings
 from .._principal import Principal
 from .._tools import TOOL_NAME, Effect
@@ -382,7 +383,10 @@ class _Parsed:
     approvals: ApprovalLimits | None = None
     declarations: dict[str, ToolDeclaration] = field(default_factory=dict)
     dataflows: dict[str, Dataflow] = field(default_factory=dict)
-    shadow: Policy | None = None
+    silences: tuple[Any, ...] = ()
+    """The ``[lint]`` silences (:class:`~anfitrion.policy.Silence`)."""
+    shadow_file: str | None = None
+    """The file ``[shadow]`` names (read by :func:`load_policy`: the parser does no I/O)."""
     media: MediaSettings = field(default_factory=MediaSettings)
 
 
@@ -578,7 +582,7 @@ def _lint_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
     from ._lint import parse_silenced  # the linter reads tool definitions: loaded on use
 
     try:
-        parse_silenced(value)
+        parsed.silences = tuple(parse_silenced(value))
     except ValueError as exc:
         r.fail(str(exc), "lint")
 
@@ -591,7 +595,7 @@ def _media_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
 
 def _shadow_section(r: _Reader, value: Any, parsed: _Parsed) -> None:
     if value is not None:
-        parsed.shadow = _shadow(r, value, parsed.base_dir)
+        parsed.shadow_file = _shadow(r, value, parsed.base_dir)
 
 
 SECTIONS: dict[str, Section] = {
@@ -635,9 +639,18 @@ def _toml(text: str, path: str | None) -> dict[str, Any]:
 def parse_policy(text: str, *, path: str | None = None) -> Policy:
     """Build a :class:`Policy` from TOML text: each table by its parser in :data:`SECTIONS`.
 
+    Parsing does no I/O: a ``[shadow]`` table is checked, and the file it names is read by
+    :func:`load_policy` (here ``Policy.shadow`` stays ``None``).
+
     Raises:
         ConfigError: the text is not TOML, or a key or value is unknown or invalid.
     """
+    return _parse(text, path)[0]
+
+
+def _parse(text: str, path: str | None) -> tuple[Policy, _Reader, str | None]:
+    """The policy of *text*, its reader (for errors naming a key of it) and the file its
+    ``[shadow]`` names."""
     data = _toml(text, path)
     r = _Reader(text, path)
     r.table(data, "", set(SECTIONS))
@@ -648,8 +661,8 @@ def parse_policy(text: str, *, path: str | None = None) -> Policy:
                     approvals=parsed.approvals, principals=parsed.principals, source=path,
                     declarations=parsed.declarations, media=parsed.media)
     policy.content_sha256 = _content_sha256(data, text, parsed.base_dir)
-    policy.shadow = parsed.shadow
-    return policy
+    policy.lint_silences = parsed.silences
+    return policy, r, parsed.shadow_file
 
 
 def _content_sha256(data: Mapping[str, Any], text: str, base_dir: str | None) -> str:
@@ -671,26 +684,28 @@ def _content_sha256(data: Mapping[str, Any], text: str, base_dir: str | None) ->
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _shadow(r: _Reader, spec: Any, base_dir: str | None) -> Policy:
+def _shadow(r: _Reader, spec: Any, base_dir: str | None) -> str:
     """``[shadow] policy = "candidate.toml"``: evaluated beside this policy on every call and
-    recorded, never enforced (relative paths are relative to this file)."""
+    recorded, never enforced (relative paths are relative to this file). The file it names,
+    which :func:`load_policy` reads."""
     table = r.table(spec, "shadow", {"policy"})
     name = r.typed(table, "policy", "shadow", str, "a policy file path")
     if name is None:
         r.fail("names no policy file ('policy = \"candidate.toml\"')", "shadow")
     if base_dir is not None and not os.path.isabs(name):
         name = os.path.join(base_dir, name)
+    return str(name)
+
+
+def _load_shadow(r: _Reader, name: str) -> Policy:
+    """The shadow policy in file *name*; errors name ``shadow.policy`` of the enforced file."""
     try:
-        with open(name, "rb") as f:
-            names_shadow = "shadow" in tomllib.load(f)
-    except (OSError, ValueError, tomllib.TOMLDecodeError, RecursionError):
-        names_shadow = False  # load_policy says what is wrong with it
-    if names_shadow:  # checked before loading it: two files naming each other never loop
-        r.fail("a shadow policy cannot name a shadow of its own", "shadow.policy")
-    try:
-        return load_policy(name)
+        shadow, _, its_own = _parse(_read_policy_text(name), name)
     except ConfigError as exc:
         r.fail(f"the shadow policy cannot be loaded: {exc}", "shadow.policy")
+    if its_own is not None:  # parsed, never loaded: two files naming each other never loop
+        r.fail("a shadow policy cannot name a shadow of its own", "shadow.policy")
+    return shadow
 
 
 def _plan(value: Any) -> list[str]:
@@ -782,29 +797,29 @@ def _tool_dataflow(r: _Reader, spec: Mapping[str, Any], key: str) -> Dataflow:
 
 
 def load_policy(path: str | os.PathLike[str]) -> Policy:
-    """Read and check a policy file.
+    """Read and check a policy file, and the shadow policy its ``[shadow]`` names.
 
     Raises:
         ConfigError: the file cannot be read, is not TOML, or holds an invalid policy.
     """
     name = os.fspath(path)
+    policy, r, shadow_file = _parse(_read_policy_text(name), name)
+    if shadow_file is not None:
+        policy.shadow = _load_shadow(r, shadow_file)
+    return policy
+
+
+def _read_policy_text(name: str) -> str:
+    """The text of policy file *name*, by the one reader of settings files.
+
+    Raises:
+        ConfigError: it cannot be read or is not UTF-8.
+    """
     try:
-        with open(name, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
+        return read_settings_text(name)
+    except FileNotFoundError as exc:
         raise ConfigError(f"cannot read the policy file: {exc.strerror or exc}",
                           path=_printable(name)) from None
-    except ValueError:  # a NUL in the name
-        raise ConfigError("cannot read the policy file: the file name contains a NUL",
-                          path=_printable(name)) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        column = exc.start - raw.rfind(b"\n", 0, exc.start)
-        raise ConfigError(f"the policy file is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
-                          f"column {column})", path=name,
-                          line=raw.count(b"\n", 0, exc.start) + 1) from None
-    return parse_policy(text, path=name)
 
 
 def find_policy(path: str | os.PathLike[str] | None = None) -> Policy:

@@ -31,7 +31,6 @@ import dataclasses
 import functools
 import json
 import logging
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from urllib.parse import urlsplit
 
 from .._approvals import Quorum
 from .._canonical import digest as _digest
+from .._home import environment
 from .._media import MediaSettings
 from .._principal import Principal
 from .._tools import BoundCall, Effect, Tool
@@ -152,7 +152,7 @@ class WebhookTarget:
         """
         if self.secret is not None:
             return self.secret
-        value = os.environ.get(self.secret_env or "", "")
+        value = environment().get(self.secret_env or "", "")
         if len(value) < self.MIN_SECRET_CHARS:
             raise UserError(f"the webhook secret variable {self.secret_env} is unset or "
                             f"shorter than {self.MIN_SECRET_CHARS} characters")
@@ -275,7 +275,12 @@ class Policy:
         self.content_sha256: str | None = None
         """Set by :func:`~anfitrion.policy.parse_policy`: the hash of the file's parsed content."""
         self.shadow: Policy | None = None
-        """A policy the file names in ``[shadow]``: evaluated beside this one, never enforced."""
+        """A policy the file names in ``[shadow]``: evaluated beside this one, never enforced
+        (loaded by :func:`~anfitrion.policy.load_policy`)."""
+        self.lint_silences: tuple[Any, ...] = ()
+        """Set by :func:`~anfitrion.policy.parse_policy`: the file's ``[lint]`` silences
+        (:class:`~anfitrion.policy.Silence`), for ``anfitrion tools lint`` and ``mcp review``;
+        they decide nothing."""
         self.declarations: Mapping[str, ToolDeclaration] = dict(declarations or {})
         self.media = media or MediaSettings()
 
@@ -327,6 +332,7 @@ class Policy:
         rules = options.pop("rules", self.rules)
         copy = Policy(rules, **options)
         copy.content_sha256, copy.shadow = self.content_sha256, self.shadow
+        copy.lint_silences = self.lint_silences
         return copy
 
     def with_rules(self, *rules: Rule) -> Policy:

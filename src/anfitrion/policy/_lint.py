@@ -31,7 +31,7 @@ Everything the linter shows of a definition (names, excerpts) is escaped and cut
 metadata cannot drive a terminal or flood the report.
 
 Example:
-    >>> from anfitrion.policy._lint import ToolFacts, lint_tools
+    >>> from anfitrion.policy import ToolFacts, lint_tools
     >>> report = lint_tools([ToolFacts("files", "Does things with files.", {}, None)])
     >>> sorted({f.code for f in report.findings})
     ['description-short', 'description-vague', 'effect-undeclared', 'no-when-not']
@@ -57,10 +57,10 @@ if TYPE_CHECKING:
     from .._tools import Tool
     from ._core import Policy
 
-__all__ = ["CODES", "Finding", "LintReport", "Silence", "ToolFacts", "facts_of_mcp",
+__all__ = ["LINT_CODES", "Finding", "LintReport", "Silence", "ToolFacts", "facts_of_mcp",
            "facts_of_tool", "lint_rules", "lint_tools", "parse_silenced"]
 
-CODES: Mapping[str, str] = {
+LINT_CODES: Mapping[str, str] = {
     "description-short": "the description is too short to choose the tool by",
     "description-vague": "the description is too vague to choose the tool by",
     "no-when-not": "the description does not say when not to use the tool",
@@ -223,8 +223,8 @@ def parse_silenced(table: Any) -> list[Silence]:
             raise UserError(f"{where}: unknown key {sorted(extra)[0]!r} "
                              "(allowed: argument, finding, reason, tool)")
         code, reason = item.get("finding"), item.get("reason")
-        if not isinstance(code, str) or (code != "*" and code not in CODES):
-            raise UserError(f"{where}: finding must be one of {', '.join(CODES)} (or '*')")
+        if not isinstance(code, str) or (code != "*" and code not in LINT_CODES):
+            raise UserError(f"{where}: finding must be one of {', '.join(LINT_CODES)} (or '*')")
         if not isinstance(reason, str) or not reason.strip():
             raise UserError(f"{where}: a silenced finding needs a reason")
         tool, argument = item.get("tool", "*"), item.get("argument")

@@ -32,7 +32,6 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 import json
-import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from .._home import environment
 from .._tools import BoundCall
 from ..exceptions import MissingDependencyError, UserError
 from ._contract import BaseRule, RuleRole
@@ -191,7 +191,7 @@ class DecisionPointRule(BaseRule):
                 self._tls = ssl.create_default_context()
             headers = {"accept": "application/json"}
             if self.token_env is not None:
-                token = os.environ.get(self.token_env, "")
+                token = environment().get(self.token_env, "")
                 if not token:
                     raise _Failed(f"the token variable {self.token_env} is unset")
                 headers["authorization"] = f"Bearer {token}"

@@ -12,7 +12,9 @@ and :class:`Store`, all of them in one backend, chosen by URL with :func:`open_s
 from __future__ import annotations
 
 from ._base import (
+    PRE_CLAIM,
     ApprovalStore,
+    ApprovalWatchStore,
     AuditRecord,
     AuditStore,
     AuditTrailStore,
@@ -22,9 +24,11 @@ from ._base import (
     CredentialEntry,
     CredentialStore,
     EffectEntry,
+    FileStore,
     LedgerEntry,
     LedgerState,
     LedgerStore,
+    MigratingStore,
     PrunePlan,
     RecordStore,
     SessionAuditStore,
@@ -34,15 +38,46 @@ from ._base import (
     StoredApproval,
     VoteOutcome,
     VoteState,
+    session_audit_role,
 )
 from ._memory import MemoryStore
+from ._rows import CorruptRow, CorruptRowError, skipped_rows
 
-__all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "AuditTrailStore", "CallCounterStore",
-           "Claim", "ClaimState",
-           "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState",
-           "LedgerStore", "MemoryStore", "PrunePlan",
-           "RecordStore", "SessionAuditStore", "SessionState", "SessionStore", "Store",
-           "StoredApproval", "VoteOutcome", "VoteState", "open_store"]
+__all__ = [
+    "PRE_CLAIM",
+    "ApprovalStore",
+    "ApprovalWatchStore",
+    "AuditRecord",
+    "AuditStore",
+    "AuditTrailStore",
+    "CallCounterStore",
+    "Claim",
+    "ClaimState",
+    "CorruptRow",
+    "CorruptRowError",
+    "CredentialEntry",
+    "CredentialStore",
+    "EffectEntry",
+    "FileStore",
+    "LedgerEntry",
+    "LedgerState",
+    "LedgerStore",
+    "MemoryStore",
+    "MigratingStore",
+    "PrunePlan",
+    "RecordStore",
+    "SessionAuditStore",
+    "SessionState",
+    "SessionStore",
+    "Store",
+    "StoredApproval",
+    "VoteOutcome",
+    "VoteState",
+    "open_store",
+    "session_audit_role",
+    "skipped_rows",
+    "sqlite_file",
+]
 
 
 def open_store(url: str | Store | None) -> Store:
@@ -71,3 +106,17 @@ def open_store(url: str | Store | None) -> Store:
         return pg_store
     raise UserError(f"unknown store URL {url!r}: use memory://, sqlite:///PATH or "
                     "postgresql://…")
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file a ``sqlite:`` store URL names, without opening it; ``None`` for another store.
+
+    Raises:
+        UserError: a ``sqlite:`` URL that names no file.
+    """
+    if not url.startswith("sqlite:"):
+        return None
+    from ._sqlite import sqlite_file as named  # type: ignore[import-not-found,unused-ignore]
+
+    path: str = named(url)
+    return path

@@ -2,22 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from .._conversation import ToolResult
 from .._effects import EffectKey
 
-__all__ = ["ApprovalStore", "AuditRecord", "AuditStore", "AuditTrailStore", "CallCounterStore",
-           "Claim", "ClaimState",
-           "CredentialEntry", "CredentialStore", "EffectEntry", "LedgerEntry", "LedgerState",
-           "LedgerStore", "PrunePlan", "RecordStore",
-           "SessionAuditStore", "SessionState", "SessionStore", "Store", "StoredApproval",
-           "VoteOutcome", "VoteState"]
+__all__ = [
+    "ApprovalStore",
+    "ApprovalWatchStore",
+    "AuditRecord",
+    "AuditStore",
+    "AuditTrailStore",
+    "CallCounterStore",
+    "Claim",
+    "ClaimState",
+    "CredentialEntry",
+    "CredentialStore",
+    "EffectEntry",
+    "FileStore",
+    "LedgerEntry",
+    "LedgerState",
+    "LedgerStore",
+    "MigratingStore",
+    "PrunePlan",
+    "RecordStore",
+    "SessionAuditStore",
+    "SessionState",
+    "SessionStore",
+    "Store",
+    "StoredApproval",
+    "VoteOutcome",
+    "VoteState",
+    "session_audit_role",
+]
 
 
 @dataclass
@@ -376,6 +399,55 @@ class SessionAuditStore(Protocol):
         """:meth:`SessionStore.save_session` and :meth:`AuditStore.append_audit_many` in one
         transaction; if the save fails (a conflict), neither is written."""
         ...
+
+
+def session_audit_role(store: object) -> SessionAuditStore | None:
+    """*store* as a :class:`SessionAuditStore` when its class plays the role, else ``None``.
+
+    Checked on the class (``issubclass`` of the runtime-checkable protocol), not the instance:
+    a wrapper that forwards unknown attributes to a store inside it does not play the role by
+    forwarding, so its own ``save_session`` is the one called."""
+    cls = type(store)
+    plays = _PLAYS_SESSION_AUDIT.get(cls)
+    if plays is None:  # the protocol check walks the class: once per class
+        plays = _PLAYS_SESSION_AUDIT[cls] = issubclass(cls, SessionAuditStore)
+    return cast(SessionAuditStore, store) if plays else None
+
+
+_PLAYS_SESSION_AUDIT: dict[type, bool] = {}
+
+
+@runtime_checkable
+class ApprovalWatchStore(Protocol):
+    """An optional role: be woken when an approval request is answered, by any process (the
+    PostgreSQL store, with ``LISTEN``/``NOTIFY``); without it a waiter polls."""
+
+    def watch_approval(self, request_id: str) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A context whose value is woken when *request_id* is answered."""
+        ...
+
+
+@runtime_checkable
+class MigratingStore(Protocol):
+    """An optional role: a schema with migrations (the SQLite and PostgreSQL stores;
+    ``anfitrion db``)."""
+
+    async def migrate(self) -> list[str]:
+        """Apply the pending migrations; the names applied now."""
+        ...
+
+    async def migration_status(self) -> list[tuple[str, str | None]]:
+        """Every known migration and when it was applied (``None``: pending)."""
+        ...
+
+
+@runtime_checkable
+class FileStore(Protocol):
+    """An optional role: a store kept in a file of this machine (the SQLite store); its
+    ``path`` (``":memory:"`` for none) is what a sandboxed server must never see."""
+
+    @property
+    def path(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)

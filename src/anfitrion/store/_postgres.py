@@ -56,7 +56,6 @@ from ._base import (
 from ._migrations import MIGRATIONS, MIGRATIONS_TABLE, pending
 from ._rows import (
     CREDENTIAL_COLUMNS,
-    EFFECT_COLUMNS,
     EffectMove,
     advances_from,
     approval_row,
@@ -70,6 +69,7 @@ from ._rows import (
     effect_move,
     effect_row,
     entry_row,
+    first_readable,
     load_json,
     load_result,
     message_rows,
@@ -98,6 +98,22 @@ from ._retention import (
     ended_before,
     first_held,
 )
+from ._sql import (
+    APPROVAL,
+    CLAIM_CANDIDATES,
+    CLAIMABLE_SESSIONS,
+    EFFECT_INSERT,
+    EFFECT_TAKE_OVER,
+    EFFECTS,
+    EFFECTS_ORDER,
+    SESSION_COLUMNS,
+    SETTLE,
+    UNSETTLED_CALLS,
+    UNSETTLED_EFFECTS,
+    VOTES,
+    approvals_query,
+    for_postgres,
+)
 from ._votes import tally, vote_of
 from ._wakeups import CHANNEL, ApprovalWatch, Listener
 
@@ -106,8 +122,6 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger("anfitrion.store")
 
 _MIGRATION_LOCK = 0x616E6669  # "anfi": one migrator at a time across processes
-_SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
-                    "lease_expires")
 _Conn = psycopg.AsyncConnection[Any]
 
 
@@ -301,7 +315,7 @@ class PostgresStore:
         return dataclasses.replace(state, messages=messages, saved_messages=len(messages))
 
     async def load_session(self, session_id: str) -> SessionState | None:
-        rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+        rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
                                  "WHERE session_id = %s", (session_id,))
         if not rows:
             return None
@@ -309,10 +323,10 @@ class PostgresStore:
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
         if status is None:
-            rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+            rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
                                      "ORDER BY updated_at DESC")
         else:
-            rows = await self._fetch(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+            rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
                                      "WHERE status = %s ORDER BY updated_at DESC", (status,))
         return session_rows(rows)
 
@@ -328,15 +342,8 @@ class PostgresStore:
         at = time.time()
         until = at + lease_seconds if owner else None
         async with self._connection(transaction=True) as conn:
-            cur = await conn.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
-                "(s.lease_owner IS NULL OR s.lease_expires < %s) AND ("
-                "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM "
-                "anfitrion_approvals a WHERE a.session_id = s.session_id AND "
-                "a.answer IS NULL)) OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
-                "ORDER BY s.updated_at LIMIT %s FOR UPDATE SKIP LOCKED",
-                (at, CLAIM_CANDIDATES))
-            row = _first_readable(await cur.fetchall())
+            cur = await conn.execute(_CLAIMABLE, (at, CLAIM_CANDIDATES))
+            row = first_readable(await cur.fetchall(), session_row)
             if row is None:
                 return None
             now = now_iso()
@@ -357,7 +364,7 @@ class PostgresStore:
             "updated_at = %s, lease_owner = %s, lease_expires = %s WHERE session_id = %s AND "
             "(lease_owner IS NULL OR lease_owner = %s OR lease_owner = %s "
             "OR lease_expires IS NULL OR lease_expires < %s) "
-            f"RETURNING {_SESSION_COLUMNS}",
+            f"RETURNING {SESSION_COLUMNS}",
             (now_iso(), owner, until, session_id, owner, replace, now))
         if not rows:
             return None
@@ -382,22 +389,15 @@ class PostgresStore:
     async def get_approval(
         self, request_id: str
     ) -> StoredApproval | None:
-        rows = await self._fetch("SELECT request, answer, used FROM anfitrion_approvals "
-                                 "WHERE id = %s", (request_id,))
+        rows = await self._fetch(_APPROVAL, (request_id,))
         if not rows:
             return None
         return approval_row(request_id, *rows[0])
 
     async def list_approvals(self, *, pending_only: bool = True,
                              session_id: str | None = None) -> Sequence[ApprovalRequest]:
-        sql = "SELECT id, request, answer, used FROM anfitrion_approvals WHERE TRUE"
-        args: list[Any] = []
-        if pending_only:
-            sql += " AND answer IS NULL"
-        if session_id is not None:
-            sql += " AND session_id = %s"
-            args.append(session_id)
-        rows = await self._fetch(sql + " ORDER BY created_at DESC", args)
+        sql, args = approvals_query(pending_only, session_id)
+        rows = await self._fetch(for_postgres(sql), args)
         return approval_rows(rows)
 
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
@@ -503,12 +503,12 @@ class PostgresStore:
         return Claim(ClaimState(state), load_result(result), token if claimed else None)
 
     async def effect_state(self, key: str) -> EffectEntry | None:
-        rows = await self._fetch(_EFFECTS + " WHERE e.key = %s", (key,))
+        rows = await self._fetch(EFFECTS + " WHERE e.key = %s", (key,))
         return effect_row(rows[0]) if rows else None
 
     async def list_effects(self, *, unsettled_only: bool = False) -> Sequence[EffectEntry]:
-        where = " WHERE l.state IN ('claimed', 'unknown')" if unsettled_only else ""
-        rows = await self._fetch(_EFFECTS + where + " ORDER BY e.created_at DESC, e.key")
+        where = UNSETTLED_EFFECTS if unsettled_only else ""
+        rows = await self._fetch(EFFECTS + where + EFFECTS_ORDER)
         return [effect_row(r) for r in rows]
 
     async def resolve_effect(self, key: str, *, done: bool, by: str,
@@ -538,7 +538,7 @@ class PostgresStore:
             await conn.execute(
                 "UPDATE anfitrion_effects SET resolved_by = %s, resolution_note = %s, "
                 "updated_at = %s WHERE key = %s", (by, note, now_iso(), key))
-            cur = await conn.execute(_EFFECTS + " WHERE e.key = %s", (key,))
+            cur = await conn.execute(EFFECTS + " WHERE e.key = %s", (key,))
             row = await cur.fetchone()
         assert row is not None
         return effect_row(row)
@@ -546,16 +546,13 @@ class PostgresStore:
     async def settle_execution(self, session_id: str, call_id: str, result: ToolResult,
                                token: str) -> bool:
         count = await self._rowcount(
-            "UPDATE anfitrion_ledger SET state = %s, result = %s, updated_at = %s "
-            "WHERE session_id = %s AND call_id = %s AND state = 'claimed' AND claim_token = %s",
+            _SETTLE,
             (settled_state(result).value, dump_result(result), now_iso(), session_id, call_id,
              token))
         return count == 1
 
     async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
-        rows = await self._fetch("SELECT session_id, call_id FROM anfitrion_ledger "
-                                 "WHERE state IN (%s, %s) ORDER BY updated_at",
-                                 (LedgerState.CLAIMED.value, LedgerState.UNKNOWN.value))
+        rows = await self._fetch(UNSETTLED_CALLS)
         return [(r[0], r[1]) for r in rows]
 
     # -- audit ---------------------------------------------------------------------------------
@@ -891,13 +888,17 @@ async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerStat
         (session_id, call_id, state.value, digest, now_iso(), advances_from(state)))
 
 
-_EFFECTS = (f"SELECT {EFFECT_COLUMNS} FROM anfitrion_effects e LEFT JOIN anfitrion_ledger l "
-            "ON l.session_id = e.session_id AND l.call_id = e.call_id")
+_APPROVAL = for_postgres(APPROVAL)
+_CLAIMABLE = for_postgres(CLAIMABLE_SESSIONS) + " FOR UPDATE SKIP LOCKED"
+_SETTLE = for_postgres(SETTLE)
+_VOTES = for_postgres(VOTES)
+_EFFECT_INSERT = for_postgres(EFFECT_INSERT) + " ON CONFLICT (key) DO NOTHING"
+_EFFECT_TAKE_OVER = for_postgres(EFFECT_TAKE_OVER)
 
 
 async def _locked_effect(conn: _Conn, key: str) -> EffectEntry | None:
     """The effect under *key*, its row locked until the transaction ends."""
-    cur = await conn.execute(_EFFECTS + " WHERE e.key = %s FOR UPDATE OF e", (key,))
+    cur = await conn.execute(EFFECTS + " WHERE e.key = %s FOR UPDATE OF e", (key,))
     row = await cur.fetchone()
     return effect_row(row) if row else None
 
@@ -911,9 +912,7 @@ async def _reserve_effect(conn: _Conn, effect: EffectKey, me: tuple[str, str],
     serialises every claimer of the key: exactly one holds it."""
     now = now_iso()
     cur = await conn.execute(
-        "INSERT INTO anfitrion_effects (key, display, scope, tool, session_id, call_id, "
-        "created_at, updated_at, arguments, sensitive) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
+        _EFFECT_INSERT,
         (effect.key, effect.display, effect.scope.value, effect.tool, me[0], me[1], now, now,
          *effect_arguments(effect)))
     if cur.rowcount == 1:
@@ -926,9 +925,7 @@ async def _reserve_effect(conn: _Conn, effect: EffectKey, me: tuple[str, str],
         return held
     if move is not EffectMove.OWN:
         await conn.execute(
-            "UPDATE anfitrion_effects SET session_id = %s, call_id = %s, updated_at = %s, "
-            "resolved_by = NULL, resolution_note = NULL, repeats = repeats + %s, "
-            "arguments = %s, sensitive = %s WHERE key = %s",
+            _EFFECT_TAKE_OVER,
             (me[0], me[1], now, int(move is EffectMove.REPEAT), *effect_arguments(effect),
              effect.key))
     return None
@@ -952,21 +949,6 @@ statement wrote it."""
 _CLAIM_RETRY = _claim_sql(True)
 
 
-CLAIM_CANDIDATES = 32
-"""Sessions a claim looks at: the oldest that can be read is taken, corrupt ones passed over."""
-
-
-def _first_readable(rows: Sequence[Sequence[Any]]) -> Sequence[Any] | None:
-    for row in rows:
-        try:
-            _session(row)
-        except StoreError as exc:  # a corrupt session never blocks the ones behind it
-            log.warning("%s; it is not resumed", exc)
-            continue
-        return row
-    return None
-
-
 def _session(row: Sequence[Any]) -> SessionState:
     return session_row(row)
 
@@ -976,6 +958,5 @@ def _entry(row: Sequence[Any]) -> LedgerEntry:
 
 
 async def _votes(conn: _Conn, request_id: str) -> tuple[ApprovalVote, ...]:
-    cur = await conn.execute("SELECT data FROM anfitrion_approval_votes WHERE request_id = %s "
-                             "ORDER BY seq", (request_id,))
+    cur = await conn.execute(_VOTES, (request_id,))
     return tuple(vote_of(row[0]) for row in await cur.fetchall())

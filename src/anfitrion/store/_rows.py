@@ -58,6 +58,7 @@ __all__ = [
     "effect_move",
     "effect_row",
     "entry_row",
+    "first_readable",
     "lease_free",
     "load_json",
     "load_result",
@@ -288,6 +289,20 @@ class Rows(list[T]):
     """What a listing returns: the rows it could load, and the corrupt ones it skipped."""
 
     skipped: tuple[CorruptRow, ...] = ()
+
+
+def first_readable(rows: Iterable[Sequence[Any]],
+                   read: Callable[[Sequence[Any]], object]) -> Sequence[Any] | None:
+    """The first of *rows* that *read* loads without a :class:`StoreError`: a corrupt session
+    never blocks the ones behind it (it is logged and passed over)."""
+    for row in rows:
+        try:
+            read(row)
+        except StoreError as exc:
+            log.warning("%s; it is not resumed", exc)
+            continue
+        return row
+    return None
 
 
 def skipped_rows(listing: Iterable[Any]) -> tuple[CorruptRow, ...]:

@@ -69,7 +69,6 @@ from ._retention import (
 )
 from ._rows import (
     CREDENTIAL_COLUMNS,
-    EFFECT_COLUMNS,
     EffectMove,
     approval_row,
     approval_rows,
@@ -82,6 +81,7 @@ from ._rows import (
     effect_move,
     effect_row,
     entry_row,
+    first_readable,
     load_json,
     load_result,
     may_advance,
@@ -95,9 +95,24 @@ from ._rows import (
     session_rows,
     settled_state,
 )
+from ._sql import (
+    APPROVAL,
+    CLAIM_CANDIDATES,
+    CLAIMABLE_SESSIONS,
+    EFFECT_INSERT,
+    EFFECT_TAKE_OVER,
+    EFFECTS,
+    EFFECTS_ORDER,
+    SESSION_COLUMNS,
+    SETTLE,
+    UNSETTLED_CALLS,
+    UNSETTLED_EFFECTS,
+    VOTES,
+    approvals_query,
+)
 from ._votes import tally, vote_of
 
-__all__ = ["SQLiteStore"]
+__all__ = ["SQLiteStore", "sqlite_file"]
 
 log = logging.getLogger("anfitrion.store")
 
@@ -110,6 +125,33 @@ MAX_BATCH = 256
 
 def _state(value: str | None) -> LedgerState | None:
     return None if value is None else LedgerState(value)
+
+
+def _parse_url(url: str) -> tuple[str, dict[str, Any]]:
+    """The file and the options of a ``sqlite:`` URL (see :meth:`SQLiteStore.from_url`)."""
+    parts = urlsplit(url)
+    if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/") \
+            or len(parts.path) < 2:
+        raise UserError(f"bad SQLite URL {url!r}: use sqlite:///relative/file.db or "
+                        "sqlite:////absolute/file.db")
+    query = parse_qs(parts.query)
+    try:
+        timeout = float(query.get("timeout", ["30"])[0])
+    except ValueError:
+        raise UserError(f"bad SQLite URL {url!r}: timeout must be a number") from None
+    synchronous = query.get("synchronous", ["full"])[0].lower()
+    migrate = query.get("migrate", ["1"])[0] not in ("0", "false", "no")
+    return unquote(parts.path[1:]), {"timeout": timeout, "migrate": migrate,
+                                     "synchronous": synchronous}
+
+
+def sqlite_file(url: str) -> str:
+    """The file a ``sqlite:`` store URL names, without opening it.
+
+    Raises:
+        UserError: the URL names no file.
+    """
+    return _parse_url(url)[0]
 
 
 class SQLiteStore:
@@ -145,20 +187,9 @@ class SQLiteStore:
         Raises:
             UserError: the URL names no file.
         """
-        parts = urlsplit(url)
-        if parts.scheme != "sqlite" or parts.netloc or not parts.path.startswith("/") \
-                or len(parts.path) < 2:
-            raise UserError(f"bad SQLite URL {url!r}: use sqlite:///relative/file.db or "
-                            "sqlite:////absolute/file.db")
-        query = parse_qs(parts.query)
-        try:
-            timeout = float(query.get("timeout", ["30"])[0])
-        except ValueError:
-            raise UserError(f"bad SQLite URL {url!r}: timeout must be a number") from None
-        synchronous = query.get("synchronous", ["full"])[0].lower()
-        migrate = query.get("migrate", ["1"])[0] not in ("0", "false", "no")
-        return cls(unquote(parts.path[1:]), timeout=timeout, migrate=migrate,
-                   synchronous=synchronous)
+        path, options = _parse_url(url)
+        return cls(path, timeout=options["timeout"], migrate=options["migrate"],
+                   synchronous=options["synchronous"])
 
     @property
     def url(self) -> str:
@@ -262,14 +293,14 @@ class SQLiteStore:
 
     async def load_session(self, session_id: str) -> SessionState | None:
         def load(c: Conn) -> SessionState | None:
-            row = c.execute(f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions "
+            row = c.execute(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
                             "WHERE session_id = ?", (session_id,)).fetchone()
             return None if row is None else _with_messages(c, _session(row))
 
         return await self._run(load)
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
-        sql = f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions"
+        sql = f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions"
         args: tuple[Any, ...] = ()
         if status is not None:
             sql += " WHERE status = ?"
@@ -283,13 +314,8 @@ class SQLiteStore:
         def claim(c: Conn) -> SessionState | None:
             at = time.time()
             rows = c.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
-                "(s.lease_owner IS NULL OR s.lease_expires < ?) AND ("
-                "(s.status = 'suspended' AND NOT EXISTS (SELECT 1 FROM anfitrion_approvals a "
-                "WHERE a.session_id = s.session_id AND a.answer IS NULL)) "
-                "OR (s.status = 'running' AND s.lease_owner IS NOT NULL)) "
-                "ORDER BY s.updated_at LIMIT ?", (at, CLAIM_CANDIDATES)).fetchall()
-            row = _first_readable(c, rows)
+                CLAIMABLE_SESSIONS, (at, CLAIM_CANDIDATES)).fetchall()
+            row = first_readable(rows, lambda r: _with_messages(c, _session(r)))
             if row is None:
                 return None
             now = now_iso()
@@ -312,7 +338,7 @@ class SQLiteStore:
                 "updated_at = ?, lease_owner = ?, lease_expires = ? WHERE session_id = ? AND "
                 "(lease_owner IS NULL OR lease_owner = ? OR lease_owner = ? "
                 "OR lease_expires IS NULL OR lease_expires < ?) "
-                f"RETURNING {_SESSION_COLUMNS}",
+                f"RETURNING {SESSION_COLUMNS}",
                 (stamp, owner, until, session_id, owner, replace, now)).fetchone()
             return None if row is None else _with_messages(c, _session(row))
         return await self._write(acquire)
@@ -336,24 +362,15 @@ class SQLiteStore:
     async def get_approval(
         self, request_id: str
     ) -> StoredApproval | None:
-        rows = await self._run(lambda c: c.execute(
-            "SELECT request, answer, used FROM anfitrion_approvals WHERE id = ?",
-            (request_id,)).fetchall())
+        rows = await self._run(lambda c: c.execute(APPROVAL, (request_id,)).fetchall())
         if not rows:
             return None
         return approval_row(request_id, *rows[0])
 
     async def list_approvals(self, *, pending_only: bool = True,
                              session_id: str | None = None) -> Sequence[ApprovalRequest]:
-        sql = "SELECT id, request, answer, used FROM anfitrion_approvals WHERE 1 = 1"
-        args: list[Any] = []
-        if pending_only:
-            sql += " AND answer IS NULL"
-        if session_id is not None:
-            sql += " AND session_id = ?"
-            args.append(session_id)
-        rows = await self._run(lambda c: c.execute(sql + " ORDER BY created_at DESC",
-                                                   args).fetchall())
+        sql, args = approvals_query(pending_only, session_id)
+        rows = await self._run(lambda c: c.execute(sql, args).fetchall())
         return approval_rows(rows)
 
     async def answer_approval(self, answer: ApprovalAnswer) -> bool:
@@ -450,9 +467,8 @@ class SQLiteStore:
         return await self._run(lambda c: _effect(c, key))
 
     async def list_effects(self, *, unsettled_only: bool = False) -> Sequence[EffectEntry]:
-        where = " WHERE l.state IN ('claimed', 'unknown')" if unsettled_only else ""
-        rows = await self._run(lambda c: c.execute(
-            _EFFECTS + where + " ORDER BY e.created_at DESC, e.key").fetchall())
+        where = UNSETTLED_EFFECTS if unsettled_only else ""
+        rows = await self._run(lambda c: c.execute(EFFECTS + where + EFFECTS_ORDER).fetchall())
         return [effect_row(r) for r in rows]
 
     async def resolve_effect(self, key: str, *, done: bool, by: str,
@@ -482,16 +498,12 @@ class SQLiteStore:
                                token: str) -> bool:
         state, text, now = settled_state(result).value, dump_result(result), now_iso()
         count = await self._write(lambda c: c.execute(
-            "UPDATE anfitrion_ledger SET state = ?, result = ?, updated_at = ? "
-            "WHERE session_id = ? AND call_id = ? AND state = 'claimed' AND claim_token = ?",
+            SETTLE,
             (state, text, now, session_id, call_id, token)).rowcount)
         return bool(count == 1)
 
     async def list_unknown_executions(self) -> Sequence[tuple[str, str]]:
-        rows = await self._run(lambda c: c.execute(
-            "SELECT session_id, call_id FROM anfitrion_ledger WHERE state IN (?, ?) "
-            "ORDER BY updated_at", (LedgerState.CLAIMED.value,
-                                    LedgerState.UNKNOWN.value)).fetchall())
+        rows = await self._run(lambda c: c.execute(UNSETTLED_CALLS).fetchall())
         return [(r[0], r[1]) for r in rows]
 
     # -- audit ---------------------------------------------------------------------------------
@@ -1006,18 +1018,12 @@ def _advance(c: Conn, session_id: str, call_id: str, state: LedgerState, digest:
               (session_id, call_id, state.value, digest, now_iso()))
 
 
-_EFFECTS = (f"SELECT {EFFECT_COLUMNS} FROM anfitrion_effects e LEFT JOIN anfitrion_ledger l "
-            "ON l.session_id = e.session_id AND l.call_id = e.call_id")
-
-
 def _votes(c: Conn, request_id: str) -> tuple[ApprovalVote, ...]:
-    return tuple(vote_of(row[0]) for row in c.execute(
-        "SELECT data FROM anfitrion_approval_votes WHERE request_id = ? ORDER BY seq",
-        (request_id,)).fetchall())
+    return tuple(vote_of(row[0]) for row in c.execute(VOTES, (request_id,)).fetchall())
 
 
 def _effect(c: Conn, key: str) -> EffectEntry | None:
-    row = c.execute(_EFFECTS + " WHERE e.key = ?", (key,)).fetchone()
+    row = c.execute(EFFECTS + " WHERE e.key = ?", (key,)).fetchone()
     return effect_row(row) if row else None
 
 
@@ -1033,15 +1039,11 @@ def _reserve_effect(c: Conn, effect: EffectKey, me: tuple[str, str],
     if move is EffectMove.DUPLICATE:
         return held
     if held is None:
-        c.execute("INSERT INTO anfitrion_effects (key, display, scope, tool, session_id, "
-                  "call_id, created_at, updated_at, arguments, sensitive) "
-                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        c.execute(EFFECT_INSERT,
                   (effect.key, effect.display, effect.scope.value, effect.tool, me[0], me[1],
                    now, now, *effect_arguments(effect)))
     elif move is not EffectMove.OWN:
-        c.execute("UPDATE anfitrion_effects SET session_id = ?, call_id = ?, updated_at = ?, "
-                  "resolved_by = NULL, resolution_note = NULL, repeats = repeats + ?, "
-                  "arguments = ?, sensitive = ? WHERE key = ?",
+        c.execute(EFFECT_TAKE_OVER,
                   (me[0], me[1], now, int(move is EffectMove.REPEAT), *effect_arguments(effect),
                    effect.key))
     return None
@@ -1056,23 +1058,6 @@ def _with_messages(c: Conn, state: SessionState) -> SessionState:
                         state.lease_owner, state.lease_expires)
 
 
-_SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
-                    "lease_expires")
-
-
-CLAIM_CANDIDATES = 32
-"""Sessions a claim looks at: the oldest that can be read is taken, corrupt ones passed over."""
-
-
-def _first_readable(c: Conn, rows: Sequence[Sequence[Any]]) -> Sequence[Any] | None:
-    for row in rows:
-        try:
-            _with_messages(c, _session(row))
-        except StoreError as exc:  # a corrupt session never blocks the ones behind it
-            log.warning("%s; it is not resumed", exc)
-            continue
-        return row
-    return None
 
 
 def _session(row: Sequence[Any]) -> SessionState:

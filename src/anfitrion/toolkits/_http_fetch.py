@@ -31,6 +31,7 @@ from urllib.parse import SplitResult, urljoin, urlsplit
 
 import anyio
 
+from .._addresses import address_is_public, is_loopback
 from .._conversation import Provenance
 from .._tools import Effect, Tool
 from ..exceptions import (
@@ -42,12 +43,11 @@ from ..exceptions import (
     ToolNotExecuted,
 )
 
-__all__ = ["Resolver", "address_is_public", "http_fetch", "numeric_host", "static_resolver"]
+__all__ = ["Resolver", "http_fetch", "numeric_host", "static_resolver"]
 
 Resolver = Callable[[str], Awaitable[Sequence[str]]]
 MAX_URL_CHARS = 2048
 _NUMBER = re.compile(r"^(0x[0-9a-f]*|[0-9]+)$", re.IGNORECASE)
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/xhtml+xml",
                "application/rss+xml", "application/atom+xml")
 
@@ -86,30 +86,6 @@ def numeric_host(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | N
         number = number << 8 | v
     number = number << last_bits | values[-1]
     return ipaddress.IPv4Address(number)
-
-
-def _embedded(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
-    if not isinstance(ip, ipaddress.IPv6Address):
-        return []
-    out = [a for a in (ip.ipv4_mapped, ip.sixtofour) if a is not None]
-    if ip.teredo is not None:
-        out.extend(ip.teredo)
-    if ip in _NAT64:
-        out.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
-    return out
-
-
-def address_is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    """True for a globally routable unicast address, also looking inside IPv6 wrappings."""
-    if not ip.is_global or ip.is_multicast or ip.is_reserved or ip.is_unspecified:
-        return False
-    if isinstance(ip, ipaddress.IPv6Address) and ip.is_site_local:  # fec0::/10, still routed
-        return False                                                  # inside some networks
-    return all(address_is_public(inner) for inner in _embedded(ip))
-
-
-def _is_loopback(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    return ip.is_loopback or any(inner.is_loopback for inner in _embedded(ip))
 
 
 def static_resolver(mapping: Mapping[str, Sequence[str]]) -> Resolver:
@@ -216,10 +192,10 @@ def _host_of(parts: SplitResult) -> tuple[str, str, int | None,
 def _check_address(raw_host: str, ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
                    scheme: str, dev_http: bool) -> None:
     """A numeric host must be public (or loopback over http in development)."""
-    if not address_is_public(ip) and not (dev_http and scheme == "http" and _is_loopback(ip)):
+    if not address_is_public(ip) and not (dev_http and scheme == "http" and is_loopback(ip)):
         raise ArgumentError(f"url host {raw_host!r} is the address {ip}, which is not public "
                             "(private, loopback, link-local, multicast or reserved)", field="url")
-    if scheme == "http" and not _is_loopback(ip):
+    if scheme == "http" and not is_loopback(ip):
         raise ArgumentError("http is allowed only to loopback addresses (development); "
                             "use https", field="url")
 
@@ -367,11 +343,11 @@ class _Fetcher:
             except ValueError:
                 raise ToolNotExecuted(f"{target.host!r} resolved to an invalid address") from None
             loopback_ok = (self.allow_http_loopback and target.scheme == "http"
-                           and _is_loopback(ip))
+                           and is_loopback(ip))
             if not address_is_public(ip) and not loopback_ok:
                 raise ToolNotExecuted(f"{target.host!r} resolves to {text}, which is not a "
                                       "public address; refused")
-            if target.scheme == "http" and not _is_loopback(ip):
+            if target.scheme == "http" and not is_loopback(ip):
                 raise ToolNotExecuted("http is allowed only to loopback addresses (development)")
         return found[0].split("%")[0]
 

@@ -23,8 +23,7 @@ from .. import _resolutions as resolutions
 from .._answers import OnAnswer, Outcome, Refusal, answer, notify, state_of, votes_json
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote, Reviewer
 from .._json import parse_json_strict
-from ..channels import Reviewers
-from ..channels._webhooks import CallbackVerifier
+from ..channels import CallbackVerifier, Reviewers
 from ..exceptions import ConflictError, JsonError
 from ..store import Store
 from ._render import findings

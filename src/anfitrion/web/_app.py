@@ -30,10 +30,9 @@ from starlette.routing import Route
 from .._answers import OnAnswer
 from .._approvals import make_visible
 from .._throttle import OnThrottled
-from ..channels import Reviewers
-from ..channels._webhooks import CallbackVerifier
+from ..channels import CallbackVerifier, Reviewers
 from ..exceptions import AnfitrionError, UserError
-from ..store import Store
+from ..store import AuditStore, Store
 from ._api import api_routes, error
 from ._approval_pages import ApprovalPages
 from ._connect import Accounts, ConnectPages
@@ -132,7 +131,7 @@ def _lifespan(accounts: Accounts | None) -> Any:
 THROTTLED_AUDIT = "inbox.auth_throttled"
 
 
-def _audit_throttled(store: Store) -> OnThrottled:
+def _audit_throttled(store: AuditStore) -> OnThrottled:
     """An audit record for each client that starts being throttled (once per episode)."""
     async def audit(data: Mapping[str, Any]) -> None:
         try:

@@ -37,8 +37,7 @@ from mcp.client.auth import PKCEParameters
 from .._approvals import Reviewer, make_visible
 from .._redaction import redact
 from ..exceptions import InputError
-from ..mcp import SignInSettings
-from ..mcp._gateway_auth import AuthRefused, Fetcher, JwksCache, claim_at, claim_words
+from ..mcp import AuthRefused, Fetcher, JwksCache, SignInSettings, claim_at, claim_words
 
 __all__ = ["FLOW_SECONDS", "MAX_FLOWS", "REFUSED_AUDIT", "SIGNED_IN_AUDIT", "OidcSignIn",
            "SignInRefused"]

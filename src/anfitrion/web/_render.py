@@ -26,7 +26,7 @@ from typing import Any
 from .._approvals import make_visible
 from .._conversation import JsonValue
 from .._json import as_written, json_strings
-from ..policy._taint import TAINT_WARNING
+from ..policy import TAINT_WARNING
 
 __all__ = ["ArgumentView", "Intent", "Notice", "Piece", "SourceQuote", "argument_views",
            "email_preview", "file_diff", "finding_parts", "findings", "intent_of", "notices",
