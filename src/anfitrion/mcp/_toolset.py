@@ -117,6 +117,8 @@ from ._stderr import relay_stderr
 try:
     import httpx2
     import mcp.types as mt
+    from mcp.client._input_required import run_input_required_driver
+    from mcp.client._probe import negotiate_auto
     from mcp.client.session import ClientSession
     from mcp.client.stdio import get_default_environment
     from mcp.client.streamable_http import streamable_http_client
@@ -137,6 +139,8 @@ MAX_LIST_PAGES = 20
 STARTUP_TIMEOUT = 30.0
 """Seconds a server may take to start and answer ``initialize``."""
 MAX_TOOLS_PER_SERVER = 500
+MAX_INPUT_ROUNDS = 10
+"""How many ``input_required`` rounds one call may take before it fails (the SDK's default)."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """The longest message line a stdio server may send; a longer one closes the connection."""
 MAX_NOISE_LINES = 50
@@ -748,11 +752,14 @@ class McpToolset:
                     client_info=mt.Implementation(name="anfitrion", version=__version__),
                     **callbacks.declared))
                 with anyio.fail_after(max(cfg.timeout, STARTUP_TIMEOUT)):
-                    init = await session.initialize()
+                    if cfg.protocol == "legacy":
+                        await session.initialize()
+                    else:  # the SDK's own: server/discover, else the initialize handshake
+                        await negotiate_auto(session)
                 callbacks.install_undeclared(session)
                 conn.session = session
-                conn.instructions = init.instructions
-                conn.server_name = init.server_info.name
+                conn.instructions = session.instructions
+                conn.server_name = session.server_info.name if session.server_info else ""
                 if refusal := approval_queue_refusal(cfg.id, conn.server_name):
                     conn.error = refusal  # the queue is never offered to an agent
                     raise McpServerError(cfg.id, refusal)
@@ -1184,9 +1191,8 @@ class McpToolset:
         try:
             with anyio.fail_after(self.config.timeout):
                 # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
-                result = await conn.request(lambda: session.call_tool(
-                    upstream, arguments, meta=cast("mt.RequestParamsMeta | None", trace_meta()),
-                    progress_callback=caller.progress if caller is not None else None))
+                result = await conn.request(partial(
+                    self._call_upstream, session, pending, upstream, arguments))
         except TimeoutError:
             # the SDK sent notifications/cancelled for the request it gave up.
             # A server that ignores a deadline may keep working or writing: start afresh.
@@ -1215,6 +1221,35 @@ class McpToolset:
         if caller is not None:
             caller.results.append(result)
         return self._result_value(result, output)
+
+    async def _call_upstream(self, session: ClientSession, pending: PendingCall, upstream: str,
+                             arguments: dict[str, Any]) -> mt.CallToolResult:
+        """One ``tools/call``, with its multi-round-trip rounds (2026-07-28): each
+        ``input_required`` result's requests are answered for this very call (its caller's
+        relay, or the application's handler, checked as a server-to-client request is) and
+        the call is sent again with the answers and the server's ``requestState`` echoed
+        byte for byte (the SDK's driver; never another call's state)."""
+        caller = pending.caller
+        # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
+        meta = cast("mt.RequestParamsMeta | None", trace_meta())
+        progress = caller.progress if caller is not None else None
+
+        async def send(responses: mt.InputResponses | None, state: str | None
+                       ) -> mt.CallToolResult | mt.InputRequiredResult:
+            return await session.call_tool(
+                upstream, arguments, meta=meta, progress_callback=progress,
+                input_responses=responses, request_state=state, allow_input_required=True)
+
+        async def dispatch(key: str, request: mt.InputRequest) -> mt.InputResponse | mt.ErrorData:
+            answer: mt.InputResponse | mt.ErrorData = await self.requests.on_input_request(
+                pending, request)
+            return answer
+
+        first = await send(None, None)
+        if not isinstance(first, mt.InputRequiredResult):
+            return first
+        return await run_input_required_driver(first, dispatch=dispatch, retry=send,
+                                               max_rounds=MAX_INPUT_ROUNDS)
 
     def _result_value(self, result: mt.CallToolResult, output: Any) -> Any:
         if is_oversized_marker(result):  # ran and answered, too large: done, said so
