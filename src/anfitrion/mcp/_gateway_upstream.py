@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -33,6 +33,7 @@ from mcp.shared.message import ServerMessageMetadata
 from .._conversation import Provenance
 from .._events import EventType
 from ..exceptions import McpServerError
+from ._elicitation import MAX_MESSAGE_CHARS, schema_problem, secret_problem
 from ._gateway_content import Shaper, as_text, shape_messages
 from ._pinning import PinState, pinned_prompt_fields, prompt_pin_name, server_key, suspicious_text
 from ._toolset import MAX_LIST_PAGES, McpToolset
@@ -380,9 +381,15 @@ class UpstreamProtocol:
     # -- the servers' requests to the client ---------------------------------------------------
 
     async def relay(self, server: str, method: str, params: Any, session: ServerSession,
-                    request_id: Any, client: _Client | None = None) -> Any:
+                    request_id: Any, client: _Client | None = None,
+                    ask: Callable[[str, Any], Awaitable[Any]] | None = None) -> Any:
         """A server's ``sampling/createMessage`` or ``elicitation/create`` during a call:
-        passed to the client when the server's entry allows it, else refused; audited."""
+        passed to the client when the server's entry allows it, else refused; audited.
+
+        A form elicitation must have the flat schema MCP allows and ask for no secret
+        (:mod:`anfitrion.mcp._elicitation`: MCP forbids asking for one in form mode). *ask*:
+        how a 2026-07-28 client is asked (in the gateway's ``input_required`` result:
+        :mod:`anfitrion.mcp._gateway_input`); else a request to the client's session."""
         config = self.toolsets[server].config
         sampling = method == "sampling/createMessage"
         allowed = config.sampling if sampling else config.elicitation
@@ -397,6 +404,12 @@ class UpstreamProtocol:
                 f"{method} refused by anfitrion's gateway: server {server!r} may not ask the "
                 f"client for {key}. The operator can allow it with \"{key}\": true in the "
                 "server's entry of the MCP config."))
+        problem = None if sampling else _form_problem(params)
+        if problem is not None:
+            await self._audit(f"{server}.{method}", f"refused: {problem}"
+                              f"{'; ' + hints if hints else ''}", client)
+            return mt.ErrorData(code=mt.INVALID_PARAMS, message=(
+                f"{method} refused by anfitrion's gateway: {problem}"))
         narrowed = ""
         if sampling and params.include_context not in (None, "none"):
             # the context of the client's other servers is not this server's to read
@@ -411,6 +424,8 @@ class UpstreamProtocol:
             request, result_type = mt.CreateMessageRequest(params=params), mt.CreateMessageResult
         else:
             request, result_type = mt.ElicitRequest(params=params), mt.ElicitResult
+        if ask is not None:
+            return await ask(method, params)
         try:
             return await session.send_request(
                 request, result_type,
@@ -429,6 +444,21 @@ class UpstreamProtocol:
         gated = await (client or self.gateway._client()).session()
         await gated.emit(EventType.MCP_RELAYED, tool=name, detail=detail)
         await self.gateway.runtime.flush()
+
+
+def _form_problem(params: Any) -> str | None:
+    """Why a form elicitation may not reach the client: a schema MCP does not allow, or a
+    question asking for a secret (``None`` for URL mode: a link, no form)."""
+    if getattr(params, "mode", "form") != "form":
+        return None
+    schema = params.requested_schema
+    problem = schema_problem(schema)
+    if problem is not None:
+        return problem
+    secret = secret_problem(str(params.message)[:MAX_MESSAGE_CHARS], schema)
+    if secret is not None:
+        return f"{secret}; a server may never ask for secrets through elicitation"
+    return None
 
 
 def _cursor(request: Any) -> str | None:
