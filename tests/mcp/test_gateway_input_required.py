@@ -335,3 +335,22 @@ async def test_another_principals_state_is_refused_and_each_question_reaches_its
     assert '"name": "Alice"' in done.content[0].text  # type: ignore[union-attr]
     assert '"name": "Alice"' in results["alice"] and '"name": "Bob"' in results["bob"]
     assert alice_person.asked == ["Who are you?"] and bob_person.asked == ["Who are you?"]
+
+
+# -- subscriptions/listen ----------------------------------------------------------------------
+
+
+async def test_a_listen_stream_is_told_when_the_offered_tools_change() -> None:
+    """2026-07-28 has no standing stream: a client opens ``subscriptions/listen`` and gets the
+    lists' changes on it (what a 2025 client gets as ``notifications/tools/list_changed``)."""
+    store = MemoryStore()
+    with anyio.fail_after(120):
+        async with gateway_of(store) as (gateway, url), client_of(url) as client:
+            tools = client.session.server_capabilities.tools  # type: ignore[union-attr]
+            assert tools is not None and tools.list_changed
+            async with client.listen(tools_list_changed=True) as subscription:
+                assert subscription.honored.tools_list_changed
+                await gateway.tools_changed()  # what a pin change or the upstream's notice does
+                with anyio.fail_after(10):
+                    event = await subscription.__anext__()
+    assert type(event).__name__ == "ToolsListChanged"

@@ -81,6 +81,7 @@ try:
     from mcp.server.models import InitializationOptions
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
     from mcp.shared.exceptions import MCPError
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -300,6 +301,10 @@ class Gateway:
         self._conversations: Conversations | None = None
         self._conversations_lock = anyio.Lock()
         self.protocol = UpstreamProtocol(self)
+        self.events = InMemorySubscriptionBus()
+        """What 2026-07-28 clients' ``subscriptions/listen`` streams are told: the lists'
+        changes (no data: the same notice every legacy client gets)."""
+        self.listen = ListenHandler(self.events, max_subscriptions=256)
         self.rounds = InputRounds(self._request_principal)
         """The 2026-07-28 calls whose upstream asked the client something
         (:mod:`anfitrion.mcp._gateway_input`)."""
@@ -542,10 +547,12 @@ class Gateway:
         return None
 
     async def tools_changed(self) -> None:
-        """``notifications/tools/list_changed`` to every client connected now."""
+        """``notifications/tools/list_changed`` to every client connected now (and every
+        2026-07-28 ``subscriptions/listen`` stream asking for it)."""
         for session in list(self.sessions):
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 await session.send_notification(mt.ToolListChangedNotification())
+        await self.events.publish(ToolsListChanged())
 
     async def _keep_leases(self) -> None:
         while True:
@@ -822,6 +829,9 @@ class Gateway:
             return result
 
         server.add_request_handler("tools/call", mt.CallToolRequestParams, _call)
+        # 2026-07-28: the lists' changes on a stream the client opens (the SDK's handler)
+        server.add_request_handler("subscriptions/listen", mt.SubscriptionsListenRequestParams,
+                                   self.listen)
         return server
 
     async def serve_stdio(self) -> None:
@@ -979,6 +989,9 @@ class _GatewayServer(Server[Any]):
         if protocol_version not in MODERN_PROTOCOL_VERSIONS:  # there: subscriptions/listen
             capabilities.resources = mt.ResourcesCapability(subscribe=True, list_changed=True)
             capabilities.prompts = mt.PromptsCapability(list_changed=True)
+        elif capabilities.resources is not None:  # the lists' changes only: a resource's
+            # updates are not subscribed to upstream for a listen stream
+            capabilities.resources.subscribe = False
         return capabilities
 
     def create_initialization_options(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp.types as mt
+from mcp.server.subscriptions import PromptsListChanged, ResourcesListChanged
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
@@ -273,6 +274,9 @@ class UpstreamProtocol:
                 notice = type(root)()
                 for session in list(self.gateway.sessions):
                     await _quietly(session.send_notification(notice))
+                await self.gateway.events.publish(
+                    ResourcesListChanged() if isinstance(root, mt.ResourceListChangedNotification)
+                    else PromptsListChanged())
         return forward
 
     # -- prompts -----------------------------------------------------------------------------
