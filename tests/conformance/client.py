@@ -47,6 +47,8 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     # 2026-07-28 (the prerelease): per-request _meta, the standard headers, multi-round trips
     "request-metadata": [],
     "http-standard-headers": [("test_headers", {}), ("my-hyphenated-tool", {})],
+    "json-schema-ref-no-deref": [],  # listed (and pinned, checked) only: no network $ref
+    "http-invalid-tool-headers": [("*", {})],  # every tool listed (the SDK drops the others)
     "sep-2322-client-request-state": [
         ("test_mrtr_echo_state", {}), ("test_mrtr_no_state", {}), ("test_mrtr_unrelated", {}),
         ("test_mrtr_no_result_type", {})],
@@ -112,6 +114,12 @@ def _echo_focal(statuses: list[ToolStatus], arguments: dict[str, Any]) -> dict[s
     return {"schema": focal[0].seen_definition["inputSchema"]}
 
 
+def _strings_for(status: ToolStatus) -> dict[str, Any]:
+    """Arguments for a tool taking strings: each required one ``"x"``."""
+    schema = status.pin.seen_definition.get("inputSchema", {}) if status.pin else {}
+    return {name: "x" for name in schema.get("required", [])}
+
+
 def _present(arguments: dict[str, Any]) -> dict[str, Any]:
     """The scenario's arguments less those it gives as ``null``: a model leaves an optional
     argument out (the gate refuses ``null`` for a ``boolean``, as the schema says), and an
@@ -139,6 +147,8 @@ async def main(url: str, scenario: str) -> int:
         statuses = await toolset.refresh()
         for status in statuses:
             await toolset.pins.approve(status.name, by="conformance")
+        if calls == [("*", {})]:
+            calls = [(s.upstream_name, _strings_for(s)) for s in statuses]
         calls = [(name, _echo_focal(statuses, arguments)) for name, arguments in calls]
         script: list[Any] = []
         if calls:
