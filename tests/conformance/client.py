@@ -117,7 +117,7 @@ def _echo_focal(statuses: list[ToolStatus], arguments: dict[str, Any]) -> dict[s
 def _strings_for(status: ToolStatus) -> dict[str, Any]:
     """Arguments for a tool taking strings: each required one ``"x"``."""
     schema = status.pin.seen_definition.get("inputSchema", {}) if status.pin else {}
-    return {name: "x" for name in schema.get("required", [])}
+    return dict.fromkeys(schema.get("required", []), "x")
 
 
 def _present(arguments: dict[str, Any]) -> dict[str, Any]:

@@ -65,6 +65,9 @@ INPUT_WAIT = 600.0
 AUDIENCE = "anfitrion-gateway"
 """The audience every sealed state names: state another service minted is refused."""
 _REFUSED = "Invalid or expired requestState"
+Outcome = mt.CallToolResult | dict[str, Any]
+"""What a call gives its client: a result, or a wire shape of its own (a task, the approval
+inbox's URL elicitation: :mod:`anfitrion.mcp._gateway_tasks`)."""
 _RESULTS: Mapping[str, type[Any]] = {"elicitation/create": mt.ElicitResult,
                                      "sampling/createMessage": mt.CreateMessageResult}
 
@@ -99,7 +102,7 @@ class HeldCall:
     sent: dict[str, _Question] = field(default_factory=dict)
     """The current round's questions, by the key the client answers them under."""
     done: bool = False
-    result: mt.CallToolResult | None = None
+    result: Outcome | None = None
     error: BaseException | None = None
     _changed: anyio.Event = field(default_factory=anyio.Event)
 
@@ -115,11 +118,11 @@ class HeldCall:
         return mt.ErrorData(code=mt.INTERNAL_ERROR, message=f"{method}: the client did not "
                             "answer in time")
 
-    def finish(self, result: mt.CallToolResult | None, error: BaseException | None) -> None:
+    def finish(self, result: Outcome | None, error: BaseException | None) -> None:
         self.done, self.result, self.error = True, result, error
         self._changed.set()
 
-    async def next(self) -> mt.CallToolResult | mt.InputRequiredResult:
+    async def next(self) -> Outcome | mt.InputRequiredResult:
         """The call's result, or its next round of questions (as the client sees them)."""
         while True:
             if self.asked:
@@ -193,8 +196,8 @@ class InputRounds:
         return len(self._held)
 
     async def call(self, params: mt.CallToolRequestParams,
-                   run: Callable[[HeldCall | None], Awaitable[mt.CallToolResult]]
-                   ) -> mt.CallToolResult | mt.InputRequiredResult:
+                   run: Callable[[HeldCall | None], Awaitable[Outcome]]
+                   ) -> Outcome | mt.InputRequiredResult:
         """A 2026-07-28 ``tools/call``: a new call started by *run* (given its held call to
         ask through), or, with a ``requestState`` (already opened by the boundary), the
         answers of the held call it names."""
@@ -217,8 +220,8 @@ class InputRounds:
         return await self._result(held)
 
     async def _start(self, params: mt.CallToolRequestParams,
-                     run: Callable[[HeldCall | None], Awaitable[mt.CallToolResult]]
-                     ) -> mt.CallToolResult | mt.InputRequiredResult:
+                     run: Callable[[HeldCall | None], Awaitable[Outcome]]
+                     ) -> Outcome | mt.InputRequiredResult:
         if self.tasks is None:  # not serving in a task group: nothing can be held (a
             # question then goes the older way, and fails without a channel back)
             return await run(None)
@@ -237,7 +240,7 @@ class InputRounds:
         self.tasks.start_soon(go)
         return await self._result(held)
 
-    async def _result(self, held: HeldCall) -> mt.CallToolResult | mt.InputRequiredResult:
+    async def _result(self, held: HeldCall) -> Outcome | mt.InputRequiredResult:
         try:
             outcome = await held.next()
         except BaseException:

@@ -143,7 +143,8 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
         # before a person is asked
         Tool.from_function(mailer.send_email, effect=Effect.WRITE,
                            provenance=Provenance.TRUSTED, validator=mailer.validate,
-                           metadata={"draft": "commit"}, effect_key="draft:{draft_id}",
+                           metadata={"draft": "commit", "preview": "email"},
+                           effect_key="draft:{draft_id}",
                            effect_scope="principal", precheck=mailer.send_precheck),
     ])
 
