@@ -119,6 +119,7 @@ try:
     import mcp.types as mt
     from mcp.client._input_required import run_input_required_driver
     from mcp.client._probe import negotiate_auto
+    from mcp.client.extension import ClaimContext
     from mcp.client.session import ClientSession
     from mcp.client.stdio import get_default_environment
     from mcp.client.streamable_http import streamable_http_client
@@ -127,6 +128,7 @@ try:
     from mcp.shared.message import SessionMessage
 
     from ._oversized import MAX_DISCARDED_BYTES, OversizedLine, is_oversized_marker
+    from ._upstream_tasks import TASKS_EXTENSION, UpstreamTask, task_claims, until_done
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
 
@@ -750,6 +752,8 @@ class McpToolset:
                     read, write, message_handler=conn.on_message,
                     logging_callback=partial(self.requests.on_log, conn),
                     client_info=mt.Implementation(name="anfitrion", version=__version__),
+                    # 2026-07-28: a call may be answered with a task (polled to its end)
+                    extensions={TASKS_EXTENSION: {}}, result_claims=task_claims(),
                     **callbacks.declared))
                 with anyio.fail_after(max(cfg.timeout, STARTUP_TIMEOUT)):
                     if cfg.protocol == "legacy":
@@ -1235,21 +1239,27 @@ class McpToolset:
         progress = caller.progress if caller is not None else None
 
         async def send(responses: mt.InputResponses | None, state: str | None
-                       ) -> mt.CallToolResult | mt.InputRequiredResult:
+                       ) -> mt.CallToolResult | mt.InputRequiredResult | mt.Result:
             return await session.call_tool(
                 upstream, arguments, meta=meta, progress_callback=progress,
-                input_responses=responses, request_state=state, allow_input_required=True)
+                input_responses=responses, request_state=state, allow_input_required=True,
+                allow_claimed=True)
 
         async def dispatch(key: str, request: mt.InputRequest) -> mt.InputResponse | mt.ErrorData:
             answer: mt.InputResponse | mt.ErrorData = await self.requests.on_input_request(
                 pending, request)
             return answer
 
-        first = await send(None, None)
-        if not isinstance(first, mt.InputRequiredResult):
-            return first
-        return await run_input_required_driver(first, dispatch=dispatch, retry=send,
-                                               max_rounds=MAX_INPUT_ROUNDS)
+        result = await send(None, None)
+        if isinstance(result, mt.InputRequiredResult):
+            result = await run_input_required_driver(result, dispatch=dispatch, retry=send,
+                                                     max_rounds=MAX_INPUT_ROUNDS)
+        if isinstance(result, UpstreamTask):  # polled until it ends (cancelled if it won't)
+            result = await until_done(result, ClaimContext(
+                session=session, tool_name=upstream, read_timeout_seconds=None))
+        if not isinstance(result, mt.CallToolResult):
+            raise McpServerError(self.id, f"tools/call answered {type(result).__name__}")
+        return result
 
     def _result_value(self, result: mt.CallToolResult, output: Any) -> Any:
         if is_oversized_marker(result):  # ran and answered, too large: done, said so
