@@ -41,7 +41,7 @@ from mcp.shared.exceptions import MCPError
 from anfitrion._tools import Effect
 from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._gateway import Gateway
-from anfitrion.mcp._gateway_input import InputRounds
+from anfitrion.mcp._gateway_input import MAX_HELD_PER_PRINCIPAL, InputRounds
 from anfitrion.mcp._oauth_settings import OAuthSettings
 from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import Policy, Verdict
@@ -354,3 +354,34 @@ async def test_a_listen_stream_is_told_when_the_offered_tools_change() -> None:
                 with anyio.fail_after(10):
                     event = await subscription.__anext__()
     assert type(event).__name__ == "ToolsListChanged"
+
+
+async def test_one_principal_cannot_pile_up_unanswered_calls() -> None:
+    """Each held call waits up to its expiry for an answer: a principal's are capped, another
+    principal's are not affected."""
+    who = ["mallory"]
+    rounds = InputRounds(lambda: who[0], wait=30)
+    released = anyio.Event()
+
+    async def asks_forever(held: Any) -> Any:
+        await held.ask("elicitation/create", mt.ElicitRequestFormParams(
+            message="?", requested_schema={"type": "object", "properties": {
+                "a": {"type": "string"}}}))
+        await released.wait()
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            rounds.tasks = tg
+            for i in range(MAX_HELD_PER_PRINCIPAL):
+                first = await rounds.call(mt.CallToolRequestParams(
+                    name="ask", arguments={"i": i}), asks_forever)
+                assert isinstance(first, mt.InputRequiredResult)
+            with pytest.raises(MCPError, match="in flight or waiting"):
+                await rounds.call(mt.CallToolRequestParams(name="ask", arguments={}),
+                                  asks_forever)
+            who[0] = "alice"
+            other = await rounds.call(mt.CallToolRequestParams(name="ask", arguments={}),
+                                      asks_forever)
+            assert isinstance(other, mt.InputRequiredResult)
+            released.set()
+            tg.cancel_scope.cancel()

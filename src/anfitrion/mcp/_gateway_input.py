@@ -23,7 +23,8 @@ answers and the ``requestState`` it was given. Through the gateway:
   (the boundary's ``-32602 Invalid or expired requestState``; this module's own check of the
   principal and round gives the same answer);
 - the answers must name exactly the questions of the round; each is read as the result type of
-  its method before it goes upstream.
+  its method before it goes upstream;
+- at most :data:`MAX_HELD_PER_PRINCIPAL` calls of one principal are held at once.
 
 Limits: held calls live in the process that started them — a retry reaching another replica, or
 this one after a restart, is refused (the call must be made again; the gate's ledger keeps a
@@ -56,12 +57,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
     raise MissingDependencyError("mcp", "mcp") from exc
 
-__all__ = ["AUDIENCE", "INPUT_WAIT", "HeldCall", "InputRounds"]
+__all__ = ["AUDIENCE", "INPUT_WAIT", "MAX_HELD_PER_PRINCIPAL", "HeldCall", "InputRounds"]
 
 log = logging.getLogger("anfitrion.mcp.gateway")
 
 INPUT_WAIT = 600.0
 """Seconds a question waits for the client's answer (and a sealed state is good for)."""
+MAX_HELD_PER_PRINCIPAL = 64
+"""2026-07-28 calls of one principal in flight at once in this process (each may wait
+:data:`INPUT_WAIT` for an answer): more are refused, so unanswered questions cannot pile up."""
 AUDIENCE = "anfitrion-gateway"
 """The audience every sealed state names: state another service minted is refused."""
 _REFUSED = "Invalid or expired requestState"
@@ -225,7 +229,12 @@ class InputRounds:
         if self.tasks is None:  # not serving in a task group: nothing can be held (a
             # question then goes the older way, and fails without a channel back)
             return await run(None)
-        held = HeldCall(uuid.uuid4().hex, self._principal(), params.name,
+        principal = self._principal()
+        if sum(h.principal == principal for h in self._held.values()) >= MAX_HELD_PER_PRINCIPAL:
+            raise MCPError(code=mt.INVALID_REQUEST, message=(
+                f"{MAX_HELD_PER_PRINCIPAL} calls of yours are in flight or waiting for your "
+                "answers: answer or drop some first"))
+        held = HeldCall(uuid.uuid4().hex, principal, params.name,
                         digest(params.arguments or {}), anyio.current_time() + self.wait)
         self._held[held.id] = held
 
