@@ -89,3 +89,18 @@ def test_the_protocol_is_auto_by_default_legacy_on_request_and_nothing_else() ->
     assert [s.protocol for s in config.servers.values()] == ["auto", "legacy"]
     with pytest.raises(ConfigError, match="protocol"):
         parse_config({"mcpServers": {"c": {"command": "c", "protocol": "2024-11-05"}}})
+
+
+def test_the_gateway_drain_and_adoption_times(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"gateway": {"drainSeconds": 10, "adoptWithin": 300}}))
+    settings = load_config(path).gateway
+    assert (settings.drain_seconds, settings.adopt_within) == (10.0, 300.0)
+    path.write_text(json.dumps({"gateway": {}}))
+    settings = load_config(path).gateway
+    assert (settings.drain_seconds, settings.adopt_within) == (2.0, None)  # approvalWait
+    for key in ("drainSeconds", "adoptWithin"):
+        for bad in (0, -1, True, "5", [1], 1e308):
+            path.write_text(json.dumps({"gateway": {key: bad}}))
+            with pytest.raises(ConfigError, match=f"gateway.{key}"):
+                load_config(path)
