@@ -44,6 +44,14 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "elicitation-sep1034-client-defaults": [("test_client_elicitation_defaults", {})],
     "sse-retry": [("test_reconnection", {})],
     "json-schema-2020-12-preservation": [("json_schema_echo", {"schema": "FOCAL"})],
+    # 2026-07-28 (the prerelease): per-request _meta, the standard headers, multi-round trips
+    "request-metadata": [],
+    "http-standard-headers": [("test_headers", {}), ("my-hyphenated-tool", {})],
+    "json-schema-ref-no-deref": [],  # listed (and pinned, checked) only: no network $ref
+    "http-invalid-tool-headers": [("*", {})],  # every tool listed (the SDK drops the others)
+    "sep-2322-client-request-state": [
+        ("test_mrtr_echo_state", {}), ("test_mrtr_no_state", {}), ("test_mrtr_unrelated", {}),
+        ("test_mrtr_no_result_type", {})],
 }
 """Scenario → the tools the model calls (by the server's names), in one turn."""
 AUTH_CALLS = [("test-tool", {})]
@@ -106,15 +114,30 @@ def _echo_focal(statuses: list[ToolStatus], arguments: dict[str, Any]) -> dict[s
     return {"schema": focal[0].seen_definition["inputSchema"]}
 
 
+def _strings_for(status: ToolStatus) -> dict[str, Any]:
+    """Arguments for a tool taking strings: each required one ``"x"``."""
+    schema = status.pin.seen_definition.get("inputSchema", {}) if status.pin else {}
+    return dict.fromkeys(schema.get("required", []), "x")
+
+
+def _present(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The scenario's arguments less those it gives as ``null``: a model leaves an optional
+    argument out (the gate refuses ``null`` for a ``boolean``, as the schema says), and an
+    argument left out is what the scenario checks is not mirrored into a header."""
+    return {k: v for k, v in arguments.items() if v is not None}
+
+
 async def main(url: str, scenario: str) -> int:
     store = MemoryStore()
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     calls = AUTH_CALLS if scenario.startswith("auth/") else CALLS.get(scenario)
+    if calls is None and isinstance(context.get("toolCalls"), list):  # http-custom-headers
+        calls = [(c["name"], _present(c.get("arguments") or {})) for c in context["toolCalls"]]
     if calls is None:
         print(f"client: scenario {scenario!r} is not supported", file=sys.stderr)
         return 2
     oauth, auth = None, None
     if scenario.startswith("auth/"):
-        context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
         context.setdefault("name", scenario)
         auth = auth_settings(context)
         cipher = TokenCipher.from_env({"ANFITRION_TOKEN_KEY": TokenCipher.new_key()})
@@ -125,6 +148,8 @@ async def main(url: str, scenario: str) -> int:
         statuses = await toolset.refresh()
         for status in statuses:
             await toolset.pins.approve(status.name, by="conformance")
+        if calls == [("*", {})]:
+            calls = [(s.upstream_name, _strings_for(s)) for s in statuses]
         calls = [(name, _echo_focal(statuses, arguments)) for name, arguments in calls]
         script: list[Any] = []
         if calls:

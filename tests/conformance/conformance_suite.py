@@ -47,9 +47,13 @@ CLIENT_SCENARIOS = ("initialize", "tools_call", "elicitation-sep1034-client-defa
                     "sse-retry")
 """The suite's client scenarios but authorization."""
 
-NEXT_CLIENT_SCENARIOS = ("json-schema-2020-12-preservation",)
-"""The prerelease's client scenarios beyond authorization that run over the 2025-11-25
-session the client speaks."""
+NEXT_CLIENT_SCENARIOS = ("json-schema-2020-12-preservation", "request-metadata",
+                         "http-standard-headers", "http-custom-headers",
+                         "sep-2322-client-request-state", "http-invalid-tool-headers",
+                         "json-schema-ref-no-deref")
+"""The prerelease's client scenarios beyond authorization: a free-form object argument, and
+2026-07-28 spoken to a server that does (per-request ``_meta`` and version header, the
+``Mcp-Method``/``Mcp-Name`` and ``Mcp-Param-*`` headers, ``requestState`` echoed)."""
 
 AUTH_SCENARIOS = (
     # 2025-11-25 (and 2025-06-18)

@@ -36,13 +36,7 @@ CLIENT_GAPS: dict[str, str] = {
 }
 """Scenario → why the client fails it in 0.1.16 (a strict xfail: remove the entry once
 fixed)."""
-NEXT_GAPS: dict[str, str] = {
-    "auth/authorization-server-migration": (
-        "the scenario's MCP server speaks the 2026-07-28 protocol (MCP-Protocol-Version and "
-        "_meta protocolVersion on every request, initialize included), which the MCP SDK 2.3 "
-        "client session does not send: the connection ends before the authorization server "
-        "changes"),
-}
+NEXT_GAPS: dict[str, str] = {}
 """Scenario → why the client fails it in the prerelease."""
 
 
@@ -71,8 +65,9 @@ def test_the_client_toolset_passes_the_scenario(suite: Suite, scenario: str,
                                       for s in AUTH_SCENARIOS + NEXT_AUTH_SCENARIOS])
 def test_the_client_toolset_passes_the_prerelease_auth_scenario(
         next_suite: Suite, scenario: str, tmp_path: Path) -> None:
-    """The checks of each scenario pass (the 2026-07-28 scenarios' MCP servers then refuse the
-    SDK's 2025-11-25 session, so the client's exit status is not asserted)."""
+    """The checks of each scenario pass (the 2026-07-28 scenarios' MCP servers are spoken to
+    in 2026-07-28: ``auth/authorization-server-migration`` reaches its second authorization
+    server only so)."""
     outcome = run_client(next_suite, scenario, tmp_path)
     assert outcome.passed, outcome.failures()
 
@@ -80,8 +75,8 @@ def test_the_client_toolset_passes_the_prerelease_auth_scenario(
 @pytest.mark.parametrize("scenario", NEXT_CLIENT_SCENARIOS)
 def test_the_client_toolset_passes_the_prerelease_scenario(
         next_suite: Suite, scenario: str, tmp_path: Path) -> None:
-    """The prerelease's client scenarios that are not about authorization (a free-form object
-    argument: the echo of a tool's schema)."""
+    """The prerelease's client scenarios that are not about authorization: a free-form object
+    argument (the echo of a tool's schema), and 2026-07-28 spoken to a server that does."""
     outcome = run_client(next_suite, scenario, tmp_path)
     assert outcome.passed, outcome.failures()
 

@@ -138,7 +138,9 @@ def run_through_gateway(suite: Suite, results: Path) -> GatewayRun:
     # the gateway's own origin is allowed (the DNS-rebinding scenario sends it); the suite's
     # other origins and hosts are not
     config.write_text(json.dumps({
-        "mcpServers": {SERVER_ID: {"command": sys.executable, "args": [SERVER], **RELAYS}},
+        # the conformance server asks with server-to-client requests: the 2025 handshake
+        "mcpServers": {SERVER_ID: {"command": sys.executable, "args": [SERVER], **RELAYS,
+                                   "protocol": "legacy"}},
         "gateway": {"principal": "conformance", "allowedOrigins": [
             f"http://127.0.0.1:{gateway_port}", f"http://localhost:{gateway_port}"]}}))
     policy = results / "anfitrion.toml"

@@ -32,6 +32,8 @@ def writes_allowed() -> Policy:
 
 
 def protocol_server(server_id: str = "proto", *extra: str, **options: Any) -> ServerConfig:
+    # a 2025-era server: it asks (sampling, elicitation, roots) with server-to-client requests
+    options.setdefault("protocol", "legacy")
     return ServerConfig(id=server_id, command=sys.executable, args=(PROTOCOL, *extra),
                         **options)
 

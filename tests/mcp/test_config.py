@@ -83,6 +83,14 @@ def test_the_gateway_policy_file_is_relative_to_the_config(tmp_path: Path) -> No
     assert load_config(path).gateway.policy == str(tmp_path / "anfitrion.toml")
 
 
+def test_the_protocol_is_auto_by_default_legacy_on_request_and_nothing_else() -> None:
+    servers = {"a": {"command": "a"}, "b": {"command": "b", "protocol": "legacy"}}
+    config = parse_config({"mcpServers": servers})
+    assert [s.protocol for s in config.servers.values()] == ["auto", "legacy"]
+    with pytest.raises(ConfigError, match="protocol"):
+        parse_config({"mcpServers": {"c": {"command": "c", "protocol": "2024-11-05"}}})
+
+
 def test_the_gateway_drain_and_adoption_times(tmp_path: Path) -> None:
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"gateway": {"drainSeconds": 10, "adoptWithin": 300}}))

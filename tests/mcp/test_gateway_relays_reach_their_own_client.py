@@ -66,7 +66,8 @@ class Seen:
 @asynccontextmanager
 async def two_clients(store: MemoryStore, transport: str, seen: list[Seen]
                       ) -> AsyncIterator[tuple[Gateway, list[ClientSession]]]:
-    config = ServerConfig(id="ask", command=sys.executable, args=(ASKING,), elicitation=True)
+    config = ServerConfig(id="ask", command=sys.executable, args=(ASKING,), elicitation=True,
+                          protocol="legacy")
     await approve_all([config], store)
     async with McpServers([config], store) as servers, AsyncExitStack() as stack:
         gateway = Gateway(servers, store=store, policy=writes_allowed(), own_names=True)

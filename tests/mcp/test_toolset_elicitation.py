@@ -29,7 +29,9 @@ ASKING = str(Path(__file__).parent / "servers" / "asking.py")
 
 
 def asking(**options: Any) -> ServerConfig:
-    return ServerConfig(id="ask", command=sys.executable, args=(ASKING,), **options)
+    # the older revisions: the server asks with server-to-client requests
+    return ServerConfig(id="ask", command=sys.executable, args=(ASKING,), protocol="legacy",
+                        **options)
 
 
 async def call(config: ServerConfig, store: MemoryStore, tool: str,

@@ -41,7 +41,8 @@ HOSTILE = {"nested": "field 'address' has type 'object'",
 
 async def ask_every(kinds: list[str]) -> tuple[dict[str, str], list[Elicitation], Any]:
     store = MemoryStore()
-    config = ServerConfig(id="ask", command=sys.executable, args=(ASKING,), elicitation=True)
+    config = ServerConfig(id="ask", command=sys.executable, args=(ASKING,), elicitation=True,
+                          protocol="legacy")
     await approve_all([config], store)
     asked: list[Elicitation] = []
 
@@ -92,7 +93,8 @@ async def test_a_sampling_request_cannot_drive_the_hosts_model() -> None:
     from anfitrion.testing import ScriptedModel
 
     store = MemoryStore()
-    config = ServerConfig(id="ask", command=sys.executable, args=(ASKING,), sampling=True)
+    config = ServerConfig(id="ask", command=sys.executable, args=(ASKING,), sampling=True,
+                          protocol="legacy")
     await approve_all([config], store)
     model = ScriptedModel([[ToolCall.from_object("c1", "ask.sample", {})], "done"])
     with anyio.fail_after(90):

@@ -28,6 +28,8 @@ never under the name the server reports. Keys anfitrion adds to a server entry:
 - ``disabled`` (default ``false``): skip this server.
 - ``sandbox`` (stdio servers): the OS sandbox's profile — ``paths``, ``network``, ``limits``
   — or ``"off"``; absent, the default profile (:mod:`anfitrion.mcp._sandbox`, docs/mcp.md).
+- ``protocol`` (default ``"auto"``): ``server/discover`` first, 2026-07-28 with a server
+  that speaks it, else the ``initialize`` handshake; ``"legacy"``: the handshake only.
 - ``sampling``, ``elicitation`` (default ``false``): through the gateway, relay the server's
   ``sampling/createMessage`` / ``elicitation/create`` requests to the MCP client; otherwise
   they are refused (and audited either way).
@@ -75,7 +77,7 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SERVER_KEYS = frozenset({"command", "args", "env", "cwd", "url", "headers", "type", "transport",
                           "trusted", "timeout", "maxResultChars", "relistBeforeCall",
                           "disabled", "description", "sampling", "elicitation", "auth",
-                          "tokenExchange", "sandbox", "errorResults"})
+                          "tokenExchange", "sandbox", "errorResults", "protocol"})
 _AUTH_KEYS = frozenset({"scopes", "clientId", "clientSecret", "clientMetadataUrl", "issuer",
                         "grant", "tokenEndpointAuthMethod", "privateKey", "signingAlgorithm",
                         "redirectUri", "allowInternal"})
@@ -121,6 +123,8 @@ class AuthSettings:
 
 DEFAULT_TIMEOUT = 60.0
 ERROR_RESULTS = ("failed", "unknown")
+PROTOCOLS = ("auto", "legacy")
+"""``protocol``: how the client toolset connects (see ``ServerConfig.protocol``)."""
 """``errorResults``: what a server's ``isError`` result means (see ``ServerConfig``)."""
 DEFAULT_MAX_RESULT_CHARS = 16 * 1024
 
@@ -144,6 +148,13 @@ class ServerConfig:
     """What a result with ``isError: true`` means for a write: ``"failed"`` (the default: the
     server ran the call and said it failed, a known outcome) or ``"unknown"`` (the server may
     have acted before it failed: the effect waits for a person, as after a timeout)."""
+    protocol: str = "auto"
+    """How the client connects: ``"auto"`` (the default) asks ``server/discover`` and speaks
+    2026-07-28 to a server that does (per-request ``_meta``, the ``Mcp-Method``/``Mcp-Name``
+    and ``Mcp-Param-*`` headers, ``input_required`` answered and retried), else falls back
+    to the ``initialize`` handshake; ``"legacy"`` always uses the handshake, for a server
+    that still asks its questions with server-to-client requests (``elicitation/create``,
+    ``sampling/createMessage``), which 2026-07-28 removed."""
     sampling: bool = False
     """Relay the server's sampling requests to the gateway's client (else refuse them)."""
     elicitation: bool = False
@@ -371,6 +382,7 @@ def _server(server_id: str, raw: Any, *, path: str | None,
                                  key=f"{key}.relistBeforeCall"),
         error_results=_choice(raw, "errorResults", ERROR_RESULTS, path=path, key=key)
         or "failed",
+        protocol=_choice(raw, "protocol", PROTOCOLS, path=path, key=key) or "auto",
         sampling=_flag(raw.get("sampling"), False, path=path, key=f"{key}.sampling"),
         elicitation=_flag(raw.get("elicitation"), False, path=path, key=f"{key}.elicitation"),
         sandbox=sandbox,

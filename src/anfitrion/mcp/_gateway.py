@@ -40,6 +40,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -84,6 +85,7 @@ try:
     from mcp.server.models import InitializationOptions
     from mcp.server.stdio import stdio_server
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
     from mcp.shared.exceptions import MCPError
     from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -97,6 +99,7 @@ try:
         request_identity,
     )
     from ._gateway_content import forward_result, listed_tool
+    from ._gateway_input import HeldCall, InputRounds, is_modern, principal_key
     from ._gateway_tasks import TASKS_EXTENSION, GatewayTask, TaskBook, approval_link
     from ._gateway_upstream import LOG_LEVELS, UpstreamProtocol, page
     from ._instructions import approved_instructions, combine
@@ -214,6 +217,9 @@ _CLIENT: contextvars.ContextVar[_Client | None] = contextvars.ContextVar(
     "anfitrion_gateway_client", default=None)
 _REQUEST: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = \
     contextvars.ContextVar("anfitrion_gateway_request", default=None)
+_HELD: contextvars.ContextVar[HeldCall | None] = contextvars.ContextVar(
+    "anfitrion_gateway_held_call", default=None)
+"""The 2026-07-28 call being run (its upstream's questions go to its client's next round)."""
 _CLIENT_STATE = "anfitrion.gateway.client"
 _NAMED_STATE = "anfitrion.gateway.named"
 _STANDING_STATE = "anfitrion.gateway.standing"
@@ -324,6 +330,13 @@ class Gateway:
         self._conversations: Conversations | None = None
         self._conversations_lock = anyio.Lock()
         self.protocol = UpstreamProtocol(self)
+        self.events = InMemorySubscriptionBus()
+        """What 2026-07-28 clients' ``subscriptions/listen`` streams are told: the lists'
+        changes (no data: the same notice every legacy client gets)."""
+        self.listen = ListenHandler(self.events, max_subscriptions=256)
+        self.rounds = InputRounds(self._request_principal)
+        """The 2026-07-28 calls whose upstream asked the client something
+        (:mod:`anfitrion.mcp._gateway_input`)."""
         self.stateless = False
         """Serving as one of several replicas (:meth:`serve_http` with ``stateless``)."""
         self.lease_wait = 10.0
@@ -458,6 +471,15 @@ class Gateway:
     def own_client(self) -> _Client:
         """The gateway's own conversation: calls and records that belong to no client."""
         return self._default
+
+    def _request_principal(self) -> str:
+        """Who the request being answered is, as the sealed ``requestState`` binds it: the
+        OAuth caller's issuer and id, else the gateway's principal."""
+        caller = CALLER.get()
+        if caller is not None:
+            return principal_key(str(caller.principal.attributes.get("issuer", "")),
+                                 caller.principal.id)
+        return principal_key("", self.principal.id)
 
     def request_session(self) -> Any:
         """The MCP client session of the request being answered: the SDK makes one per
@@ -602,10 +624,12 @@ class Gateway:
         return None
 
     async def tools_changed(self) -> None:
-        """``notifications/tools/list_changed`` to every client connected now."""
+        """``notifications/tools/list_changed`` to every client connected now (and every
+        2026-07-28 ``subscriptions/listen`` stream asking for it)."""
         for session in list(self.sessions):
             with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 await session.send_notification(mt.ToolListChangedNotification())
+        await self.events.publish(ToolsListChanged())
 
     async def _keep_leases(self) -> None:
         """Renew the leases of the conversations in use here; and now and then withdraw
@@ -732,12 +756,18 @@ class Gateway:
         session, request_id = context.session, context.request_id
         client = self.current_client()
 
+        held = _HELD.get()
+
         async def progress(progress: float, total: float | None, message: str | None) -> None:
             # to the caller's progress token, if it gave one (else nothing is sent)
+            if held is not None and held.round > 0:
+                return  # the request that started the call was answered (input_required)
             shown = reveal_hidden(message)[0] if message is not None else None
             await session.report_progress(progress, total, shown)
 
         async def log_message(params: mt.LoggingMessageNotificationParams) -> None:
+            if held is not None and held.round > 0:
+                return  # as progress
             wanted = client.log_level
             if wanted is not None and LOG_LEVELS.index(params.level) < LOG_LEVELS.index(wanted):
                 return
@@ -752,7 +782,7 @@ class Gateway:
 
         async def request(method: str, params: Any) -> Any:
             return await self.protocol.relay(server, method, params, session, request_id,
-                                             client)
+                                             client, ask=held.ask if held else None)
 
         return UpstreamCall(progress=progress, log=log_message, request=request)
 
@@ -856,6 +886,23 @@ class Gateway:
             # what the gate shaped as text, sent as the server sent it (shaped alike)
             return forward_result(relay.results[-1], server.config.max_result_chars)
         return self._to_mcp(result, name)
+
+    async def _held_call(self, held: HeldCall | None, name: str,
+                         arguments: Mapping[str, Any] | None
+                         ) -> mt.CallToolResult | dict[str, Any]:
+        """A 2026-07-28 client's call, run in the gateway's task group: its upstream's
+        questions go to :meth:`HeldCall.ask` (the client's next ``input_required``), and its
+        conversation stays taken until it ends."""
+        client = _CLIENT.get()  # a 2026-07-28 request's conversation (never the default)
+        if client is not None:
+            client.connections += 1
+        token = _HELD.set(held)
+        try:
+            return await self.call_tool(name, arguments)
+        finally:
+            _HELD.reset(token)
+            if client is not None:
+                await self._leave(client)
 
     async def _answered(self, request_id: str) -> bool:
         """Whether a person answered within :attr:`approval_wait` (woken by the store's
@@ -1182,11 +1229,18 @@ class Gateway:
             server.add_request_handler(method, params_type, _as_request(request_type, handler))
 
         # the gate validates arguments itself, strictly, against the pinned schema
-        async def _call(ctx: ServerRequestContext[Any, Any],
-                        params: mt.CallToolRequestParams) -> mt.CallToolResult | dict[str, Any]:
+        async def _call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams
+                        ) -> mt.CallToolResult | mt.InputRequiredResult | dict[str, Any]:
             meta = ctx.meta
             with extracted_context(dict(meta) if meta else None):  # the client's trace
-                result = await self.call_tool(params.name, params.arguments)  # goes on
+                if is_modern(ctx):  # an upstream's question: input_required, in rounds
+                    outcome = await self.rounds.call(params, partial(
+                        self._held_call, name=params.name, arguments=params.arguments))
+                    if isinstance(outcome, mt.InputRequiredResult):
+                        return outcome
+                    result = outcome
+                else:
+                    result = await self.call_tool(params.name, params.arguments)  # goes on
             handle = self.current_client().handle
             if isinstance(result, dict):  # a task (the Tasks extension's own shape)
                 return result
@@ -1203,6 +1257,9 @@ class Gateway:
             return result
 
         server.add_request_handler("tools/call", mt.CallToolRequestParams, _call)
+        # 2026-07-28: the lists' changes on a stream the client opens (the SDK's handler)
+        server.add_request_handler("subscriptions/listen", mt.SubscriptionsListenRequestParams,
+                                   self.listen)
 
         self._add_task_handlers(server)
         return server
@@ -1240,7 +1297,11 @@ class Gateway:
         async with stdio_server() as (read, write), anyio.create_task_group() as tg:
             tg.start_soon(self._keep_leases)
             tg.start_soon(self._watch_offer)
-            await server.run(read, write, server.create_initialization_options())
+            self.rounds.tasks = tg
+            try:
+                await server.run(read, write, server.create_initialization_options())
+            finally:
+                self.rounds.tasks = None
             tg.cancel_scope.cancel()
 
     def http_app(self, manager: StreamableHTTPSessionManager, *, token: str | None, port: int,
@@ -1347,9 +1408,13 @@ class Gateway:
                 tg.start_soon(self._drain_on_signal, server, drain_seconds)
                 if stop is not None:
                     tg.start_soon(stop_when_asked, stop)
+                self.rounds.tasks = tg
                 if started is not None:
                     started(port)
-                await server.serve(sockets=[sock])
+                try:
+                    await server.serve(sockets=[sock])
+                finally:
+                    self.rounds.tasks = None
                 tg.cancel_scope.cancel()
         finally:
             sdk_log.removeFilter(race)
@@ -1364,6 +1429,8 @@ class _GatewayServer(Server[Any]):
         self._gateway = gateway
         super().__init__(name, version=version)
         self.middleware.append(gateway._per_client)
+        # inside it (the request's principal known): every requestState sealed and opened
+        self.middleware.append(gateway.rounds.boundary)
 
     @property  # type: ignore[override]
     def instructions(self) -> str | None:
@@ -1383,6 +1450,9 @@ class _GatewayServer(Server[Any]):
         if protocol_version not in MODERN_PROTOCOL_VERSIONS:  # there: subscriptions/listen
             capabilities.resources = mt.ResourcesCapability(subscribe=True, list_changed=True)
             capabilities.prompts = mt.PromptsCapability(list_changed=True)
+        elif capabilities.resources is not None:  # the lists' changes only: a resource's
+            # updates are not subscribed to upstream for a listen stream
+            capabilities.resources.subscribe = False
         return capabilities
 
     def create_initialization_options(

@@ -22,17 +22,23 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
 import mcp.types as mt
+from mcp.server.subscriptions import (
+    InMemorySubscriptionBus,
+    PromptsListChanged,
+    ResourcesListChanged,
+)
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 
 from .._conversation import Provenance
 from .._events import EventType
 from ..exceptions import McpServerError
+from ._elicitation import MAX_MESSAGE_CHARS, schema_problem, secret_problem
 from ._gateway_content import Shaper, as_text, shape_messages
 from ._pinning import PinState, pinned_prompt_fields, prompt_pin_name, server_key, suspicious_text
 from ._toolset import MAX_LIST_PAGES, McpToolset
@@ -99,6 +105,10 @@ class GatewayCore(Protocol):
 
     @property
     def runtime(self) -> Runtime: ...
+
+    @property
+    def events(self) -> InMemorySubscriptionBus:
+        """Where ``subscriptions/listen`` streams read list changes from."""
 
     def current_client(self) -> ClientConversation:
         """The conversation of the request being served (the gateway's own outside any)."""
@@ -313,6 +323,9 @@ class UpstreamProtocol:
                 notice = type(root)()
                 for session in list(self.gateway.sessions):
                     await _quietly(session.send_notification(notice))
+                await self.gateway.events.publish(
+                    ResourcesListChanged() if isinstance(root, mt.ResourceListChangedNotification)
+                    else PromptsListChanged())
         return forward
 
     # -- prompts -----------------------------------------------------------------------------
@@ -421,9 +434,15 @@ class UpstreamProtocol:
     # -- the servers' requests to the client ---------------------------------------------------
 
     async def relay(self, server: str, method: str, params: Any, session: ServerSession,
-                    request_id: Any, client: ClientConversation | None = None) -> Any:
+                    request_id: Any, client: ClientConversation | None = None,
+                    ask: Callable[[str, Any], Awaitable[Any]] | None = None) -> Any:
         """A server's ``sampling/createMessage`` or ``elicitation/create`` during a call:
-        passed to the client when the server's entry allows it, else refused; audited."""
+        passed to the client when the server's entry allows it, else refused; audited.
+
+        A form elicitation must have the flat schema MCP allows and ask for no secret
+        (:mod:`anfitrion.mcp._elicitation`: MCP forbids asking for one in form mode). *ask*:
+        how a 2026-07-28 client is asked (in the gateway's ``input_required`` result:
+        :mod:`anfitrion.mcp._gateway_input`); else a request to the client's session."""
         config = self.toolsets[server].config
         sampling = method == "sampling/createMessage"
         allowed = config.sampling if sampling else config.elicitation
@@ -438,6 +457,12 @@ class UpstreamProtocol:
                 f"{method} refused by anfitrion's gateway: server {server!r} may not ask the "
                 f"client for {key}. The operator can allow it with \"{key}\": true in the "
                 "server's entry of the MCP config."))
+        problem = None if sampling else _form_problem(params)
+        if problem is not None:
+            await self._audit(f"{server}.{method}", f"refused: {problem}"
+                              f"{'; ' + hints if hints else ''}", client)
+            return mt.ErrorData(code=mt.INVALID_PARAMS, message=(
+                f"{method} refused by anfitrion's gateway: {problem}"))
         narrowed = ""
         if sampling and params.include_context not in (None, "none"):
             # the context of the client's other servers is not this server's to read
@@ -452,6 +477,8 @@ class UpstreamProtocol:
             request, result_type = mt.CreateMessageRequest(params=params), mt.CreateMessageResult
         else:
             request, result_type = mt.ElicitRequest(params=params), mt.ElicitResult
+        if ask is not None:
+            return await ask(method, params)
         try:
             return await session.send_request(
                 request, result_type,
@@ -471,6 +498,21 @@ class UpstreamProtocol:
         gated = await (client or self.gateway.current_client()).session()
         await gated.emit(EventType.MCP_RELAYED, tool=name, detail=detail)
         await self.gateway.runtime.flush()
+
+
+def _form_problem(params: Any) -> str | None:
+    """Why a form elicitation may not reach the client: a schema MCP does not allow, or a
+    question asking for a secret (``None`` for URL mode: a link, no form)."""
+    if getattr(params, "mode", "form") != "form":
+        return None
+    schema = params.requested_schema
+    problem = schema_problem(schema)
+    if problem is not None:
+        return problem
+    secret = secret_problem(str(params.message)[:MAX_MESSAGE_CHARS], schema)
+    if secret is not None:
+        return f"{secret}; a server may never ask for secrets through elicitation"
+    return None
 
 
 def _cursor(request: Any) -> str | None:

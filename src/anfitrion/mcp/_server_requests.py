@@ -158,6 +158,20 @@ class ServerRequests:
             return await call.caller.request(method, params)
         return await self._answer(call, method, params)
 
+    async def on_input_request(self, call: PendingCall, request: Any) -> Any:
+        """One request of an upstream's ``input_required`` result (2026-07-28): it belongs
+        to *call* by construction (it came in that call's own result), so it goes to that
+        call's caller, or is answered as :meth:`on_request` answers a host's own call."""
+        method = request.method
+        if method not in (SAMPLING, ELICITATION):  # roots/list: never offered
+            await self.audit(call.session_id, f"{self.server}.{method}",
+                             "refused: this client offers no roots")
+            return mt.ErrorData(code=mt.INVALID_REQUEST,
+                                message=f"{method} refused by anfitrion: roots are not offered")
+        if call.caller is not None and call.caller.request is not None:
+            return await call.caller.request(method, request.params)
+        return await self._answer(call, method, request.params)
+
     async def _answer(self, call: PendingCall, method: str, params: Any) -> Any:
         """A host's own call: elicitation to the application's handler, if allowed."""
         name, hints = f"{self.server}.{method}", _hints(params)

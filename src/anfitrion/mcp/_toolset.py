@@ -117,6 +117,9 @@ from ._stderr import relay_stderr
 try:
     import httpx2
     import mcp.types as mt
+    from mcp.client._input_required import run_input_required_driver
+    from mcp.client._probe import negotiate_auto
+    from mcp.client.extension import ClaimContext
     from mcp.client.session import ClientSession
     from mcp.client.stdio import get_default_environment
     from mcp.client.streamable_http import streamable_http_client
@@ -125,6 +128,7 @@ try:
     from mcp.shared.message import SessionMessage
 
     from ._oversized import MAX_DISCARDED_BYTES, OversizedLine, is_oversized_marker
+    from ._upstream_tasks import TASKS_EXTENSION, UpstreamTask, task_claims, until_done
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("mcp", "mcp") from exc
 
@@ -137,6 +141,8 @@ MAX_LIST_PAGES = 20
 STARTUP_TIMEOUT = 30.0
 """Seconds a server may take to start and answer ``initialize``."""
 MAX_TOOLS_PER_SERVER = 500
+MAX_INPUT_ROUNDS = 10
+"""How many ``input_required`` rounds one call may take before it fails (the SDK's default)."""
 MAX_LINE_BYTES = 4 * 1024 * 1024
 """The longest message line a stdio server may send; a longer one closes the connection."""
 MAX_NOISE_LINES = 50
@@ -741,13 +747,18 @@ class McpToolset:
                     read, write, message_handler=conn.on_message,
                     logging_callback=partial(self.requests.on_log, conn.calls),
                     client_info=mt.Implementation(name="anfitrion", version=__version__),
+                    # 2026-07-28: a call may be answered with a task (polled to its end)
+                    extensions={TASKS_EXTENSION: {}}, result_claims=task_claims(),
                     **callbacks.declared))
                 with anyio.fail_after(max(cfg.timeout, STARTUP_TIMEOUT)):
-                    init = await session.initialize()
+                    if cfg.protocol == "legacy":
+                        await session.initialize()
+                    else:  # the SDK's own: server/discover, else the initialize handshake
+                        await negotiate_auto(session)
                 callbacks.install_undeclared(session)
                 conn.session = session
-                conn.instructions = init.instructions
-                conn.server_name = init.server_info.name
+                conn.instructions = session.instructions
+                conn.server_name = session.server_info.name if session.server_info else ""
                 if refusal := approval_queue_refusal(cfg.id, conn.server_name):
                     conn.error = refusal  # the queue is never offered to an agent
                     raise McpServerError(cfg.id, refusal)
@@ -1179,9 +1190,8 @@ class McpToolset:
         try:
             with anyio.fail_after(self.config.timeout):
                 # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
-                result = await conn.request(lambda: session.call_tool(
-                    upstream, arguments, meta=cast("mt.RequestParamsMeta | None", trace_meta()),
-                    progress_callback=caller.progress if caller is not None else None))
+                result = await conn.request(partial(
+                    self._call_upstream, session, pending, upstream, arguments))
         except TimeoutError:
             # the SDK sent notifications/cancelled for the request it gave up.
             # A server that ignores a deadline may keep working or writing: start afresh.
@@ -1210,6 +1220,41 @@ class McpToolset:
         if caller is not None:
             caller.results.append(result)
         return self._result_value(result, output)
+
+    async def _call_upstream(self, session: ClientSession, pending: PendingCall, upstream: str,
+                             arguments: dict[str, Any]) -> mt.CallToolResult:
+        """One ``tools/call``, with its multi-round-trip rounds (2026-07-28): each
+        ``input_required`` result's requests are answered for this very call (its caller's
+        relay, or the application's handler, checked as a server-to-client request is) and
+        the call is sent again with the answers and the server's ``requestState`` echoed
+        byte for byte (the SDK's driver; never another call's state)."""
+        caller = pending.caller
+        # the caller's trace continues in the server (MCP `_meta`, W3C trace context)
+        meta = cast("mt.RequestParamsMeta | None", trace_meta())
+        progress = caller.progress if caller is not None else None
+
+        async def send(responses: mt.InputResponses | None, state: str | None
+                       ) -> mt.CallToolResult | mt.InputRequiredResult | mt.Result:
+            return await session.call_tool(
+                upstream, arguments, meta=meta, progress_callback=progress,
+                input_responses=responses, request_state=state, allow_input_required=True,
+                allow_claimed=True)
+
+        async def dispatch(key: str, request: mt.InputRequest) -> mt.InputResponse | mt.ErrorData:
+            answer: mt.InputResponse | mt.ErrorData = await self.requests.on_input_request(
+                pending, request)
+            return answer
+
+        result = await send(None, None)
+        if isinstance(result, mt.InputRequiredResult):
+            result = await run_input_required_driver(result, dispatch=dispatch, retry=send,
+                                                     max_rounds=MAX_INPUT_ROUNDS)
+        if isinstance(result, UpstreamTask):  # polled until it ends (cancelled if it won't)
+            result = await until_done(result, ClaimContext(
+                session=session, tool_name=upstream, read_timeout_seconds=None))
+        if not isinstance(result, mt.CallToolResult):
+            raise McpServerError(self.id, f"tools/call answered {type(result).__name__}")
+        return result
 
     def _result_value(self, result: mt.CallToolResult, output: Any) -> Any:
         if is_oversized_marker(result):  # ran and answered, too large: done, said so

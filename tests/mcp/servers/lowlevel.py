@@ -17,9 +17,9 @@ from mcp.server.lowlevel import Server
 Context = ServerRequestContext[Any, Any]
 
 
-def as_result(value: Any) -> mt.CallToolResult:
+def as_result(value: Any) -> mt.CallToolResult | mt.InputRequiredResult:
     """What a test tool returns (content blocks, or a whole result) as the SDK's result."""
-    if isinstance(value, mt.CallToolResult):
+    if isinstance(value, (mt.CallToolResult, mt.InputRequiredResult)):
         return value
     return mt.CallToolResult(content=list(value))
 
@@ -32,7 +32,8 @@ def tools_server(name: str, list_tools: Callable[[], Awaitable[Sequence[mt.Tool]
                       ) -> mt.ListToolsResult:
         return mt.ListToolsResult(tools=list(await list_tools()))
 
-    async def on_call(ctx: Context, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+    async def on_call(ctx: Context, params: mt.CallToolRequestParams
+                      ) -> mt.CallToolResult | mt.InputRequiredResult:
         return as_result(await call_tool(ctx, params.name, params.arguments or {}))
 
     return Server(name, on_list_tools=on_list, on_call_tool=on_call, **more)
