@@ -1201,32 +1201,8 @@ class Gateway:
             items, next_cursor = page(tools, cursor, self.page_size)
             return mt.ListToolsResult(tools=items, next_cursor=next_cursor)
 
-        protocol = self.protocol
-        # method: (the SDK's params type, the request the protocol's handler takes, handler)
-        handlers: dict[str, tuple[type[Any], type[Any], Callable[[Any], Any]]] = {
-            "resources/list": (mt.PaginatedRequestParams, mt.ListResourcesRequest,
-                               protocol.list_resources),
-            "resources/templates/list": (mt.PaginatedRequestParams,
-                                         mt.ListResourceTemplatesRequest,
-                                         protocol.list_templates),
-            "resources/read": (mt.ReadResourceRequestParams, mt.ReadResourceRequest,
-                               protocol.read_resource),
-            "resources/subscribe": (mt.SubscribeRequestParams, mt.SubscribeRequest,
-                                    protocol.subscribe),
-            "resources/unsubscribe": (mt.UnsubscribeRequestParams, mt.UnsubscribeRequest,
-                                      protocol.subscribe),
-            "prompts/list": (mt.PaginatedRequestParams, mt.ListPromptsRequest,
-                             protocol.list_prompts),
-            "prompts/get": (mt.GetPromptRequestParams, mt.GetPromptRequest,
-                            protocol.get_prompt),
-            "completion/complete": (mt.CompleteRequestParams, mt.CompleteRequest,
-                                    protocol.complete),
-            "logging/setLevel": (mt.SetLevelRequestParams, mt.SetLevelRequest,
-                                 protocol.set_level),
-        }
         server.add_request_handler("tools/list", mt.PaginatedRequestParams, _list)
-        for method, (params_type, request_type, handler) in handlers.items():
-            server.add_request_handler(method, params_type, _as_request(request_type, handler))
+        self._add_protocol_handlers(server)
 
         # the gate validates arguments itself, strictly, against the pinned schema
         async def _call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams
@@ -1263,6 +1239,34 @@ class Gateway:
 
         self._add_task_handlers(server)
         return server
+
+    def _add_protocol_handlers(self, server: Server[Any]) -> None:
+        """Resources, prompts, completion and logging: relayed by :class:`UpstreamProtocol`."""
+        protocol = self.protocol
+        # method: (the SDK's params type, the request the protocol's handler takes, handler)
+        handlers: dict[str, tuple[type[Any], type[Any], Callable[[Any], Any]]] = {
+            "resources/list": (mt.PaginatedRequestParams, mt.ListResourcesRequest,
+                               protocol.list_resources),
+            "resources/templates/list": (mt.PaginatedRequestParams,
+                                         mt.ListResourceTemplatesRequest,
+                                         protocol.list_templates),
+            "resources/read": (mt.ReadResourceRequestParams, mt.ReadResourceRequest,
+                               protocol.read_resource),
+            "resources/subscribe": (mt.SubscribeRequestParams, mt.SubscribeRequest,
+                                    protocol.subscribe),
+            "resources/unsubscribe": (mt.UnsubscribeRequestParams, mt.UnsubscribeRequest,
+                                      protocol.subscribe),
+            "prompts/list": (mt.PaginatedRequestParams, mt.ListPromptsRequest,
+                             protocol.list_prompts),
+            "prompts/get": (mt.GetPromptRequestParams, mt.GetPromptRequest,
+                            protocol.get_prompt),
+            "completion/complete": (mt.CompleteRequestParams, mt.CompleteRequest,
+                                    protocol.complete),
+            "logging/setLevel": (mt.SetLevelRequestParams, mt.SetLevelRequest,
+                                 protocol.set_level),
+        }
+        for method, (params_type, request_type, handler) in handlers.items():
+            server.add_request_handler(method, params_type, _as_request(request_type, handler))
 
     def _add_task_handlers(self, server: Server[Any]) -> None:
         """The Tasks extension (SEP-2663): calls waiting for a person (:mod:`._gateway_tasks`)."""
