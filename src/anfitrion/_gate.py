@@ -198,6 +198,8 @@ class GatedCall:
     """Who approved the edit together with making it ("approve with edits"), if they did."""
     tool: Tool | None = None
     """resolve: the offered tool, as the policy file declares it."""
+    write: bool = False
+    """resolve: whether the call goes through the execution ledger (a ``WRITE`` tool)."""
     parsed: dict[str, Any] = field(default_factory=dict)
     """validate: the arguments as sent (what is bound, digested and recorded)."""
     arguments: dict[str, Any] = field(default_factory=dict)
@@ -219,11 +221,6 @@ class GatedCall:
     def resolved(self) -> Tool:
         assert self.tool is not None, "the resolve stage sets the tool"
         return self.tool
-
-    @property
-    def write(self) -> bool:
-        """Whether the call goes through the execution ledger."""
-        return self.tool is not None and self.tool.effect is Effect.WRITE
 
     @property
     def bound(self) -> BoundCall:
@@ -407,8 +404,7 @@ class Gate:
                     detail="an approver's edit" if rec.edit_of else None)) is not None:
                 await flushing
             outcome = (await self._resolve(rec) or await self._validate(rec)
-                       or await self._decide(rec) or await self._check(rec)
-                       or await self._approve(rec) or await self._recheck(rec)
+                       or await self._decide(rec) or await self._before_running(rec)
                        or await self._execute(rec))
             if rec.edit is None:
                 return outcome
@@ -427,13 +423,14 @@ class Gate:
         # the policy file's [tools."<name>"] may declare the effect and effect identity of a
         # tool the operator does not own: every later stage sees the tool as declared
         try:
-            rec.tool = self.policy.declared(tool)
+            rec.tool = declared = self.policy.declared(tool)
         except ConfigError as exc:
             log.error("%s", exc)
             await self._event(EventType.CALL_REJECTED, rec, detail=str(exc)[:500])
             result = _error(call, "refused", "refused: the operator's declaration of this tool "
                             "does not fit it; nothing was run. Ask the operator.", tool)
             return CallOutcome(call, "resolve", result)
+        rec.write = declared.effect is Effect.WRITE
         return None
 
     async def _validate(self, rec: GatedCall) -> CallOutcome | None:
@@ -454,13 +451,49 @@ class Gate:
         return None
 
     async def _decide(self, rec: GatedCall) -> CallOutcome | None:
-        """3. decide — the policy's decision (and the shadow's, recorded)."""
-        rec.decision = decision = await self._policy_decision(rec)
+        """3. decide — the policy's decision (and the shadow's, recorded). A new proposal
+        (not a resume, not an edit) feeds the repeated-call guard."""
+        bound, session = rec.bound, rec.session
+        tool, parsed = bound.tool, bound.arguments
+        # rate counts come from the store; the policy itself does no I/O
+        now = self.policy.now()
+        rate_counts: dict[str, int] = {}
+        for key in self.policy.rate_keys(tool.name):
+            rate_counts[key.id] = await self.store.count_calls(
+                session.principal.id, key.tool,
+                (now - timedelta(seconds=key.seconds)).timestamp())
+        # argument provenance first, so rules can see values that came from untrusted results
+        context = session.policy_context(now, rate_counts, session.flag(parsed))
+        # external decision points are asked here, the policy deciding without I/O
+        context = await self.policy.consult(bound, context)
+        rec.decision = decision = self.policy.decide(bound, context)
+        # one canonical digest of the arguments serves the repeated-call guard and the audit
+        args_digest = arguments_digest(parsed)
+        if rec.pending is None and rec.edit_of is None:
+            session.record_proposal(tool.name, args_digest)
+        if (flushing := self._announce(EventType.CALL_DECIDED, rec, arguments=parsed,
+                                       arguments_sha256=args_digest, decision=decision,
+                                       policy_sha256=self.policy.sha256,
+                                       detail=self.policy.consulted(context))) is not None:
+            await flushing
+        if self.shadow_policy is not None:
+            await self._shadow(self.shadow_policy, rec, context, decision)
         if decision.verdict is Verdict.DENY:
             await self.ledger.decided(rec)
             result = _error(rec.call, "denied", f"denied by policy: {decision.reason}",
                             rec.tool)
             return CallOutcome(rec.call, "decide", result, decision)
+        return None
+
+    async def _before_running(self, rec: GatedCall) -> CallOutcome | None:
+        """The stages between the decision and the run, each where it applies (most calls:
+        none): the checks, then for a call a person decides, approve and the recheck."""
+        if rec.effect is not None or rec.resolved.precheck is not None:
+            outcome = await self._check(rec)
+            if outcome is not None:
+                return outcome
+        if rec.asked:
+            return await self._approve(rec) or await self._recheck(rec)
         return None
 
     async def _check(self, rec: GatedCall) -> CallOutcome | None:
@@ -478,7 +511,7 @@ class Gate:
         """4. approve — unless the ledger shows this exact call approved before a crash; a
         call a person was asked about stays theirs to decide, even if the policy now allows
         it."""
-        if not rec.asked or await self.ledger.approved_before(rec):
+        if await self.ledger.approved_before(rec):
             return None
         if rec.pending is None:  # put to a person: the ledger shows the decision
             await self.ledger.decided(rec)
@@ -511,7 +544,7 @@ class Gate:
         runs, a tool that can tell (an MCP tool's ``recheck``) is listed again, and the call
         refused if its definition is no longer the pinned one the person approved. Nothing
         runs; the ledger stays ``approved``."""
-        recheck = getattr(rec.resolved, "recheck", None) if rec.asked else None
+        recheck = getattr(rec.resolved, "recheck", None)
         if recheck is None:
             return None
         problem = await recheck((rec.session.id, rec.session.turn))
@@ -528,58 +561,30 @@ class Gate:
         repeat, approved = rec.repeat, rec.approved
         repeat_of = repeat[0] if repeat is not None and approved is not None and \
             repeat[1] in approved.warnings else None
-        result = await self._effect(rec, repeat_of)
+        if rec.write:
+            result = await self._effect(rec, repeat_of)
+        else:
+            if counted := self._counted(rec):
+                await self._count(rec, counted)
+            result = await self._run(rec)
         if rec.edit_of is not None:  # the model proposed other arguments: tell it what ran
             result = dataclasses.replace(result, content="[a person edited the arguments to "
                                          f"{canonical_json(rec.parsed)}]\n{result.content}")
         return CallOutcome(rec.call, "execute", result, rec.decision)
 
     async def _effect(self, rec: GatedCall, repeat_of: tuple[str, str] | None) -> ToolResult:
-        """Run the call — a write between its claim and its settlement — and shape the result;
-        a write that may not run gets what the ledger says instead."""
-        if not rec.write:
-            await self._count(rec)
-            return await self._run(rec)
+        """Run a write between its claim and its settlement, and shape the result; a write
+        that may not run gets what the ledger says instead."""
         claimed = await self._claim(rec, repeat_of)
         if isinstance(claimed, ToolResult):
             return claimed
-        await self._count(rec)
+        if counted := self._counted(rec):
+            await self._count(rec, counted)
         result = await self._run(rec)
         await self._settle(rec, result, claimed)
         return result
 
     # -- what the stages use -----------------------------------------------------------------
-
-    async def _policy_decision(self, rec: GatedCall) -> Decision:
-        """The policy's decision (and the shadow's, recorded). A new proposal (not a resume,
-        not an edit) feeds the repeated-call guard."""
-        bound, session = rec.bound, rec.session
-        tool, parsed = bound.tool, bound.arguments
-        # rate counts come from the store; the policy itself does no I/O
-        now = self.policy.now()
-        rate_counts: dict[str, int] = {}
-        for key in self.policy.rate_keys(tool.name):
-            rate_counts[key.id] = await self.store.count_calls(
-                session.principal.id, key.tool,
-                (now - timedelta(seconds=key.seconds)).timestamp())
-        # argument provenance first, so rules can see values that came from untrusted results
-        flags = session.flag(parsed)
-        context = session.policy_context(now, rate_counts, flags)
-        # external decision points are asked here, the policy deciding without I/O
-        context = await self.policy.consult(bound, context)
-        decision = self.policy.decide(bound, context)
-        # one canonical digest of the arguments serves the repeated-call guard and the audit
-        args_digest = arguments_digest(parsed)
-        if rec.pending is None and rec.edit_of is None:
-            session.record_proposal(tool.name, args_digest)
-        if (flushing := self._announce(EventType.CALL_DECIDED, rec, arguments=parsed,
-                                       arguments_sha256=args_digest, decision=decision,
-                                       policy_sha256=self.policy.sha256,
-                                       detail=self.policy.consulted(context))) is not None:
-            await flushing
-        if self.shadow_policy is not None:
-            await self._shadow(self.shadow_policy, rec, context, decision)
-        return decision
 
     async def _held(self, rec: GatedCall) -> CallOutcome | None:
         """The same effect run by another call: refused, or (done, and a person will be
@@ -890,17 +895,19 @@ class Gate:
             return None
         return dataclasses.replace(settled.result, call_id=rec.call.id)
 
-    async def _count(self, rec: GatedCall) -> None:
-        """(policy) Count the call for rate limits, under each key a limit on this tool (or
-        the shadow's) reads."""
+    def _counted(self, rec: GatedCall) -> list[str]:
+        """(policy) The names the call is counted under for rate limits: each a limit on
+        this tool (or the shadow's) reads; most tools: none."""
         name = rec.resolved.name
         rate_keys = self.policy.rate_keys(name)
         if self.shadow_policy is not None:  # the shadow's rate limits count calls too
             rate_keys = (*rate_keys, *self._shadow_rate_keys(name))
-        if rate_keys:
-            at = self.policy.now().timestamp()
-            for counted in dict.fromkeys(k.tool for k in rate_keys):
-                await self.store.record_call(rec.session.principal.id, counted, at)
+        return list(dict.fromkeys(k.tool for k in rate_keys)) if rate_keys else []
+
+    async def _count(self, rec: GatedCall, counted: list[str]) -> None:
+        at = self.policy.now().timestamp()
+        for name in counted:
+            await self.store.record_call(rec.session.principal.id, name, at)
 
     async def _run(self, rec: GatedCall) -> ToolResult:
         """Run the handler with the principal's authority; its value shaped, or the error."""
