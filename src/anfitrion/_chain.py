@@ -39,10 +39,11 @@ def chain_hash(seq: int, type: str, session_id: str, at: float, data: Mapping[st
     return _sha256(_header(seq, type, session_id, at, prev_hash) + body).hexdigest()
 
 
-def chain_texts(seq: int, prev_hash: str, rows: Iterable[tuple[str, str, float, str]]
-                ) -> list[tuple[int, str, str]]:
-    """Chain *rows* (type, session id, at, canonical data text), appended together, after the
-    record *seq* whose hash is *prev_hash*: each record's ``(seq, prev_hash, hash)``.
+def chain_texts(seq: int, prev_hash: str,
+                rows: Iterable[tuple[str, str, float, str | bytes]]) -> list[tuple[int, str, str]]:
+    """Chain *rows* (type, session id, at, canonical data text or its UTF-8 bytes), appended
+    together, after the record *seq* whose hash is *prev_hash*: each record's ``(seq,
+    prev_hash, hash)``.
 
     **One hash per batch** (format 2): every record of the batch stores *prev_hash* and the
     batch's hash, the SHA-256 of each record's :func:`chain_hash` text (its header line, with
@@ -64,7 +65,8 @@ def chain_texts(seq: int, prev_hash: str, rows: Iterable[tuple[str, str, float, 
         if prefix is None:  # most records of a batch share the session, many the type
             prefix = prefixes[type, session_id] = _prefix(type, session_id)
         hasher.update(b"%d|%b|%b%b" % (seq, prefix, repr(float(at)).encode("ascii"), tail))
-        hasher.update(text.encode("utf-8", "surrogatepass"))
+        hasher.update(text if isinstance(text, bytes) else
+                      text.encode("utf-8", "surrogatepass"))
         out.append((seq, prev_hash, ""))
     digest = hasher.hexdigest()
     return [(n, prev, digest) for n, prev, _ in out]
@@ -76,7 +78,7 @@ def batch_hash(records: Sequence[tuple[int, str, str, float, Mapping[str, Any]]]
     at, data)``, consecutive — appended after *prev_hash* (the verifier's side)."""
     if not records:
         return ""
-    rows = [(type, session_id, at, float_free_bytes(data).decode("utf-8", "surrogatepass"))
+    rows = [(type, session_id, at, float_free_bytes(data))
             for _, type, session_id, at, data in records]
     return chain_texts(records[0][0] - 1, prev_hash, rows)[-1][2]
 

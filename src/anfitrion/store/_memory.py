@@ -339,7 +339,7 @@ class MemoryStore:
     def _chain(self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]
                ) -> AuditRecord:
         # one hash per batch (anfitrion._chain.chain_texts), as the other stores chain them
-        rows = [(type, session_id, at, float_free_bytes(data).decode("utf-8", "surrogatepass"))
+        rows = [(type, session_id, at, float_free_bytes(data))
                 for type, session_id, at, data in entries]
         chained = chain_texts(*self._audit_head, rows)
         records = [AuditRecord(seq, type, session_id, at, dict(data), prev, digest)
