@@ -524,7 +524,8 @@ class Gate:
             arguments=rec.parsed, effect=tool.effect.value, reason=decision.reason,
             rule_id=decision.rule_id, warnings=decision.warnings, now=now,
             ttl=self.policy.approvals.ttl, edit_of=rec.edit_of,
-            tool_description=tool.description, quorum=decision.quorum)
+            tool_description=tool.description, quorum=decision.quorum,
+            preview=tool.metadata.get("preview"))
         pending, orphan = rec.pending, False
         if pending is None and rec.edit_of is None:
             pending = await self._open_request(rec, fresh.digest)
