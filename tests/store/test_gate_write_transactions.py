@@ -34,14 +34,14 @@ class CountingStore(SQLiteStore):
         return await super()._write(fn)
 
 
-def _tools(ran: list[str], store: CountingStore) -> Toolbox:
+def _tools(ran: list[str], store: CountingStore, where: dict[str, str]) -> Toolbox:
     tools = Toolbox()
 
     @tools.tool(effect=Effect.WRITE)
     async def send(to: str) -> str:
         """Send a note."""
         # what is durable when the effect runs: the claim, and every record before it
-        entry = await store.execution_state(next(iter(sessions)), "c1")
+        entry = await store.execution_state(where["session"], "c1")
         assert entry is not None and entry.state is LedgerState.CLAIMED
         kinds = [r.type for r in await store.audit_records()]
         assert {"call.proposed", "call.decided", "execution.claimed"} <= set(kinds), kinds
@@ -51,17 +51,15 @@ def _tools(ran: list[str], store: CountingStore) -> Toolbox:
     return tools
 
 
-sessions: list[str] = []
-
-
 async def test_an_allowed_write_costs_four_transactions(tmp_path: Path) -> None:
     store = CountingStore(tmp_path / "a.db")
     await store.migrate()
     ran: list[str] = []
     policy = Policy([lambda call, ctx: Decision.allow("test", "allow")])
-    runtime = Runtime(tools=_tools(ran, store), policy=policy, store=store)
+    where: dict[str, str] = {}
+    runtime = Runtime(tools=_tools(ran, store, where), policy=policy, store=store)
     session = await runtime.open("alice")
-    sessions[:] = [session.id]
+    where["session"] = session.id
     store.writes.clear()
     submitted = await session.submit("send", {"to": "ana"}, call_id="c1")
     assert submitted.status.value == "executed" and ran == ["ana"]
@@ -76,7 +74,7 @@ async def test_a_denied_write_records_decided_once(tmp_path: Path) -> None:
     store = CountingStore(tmp_path / "a.db")
     await store.migrate()
     policy = Policy([lambda call, ctx: Decision.deny("no", "deny")])
-    runtime = Runtime(tools=_tools([], store), policy=policy, store=store)
+    runtime = Runtime(tools=_tools([], store, {}), policy=policy, store=store)
     session = await runtime.open("alice")
     store.writes.clear()
     submitted = await session.submit("send", {"to": "ana"}, call_id="c1")
