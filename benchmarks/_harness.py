@@ -15,7 +15,8 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 ARGS_TEXT = '{"location": "Lisboa, PT"}'
 RESULT = {"location": "Lisboa, PT", "temp_c": 15, "sky": "partly cloudy"}
@@ -66,3 +67,26 @@ def window_us(deltas: Sequence[float], at: int, width: int = 10) -> float:
     lo = max(0, at - width)
     hi = min(len(deltas), max(at, lo + 1))
     return statistics.median(deltas[lo:hi])
+
+
+class Timings:
+    """Wall-clock samples of one repeated step (``time.perf_counter``), the timing loop the
+    benchmarks share: ``with timings.step(): ...`` per repetition, then a median in the unit
+    wanted (``timings.median(1e3)``: milliseconds)."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+
+    @contextmanager
+    def step(self) -> Iterator[None]:
+        """Time the block (a block that raises adds no sample)."""
+        started = time.perf_counter()
+        yield
+        self.seconds.append(time.perf_counter() - started)
+
+    def __len__(self) -> int:
+        return len(self.seconds)
+
+    def median(self, unit: float = 1.0) -> float:
+        """The median sample, times *unit* (1: seconds, 1e3: ms, 1e6: µs)."""
+        return statistics.median(self.seconds) * unit

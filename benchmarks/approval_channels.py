@@ -17,16 +17,16 @@ import argparse
 import asyncio
 import json
 import socket
-import statistics
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+
+from _harness import Timings  # noqa: E402
 
 from anfitrion import DeferredApprover, Effect, Host, Toolbox  # noqa: E402
 from anfitrion import _answers as answers  # noqa: E402
@@ -71,26 +71,25 @@ async def gate_to_suspend(runs: int, with_webhook: bool) -> float:
                                              secret="a-long-benchmark-secret", max_attempts=3),
                                store, sleep=wait)
         listeners.append(hook)
-    times = []
+    times = Timings()
     for _ in range(runs):
         host = Host(model=ScriptedModel([call("send_email", {"to": "ana@example.com"}), "ok"]),
                     tools=tools, store=store, approver=DeferredApprover(), listeners=listeners)
-        started = time.perf_counter()
-        run = await host.run("mail ana", principal="agent")
-        times.append((time.perf_counter() - started) * 1e6)
+        with times.step():
+            run = await host.run("mail ana", principal="agent")
         assert run.status == "suspended"
         if hook is not None:  # its own delivery was still in flight while the run suspended
             assert not any(d.delivered for d in await hook.drain())
     if hook is not None:
         await hook.aclose()
-    return statistics.median(times)
+    return times.median(1e6)
 
 
 async def vote_latency(url: str, runs: int) -> tuple[float, float]:
     store: Store = open_store(url)
     alice = Reviewer("alice", frozenset({"ops"}))
     bob = Reviewer("bob", frozenset({"ops"}))
-    first, second = [], []
+    first, second = Timings(), Timings()
     try:
         for i in range(runs):
             request = ApprovalRequest.for_call(
@@ -99,15 +98,14 @@ async def vote_latency(url: str, runs: int) -> tuple[float, float]:
                 reason="two people", rule_id="deploys", quorum=Quorum(2, ("ops",)))
             await store.create_approval(request)
             for who, into in ((alice, first), (bob, second)):
-                started = time.perf_counter()
-                outcome = await answers.answer(store, request.id, request.digest, approved=True,
-                                               approver=f"api:{who.name}", reviewer=who,
-                                               via="api")
-                into.append((time.perf_counter() - started) * 1e3)
+                with into.step():
+                    outcome = await answers.answer(store, request.id, request.digest,
+                                                   approved=True, approver=f"api:{who.name}",
+                                                   reviewer=who, via="api")
                 assert outcome.recorded
     finally:
         await store.close()
-    return statistics.median(first), statistics.median(second)
+    return first.median(1e3), second.median(1e3)
 
 
 def main() -> None:

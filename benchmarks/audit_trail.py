@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _harness import RESULT
+from _harness import RESULT, Timings
 
 from anfitrion import Effect, Runtime, Toolbox
 from anfitrion._audit import verify_chain
@@ -54,15 +54,13 @@ async def store_costs(url: str, key_path: Path, rounds: int, every: int) -> dict
     store = open_store(url)
     assert isinstance(store, AuditTrailStore)
     signer = Checkpointer(store, key, every=every)
-    trips, checkpoints, checks = [], [], []
+    trips, checkpoints, checks = Timings(), Timings(), []
     try:
         for n in range(rounds):
-            start = time.perf_counter()
-            await store.append_audit_many(batch(n))
-            trips.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            await signer.checkpoint()
-            checkpoints.append(time.perf_counter() - start)
+            with trips.step():
+                await store.append_audit_many(batch(n))
+            with checkpoints.step():
+                await signer.checkpoint()
         start = time.perf_counter()
         for _ in range(10_000):
             signer.written(CALL_RECORDS)
@@ -71,8 +69,8 @@ async def store_costs(url: str, key_path: Path, rounds: int, every: int) -> dict
         checks.append((time.perf_counter() - start) / 10_000)
     finally:
         await store.close()
-    return {"round trip": statistics.median(trips),
-            "checkpoint": statistics.median(checkpoints), "check": checks[0]}
+    return {"round trip": trips.median(), "checkpoint": checkpoints.median(),
+            "check": checks[0]}
 
 
 def toolbox() -> Toolbox:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _harness import ARGS_TEXT
+from _harness import ARGS_TEXT, Timings
 from anfitrion_bench import make_tools, store_url
 
 from anfitrion import (
@@ -118,21 +118,20 @@ async def _store(kind: str) -> dict[str, Any]:
             return "sent"
 
         rounds = 50
-        timings = []
+        timings = Timings()
         for i in range(rounds):
             script = [Reply((ToolCall(f"w{i}", "send", '{"to": "bob"}'),), StopReason.TOOL_USE),
                       "done"]
             host = Host(model=ScriptedModel(script), tools=tools, store=store,
                         approver=DeferredApprover())
-            t0 = time.perf_counter()
-            run = await host.run("go", principal="bench")
-            await store.answer_approval(ApprovalAnswer.to(run.pending[0], True, "bench"))
-            done = await host.resume(run.session_id)
-            timings.append((time.perf_counter() - t0) * 1e3)
+            with timings.step():
+                run = await host.run("go", principal="bench")
+                await store.answer_approval(ApprovalAnswer.to(run.pending[0], True, "bench"))
+                done = await host.resume(run.session_id)
             assert done.status.value == "completed"
         await store.close()
         return {"audit_events_per_s": audit_rate,
-                "approval_round_trip_ms": statistics.median(timings)}
+                "approval_round_trip_ms": timings.median(1e3)}
 
 
 def memory(arg: str) -> dict[str, Any]:

@@ -37,17 +37,23 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import AsyncExitStack, contextmanager, suppress
+from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
+from _harness import Timings
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from anfitrion.mcp._haproxy import haproxy_config
+
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests" / "parity"))  # the guarded child processes
+import _processes  # noqa: E402
+
 UPSTREAM = str(HERE / "_relay_upstream.py")
 ANFITRION = str(Path(sys.executable).with_name("anfitrion"))
 MCP_PROXY = os.environ.get("ANFITRION_MCP_PROXY",
@@ -84,7 +90,8 @@ class Target:
 
 
 class Processes:
-    """Every process the benchmark starts, each in its own process group, ended at exit."""
+    """Every process the benchmark starts, each in its own process group, ended at exit — or
+    by the kernel if the benchmark is killed (``tests/parity/_processes.py``)."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
@@ -92,23 +99,13 @@ class Processes:
 
     def spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None
               ) -> subprocess.Popen[bytes]:
-        with open(self.tmp / f"{name}.log", "wb") as log:
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                       start_new_session=True, env={**os.environ, **(env or {})})
+        process = _processes.spawn(argv, log=self.tmp / f"{name}.log", env=env)
         self.started.append(process)
         return process
 
     def close(self) -> None:
         for process in reversed(self.started):
-            with suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.started:
-            try:
-                process.wait(5)
-            except subprocess.TimeoutExpired:
-                with suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+            _processes.end(process, signal.SIGTERM, wait=5)
 
 
 async def wait_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
@@ -163,29 +160,11 @@ async def start_gateway(procs: Processes, name: str, store_url: str, *, replica:
                   {"Authorization": f"Bearer {TOKEN}"})
 
 
-HAPROXY = """\
-global
-    maxconn 2048
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 300s
-    timeout server 300s
-frontend mcp
-    bind 127.0.0.1:{port}
-    default_backend gateways
-backend gateways
-    balance roundrobin
-    http-send-name-header Host
-{servers}
-"""
-
-
 async def start_balanced(procs: Processes, name: str, replicas: list[Target]) -> Target:
     port = free_port()
-    servers = "\n".join(f"    server {r.url[7:-4]} {r.url[7:-4]}" for r in replicas)
     path = procs.tmp / f"{name}.cfg"
-    path.write_text(HAPROXY.format(port=port, servers=servers))
+    path.write_text(haproxy_config(f"127.0.0.1:{port}", [r.url[7:-4] for r in replicas],
+                                   maxconn=2048))
     haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
     process = procs.spawn(name, [haproxy, "-f", str(path), "-db"])
     await wait_http(f"http://127.0.0.1:{port}/healthz", process, procs.tmp / f"{name}.log")
@@ -239,7 +218,7 @@ async def start_targets(procs: Processes, stack: AsyncExitStack, replicas: bool
 
 async def one_pass(target: Target, clients: int, seconds: float) -> dict[str, float]:
     """*clients* sessions, each calling ``echo`` one call after another for *seconds*."""
-    latencies: list[float] = []
+    latencies = Timings()
     errors = 0
     async with AsyncExitStack() as stack:
         sessions: list[ClientSession] = []
@@ -269,10 +248,9 @@ async def one_pass(target: Target, clients: int, seconds: float) -> dict[str, fl
             nonlocal errors
             n = 0
             while time.perf_counter() < stop:
-                t0 = time.perf_counter()
-                result = await session.call_tool(tool, {"text": f"{tag}-{i}-{n}"},
-                                                 meta=metas[i])
-                latencies.append(time.perf_counter() - t0)
+                with latencies.step():
+                    result = await session.call_tool(tool, {"text": f"{tag}-{i}-{n}"},
+                                                     meta=metas[i])
                 errors += bool(result.is_error)
                 if result.is_error and errors <= 3:
                     print(f"  {target.name}: {result.content[0]}", file=sys.stderr)
@@ -285,7 +263,7 @@ async def one_pass(target: Target, clients: int, seconds: float) -> dict[str, fl
         cpu = cpu_seconds(target.pids) - cpu0
     calls = len(latencies)
     return {"calls": calls, "calls_per_s": calls / wall,
-            "p50_ms": statistics.median(latencies) * 1000,
+            "p50_ms": latencies.median(1e3),
             "cpu_ms_per_call": cpu / calls * 1000 if target.pids else 0.0,
             "errors": errors}
 

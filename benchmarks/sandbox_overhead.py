@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from _harness import Timings
 
 from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._sandbox import OFF, SandboxProfile, bwrap_problem
@@ -47,13 +48,12 @@ async def _one_run(profile: SandboxProfile, calls: int) -> tuple[float, float]:
         startup = time.perf_counter() - started
         session = (await toolset._ensure()).session
         assert session is not None
-        times = []
+        times = Timings()
         for _ in range(calls):
-            t0 = time.perf_counter()
-            result = await session.call_tool("get_current_time", {"timezone": "UTC"})
-            times.append(time.perf_counter() - t0)
+            with times.step():
+                result = await session.call_tool("get_current_time", {"timezone": "UTC"})
             assert not result.is_error
-    return startup, statistics.median(times)
+    return startup, times.median()
 
 
 async def _main(runs: int, calls: int) -> dict[str, Any]:

@@ -81,3 +81,18 @@ def test_the_gateway_policy_file_is_relative_to_the_config(tmp_path: Path) -> No
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"gateway": {"policy": "anfitrion.toml"}}))
     assert load_config(path).gateway.policy == str(tmp_path / "anfitrion.toml")
+
+
+def test_the_gateway_drain_and_adoption_times(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"gateway": {"drainSeconds": 10, "adoptWithin": 300}}))
+    settings = load_config(path).gateway
+    assert (settings.drain_seconds, settings.adopt_within) == (10.0, 300.0)
+    path.write_text(json.dumps({"gateway": {}}))
+    settings = load_config(path).gateway
+    assert (settings.drain_seconds, settings.adopt_within) == (2.0, None)  # approvalWait
+    for key in ("drainSeconds", "adoptWithin"):
+        for bad in (0, -1, True, "5", [1], 1e308):
+            path.write_text(json.dumps({"gateway": {key: bad}}))
+            with pytest.raises(ConfigError, match=f"gateway.{key}"):
+                load_config(path)

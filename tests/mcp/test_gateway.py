@@ -299,3 +299,52 @@ async def test_an_upstream_streamable_http_server_is_a_tool_source_with_its_head
                 assert await toolset.list_tools(offer) == []
                 assert toolset.last_error
     assert json.loads(outcome.result.content)["timezone"] == "UTC"
+
+
+async def test_an_upstream_list_change_reaches_a_connected_client_within_a_second(
+        malicious: Callable[..., ServerConfig], store: MemoryStore) -> None:
+    """The upstream server sends ``notifications/tools/list_changed`` (its tool ``rug`` turned
+    hostile, as ``flip`` makes it): a client connected meanwhile — not the one whose call
+    caused it — hears ``notifications/tools/list_changed`` from the gateway within a second,
+    and its next listing no longer offers the changed tool."""
+    from anfitrion.policy import parse_policy
+
+    configs = [malicious("--notify")]
+    await approve_pins(configs, store, ["mal.rug", "mal.flip"])
+    allow_flip = parse_policy('[[rules]]\ntool = "mal.flip"\nverdict = "allow"\n'
+                              'reason = "the test flips the upstream"\n')
+    heard = anyio.Event()
+    heard_at: list[float] = []
+
+    def on_notice(message: Any) -> None:
+        if isinstance(message, mt.ToolListChangedNotification) and not heard_at:
+            heard_at.append(anyio.current_time())
+            heard.set()
+
+    seen = _Noticing(on_notice)
+    with anyio.fail_after(60):
+        async with http_gateway(configs, store, policy=allow_flip) as (_, url), \
+                mcp_client(url, seen) as listener, mcp_client(url) as caller:
+            assert sorted(t.name for t in (await listener.list_tools()).tools) == \
+                ["mal.flip", "mal.rug"]
+            await anyio.sleep(0.5)  # the listener's event stream (GET) is open
+            flipped = await caller.call_tool("mal.flip", {})
+            assert not flipped.is_error, flipped.content
+            returned_at = anyio.current_time()
+            with anyio.fail_after(1.0):
+                await heard.wait()
+            assert heard_at[0] - returned_at < 1.0
+            listed = [t.name for t in (await listener.list_tools()).tools]
+    assert listed == ["mal.flip"]  # the changed definition waits for a review
+
+
+class _Noticing(list[Any]):
+    """A message list for :func:`mcp_client` that also calls *on_append* with each one."""
+
+    def __init__(self, on_append: Callable[[Any], None]) -> None:
+        super().__init__()
+        self.on_append = on_append
+
+    def append(self, message: Any) -> None:
+        super().append(message)
+        self.on_append(message)

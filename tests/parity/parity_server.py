@@ -8,6 +8,7 @@ named by ``PARITY_EFFECTS``.
 from __future__ import annotations
 
 import os
+import time
 
 import mcp.types as mt
 from mcp.server.mcpserver import MCPServer
@@ -46,6 +47,8 @@ def send_mail(to: str, body: str) -> str:
     """Send an e-mail."""
     with open(os.environ["PARITY_EFFECTS"], "a", encoding="utf-8") as f:
         f.write(f"mail to {to}\n")
+    if body == "hold":  # the replica tests: a call still executing after its effect
+        time.sleep(120)
     return f"sent to {to}"
 
 

@@ -162,3 +162,40 @@ async def test_a_read_never_waits_for_another_calls_approval(tmp_path: Path) -> 
             assert not result.is_error, result.content
             assert effects.read_text() == "mail to ana@example.org\n"
     await store.close()
+
+
+async def test_a_conversation_saved_by_another_process_meanwhile_is_retried_not_failed(
+        tmp_path: Path) -> None:
+    """Two gateway processes (two runtimes, one store) on one conversation. The first one's
+    lease lapses, the second takes the conversation, calls and releases it; the first one's
+    next save then conflicts. The call is retried on the stored state, transparently: the
+    client gets its result, not "changed concurrently"; a write that ran before the conflict
+    answers with its stored result (run once); every call counts once."""
+    store = SQLiteStore(tmp_path / "a.db")
+    effects = tmp_path / "fx.log"
+    with anyio.fail_after(120):
+        async with McpServers([server_config(effects)], store) as servers:
+            await approve_pins(servers, store)
+            one, other = (Gateway(servers, store=store, policy=POLICY, principal=PRINCIPAL,
+                                  session_id="gateway-shared", approval_wait=0.05)
+                          for _ in range(2))
+            assert one.runtime.owner != other.runtime.owner
+
+            async def lapse_and_take(n: int) -> None:
+                assert await store.renew_lease("gateway-shared", one.runtime.owner, 0.0)
+                assert not (await other.call_tool("p.count", {"n": n})).is_error
+                await other._default.release()  # the other process's request ended
+
+            assert "1" in (await one.call_tool("p.count", {"n": 1})).content[0].text
+            await lapse_and_take(2)
+            read = await one.call_tool("p.count", {"n": 3})
+            assert not read.is_error and "1 2 3" in read.content[0].text, read.content
+            await lapse_and_take(4)
+            mail = await one.call_tool("p.send_mail", {"to": "ana@example.org", "body": "b"})
+            assert not mail.is_error, mail.content
+            assert "sent to ana@example.org" in mail.content[0].text
+            await one._default.release()
+    assert effects.read_text() == "mail to ana@example.org\n"
+    state = await store.load_session("gateway-shared")
+    assert state is not None and state.data["counters"]["tool_calls"] == 5
+    await store.close()

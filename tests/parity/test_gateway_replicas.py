@@ -29,14 +29,17 @@ import pytest
 pytest.importorskip("mcp")
 pytest.importorskip("psycopg")
 
+import _processes
 from doors import PRINCIPAL, SERVER, TOKEN, WAITING, approve_pins, server_config
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from pg_schema import pg_schema_url
 
 from anfitrion import _answers as answers
+from anfitrion import _resolutions as resolutions
+from anfitrion.mcp._haproxy import haproxy_config
 from anfitrion.mcp._toolset import McpServers
-from anfitrion.store import open_store
+from anfitrion.store import LedgerState, open_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.mcp_servers]
 
@@ -68,34 +71,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-HAPROXY_CONFIG = """\
-global
-    maxconn 512
-    stats socket {stats} mode 600 level admin
-defaults
-    mode http
-    retries 3
-    option redispatch
-    timeout connect 5s
-    timeout client 300s
-    timeout server 300s
-frontend mcp
-    bind 127.0.0.1:{port}
-    default_backend gateways
-backend gateways
-    balance roundrobin
-    option httpchk GET /readyz
-    # each replica checks Host against its own address: send the server's name as Host
-    http-send-name-header Host
-{servers}
-"""
-
-
 class Cluster:
     """Two gateway replicas and haproxy; ``url`` is the load balancer's MCP endpoint."""
 
-    def __init__(self, tmp_path: Path, store_url: str, approval_wait: float) -> None:
+    def __init__(self, tmp_path: Path, store_url: str, approval_wait: float,
+                 policy: str = POLICY, gateway: dict[str, Any] | None = None) -> None:
         self.tmp = tmp_path
+        self.policy = policy
+        self.gateway = gateway or {}
         self.store_url = store_url
         self.effects = tmp_path / "fx.log"
         self.approval_wait = approval_wait
@@ -112,29 +95,24 @@ class Cluster:
                                  # the server appends what it did to the effects file
                                  "trusted": True, "sandbox": {"paths": [
                                      {"path": str(self.effects.parent), "mode": "rw"}]}}},
-            "gateway": {"principal": PRINCIPAL}}))
-        (self.tmp / "policy.toml").write_text(POLICY)
+            "gateway": {"principal": PRINCIPAL, **self.gateway}}))
+        (self.tmp / "policy.toml").write_text(self.policy)
         return path
 
     def start_replica(self, port: int) -> None:
         config = self._config()
-        with open(self.tmp / f"replica-{port}.log", "wb") as log:
-            self._spawn(port, config, log)
-
-    def _spawn(self, port: int, config: Path, log: Any) -> None:
-        self.replicas[port] = subprocess.Popen(
+        self.replicas[port] = _processes.spawn(
             [ANFITRION, "gateway", "--config", str(config), "--http", "--replica",
              "--port", str(port), "--store", self.store_url,
              "--policy", str(self.tmp / "policy.toml"),
              "--approval-wait", str(self.approval_wait)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
-            env={**os.environ, "ANFITRION_GATEWAY_TOKEN": TOKEN,
-                 "ANFITRION_GATEWAY_KEY": KEY, "PYTHONWARNINGS": "ignore"})
+            log=self.tmp / f"replica-{port}.log",
+            env={"ANFITRION_GATEWAY_TOKEN": TOKEN, "ANFITRION_GATEWAY_KEY": KEY,
+                 "PYTHONWARNINGS": "ignore"})
 
-    def kill(self, port: int) -> None:
-        process = self.replicas.pop(port)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
+    def kill(self, port: int, sig: int = signal.SIGKILL) -> None:
+        """*sig* to the replica's process group (SIGKILL: a crash), and wait for it."""
+        _processes.end(self.replicas.pop(port), sig, wait=30)
 
     def served(self) -> dict[str, int]:
         """Requests each replica got from haproxy (its stats socket)."""
@@ -165,19 +143,16 @@ class Cluster:
 
     @contextmanager
     def balancer(self, ports: list[int]) -> Iterator[None]:
-        servers = "\n".join(f"    server 127.0.0.1:{p} 127.0.0.1:{p} check inter 500ms"
-                            for p in ports)
         path = self.tmp / "haproxy.cfg"
-        path.write_text(HAPROXY_CONFIG.format(port=self.lb_port, servers=servers,
-                                              stats=self.stats))
-        with open(self.tmp / "haproxy.log", "wb") as log:
-            process = subprocess.Popen([_haproxy(), "-f", str(path), "-db"],
-                                       stdout=log, stderr=log, start_new_session=True)
+        path.write_text(haproxy_config(f"127.0.0.1:{self.lb_port}",
+                                       [f"127.0.0.1:{p}" for p in ports],
+                                       stats_socket=self.stats))
+        process = _processes.spawn([_haproxy(), "-f", str(path), "-db"],
+                                   log=self.tmp / "haproxy.log")
         try:
             yield
         finally:
-            process.kill()
-            process.wait(10)
+            _processes.end(process)
 
     def close(self) -> None:
         for port in list(self.replicas):
@@ -185,7 +160,8 @@ class Cluster:
 
 
 @asynccontextmanager
-async def cluster(tmp_path: Path, store_url: str, *, approval_wait: float = 0.3
+async def cluster(tmp_path: Path, store_url: str, *, approval_wait: float = 0.3,
+                  policy: str = POLICY, gateway: dict[str, Any] | None = None
                   ) -> AsyncIterator[Cluster]:
     _haproxy()
     store = open_store(store_url)
@@ -194,7 +170,7 @@ async def cluster(tmp_path: Path, store_url: str, *, approval_wait: float = 0.3
             await approve_pins(servers, store)
     finally:
         await store.close()
-    running = Cluster(tmp_path, store_url, approval_wait)
+    running = Cluster(tmp_path, store_url, approval_wait, policy, gateway)
     ports = [_free_port(), _free_port()]
     try:
         for port in ports:
@@ -268,6 +244,15 @@ async def test_one_conversation_alternating_between_replicas_keeps_every_guarant
                     tg.start_soon(count, n)
             errors = [_text(r) for r in results if r.is_error]
             assert errors == []
+            # the mail's request, whose client was told to call again once it is approved,
+            # stays approvable: only a dead process's requests are withdrawn (adoptWithin is
+            # 0.3 s here, the replicas look every 0.5 s)
+            await anyio.sleep(1.5)
+            store = open_store(pg_url)
+            try:
+                assert len(await store.list_approvals()) == 1
+            finally:
+                await store.close()
     assert not (tmp_path / "fx.log").exists()
 
 
@@ -352,3 +337,218 @@ async def test_an_answer_given_elsewhere_wakes_the_call_waiting_on_a_replica_wit
             finally:
                 await store.close()
     assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"
+
+
+MAIL_ALLOWED = ('[[rules]]\ntool = "p.send_mail"\nverdict = "allow"\n'
+                'reason = "mail is allowed in this test"\n')
+
+
+async def _resend_everywhere(running: Cluster, mail: dict[str, str]) -> list[str]:
+    """The call sent again to each replica directly and through the balancer: the texts."""
+    urls = [f"http://127.0.0.1:{port}/mcp" for port in running.replicas] + [running.url]
+    texts = []
+    for url in urls:
+        async with client_of(url) as client:
+            result = await client.call_tool("p.send_mail", mail)
+            texts.append((result.is_error, _text(result)))
+    return [text for is_error, text in texts if is_error] + \
+        [f"NOT AN ERROR: {text}" for is_error, text in texts if not is_error]
+
+
+async def test_a_replica_killed_mid_execution_leaves_the_effect_unknown_refused_everywhere(
+        tmp_path: Path, pg_url: str) -> None:
+    """SIGKILL while the tool runs (its effect happened, its result never came back): the
+    effect is ``unknown``, a re-send is refused by every replica — the restarted one too —
+    until a person resolves it; then the re-send gets the resolution, never a second run."""
+    mail = {"to": "ana@example.org", "body": "hold"}  # the server holds after its effect
+    effects = tmp_path / "fx.log"
+    with anyio.fail_after(300):
+        async with cluster(tmp_path, pg_url, policy=MAIL_ALLOWED) as running:
+            first, _ = running.ports  # type: ignore[attr-defined]
+            store = open_store(pg_url)
+            try:
+                async with anyio.create_task_group() as tg:
+                    async def runs_on_first() -> None:
+                        with contextlib.suppress(Exception):  # its replica dies
+                            async with client_of(f"http://127.0.0.1:{first}/mcp") as client:
+                                await client.call_tool("p.send_mail", mail)
+
+                    tg.start_soon(runs_on_first)
+                    while not effects.exists():  # the mail went out; the tool still runs
+                        await anyio.sleep(0.05)
+                    running.kill(first)
+                    tg.cancel_scope.cancel()
+                running.start_replica(first)  # back, on the same port
+                with anyio.fail_after(90):
+                    await running.ready(first)
+                refusals = await _resend_everywhere(running, mail)
+                assert len(refusals) == 3 and all(
+                    "its outcome is unknown" in t and "A person must resolve it" in t and
+                    "right now" not in t for t in refusals), refusals
+                (effect,) = await store.list_effects(unsettled_only=True)
+                assert effect.state is LedgerState.UNKNOWN
+                await resolutions.resolve(store, effect.key, done=True, by="bob",
+                                          note="the mail went out")
+                async with client_of(running.url) as client:
+                    after = await client.call_tool("p.send_mail", mail)
+                # (an error result: the stored text is the person's, not the tool's output)
+                assert _text(after).startswith("[not run again"), _text(after)
+                assert "resolved by bob" in _text(after)
+            finally:
+                await store.close()
+    assert effects.read_text() == "mail to ana@example.org\n"
+
+
+PARALLEL = ('[taint]\nenabled = false\n'  # which result enters first is the finishing order
+            '[[rules]]\ntool = "p.send_mail"\nverdict = "allow"\n'
+            'reason = "mail is allowed in this test"\n')
+
+
+async def test_ten_parallel_calls_in_one_http_session_through_two_replicas(
+        tmp_path: Path, pg_url: str) -> None:
+    """A desktop client's parallel calls on one session, through the balancer (the calls
+    alternate between the replicas), on a conversation no replica has seen: none fails
+    with a conflict — the replicas take the conversation in turn — and each call counts
+    once."""
+    effects = tmp_path / "fx.log"
+    with anyio.fail_after(240):
+        async with cluster(tmp_path, pg_url, policy=PARALLEL) as running, \
+                client_of(running.url) as client:
+            for run in range(2):
+                calls = [("p.count", {"n": i + 1}) for i in range(7)] + \
+                    [("p.send_mail", {"to": f"u{i}.{run}@example.org", "body": "hi"})
+                     for i in range(3)]
+                results: list[Any] = [None] * len(calls)
+
+                async def one(i: int, name: str, arguments: dict[str, Any]) -> None:
+                    results[i] = await client.call_tool(  # noqa: B023 - awaited in the pass
+                        name, arguments, meta={"io.anfitrion/conversation": "fresh-one"})
+
+                async with anyio.create_task_group() as tg:
+                    for i, (name, arguments) in enumerate(calls):
+                        tg.start_soon(one, i, name, arguments)
+                texts = [_text(r) for r in results]
+                assert [r.is_error for r in results] == [False] * 10, texts
+                assert texts[:7] == [" ".join(str(k) for k in range(1, i + 2))
+                                     for i in range(7)]
+                assert sorted(effects.read_text().splitlines()) == [
+                    f"mail to u{i}.{run}@example.org" for i in range(3)]
+                effects.unlink()
+            served = running.served()
+            assert all(count >= 5 for count in served.values()), served
+            store = open_store(pg_url)
+            try:
+                states = [s for s in await store.list_sessions()
+                          if s.data.get("counters", {}).get("tool_calls")]
+            finally:
+                await store.close()
+    ((state,),) = [states]
+    assert state.data["counters"]["tool_calls"] == 20
+
+
+async def test_sigterm_drains_a_replica_and_hands_its_waiting_call_over(
+        tmp_path: Path, pg_url: str) -> None:
+    """Graceful shutdown: ``/readyz`` says 503 at once, the call waiting for a person is
+    answered at once with the hand-over (not failed, not withdrawn), the process exits
+    cleanly; the client's re-send continues the same request on the other replica, and the
+    person's one answer runs it once."""
+    mail = {"to": "ana@example.org", "body": "the report"}
+    with anyio.fail_after(300):
+        async with cluster(tmp_path, pg_url, approval_wait=60) as running:
+            first, _ = running.ports  # type: ignore[attr-defined]
+            process = running.replicas[first]
+            store = open_store(pg_url)
+            try:
+                handed: list[tuple[Any, float]] = []
+
+                async def waits_on_first() -> None:
+                    async with client_of(f"http://127.0.0.1:{first}/mcp") as client:
+                        result = await client.call_tool("p.send_mail", mail)
+                        handed.append((result, time.monotonic()))
+
+                async with anyio.create_task_group() as tg, \
+                        httpx2.AsyncClient(timeout=5) as http:
+                    tg.start_soon(waits_on_first)
+                    while not (pending := await store.list_approvals()):
+                        await anyio.sleep(0.05)
+                    (request,) = pending
+                    while not await _waiting_for_a_person(store, request.session_id,
+                                                          request.call_id):
+                        await anyio.sleep(0.05)
+                    signalled = time.monotonic()
+                    process.send_signal(signal.SIGTERM)
+                    while (ready := await http.get(f"http://127.0.0.1:{first}/readyz")
+                           ).status_code == 200:
+                        await anyio.sleep(0.02)
+                    assert (ready.status_code, ready.text) == (
+                        503, "not ready: draining: this gateway process is shutting down\n")
+                ((result, returned_at),) = handed
+                assert result.is_error and "shutting down" in _text(result) and \
+                    request.id in _text(result) and "Nothing was run" in _text(result)
+                assert returned_at - signalled < 2.0, returned_at - signalled
+                assert await anyio.to_thread.run_sync(process.wait, 30) == 0
+                assert [r.id for r in await store.list_approvals()] == [request.id]
+                async with client_of(running.url) as client, anyio.create_task_group() as tg:
+                    done: list[Any] = []
+
+                    async def resend() -> None:
+                        done.append(await client.call_tool("p.send_mail", mail))
+
+                    tg.start_soon(resend)
+                    await anyio.sleep(0)
+                    answered = await answers.answer(store, request.id, None, approved=True,
+                                                    approver="bob", via="cli")
+                    assert answered.answer is not None
+                (result,) = done
+                assert not result.is_error, _text(result)
+                assert [r.id for r in await store.list_approvals(pending_only=False)] == \
+                    [request.id]
+            finally:
+                await store.close()
+    assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"
+
+
+async def test_a_dead_replicas_request_whose_client_never_comes_back_is_withdrawn(
+        tmp_path: Path, pg_url: str) -> None:
+    """The replica waiting for a person dies and the client does not send the call again
+    within ``gateway.adoptWithin``: the live replica withdraws the request, saying why —
+    the person can no longer approve it for nothing — and a late re-send runs nothing."""
+    mail = {"to": "ana@example.org", "body": "the report"}
+    with anyio.fail_after(300):
+        async with cluster(tmp_path, pg_url, approval_wait=60,
+                           gateway={"adoptWithin": 2}) as running:
+            first, _ = running.ports  # type: ignore[attr-defined]
+            store = open_store(pg_url)
+            try:
+                async with anyio.create_task_group() as tg:
+                    async def waits_on_first() -> None:
+                        with contextlib.suppress(Exception):  # its replica dies
+                            async with client_of(f"http://127.0.0.1:{first}/mcp") as client:
+                                await client.call_tool("p.send_mail", mail)
+
+                    tg.start_soon(waits_on_first)
+                    while not (pending := await store.list_approvals()):
+                        await anyio.sleep(0.05)
+                    (request,) = pending
+                    while not await _waiting_for_a_person(store, request.session_id,
+                                                          request.call_id):
+                        await anyio.sleep(0.05)
+                    running.kill(first)
+                    tg.cancel_scope.cancel()  # the client is gone for good
+                killed_at = time.monotonic()
+                with anyio.fail_after(30):
+                    while await store.list_approvals():
+                        await anyio.sleep(0.1)
+                assert time.monotonic() - killed_at >= 2  # not before adoptWithin
+                found = await store.get_approval(request.id)
+                assert found is not None and found.answer is not None
+                assert found.answer.withdrawn and "died" in found.answer.note
+                late = await answers.answer(store, request.id, None, approved=True,
+                                            approver="bob", via="cli")
+                assert late.answer is None and "died" in late.detail
+                async with client_of(running.url) as client:
+                    resent = await client.call_tool("p.send_mail", mail)
+                assert resent.is_error, _text(resent)
+            finally:
+                await store.close()
+    assert not (tmp_path / "fx.log").exists()

@@ -85,6 +85,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                                   approval_wait=approval_wait or settings.approval_wait,
                                   own_names=own, store_url=url,
                                   listing_ttl=settings.listing_ttl,
+                                  adopt_within=settings.adopt_within,
                                   inbox_url=settings.inbox_url)
                 await servers.start()  # all at once, while the client connects
                 if not use_http:
@@ -100,6 +101,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                     port=port or settings.port,
                     allowed_origins=settings.allowed_origins,
                     max_body_bytes=settings.max_body_bytes, stateless=replica,
+                    drain_seconds=settings.drain_seconds,
                     started=lambda p: say(f"anfitrion gateway: http://{settings.host}:{p}/mcp"))
         finally:
             await store.close()

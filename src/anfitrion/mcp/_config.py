@@ -184,6 +184,11 @@ class GatewaySettings:
             HTTP clients present the static bearer token.
         listing_ttl: seconds calls are relayed on a server's last listing
             (:mod:`anfitrion.mcp._listing`); ``0``: list before every call.
+        drain_seconds: after SIGTERM (or Ctrl-C), seconds the HTTP gateway keeps serving
+            with ``/readyz`` answering 503, so the load balancer stops sending it requests,
+            before it stops listening (calls waiting for a person are handed over at once).
+        adopt_within: seconds a call left waiting by a gateway process that died is kept for
+            its client's re-send before its request is withdrawn (default: approval_wait).
         inbox_url: the approval inbox's address (``inboxUrl``, ``http(s)://host[:port]``
             and a path): a call waiting for a person names its page in its task and asks a
             client supporting URL-mode elicitation to open it.
@@ -202,6 +207,8 @@ class GatewaySettings:
     own_names: bool = False
     auth: OAuthSettings | None = None
     listing_ttl: float = DEFAULT_LISTING_TTL
+    drain_seconds: float = 2.0
+    adopt_within: float | None = None
     inbox_url: str | None = None
 
 
@@ -457,7 +464,8 @@ def _gateway(raw: Any, *, path: str | None,
     if not isinstance(raw, dict):
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
-             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl", "inboxUrl"}
+             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl", "inboxUrl",
+             "drainSeconds", "adoptWithin"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
@@ -508,6 +516,10 @@ def _gateway(raw: Any, *, path: str | None,
             raw.get("listingTtl"), bool) else _number(raw.get("listingTtl"),
                                                      defaults.listing_ttl, path=path,
                                                      key="gateway.listingTtl"),
+        drain_seconds=_number(raw.get("drainSeconds"), defaults.drain_seconds, path=path,
+                              key="gateway.drainSeconds"),
+        adopt_within=None if raw.get("adoptWithin") is None else _number(
+            raw.get("adoptWithin"), 0.0, path=path, key="gateway.adoptWithin"),
         auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
                          os.environ if environ is None else environ),
         inbox_url=inbox)

@@ -54,12 +54,13 @@ from .._conversation import ToolResult
 from .._events import Listener
 from .._gate import Gate, GateLimits
 from .._home import store_flag
+from .._owners import dead_local_owner
 from .._principal import Principal
 from .._runtime import GatedSession, Runtime, SubmissionStatus
 from .._tools import OfferContext, Tool
 from ..exceptions import AnfitrionError, ConflictError, MissingDependencyError, UserError
 from ..policy import Policy
-from ..store import Store
+from ..store import LedgerState, SessionState, Store
 from ..telemetry import extracted_context
 from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
 from ._gateway_http import THROTTLED_AUDIT, HttpGuard, SessionCloseRace, respond, with_health
@@ -111,6 +112,8 @@ def _text_result(text: str, *, is_error: bool) -> mt.CallToolResult:
 
 
 WITHDRAWN_REASON = "the MCP client session that proposed the call ended"
+ORPHANED_REASON = ("the gateway process waiting for this answer died and its client did not "
+                   "send the call again within {seconds:g} seconds")
 
 
 class _GatewayTools:
@@ -172,6 +175,14 @@ class _Client:
                 self.gated = await self._gateway._open_session(self.session_id,
                                                                self.principal)
             return self.gated
+
+    async def lost(self, stale: GatedSession) -> None:
+        """*stale* was saved by another process since this one took it (its lease lapsed):
+        forget it here (unless already replaced); the next use takes the conversation over
+        again from the store."""
+        async with self._lock:
+            if self.gated is stale:
+                self.gated = None
 
     async def release(self) -> None:
         """The last connection of a named conversation went: its session is stored, its
@@ -242,6 +253,9 @@ class Gateway:
         listing_ttl: seconds calls are relayed on a server's last listing, unless it said
             its list changed, a pin changed or the call names a tool not offered
             (:mod:`anfitrion.mcp._listing`); ``0``: list before every call.
+        adopt_within: seconds a call left waiting for a person by a gateway process that
+            died is kept for its client's re-send (on any process) before its request is
+            withdrawn (default: *approval_wait*).
         inbox_url: the approval inbox's address: a call waiting for a person names its page
             (``<inbox_url>/approvals/<id>``) in its task, and asks a client that supports
             URL-mode elicitation to open it (:mod:`anfitrion.mcp._gateway_tasks`).
@@ -264,6 +278,7 @@ class Gateway:
                  page_size: int = 100, conversation_key: str | bytes | None = None,
                  store_url: str | None = None,
                  listing_ttl: float = DEFAULT_LISTING_TTL,
+                 adopt_within: float | None = None,
                  inbox_url: str | None = None) -> None:
         if own_names and len(servers.toolsets) != 1:
             raise UserError(f"own names need exactly one wrapped server, not "
@@ -309,6 +324,13 @@ class Gateway:
         self.stateless = False
         """Serving as one of several replicas (:meth:`serve_http` with ``stateless``)."""
         self.lease_wait = 10.0
+        self._drain: anyio.Event | None = None
+        self.adopt_within = approval_wait if adopt_within is None else adopt_within
+        self._orphans: dict[str, float] = {}
+        """Requests seen waiting in a dead process's conversation: when first seen."""
+        self._not_ours: set[str] = set()
+        """Sessions with pending requests that are no gateway conversations (not looked at
+        again)."""
         """Seconds a request waits for another gateway process to release its conversation."""
         self.instructions: str | None = None
         self._instructions_read = False
@@ -343,14 +365,21 @@ class Gateway:
         caller is (``None``: the gateway's principal)."""
         who = principal or self.principal
         sid = session_id or (self.fixed_session_id if principal is None else None)
-        if sid is not None and (state := await self.store.load_session(sid)) is not None:
-            if state.principal_id != who.id or state.data.get("app") != GATEWAY_APP:
-                raise UserError(f"session {sid!r} is not a gateway conversation of "
-                                f"{who.id!r}")
-            return await self._take_over(sid)
-        return await self.runtime.open(who,
-                                       sid or f"gateway-{uuid.uuid4().hex[:16]}",
-                                       app=GATEWAY_APP)
+        if sid is None:
+            return await self.runtime.open(who, f"gateway-{uuid.uuid4().hex[:16]}",
+                                           app=GATEWAY_APP)
+        while True:
+            if (state := await self.store.load_session(sid)) is not None:
+                if state.principal_id != who.id or state.data.get("app") != GATEWAY_APP:
+                    raise UserError(f"session {sid!r} is not a gateway conversation of "
+                                    f"{who.id!r}")
+                return await self._take_over(sid)
+            gated = await self.runtime.open(who, sid, app=GATEWAY_APP)
+            try:  # stored with its lease before any call runs: no other process opens it
+                await gated.save()  # too, and a process that dies holding it is seen
+                return gated
+            except ConflictError:  # another process opened it at this moment: take it over
+                continue
 
     async def _take_over(self, session_id: str) -> GatedSession:
         """The stored conversation *session_id*, its lease taken once another process
@@ -358,14 +387,33 @@ class Gateway:
         delay = 0.02
         with anyio.move_on_after(self.lease_wait):
             while True:
+                before = await self.store.load_session(session_id)
                 try:
-                    return await self.runtime.resume(session_id, force=True)
+                    gated = await self.runtime.resume(session_id, force=True)
                 except ConflictError:
                     await anyio.sleep(delay)
                     delay = min(delay * 2, 0.5)
+                    continue
+                if before is not None and _held_by_the_dead(before, self.runtime.owner):
+                    await self._unknown_after_death(session_id)
+                return gated
         raise UserError(f"this conversation is in use by another gateway process for more "
                         f"than {self.lease_wait:g} seconds (a call there may wait for a "
                         "person); try again shortly")
+
+    async def _unknown_after_death(self, session_id: str) -> None:
+        """The calls of *session_id* a process that died was executing: ``claimed`` becomes
+        ``unknown`` (the ledger's second claim), so a re-send of any of them — on any
+        process, with any call id — is refused as an unknown outcome until a person
+        resolves it (``anfitrion effects``); never run again."""
+        for sid, call_id in await self.store.list_unknown_executions():
+            if sid != session_id:
+                continue
+            entry = await self.store.execution_state(sid, call_id)
+            if entry is not None and entry.state is LedgerState.CLAIMED:
+                claim = await self.store.claim_execution(sid, call_id, entry.digest)
+                log.warning("gateway conversation %s: call %s was executing in a process that "
+                            "died; its outcome is %s", sid, call_id, claim.state.value)
 
     async def conversations(self) -> Conversations:
         """The conversation handles' keeper (its key read or made on first use)."""
@@ -523,9 +571,19 @@ class Gateway:
                 last = now
             await anyio.sleep(interval)
 
+    @property
+    def draining(self) -> anyio.Event:
+        """Set when the process shuts down gracefully (SIGTERM): ``/readyz`` answers 503 and
+        the calls waiting for a person hand over (:meth:`_answered`)."""
+        if self._drain is None:
+            self._drain = anyio.Event()
+        return self._drain
+
     async def ready(self) -> str | None:
         """``None`` when this process can serve calls (its store answers), else why not
-        (``GET /readyz``)."""
+        (``GET /readyz``): draining, or the store."""
+        if self.draining.is_set():
+            return "draining: this gateway process is shutting down"
         try:
             with anyio.fail_after(5):
                 await self.store.get_record("gateway", "ready")
@@ -542,11 +600,68 @@ class Gateway:
                 await session.send_notification(mt.ToolListChangedNotification())
 
     async def _keep_leases(self) -> None:
+        """Renew the leases of the conversations in use here; and now and then withdraw
+        what dead gateway processes left waiting (:meth:`withdraw_orphans`)."""
+        renew_every = self.runtime.lease_seconds / 3
+        sweep_every = min(5.0, max(self.adopt_within / 2, 0.5))
+        renewed = swept = time.monotonic()
         while True:
-            await anyio.sleep(self.runtime.lease_seconds / 3)
-            for client in list(self._clients):
-                if client.gated is not None:
-                    await client.gated.renew()
+            await anyio.sleep(min(renew_every, sweep_every))
+            now = time.monotonic()
+            if now - renewed >= renew_every:
+                renewed = now
+                for client in list(self._clients):
+                    if client.gated is not None:
+                        await client.gated.renew()
+            if now - swept >= sweep_every:
+                swept = now
+                try:
+                    await self.withdraw_orphans()
+                except AnfitrionError as exc:  # the store is away: the next sweep
+                    log.warning("the gateway cannot look for orphaned requests: %s", exc)
+
+    async def withdraw_orphans(self) -> list[str]:
+        """Withdraw the requests a gateway process that died left waiting for a person,
+        once :attr:`adopt_within` seconds passed (from when this process first saw them)
+        without the client sending the call again: never left approvable for nothing. A
+        re-send within that time continues the request instead (:meth:`_take_over`). The ids
+        withdrawn."""
+        withdrawn: list[str] = []
+        now = time.monotonic()
+        waiting = await self.store.list_approvals()
+        for request_id in set(self._orphans) - {r.id for r in waiting}:
+            del self._orphans[request_id]
+        for request in waiting:
+            if request.session_id in self._not_ours:
+                continue
+            state = await self.store.load_session(request.session_id)
+            if state is not None and state.data.get("app") != GATEWAY_APP:
+                self._not_ours.add(request.session_id)
+            if state is None or state.data.get("app") != GATEWAY_APP or \
+                    not _held_by_the_dead(state, self.runtime.owner):
+                self._orphans.pop(request.id, None)
+                continue
+            if now - self._orphans.setdefault(request.id, now) >= self.adopt_within and \
+                    await self._withdraw_orphaned(state, request.id):
+                withdrawn.append(request.id)
+        return withdrawn
+
+    async def _withdraw_orphaned(self, state: SessionState, request_id: str) -> bool:
+        """Take the dead process's conversation (as this process's one object for it, so
+        no request here opens it twice) and withdraw *request_id* — unless someone took the
+        conversation meanwhile (a re-send adopted it: its version moved)."""
+        who = None if state.principal_id == self.principal.id else \
+            Principal(state.principal_id)
+        client = self._conversation(state.session_id, None, who)
+        client.named = True  # released after, not ended: the client may come back
+        try:
+            gated = await client.session()
+            if gated.session.version != state.version + 1:
+                return False
+            reason = ORPHANED_REASON.format(seconds=self.adopt_within)
+            return await answers.withdraw(self.store, request_id, reason, via="gateway")
+        finally:
+            await self._leave(client)
 
     def _upstream_tool(self, tool: Tool) -> mt.Tool | None:
         if not isinstance(tool, McpTool) or tool.server not in self.servers.toolsets:
@@ -643,19 +758,40 @@ class Gateway:
         upstream: list[tuple[str, tuple[str, ...]]] = []
         scopes = UPSTREAM_SCOPES.set(upstream)  # OAuth: the upstream tokens' scopes, audited
         identity = CALL_IDENTITY.set(call_identity(CALLER.get(), upstream))  # every record's
+        fresh = f"mcp-{uuid.uuid4().hex}"
         try:
-            return await self._call_tool(name, arguments, relay)
+            try:
+                return await self._call_tool(name, arguments, relay, fresh)
+            except ConflictError:
+                # another process took the conversation and saved it meanwhile (this one's
+                # lease lapsed): take it back with what that process stored, and run the call
+                # again under the same call id, once — the ledger answers a write that ran
+                # with its stored result, never a second run; a read runs again, its result
+                # recorded in the state it goes on from
+                log.warning("gateway conversation changed by another process: call %s "
+                            "retried on the stored state", fresh)
+                return await self._call_tool(name, arguments, relay, fresh)
         finally:
             CALL_IDENTITY.reset(identity)
             UPSTREAM_SCOPES.reset(scopes)
             UPSTREAM_CALL.reset(token)
 
     async def _call_tool(self, name: str, arguments: dict[str, Any],
-                         relay: UpstreamCall | None) -> mt.CallToolResult | dict[str, Any]:
+                         relay: UpstreamCall | None, fresh: str
+                         ) -> mt.CallToolResult | dict[str, Any]:
         if name not in self._offered_names:  # a tool added since the last listing?
             self.servers.mark_stale()
         client = self._client()
         gated = await client.session()
+        try:
+            return await self._through_gate(client, gated, name, arguments, relay, fresh)
+        except ConflictError:  # saved by another process: not this object's to save again
+            await client.lost(gated)
+            raise
+
+    async def _through_gate(self, client: _Client, gated: GatedSession, name: str,
+                            arguments: dict[str, Any], relay: UpstreamCall | None,
+                            fresh: str) -> mt.CallToolResult | dict[str, Any]:
         key = digest({"tool": name, "arguments": arguments})
         # a call repeated after its approval was given carries the call id it is bound to
         retry = gated.session.retry_of(name, key)
@@ -663,7 +799,7 @@ class Gateway:
             task = await self.tasks.for_call(gated.id, retry, self._caller_principal())
             if task is not None and not task.terminal and task.bound_to(name, arguments):
                 return task.created()
-        call_id = retry or f"mcp-{uuid.uuid4().hex}"
+        call_id = retry or fresh
         try:
             outcome = await gated.submit(name, arguments, call_id)
             if outcome.status is SubmissionStatus.WAITING and outcome.request is not None:
@@ -686,6 +822,8 @@ class Gateway:
                 if await self._await_person(request.id, name, key):
                     self.servers.mark_stale()  # what a person approved: offered afresh
                     outcome = await gated.submit(name, arguments, call_id)
+                if outcome.status is SubmissionStatus.WAITING and self.draining.is_set():
+                    return _text_result(_handed_over(name, request.id), is_error=True)
                 if outcome.status is SubmissionStatus.WAITING:
                     return _text_result(
                         f"{name} needs a person's approval and none came within "
@@ -713,10 +851,40 @@ class Gateway:
 
     async def _answered(self, request_id: str) -> bool:
         """Whether a person answered within :attr:`approval_wait` (woken by the store's
-        notification on PostgreSQL, wherever the answer was given; else polled)."""
-        return await answers.wait_for_answer(self.store, request_id,
-                                             timeout=self.approval_wait,
-                                             poll=self.poll_interval)
+        notification on PostgreSQL, wherever the answer was given; else polled) — or, once
+        the process drains, whether one was given by then: the wait ends at once, and the
+        call is handed over (its request stays pending, its conversation is released when
+        the request ends; the client's re-send continues it on any process)."""
+        answered = False
+
+        async def wait() -> None:
+            nonlocal answered
+            answered = await answers.wait_for_answer(self.store, request_id,
+                                                     timeout=self.approval_wait,
+                                                     poll=self.poll_interval)
+            tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)
+            await self.draining.wait()
+            tg.cancel_scope.cancel()
+        if not answered and self.draining.is_set():  # an answer given as the drain began
+            found = await self.store.get_approval(request_id)
+            answered = found is not None and found.answer is not None
+        return answered
+
+    async def _drain_on_signal(self, server: Any, drain_seconds: float) -> None:
+        """SIGTERM (or Ctrl-C): drain — ``/readyz`` 503 and waiting calls handed over at
+        once; requests keep being served for *drain_seconds* (the load balancer's checks
+        see the 503 meanwhile); then the server stops listening and gives the requests still
+        open up to 5 seconds (uvicorn's graceful shutdown)."""
+        while not server.drain_asked:  # set in a signal handler: looked at, not awaited
+            await anyio.sleep(0.1)
+        log.warning("anfitrion gateway: draining for %g seconds, then stopping",
+                    drain_seconds)
+        self.draining.set()
+        await anyio.sleep(drain_seconds)
+        server.should_exit = True
 
     # -- approvals in-band (:mod:`._gateway_tasks`) ----------------------------------------
 
@@ -934,7 +1102,9 @@ class Gateway:
     def _to_mcp(self, result: ToolResult, name: str) -> mt.CallToolResult:
         """The gate's result as text (refused; executed outside a client's request; or an
         effect's stored result: "not run again"). A tool with an ``outputSchema`` must answer
-        with structured content: the stored object (after the notice line) goes with it."""
+        with structured content: the stored object (after the notice line) goes with it, and
+        a stored text that is no object goes as an error result (the client refuses a
+        success without the structured content)."""
         server, _, upstream_name = name.partition(".")
         toolset = self.servers.toolsets.get(server)
         listed = toolset._upstream if toolset is not None else ()
@@ -947,8 +1117,10 @@ class Gateway:
             structured = json.loads(stored)
         except ValueError:
             structured = None
-        if not isinstance(structured, dict):
-            return _text_result(result.content, is_error=False)
+        if not isinstance(structured, dict):  # e.g. a person's resolution of an unknown
+            # outcome: no structured content to give, and a client checks it for a tool with
+            # an outputSchema unless the result is an error — said as one, with the text
+            return _text_result(result.content, is_error=True)
         return mt.CallToolResult(content=[mt.TextContent(type="text", text=result.content)],
                                  structured_content=structured, is_error=False)
 
@@ -1112,7 +1284,8 @@ class Gateway:
                          sock: socket.socket | None = None,
                          started: Callable[[int], None] | None = None,
                          stop: anyio.Event | None = None, stateless: bool = False,
-                         auth: OAuthSettings | None = None) -> None:
+                         auth: OAuthSettings | None = None,
+                         drain_seconds: float = 2.0) -> None:
         """Serve streamable HTTP at ``http://HOST:PORT/mcp`` until *stop* is set (or a signal).
 
         *stateless*: serve as one of several replicas behind a load balancer without
@@ -1128,6 +1301,9 @@ class Gateway:
             sock: an already bound socket (its port is used).
             started: called with the port once the server listens.
             stop: set it to shut down gracefully (open requests get up to 5 seconds).
+            drain_seconds: after SIGTERM or Ctrl-C, seconds to keep serving with
+                ``/readyz`` answering 503 before the server stops listening; calls waiting
+                for a person are handed over at once (a second signal stops at once).
         """
         import uvicorn
 
@@ -1146,7 +1322,7 @@ class Gateway:
         config = uvicorn.Config(with_health(app, self.ready), lifespan="off",
                                 log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=5)
-        server = uvicorn.Server(config)
+        server = _draining_server(config)
 
         async def stop_when_asked(event: anyio.Event) -> None:
             await event.wait()
@@ -1160,6 +1336,7 @@ class Gateway:
             async with manager.run(), anyio.create_task_group() as tg:
                 tg.start_soon(self._keep_leases)
                 tg.start_soon(self._watch_offer)
+                tg.start_soon(self._drain_on_signal, server, drain_seconds)
                 if stop is not None:
                     tg.start_soon(stop_when_asked, stop)
                 if started is not None:
@@ -1208,6 +1385,38 @@ class _GatewayServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True),
             experimental_capabilities, extensions)
+
+
+def _handed_over(name: str, request_id: str) -> str:
+    return (f"{name} waits for a person's approval (request {request_id}), and this gateway "
+            "process is shutting down, so it stopped waiting here. Nothing was run. Call the "
+            "tool again with the same arguments: any gateway process continues this same "
+            "request, and the person's answer counts.")
+
+
+def _draining_server(config: Any) -> Any:
+    """A uvicorn server whose first SIGTERM or Ctrl-C asks for a drain (``drain_asked``;
+    :meth:`Gateway._drain_on_signal` does it) and whose second one stops at once."""
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        drain_asked = False
+
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if self.drain_asked:
+                super().handle_exit(sig, frame)
+            self.drain_asked = True  # not re-raised afterwards: the process ends normally
+
+    return DrainingServer(config)
+
+
+def _held_by_the_dead(state: SessionState, owner: str) -> bool:
+    """Whether *state* was leased by another process that died: one of this machine whose
+    pid is gone, or one whose lease lapsed unrenewed (a live process renews it)."""
+    held = state.lease_owner
+    if held is None or held == owner:
+        return False
+    return dead_local_owner(held) or (state.lease_expires or 0.0) < time.time()
 
 
 def _approval_key(request_id: str) -> str:
