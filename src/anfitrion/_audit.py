@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ._approvals import make_visible
 from ._canonical import canonical_json, digest
-from ._chain import CHECKPOINT, PRUNED, chain_hash
+from ._chain import CHECKPOINT, PRUNED, batch_hash, chain_hash
 from ._chain import GENESIS as GENESIS
 from ._events import EventType, HostEvent
 from ._logging import install as _install_log_redaction
@@ -189,54 +189,103 @@ class ChainReport:
                 "kind": self.kind or None, "problem": self.problem or None, "head": self.head}
 
 
-def _own_hash_ok(record: AuditRecord) -> bool:
-    return chain_hash(record.seq, record.type, record.session_id, record.at, record.data,
-                      record.prev_hash) == record.hash
+def _batch_end(recs: list[AuditRecord], i: int) -> int:
+    """Where the batch starting at record *i* ends (exclusive): the records after it that
+    share its previous hash and its hash (one hash per batch); one record in format 1."""
+    first, j = recs[i], i + 1
+    while j < len(recs) and recs[j].hash == first.hash and recs[j].prev_hash == first.prev_hash:
+        j += 1
+    return j
+
+
+def _hash_ok(batch: list[AuditRecord]) -> bool:
+    """Whether *batch* (consecutive records sharing their links) matches its hash."""
+    first = batch[0]
+    if len(batch) == 1:
+        return chain_hash(first.seq, first.type, first.session_id, first.at, first.data,
+                          first.prev_hash) == first.hash
+    return batch_hash([(r.seq, r.type, r.session_id, r.at, r.data) for r in batch],
+                      first.prev_hash) == first.hash
+
+
+def _span(batch: list[AuditRecord]) -> str:
+    return f"record {batch[0].seq}" if len(batch) == 1 else \
+        f"records {batch[0].seq}–{batch[-1].seq} (one batch, one hash)"
 
 
 def verify_chain(records: Iterable[AuditRecord], *,
                  expect_head: str | None = None) -> ChainReport:
     """Re-derive the hash chain; report the first record that does not fit, and how.
 
-    *records* must be the whole log in sequence order. A hash chain without a secret can be
-    rewritten from the first edit onwards; pass *expect_head* (a head hash kept elsewhere,
-    e.g. printed by an earlier ``anfitrion audit verify``) to detect that and a cut tail.
+    *records* must be the whole log in sequence order. Both formats are read: one hash per
+    record (format 1) and one hash per batch of records appended together (format 2, see
+    :func:`anfitrion._chain.chain_texts`); an edit inside a batch is reported at the batch's
+    first record, naming the batch. A hash chain without a secret can be rewritten from the
+    first edit onwards; pass *expect_head* (a head hash kept elsewhere, e.g. printed by an
+    earlier ``anfitrion audit verify``) to detect that and a cut tail.
     """
     recs = list(records)
     position = {r.hash: i for i, r in enumerate(recs)}
-
-    def broken(at: int, kind: str, problem: str, read: int) -> ChainReport:
-        return ChainReport(False, read, at, problem, kind, recs[read - 1].hash if read else GENESIS)
-
     prev, expected = _base(recs)
-    for i, record in enumerate(recs):
-        if record.seq > expected:
-            gap = f"{expected}" if record.seq == expected + 1 else f"{expected}–{record.seq - 1}"
-            return broken(expected, "deleted", f"record {gap} is missing (deleted)", i + 1)
-        if record.seq < expected:
-            return broken(record.seq, "reordered",
-                          f"record {record.seq} appears again after record {expected - 1} "
-                          "(reordered or inserted)", i + 1)
-        if record.prev_hash != prev:
-            j = position.get(record.prev_hash, -2 if record.prev_hash != GENESIS else -1)
-            if j > i:
-                return broken(record.seq, "reordered", f"record {record.seq} links to record "
-                              f"{recs[j].seq}, which comes after it (reordered)", i + 1)
-            if -1 <= j < i - 1:
-                first = recs[j + 1].seq
-                return broken(first, "inserted", f"records {first}–{recs[i - 1].seq} are not "
-                              f"in the chain: record {record.seq} links past them (inserted)",
-                              i + 1)
-            if _own_hash_ok(record) and i > 0:
-                return broken(recs[i - 1].seq, "edited", f"record {recs[i - 1].seq} was edited "
-                              f"and re-hashed: record {record.seq} no longer links to it", i + 1)
-            return broken(record.seq, "edited",
-                          f"record {record.seq}: its previous-hash link was edited", i + 1)
-        if not _own_hash_ok(record):
-            return broken(record.seq, "edited",
-                          f"record {record.seq}: its content does not match its hash (edited)",
-                          i + 1)
-        prev, expected = record.hash, expected + 1
+    i = 0
+    while i < len(recs):
+        end = _batch_end(recs, i)
+        batch = recs[i:end]
+        broken = _sequence_problem(recs, i, end, expected) or \
+            _link_problem(recs, i, batch, prev, position)
+        if broken is None and not _hash_ok(batch):
+            broken = _broken(recs, batch[0].seq, "edited", f"{_span(batch)}: its content does "
+                             "not match its hash (edited)", i + 1)
+        if broken is not None:
+            return broken
+        prev, expected, i = batch[-1].hash, batch[-1].seq + 1, end
+    return _head_report(recs, prev, expect_head, position)
+
+
+def _broken(recs: list[AuditRecord], at: int, kind: str, problem: str,
+            read: int) -> ChainReport:
+    return ChainReport(False, read, at, problem, kind, recs[read - 1].hash if read else GENESIS)
+
+
+def _sequence_problem(recs: list[AuditRecord], start: int, end: int,
+                      expected: int) -> ChainReport | None:
+    """A record missing or out of order among records *start*…*end* (one batch)."""
+    for i in range(start, end):
+        seq = recs[i].seq
+        if seq > expected:
+            gap = f"{expected}" if seq == expected + 1 else f"{expected}–{seq - 1}"
+            return _broken(recs, expected, "deleted", f"record {gap} is missing (deleted)",
+                           i + 1)
+        if seq < expected:
+            return _broken(recs, seq, "reordered", f"record {seq} appears again after record "
+                           f"{expected - 1} (reordered or inserted)", i + 1)
+        expected += 1
+    return None
+
+
+def _link_problem(recs: list[AuditRecord], i: int, batch: list[AuditRecord], prev: str,
+                  position: Mapping[str, int]) -> ChainReport | None:
+    """The batch starting at record *i* does not link to what comes before it: how."""
+    record = recs[i]
+    if record.prev_hash == prev:
+        return None
+    j = position.get(record.prev_hash, -2 if record.prev_hash != GENESIS else -1)
+    if j > i:
+        return _broken(recs, record.seq, "reordered", f"record {record.seq} links to record "
+                       f"{recs[j].seq}, which comes after it (reordered)", i + 1)
+    if -1 <= j < i - 1:
+        first = recs[j + 1].seq
+        return _broken(recs, first, "inserted", f"records {first}–{recs[i - 1].seq} are not "
+                       f"in the chain: record {record.seq} links past them (inserted)", i + 1)
+    if _hash_ok(batch) and i > 0:
+        return _broken(recs, recs[i - 1].seq, "edited", f"record {recs[i - 1].seq} was edited "
+                       f"and re-hashed: record {record.seq} no longer links to it", i + 1)
+    return _broken(recs, record.seq, "edited",
+                   f"record {record.seq}: its previous-hash link was edited", i + 1)
+
+
+def _head_report(recs: list[AuditRecord], prev: str, expect_head: str | None,
+                 position: Mapping[str, int]) -> ChainReport:
     if expect_head is not None and prev != expect_head:
         where = position.get(expect_head)
         if where is not None:

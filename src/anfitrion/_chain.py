@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import Any
 
 from ._canonical import float_free_bytes
 
-__all__ = ["CHECKPOINT", "GENESIS", "PRUNED", "chain_hash", "chain_texts"]
+__all__ = ["CHECKPOINT", "GENESIS", "PRUNED", "batch_hash", "chain_hash", "chain_texts"]
 
 GENESIS = "0" * 64
 """The previous hash of the first record."""
@@ -39,19 +39,55 @@ def chain_hash(seq: int, type: str, session_id: str, at: float, data: Mapping[st
     return _sha256(_header(seq, type, session_id, at, prev_hash) + body).hexdigest()
 
 
-def chain_texts(seq: int, prev_hash: str, rows: Iterable[tuple[str, str, float, str]]
-                ) -> list[tuple[int, str, str]]:
-    """Chain *rows* (type, session id, at, canonical data text) after the record *seq* whose
-    hash is *prev_hash*, in one pass: each record's ``(seq, prev_hash, hash)``, the hashes
-    being exactly :func:`chain_hash`'s (a store verifies them one record at a time)."""
+def chain_texts(seq: int, prev_hash: str,
+                rows: Iterable[tuple[str, str, float, str | bytes]]) -> list[tuple[int, str, str]]:
+    """Chain *rows* (type, session id, at, canonical data text or its UTF-8 bytes), appended
+    together, after the record *seq* whose hash is *prev_hash*: each record's ``(seq,
+    prev_hash, hash)``.
+
+    **One hash per batch** (format 2): every record of the batch stores *prev_hash* and the
+    batch's hash, the SHA-256 of each record's :func:`chain_hash` text (its header line, with
+    *prev_hash*, and its data), joined by newlines. A batch of one record is hashed exactly
+    as :func:`chain_hash` hashes it (format 1, one hash per record), so logs written before
+    and records appended alone (checkpoints, prunes) are batches of one. A reader tells the
+    batches apart by their links: the records of one share their previous hash and their
+    hash, which two records chained one after the other never do.
+    """
     out: list[tuple[int, str, str]] = []
+    hasher = _sha256()
+    prefixes: dict[tuple[str, str], bytes] = {}
+    tail = b"|" + _encode_ascii(prev_hash).encode("ascii") + b"\n"
     for type, session_id, at, text in rows:
         seq += 1
-        digest = _sha256(_header(seq, type, session_id, at, prev_hash)
-                         + text.encode("utf-8", "surrogatepass")).hexdigest()
-        out.append((seq, prev_hash, digest))
-        prev_hash = digest
-    return out
+        if out:
+            hasher.update(b"\n")
+        prefix = prefixes.get((type, session_id))
+        if prefix is None:  # most records of a batch share the session, many the type
+            prefix = prefixes[type, session_id] = _prefix(type, session_id)
+        hasher.update(b"%d|%b|%b%b" % (seq, prefix, repr(float(at)).encode("ascii"), tail))
+        hasher.update(text if isinstance(text, bytes) else
+                      text.encode("utf-8", "surrogatepass"))
+        out.append((seq, prev_hash, ""))
+    digest = hasher.hexdigest()
+    return [(n, prev, digest) for n, prev, _ in out]
+
+
+def batch_hash(records: Sequence[tuple[int, str, str, float, Mapping[str, Any]]],
+               prev_hash: str) -> str:
+    """The hash :func:`chain_texts` gives the batch *records* — ``(seq, type, session_id,
+    at, data)``, consecutive — appended after *prev_hash* (the verifier's side)."""
+    if not records:
+        return ""
+    rows = [(type, session_id, at, float_free_bytes(data))
+            for _, type, session_id, at, data in records]
+    return chain_texts(records[0][0] - 1, prev_hash, rows)[-1][2]
+
+
+def _prefix(type: str, session_id: str) -> bytes:
+    """``"type"|"session_id"`` of a header, JSON-quoted (ASCII only)."""
+    if type.__class__ is str and session_id.__class__ is str:
+        return f"{_encode_ascii(type)}|{_encode_ascii(session_id)}".encode("ascii")
+    return f"{_quoted(type)}|{_quoted(session_id)}".encode("ascii")
 
 
 def _header(seq: int, type: str, session_id: str, at: float, prev_hash: str) -> bytes:

@@ -152,20 +152,35 @@ class Router:
             directly, without a coroutine around what it returns.
     """
 
-    __slots__ = ("_direct", "_routes", "kinds")
+    __slots__ = ("_direct", "_listeners", "_quiet", "_routes", "kinds")
 
     def __init__(self, listeners: Sequence[Listener], *,
                  quiet: Sequence[Listener] = ()) -> None:
-        taken = [(listener, kinds_of(listener)) for listener in listeners]
+        self._listeners = list(listeners)
+        self._quiet = tuple(quiet)
         self._routes: dict[EventType, tuple[Listener, ...]] = {}
         self._direct: dict[EventType, Listener] = {}
+        self.kinds: frozenset[EventType] = frozenset()
+        self._build()
+
+    def add(self, listener: Listener) -> None:
+        """Route events to *listener* too, after the others (in place: whoever holds this
+        router hands events to it from now on)."""
+        self._listeners.append(listener)
+        self._build()
+
+    def _build(self) -> None:
+        taken = [(listener, kinds_of(listener)) for listener in self._listeners]
+        routes: dict[EventType, tuple[Listener, ...]] = {}
+        direct: dict[EventType, Listener] = {}
         for kind in EventType:
             route = tuple(listener for listener, kinds in taken if kind in kinds)
-            if len(route) == 1 and any(route[0] is q or route[0] == q for q in quiet):
-                self._direct[kind] = route[0]
+            if len(route) == 1 and any(route[0] is q or route[0] == q for q in self._quiet):
+                direct[kind] = route[0]
             elif route:
-                self._routes[kind] = route
-        self.kinds: frozenset[EventType] = frozenset(self._routes) | frozenset(self._direct)
+                routes[kind] = route
+        self._routes, self._direct = routes, direct
+        self.kinds = frozenset(routes) | frozenset(direct)
 
     def listeners(self, kind: EventType) -> tuple[Listener, ...]:
         """The listeners *kind* goes to, in order."""

@@ -19,7 +19,7 @@ import json
 import logging
 import math
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +37,7 @@ from ._approvals import (
 from ._canonical import canonical_json
 from ._conversation import Media, Provenance, ToolCall, ToolResult
 from ._effects import EffectKey, effect_key
-from ._events import EventType, HostEvent, kinds_of
+from ._events import EventType, HostEvent, Router
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, parse_json_strict
 from ._media import MediaResult, MediaSettings, admit
 from ._resolutions import ask_reconcile_hook
@@ -50,12 +50,21 @@ from .exceptions import (
     ToolError,
 )
 from .policy import Decision, Policy, PolicyContext, RateKey, Verdict, arguments_digest
-from .store import PRE_CLAIM, ClaimState, EffectEntry, LedgerState, Store
+from .store import (
+    PRE_CLAIM,
+    Claim,
+    ClaimState,
+    EffectEntry,
+    LedgerEntry,
+    LedgerState,
+    Store,
+    StoredApproval,
+)
 
 if TYPE_CHECKING:
     from ._session import Session
 
-__all__ = ["CallOutcome", "Gate", "GateLimits", "shape_result"]
+__all__ = ["CallLedger", "CallOutcome", "Gate", "GateLimits", "GatedCall", "shape_result"]
 
 log = logging.getLogger("anfitrion.gate")
 
@@ -88,8 +97,16 @@ Emit = Callable[[HostEvent], Awaitable[None] | None]
 """Where the gate's events go: an awaitable to wait for, or ``None`` when nothing waits."""
 
 
-async def _silent(event: HostEvent) -> None:
-    """The emitter of a host with no listeners: events are not even built."""
+class _Silent:
+    """The emitter of a host with no listeners: it takes no kind, so no event is built."""
+
+    kinds: frozenset[EventType] = frozenset()
+
+    def __call__(self, event: HostEvent) -> None:
+        return None
+
+
+_silent = _Silent()
 
 
 def _jsonable(value: Any) -> Any:
@@ -167,8 +184,162 @@ def _shown_name(name: object) -> str:
     return repr(name if len(name) <= 64 else name[:64] + "…")
 
 
+@dataclass(slots=True, eq=False)
+class GatedCall:
+    """One call on its way through the stages: what each stage found, for the stages after it.
+
+    Built when a call enters the gate, and again for an approver's edit (a new proposal that
+    goes through every stage again); :class:`CallLedger` reads its digest and effect key.
+    """
+
+    call: ToolCall
+    session: Session
+    offered: Mapping[str, Tool]
+    handler: Handler | None
+    pending: str | None = None
+    """The approval request the call waits on (a resume), if any."""
+    edit_of: str | None = None
+    """The request whose answer edited the arguments into this call, if any."""
+    edits: int = 0
+    """How many edits led here."""
+    approved_by: str | None = None
+    """Who approved the edit together with making it ("approve with edits"), if they did."""
+    tool: Tool | None = None
+    """resolve: the offered tool, as the policy file declares it."""
+    write: bool = False
+    """resolve: whether the call goes through the execution ledger (a ``WRITE`` tool)."""
+    parsed: dict[str, Any] = field(default_factory=dict)
+    """validate: the arguments as sent (what is bound, digested and recorded)."""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    """validate: the arguments as the handler takes them."""
+    digest: str = ""
+    """A write's ledger digest (session, principal, call, tool definition, arguments)."""
+    effect: EffectKey | None = None
+    """A write's effect key."""
+    decision: Decision | None = None
+    """decide: the policy's decision (with a repeat warning, after the checks)."""
+    repeat: tuple[tuple[str, str], str] | None = None
+    """check: the call whose effect this one repeats, and the warning a person is shown."""
+    approved: ApprovalRequest | None = None
+    """approve: the request a person approved."""
+    edit: GatedCall | None = None
+    """approve: an approver's edit, to go through the stages next."""
+
+    @property
+    def resolved(self) -> Tool:
+        assert self.tool is not None, "the resolve stage sets the tool"
+        return self.tool
+
+    @property
+    def bound(self) -> BoundCall:
+        return BoundCall(self.call.id, self.resolved, self.parsed)
+
+    @property
+    def asked(self) -> bool:
+        """Whether a person decides: the policy asks, or the call already waits on one."""
+        return self.pending is not None or (self.decision is not None
+                                            and self.decision.verdict is Verdict.ASK)
+
+    def context(self) -> ToolContext:
+        session = self.session
+        return ToolContext(session.principal, session.id, self.call.id, self.resolved.name,
+                           session.turn)
+
+
+class CallLedger:
+    """The execution ledger as the gate uses it: every read and write of a write call's entry
+    and effect key, in the order advance → claim → settle, bound to the call's digest.
+
+    An allowed call's first ledger write is its claim (which records the digest); ``decided``
+    is written only for a call that stops after the policy or is put to a person.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def open(self, rec: GatedCall) -> None:
+        """Compute the digest and effect key of a validated write call (nothing is written)."""
+        tool, session = rec.resolved, rec.session
+        rec.digest = approval_digest(
+            session_id=session.id, principal_id=session.principal.id, call_id=rec.call.id,
+            tool_name=tool.name, tool_definition_hash=tool.definition_hash,
+            arguments=rec.parsed)
+        rec.effect = effect_key(
+            tool=tool.name, arguments=rec.parsed, principal_id=session.principal.id,
+            session_id=session.id, template=tool.effect_key, scope=tool.effect_scope,
+            sensitive=tool.sensitive, schema=tool.input_schema)
+
+    async def decided(self, rec: GatedCall) -> None:
+        """Record ``decided`` for a write that stops here or waits for a person."""
+        if rec.write:
+            await self.store.advance_execution(rec.session.id, rec.call.id,
+                                               LedgerState.DECIDED, rec.digest)
+
+    async def _entry(self, rec: GatedCall) -> LedgerEntry | None:
+        return await self.store.execution_state(rec.session.id, rec.call.id)
+
+    async def ran_before(self, rec: GatedCall) -> bool:
+        """Whether the write was claimed before (its entry answers, as the claim will)."""
+        if not rec.write:
+            return False
+        entry = await self._entry(rec)
+        return entry is not None and entry.state not in PRE_CLAIM
+
+    async def approved_before(self, rec: GatedCall) -> bool:
+        """Whether an approval for exactly this call was used already (the ledger moved to
+        ``approved`` in the same transaction), by a process that may have died since."""
+        if not rec.write:
+            return False
+        entry = await self._entry(rec)
+        return entry is not None and entry.digest == rec.digest and entry.state not in (
+            LedgerState.PROPOSED, LedgerState.DECIDED)
+
+    async def holder(self, rec: GatedCall) -> EffectEntry | None:
+        """The effect's entry if another call holds it and it may not simply run (free,
+        failed, or unknown for an idempotent tool: ``None``)."""
+        assert rec.effect is not None
+        held = await self.store.effect_state(rec.effect.key)
+        if held is None or (held.session_id, held.call_id) == (rec.session.id, rec.call.id) \
+                or held.state is LedgerState.FAILED or \
+                (rec.resolved.idempotent and held.state is LedgerState.UNKNOWN):
+            return None
+        return held
+
+    async def resolve(self, rec: GatedCall, happened: bool) -> EffectEntry | None:
+        """Settle the effect as the tool's reconcile hook found it; the entry as it is now."""
+        assert rec.effect is not None
+        try:
+            return await self.store.resolve_effect(
+                rec.effect.key, done=happened, by=f"reconcile:{rec.resolved.name}",
+                note="the tool's reconcile hook asked the outside system")
+        except ConflictError:  # settled meanwhile
+            return await self.store.effect_state(rec.effect.key)
+
+    async def claim(self, rec: GatedCall, repeat_of: tuple[str, str] | None) -> Claim:
+        """Claim the call (and reserve its effect key) in one atomic step."""
+        return await self.store.claim_execution(
+            rec.session.id, rec.call.id, rec.digest, retry_unknown=rec.resolved.idempotent,
+            effect=rec.effect, repeat_of=repeat_of)
+
+    async def settle(self, rec: GatedCall, result: ToolResult, token: str) -> None:
+        """Record the outcome under the claim *token*.
+
+        Raises:
+            ConflictError: another run took the call over (this run's lease lapsed): the
+                entry stays as that run left it — unknown — and this run must write nothing.
+        """
+        if not await self.store.settle_execution(rec.session.id, rec.call.id, result, token):
+            raise ConflictError(f"session {rec.session.id!r}: the claim on call "
+                                f"{rec.call.id!r} was taken over by another run; its outcome "
+                                "stays unknown")
+
+
 class Gate:
-    """Runs the six stages for one call. Built by the host; stateless between calls."""
+    """Runs the six stages for one call. Built by the host; stateless between calls.
+
+    *emit* is fixed here: a :class:`~anfitrion._events.Router` (the runtime's, which takes
+    later listeners in place), or any listener, routed to by the kinds it declares.
+    """
 
     def __init__(self, *, policy: Policy, approver: Approver, store: Store, emit: Emit,
                  limits: GateLimits | None = None, shadow_policy: Policy | None = None) -> None:
@@ -177,19 +348,14 @@ class Gate:
         """Evaluated beside :attr:`policy` on every decision and recorded; never enforced."""
         self.approver = approver
         self.store = store
-        self.emit = emit
+        self.ledger = CallLedger(store)
+        self._router = emit if isinstance(emit, Router) else Router([emit])
         self.limits = limits or GateLimits()
 
     @property
-    def emit(self) -> Emit:
-        """Where the events go; an emitter with a ``kinds`` attribute (a
-        :class:`~anfitrion._events.Router`) is given, and the gate builds, only those kinds."""
-        return self._emit
-
-    @emit.setter
-    def emit(self, emit: Emit) -> None:
-        self._emit = emit
-        self._wanted = frozenset() if emit is _silent else kinds_of(emit)
+    def emit(self) -> Router:
+        """Where the events go: only the kinds some listener takes are built."""
+        return self._router
 
     async def process(self, call: ToolCall, offered: Mapping[str, Tool], session: Session, *,
                       handler: Handler | None = None) -> CallOutcome:
@@ -204,160 +370,98 @@ class Gate:
             ConflictError: the run lost its claim on a side effect to another run (its
                 lease lapsed): it must stop and write nothing more.
         """
-        outcome = await self._process(call, offered, session, session.pending_request(call.id),
-                                      None, 0, None, handler)
-        if outcome.result is not None and EventType.RESULT_RETURNED in self._wanted:
-            pending = self._emit(HostEvent(
+        rec = GatedCall(call, session, offered, handler, session.pending_request(call.id))
+        outcome = await self._through(rec)
+        if outcome.result is not None and EventType.RESULT_RETURNED in self._router.kinds:
+            pending = self._router(HostEvent(
                 EventType.RESULT_RETURNED, session.id, session.turn, session.principal.id,
                 outcome.call.id, outcome.call.name, result=outcome.result, status=outcome.stage))
             if pending is not None:
                 await pending
         return outcome
 
-    def _announce(self, type: EventType, session: Session, proposed: ToolCall,
+    def _announce(self, type: EventType, rec: GatedCall,
                   **fields: Any) -> Awaitable[None] | None:
-        """Hand out an event of *type* if a listener takes it: what is left to await (a
-        flush), or ``None`` — no coroutine for the events of the hot path."""
-        if type not in self._wanted:  # no listener takes it: not even built
+        """Hand out an event of *type* about *rec* if a listener takes it: what is left to
+        await (a flush), or ``None`` — no coroutine for the events of the hot path."""
+        if type not in self._router.kinds:  # no listener takes it: not even built
             return None
-        return self._emit(HostEvent(type, session.id, session.turn, session.principal.id,
-                                    proposed.id, proposed.name, **fields))
+        session, call = rec.session, rec.call
+        return self._router(HostEvent(type, session.id, session.turn, session.principal.id,
+                                      call.id, call.name, **fields))
 
-    async def _event(self, type: EventType, session: Session, proposed: ToolCall,
-                     **fields: Any) -> None:
-        pending = self._announce(type, session, proposed, **fields)
+    async def _event(self, type: EventType, rec: GatedCall, **fields: Any) -> None:
+        pending = self._announce(type, rec, **fields)
         if pending is not None:
             await pending
 
-    async def _process(self, call: ToolCall, offered: Mapping[str, Tool], session: Session,
-                       pending: str | None, edit_of: str | None, edits: int,
-                       approved_by: str | None, handler: Handler | None) -> CallOutcome:
-        """*edit_of* / *edits* / *approved_by*: set when an approver's edit re-enters the gate
-        as a new proposal (the request it came from, how many edits led here, and who approved
-        the edit together with making it, if they did)."""
-        # (policy) resuming a call whose pending request is an approver's edit: what waits for
-        # a person is the edit, so the edit is what goes through the stages again.
-        if pending is not None and edit_of is None:
-            edited = await self._pending_edit(call, session, pending)
-            if isinstance(edited, CallOutcome):
-                return edited
+    # -- the stages, in order: each returns the outcome if the call ends there -------------
+
+    async def _through(self, rec: GatedCall) -> CallOutcome:
+        """The stages in order until one ends the call; an approver's edit is a new proposal
+        and goes through all of them again."""
+        if rec.pending is not None:
+            # resuming a call whose pending request is an approver's edit: what waits for a
+            # person is the edit, so the edit is what goes through the stages again
+            edited = await self._pending_edit(rec)
             if edited is not None:
-                call, edit_of, edits = edited
-        if (flushing := self._announce(EventType.CALL_PROPOSED, session, call, call=call,
-                                       detail="an approver's edit" if edit_of else None)
-            ) is not None:
-            await flushing
-        # 1. resolve — exact, byte-for-byte; only what was offered this turn.
-        tool = await self._resolve(call, offered, session)
-        if isinstance(tool, CallOutcome):
-            return tool
-        # 2. validate — strict parse, schema, business rules; bounded retries.
-        try:
-            parsed = parse_json_strict(call.raw_arguments or "{}",
-                                       max_bytes=self.limits.max_argument_bytes,
-                                       max_depth=self.limits.max_argument_depth)
-            arguments = tool.validate(parsed)
-        except (JsonError, ArgumentError) as exc:
-            return await self._invalid(call, tool, session, str(exc))
-        bound = BoundCall(call.id, tool, parsed)
-        if (flushing := self._announce(EventType.CALL_VALIDATED, session, call,
-                                       arguments=parsed)) is not None:
-            await flushing
-        # side effects go through the ledger: proposed → decided → (approved) → claimed → …
-        ledger = tool.effect is Effect.WRITE
-        ledger_digest, effect = await self._proposed(call, tool, parsed, session, ledger)
-        # 3. decide
-        decision = await self._decide(bound, call, session,
-                                      proposal=pending is None and edit_of is None)
-        if ledger:
-            await self.store.advance_execution(session.id, call.id, LedgerState.DECIDED,
-                                               ledger_digest)
-        if decision.verdict is Verdict.DENY:
-            result = _error(call, "denied", f"denied by policy: {decision.reason}", tool)
-            return CallOutcome(call, "decide", result, decision)
-        checked = await self._before_asking(call, tool, arguments, session, decision, effect)
-        if isinstance(checked, CallOutcome):
-            return checked
-        decision, repeat = checked
-        # 4. approve — unless the ledger shows this exact call approved before a crash; a call
-        # a person was asked about stays theirs to decide, even if the policy now allows it
-        asked = decision.verdict is Verdict.ASK or pending is not None
-        approved: ApprovalRequest | None = None
-        if asked and not (ledger and await self._approved_before(session, call, ledger_digest)):
-            outcome, approved, edit = await self._approve(call, bound, decision, session,
-                                                          pending, edit_of, edits, approved_by)
-            if edit is not None:
-                # an approver's edit is a new proposal: validate, decide and approve again
-                edited_call, parent, editor = edit
-                return await self._process(edited_call, offered, session, None, parent,
-                                           edits + 1, editor, handler)
-            if outcome is not None:
+                return edited
+        while True:
+            if (flushing := self._announce(
+                    EventType.CALL_PROPOSED, rec, call=rec.call,
+                    detail="an approver's edit" if rec.edit_of else None)) is not None:
+                await flushing
+            outcome = (await self._resolve(rec) or await self._validate(rec)
+                       or await self._decide(rec) or await self._before_running(rec)
+                       or await self._execute(rec))
+            if rec.edit is None:
                 return outcome
-        # a definition can change while a person approves: list it again and compare the pin
-        if asked and (changed := await self._changed_since_asked(call, tool, session,
-                                                                 decision)) is not None:
-            return changed
-        # 5. execute, 6. shape; a repeat runs only if its approver was told of the run it repeats
-        repeat_of = repeat[0] if repeat is not None and approved is not None and \
-            repeat[1] in approved.warnings else None
-        result = await self._execute(call, tool, arguments, session, ledger_digest,
-                                     handler or tool.handler, effect, repeat_of)
-        if edit_of is not None:  # the model proposed other arguments: tell it what ran
-            result = dataclasses.replace(result, content="[a person edited the arguments to "
-                                         f"{canonical_json(parsed)}]\n{result.content}")
-        return CallOutcome(call, "execute", result, decision)
+            rec = rec.edit
 
-    async def _proposed(self, call: ToolCall, tool: Tool, parsed: dict[str, Any],
-                        session: Session, ledger: bool) -> tuple[str, EffectKey | None]:
-        """A write's ledger digest and effect key, its ledger moved to ``proposed``."""
-        if not ledger:
-            return "", None
-        ledger_digest = approval_digest(
-            session_id=session.id, principal_id=session.principal.id, call_id=call.id,
-            tool_name=tool.name, tool_definition_hash=tool.definition_hash, arguments=parsed)
-        await self.store.advance_execution(session.id, call.id, LedgerState.PROPOSED,
-                                           ledger_digest)
-        return ledger_digest, _effect_of(tool, parsed, session)
-
-    async def _changed_since_asked(self, call: ToolCall, tool: Tool, session: Session,
-                                   decision: Decision) -> CallOutcome | None:
-        """Right before an approved call runs: a tool that can tell (an MCP tool's
-        ``recheck``) is listed again, and the call refused if its definition is no longer
-        the pinned one the person approved. Nothing runs; the ledger stays ``approved``."""
-        recheck = getattr(tool, "recheck", None)
-        if recheck is None:
-            return None
-        problem = await recheck((session.id, session.turn))
-        if problem is None:
-            return None
-        await self._event(EventType.CALL_REJECTED, session, call, detail=str(problem)[:500])
-        result = _error(call, "refused", f"refused: {problem}. Nothing was run."[:2000], tool)
-        return CallOutcome(call, "approve", result, decision)
-
-    async def _resolve(self, call: ToolCall, offered: Mapping[str, Tool],
-                       session: Session) -> Tool | CallOutcome:
-        """The offered tool *call* names (as the policy file declares it), or the refusal."""
+    async def _resolve(self, rec: GatedCall) -> CallOutcome | None:
+        """1. resolve — exact, byte-for-byte; only what was offered this turn, as the policy
+        file declares it."""
+        call, offered = rec.call, rec.offered
         tool = offered.get(call.name) if isinstance(call.name, str) else None
         if tool is None:
             result = _error(call, "unknown_tool", f"unknown tool {_shown_name(call.name)}: "
                             f"it is not one of the tools offered ({', '.join(sorted(offered))})")
-            await self._event(EventType.CALL_REJECTED, session, call, detail="unknown tool")
+            await self._event(EventType.CALL_REJECTED, rec, detail="unknown tool")
             return CallOutcome(call, "resolve", result)
         # the policy file's [tools."<name>"] may declare the effect and effect identity of a
         # tool the operator does not own: every later stage sees the tool as declared
         try:
-            return self.policy.declared(tool)
+            rec.tool = declared = self.policy.declared(tool)
         except ConfigError as exc:
             log.error("%s", exc)
-            await self._event(EventType.CALL_REJECTED, session, call, detail=str(exc)[:500])
+            await self._event(EventType.CALL_REJECTED, rec, detail=str(exc)[:500])
             result = _error(call, "refused", "refused: the operator's declaration of this tool "
                             "does not fit it; nothing was run. Ask the operator.", tool)
             return CallOutcome(call, "resolve", result)
+        rec.write = declared.effect is Effect.WRITE
+        return None
 
-    async def _decide(self, bound: BoundCall, call: ToolCall, session: Session, *,
-                      proposal: bool) -> Decision:
-        """The policy's decision (and the shadow's, recorded); *proposal*: a new proposal
-        (not a resume, not an edit), which feeds the repeated-call guard."""
+    async def _validate(self, rec: GatedCall) -> CallOutcome | None:
+        """2. validate — strict parse, schema, business rules; bounded retries."""
+        tool = rec.resolved
+        try:
+            rec.parsed = parse_json_strict(rec.call.raw_arguments or "{}",
+                                           max_bytes=self.limits.max_argument_bytes,
+                                           max_depth=self.limits.max_argument_depth)
+            rec.arguments = tool.validate(rec.parsed)
+        except (JsonError, ArgumentError) as exc:
+            return await self._invalid(rec, str(exc))
+        if (flushing := self._announce(EventType.CALL_VALIDATED, rec,
+                                       arguments=rec.parsed)) is not None:
+            await flushing
+        if rec.write:  # side effects go through the ledger, bound to this digest and key
+            self.ledger.open(rec)
+        return None
+
+    async def _decide(self, rec: GatedCall) -> CallOutcome | None:
+        """3. decide — the policy's decision (and the shadow's, recorded). A new proposal
+        (not a resume, not an edit) feeds the repeated-call guard."""
+        bound, session = rec.bound, rec.session
         tool, parsed = bound.tool, bound.arguments
         # rate counts come from the store; the policy itself does no I/O
         now = self.policy.now()
@@ -367,69 +471,173 @@ class Gate:
                 session.principal.id, key.tool,
                 (now - timedelta(seconds=key.seconds)).timestamp())
         # argument provenance first, so rules can see values that came from untrusted results
-        flags = session.flag(parsed)
-        context = session.policy_context(now, rate_counts, flags)
+        context = session.policy_context(now, rate_counts, session.flag(parsed))
         # external decision points are asked here, the policy deciding without I/O
         context = await self.policy.consult(bound, context)
-        decision = self.policy.decide(bound, context)
+        rec.decision = decision = self.policy.decide(bound, context)
         # one canonical digest of the arguments serves the repeated-call guard and the audit
         args_digest = arguments_digest(parsed)
-        if proposal:
+        if rec.pending is None and rec.edit_of is None:
             session.record_proposal(tool.name, args_digest)
-        if (flushing := self._announce(EventType.CALL_DECIDED, session, call, arguments=parsed,
+        if (flushing := self._announce(EventType.CALL_DECIDED, rec, arguments=parsed,
                                        arguments_sha256=args_digest, decision=decision,
                                        policy_sha256=self.policy.sha256,
                                        detail=self.policy.consulted(context))) is not None:
             await flushing
         if self.shadow_policy is not None:
-            await self._shadow(self.shadow_policy, bound, call, session, context, decision)
-        return decision
+            await self._shadow(self.shadow_policy, rec, context, decision)
+        if decision.verdict is Verdict.DENY:
+            await self.ledger.decided(rec)
+            result = _error(rec.call, "denied", f"denied by policy: {decision.reason}",
+                            rec.tool)
+            return CallOutcome(rec.call, "decide", result, decision)
+        return None
 
-    async def _before_asking(
-        self, call: ToolCall, tool: Tool, arguments: dict[str, Any], session: Session,
-        decision: Decision, effect: EffectKey | None,
-    ) -> CallOutcome | tuple[Decision, tuple[tuple[str, str], str] | None]:
-        """The checks before a person is asked: the same effect held by another call, and the
-        tool's precheck. The outcome if the call stops here, else the decision (with a repeat
-        warning) and the repeat (the call it repeats, the warning) if any."""
-        # the same effect run by another call: never run silently, and a person asked to
-        # run it again is told that it already ran (looked up before asking)
-        repeat: tuple[tuple[str, str], str] | None = None
-        if effect is not None:
-            held = await self._held_elsewhere(effect, tool, arguments, session, call)
-            if held is not None and held.state is LedgerState.DONE and \
-                    decision.verdict is Verdict.ASK:
-                warning = _repeat_warning(held)
-                decision = dataclasses.replace(decision,
-                                               warnings=(*decision.warnings, warning))
-                repeat = (held.session_id, held.call_id), warning
-            elif held is not None:
-                result = _duplicate(call, tool, held)
-                await self._event(EventType.EXECUTION_CLAIMED, session, call,
-                                  status="duplicate", effect_key=effect.key,
-                                  detail=f"effect held by call {held.call_id} "
-                                         f"({held.state.value if held.state else 'unclaimed'})")
-                return CallOutcome(call, "execute", result, decision)
-        # checks needing I/O, before a person is asked (not for a call that already ran: its
-        # ledger entry answers, as the claim will)
-        ledger = tool.effect is Effect.WRITE
-        if tool.precheck is not None and not (ledger and await self._ran_before(session, call)):
-            problem = await tool.precheck(
-                arguments, ToolContext(session.principal, session.id, call.id, tool.name,
-                                       session.turn))
-            if problem is not None:
-                await self._event(EventType.CALL_REJECTED, session, call, detail=problem)
-                result = _error(call, "refused", f"refused before anyone was asked: "
-                                f"{problem}"[:2000], tool)
-                return CallOutcome(call, "decide", result, decision)
-        return decision, repeat
+    async def _before_running(self, rec: GatedCall) -> CallOutcome | None:
+        """The stages between the decision and the run, each where it applies (most calls:
+        none): the checks, then for a call a person decides, approve and the recheck."""
+        if rec.effect is not None or rec.resolved.precheck is not None:
+            outcome = await self._check(rec)
+            if outcome is not None:
+                return outcome
+        if rec.asked:
+            return await self._approve(rec) or await self._recheck(rec)
+        return None
 
-    async def _shadow(self, shadow: Policy, bound: BoundCall, call: ToolCall, session: Session,
-                      context: PolicyContext, enforced: Decision) -> None:
-        """Decide *bound* with the shadow policy and record it; nothing here can change the
+    async def _check(self, rec: GatedCall) -> CallOutcome | None:
+        """The checks before a person is asked: the same effect held by another call (never
+        run silently; a person asked to run it again is told that it already ran), and the
+        tool's precheck."""
+        outcome = await self._held(rec)
+        if outcome is None:
+            outcome = await self._precheck(rec)
+        if outcome is not None:
+            await self.ledger.decided(rec)
+        return outcome
+
+    async def _approve(self, rec: GatedCall) -> CallOutcome | None:
+        """4. approve — unless the ledger shows this exact call approved before a crash; a
+        call a person was asked about stays theirs to decide, even if the policy now allows
+        it."""
+        if await self.ledger.approved_before(rec):
+            return None
+        if rec.pending is None:  # put to a person: the ledger shows the decision
+            await self.ledger.decided(rec)
+        now = self.policy.now()
+        tool, session, decision = rec.resolved, rec.session, rec.decision
+        assert decision is not None
+        fresh = ApprovalRequest.for_call(
+            session_id=session.id, principal_id=session.principal.id, call_id=rec.call.id,
+            tool_name=tool.name, tool_definition_hash=tool.definition_hash,
+            arguments=rec.parsed, effect=tool.effect.value, reason=decision.reason,
+            rule_id=decision.rule_id, warnings=decision.warnings, now=now,
+            ttl=self.policy.approvals.ttl, edit_of=rec.edit_of,
+            tool_description=tool.description, quorum=decision.quorum,
+            preview=tool.metadata.get("preview"))
+        pending, orphan = rec.pending, False
+        if pending is None and rec.edit_of is None:
+            pending = await self._open_request(rec, fresh.digest)
+            if pending is not None:
+                session.record_waiting(rec.call.id, pending)
+                orphan = True  # stored, but the process that asked died before its answer
+        if pending is not None:
+            answered = await self._stored_answer(rec, pending, fresh, now, ask_again=orphan)
+        else:
+            answered = await self._ask(rec, fresh, now)
+        if isinstance(answered, CallOutcome):
+            return answered
+        return await self._use_answer(rec, *answered)
+
+    async def _recheck(self, rec: GatedCall) -> CallOutcome | None:
+        """A definition can change while a person approves: right before an approved call
+        runs, a tool that can tell (an MCP tool's ``recheck``) is listed again, and the call
+        refused if its definition is no longer the pinned one the person approved. Nothing
+        runs; the ledger stays ``approved``."""
+        recheck = getattr(rec.resolved, "recheck", None)
+        if recheck is None:
+            return None
+        problem = await recheck((rec.session.id, rec.session.turn))
+        if problem is None:
+            return None
+        await self._event(EventType.CALL_REJECTED, rec, detail=str(problem)[:500])
+        result = _error(rec.call, "refused", f"refused: {problem}. Nothing was run."[:2000],
+                        rec.tool)
+        return CallOutcome(rec.call, "approve", result, rec.decision)
+
+    async def _execute(self, rec: GatedCall) -> CallOutcome:
+        """5. execute, 6. shape; a repeat runs only if its approver was told of the run it
+        repeats."""
+        repeat, approved = rec.repeat, rec.approved
+        repeat_of = repeat[0] if repeat is not None and approved is not None and \
+            repeat[1] in approved.warnings else None
+        if rec.write:
+            result = await self._effect(rec, repeat_of)
+        else:
+            if counted := self._counted(rec):
+                await self._count(rec, counted)
+            result = await self._run(rec)
+        if rec.edit_of is not None:  # the model proposed other arguments: tell it what ran
+            result = dataclasses.replace(result, content="[a person edited the arguments to "
+                                         f"{canonical_json(rec.parsed)}]\n{result.content}")
+        return CallOutcome(rec.call, "execute", result, rec.decision)
+
+    async def _effect(self, rec: GatedCall, repeat_of: tuple[str, str] | None) -> ToolResult:
+        """Run a write between its claim and its settlement, and shape the result; a write
+        that may not run gets what the ledger says instead."""
+        claimed = await self._claim(rec, repeat_of)
+        if isinstance(claimed, ToolResult):
+            return claimed
+        if counted := self._counted(rec):
+            await self._count(rec, counted)
+        result = await self._run(rec)
+        await self._settle(rec, result, claimed)
+        return result
+
+    # -- what the stages use -----------------------------------------------------------------
+
+    async def _held(self, rec: GatedCall) -> CallOutcome | None:
+        """The same effect run by another call: refused, or (done, and a person will be
+        asked) a repeat with its warning — looked up before asking."""
+        if rec.effect is None:
+            return None
+        held = await self._held_elsewhere(rec)
+        decision = rec.decision
+        assert decision is not None
+        if held is None:
+            return None
+        if held.state is LedgerState.DONE and decision.verdict is Verdict.ASK:
+            warning = _repeat_warning(held)
+            rec.decision = dataclasses.replace(decision, warnings=(*decision.warnings, warning))
+            rec.repeat = (held.session_id, held.call_id), warning
+            return None
+        await self._event(EventType.EXECUTION_CLAIMED, rec, status="duplicate",
+                          effect_key=rec.effect.key,
+                          detail=f"effect held by call {held.call_id} "
+                                 f"({held.state.value if held.state else 'unclaimed'})")
+        return CallOutcome(rec.call, "execute", _duplicate(rec.call, rec.resolved, held),
+                           decision)
+
+    async def _precheck(self, rec: GatedCall) -> CallOutcome | None:
+        """The tool's own check needing I/O, before a person is asked (not for a call that
+        already ran: its ledger entry answers, as the claim will)."""
+        precheck = rec.resolved.precheck
+        if precheck is None or await self.ledger.ran_before(rec):
+            return None
+        problem = await precheck(rec.arguments, rec.context())
+        if problem is None:
+            return None
+        await self._event(EventType.CALL_REJECTED, rec, detail=problem)
+        result = _error(rec.call, "refused", f"refused before anyone was asked: "
+                        f"{problem}"[:2000], rec.tool)
+        return CallOutcome(rec.call, "decide", result, rec.decision)
+
+    async def _shadow(self, shadow: Policy, rec: GatedCall, context: PolicyContext,
+                      enforced: Decision) -> None:
+        """Decide the call with the shadow policy and record it; nothing here can change the
         enforced decision or stop the call."""
-        if EventType.CALL_SHADOW_DECIDED not in self._wanted:  # a decision nobody sees is moot
+        if EventType.CALL_SHADOW_DECIDED not in self._router.kinds:  # nobody sees it: moot
             return
+        bound, session = rec.bound, rec.session
         fields: dict[str, Any]
         try:
             missing = [k for k in shadow.rate_keys(bound.tool.name)
@@ -447,16 +655,17 @@ class Gate:
                       "status": "agree" if decision.verdict is enforced.verdict else "disagree"}
         except Exception as exc:  # operator code under trial: it must never break a live call
             log.exception("the shadow policy failed on %s (session %s, call %s)",
-                          bound.tool.name, session.id, call.id)
+                          bound.tool.name, session.id, rec.call.id)
             fields = {"status": "error",
                       "detail": f"the shadow policy failed ({type(exc).__name__})"}
-        await self._event(EventType.CALL_SHADOW_DECIDED, session, call, enforced=enforced,
-                          **fields)
+        await self._event(EventType.CALL_SHADOW_DECIDED, rec, enforced=enforced, **fields)
 
-    async def _pending_edit(self, call: ToolCall, session: Session,
-                            pending: str) -> tuple[ToolCall, str, int] | CallOutcome | None:
-        """If the pending request holds an approver's edit of *call*, the edited call."""
-        stored = await self.store.get_approval(pending)
+    async def _pending_edit(self, rec: GatedCall) -> CallOutcome | None:
+        """If the pending request holds an approver's edit of the call, make the edit what
+        goes through the stages (the chain of edits checked back to the model's call)."""
+        assert rec.pending is not None
+        call = rec.call
+        stored = await self.store.get_approval(rec.pending)
         if stored is None or stored.request.edit_of is None:
             return None
         request, first_parent = stored.request, stored.request.edit_of
@@ -464,25 +673,20 @@ class Gate:
         parent_id: str | None = first_parent
         while parent_id is not None and depth <= self.policy.approvals.max_edits:
             parent = await self.store.get_approval(parent_id)
-            answer = parent.answer if parent is not None else None
-            if parent is None or answer is None or answer.edited_arguments is None or \
-                    canonical_json(dict(answer.edited_arguments)) != \
-                    canonical_json(dict(child.arguments)) or \
-                    (parent.request.session_id, parent.request.principal_id, parent.request.call_id,
-                     parent.request.tool_name) != (session.id, session.principal.id, call.id,
-                                              call.name):
+            if parent is None or not _edited_into(parent, child, rec):
                 result = _error(call, "denied", "denied by policy: the edited call does not "
                                 "match the approval it came from")
                 return CallOutcome(call, "approve", result, None, request)
             child, parent_id, depth = parent.request, parent.request.edit_of, depth + 1
-        edited = ToolCall.from_object(call.id, call.name, dict(request.arguments),
-                                      call.provider_details)
-        return edited, first_parent, depth
+        rec.call = ToolCall.from_object(call.id, call.name, dict(request.arguments),
+                                        call.provider_details)
+        rec.edit_of, rec.edits = first_parent, depth
+        return None
 
-    async def _invalid(self, call: ToolCall, tool: Tool, session: Session,
-                       problem: str) -> CallOutcome:
-        count, total = session.record_invalid(tool.name)
-        await self._event(EventType.CALL_REJECTED, session, call, detail=problem)
+    async def _invalid(self, rec: GatedCall, problem: str) -> CallOutcome:
+        tool, call = rec.resolved, rec.call
+        count, total = rec.session.record_invalid(tool.name)
+        await self._event(EventType.CALL_REJECTED, rec, detail=problem)
         exhausted = (count > self.limits.max_invalid_per_tool
                      or total > self.limits.max_invalid_per_session)
         if exhausted:
@@ -496,33 +700,35 @@ class Gate:
     async def _flood_guard(self, session: Session, now: datetime) -> str | None:
         """Why a new approval request must not be raised now, or ``None``."""
         limits = self.policy.approvals
-        asked = await self.store.list_approvals(pending_only=False, session_id=session.id)
         pending = await self.store.list_approvals(pending_only=True, session_id=session.id)
         if sum(1 for r in pending if not r.expired(now)) >= limits.max_pending:
             return "too many approval requests are waiting in this session"
+        asked = await self.store.list_approvals(pending_only=False, session_id=session.id)
         recent = [r for r in asked if r.created_at > now - limits.per]
-        if len(recent) >= limits.max_asks:
-            # a request a person approved is a person keeping up, not a flood: only the ones
-            # still open or refused count against the rate (the pending cap bounds the rest)
-            unanswered = 0
-            for r in recent:
-                found = await self.store.get_approval(r.id)
-                if found is None or found.answer is None or not found.answer.approved:
-                    unanswered += 1
-            if unanswered >= limits.max_asks:
-                return "approval requests are being raised too fast in this session"
+        if len(recent) >= limits.max_asks and \
+                await self._unanswered(recent) >= limits.max_asks:
+            return "approval requests are being raised too fast in this session"
         return None
 
-    async def _open_request(self, session: Session, call: ToolCall,
-                            digest: str) -> str | None:
+    async def _unanswered(self, requests: list[ApprovalRequest]) -> int:
+        """How many of *requests* are still open or were refused: a request a person approved
+        is a person keeping up, not a flood (the pending cap bounds the rest)."""
+        unanswered = 0
+        for r in requests:
+            found = await self.store.get_approval(r.id)
+            if found is None or found.answer is None or not found.answer.approved:
+                unanswered += 1
+        return unanswered
+
+    async def _open_request(self, rec: GatedCall, digest: str) -> str | None:
         """A request already raised for exactly this call that may still be used.
 
         A process that died after storing a request but before saving the session as
         suspended leaves the request orphaned: reusing it means the person's answer is the
         one that counts, never a second request for the same call."""
         for request in await self.store.list_approvals(pending_only=False,
-                                                       session_id=session.id):
-            if request.call_id != call.id or request.digest != digest:
+                                                       session_id=rec.session.id):
+            if request.call_id != rec.call.id or request.digest != digest:
                 continue
             found = await self.store.get_approval(request.id)
             if found is None or found.used:  # gone, or its answer already used
@@ -532,64 +738,43 @@ class Gate:
             return request.id
         return None
 
-    async def _approve(
-        self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
-        pending: str | None, edit_of: str | None, edits: int, approved_by: str | None,
-    ) -> tuple[CallOutcome | None, ApprovalRequest | None,
-               tuple[ToolCall, str, str | None] | None]:
-        """Returns (outcome if the call stops here, the request approved, edit if any)."""
-        now = self.policy.now()
-        fresh = ApprovalRequest.for_call(
-            session_id=session.id, principal_id=session.principal.id, call_id=call.id,
-            tool_name=bound.tool.name, tool_definition_hash=bound.tool.definition_hash,
-            arguments=bound.arguments, effect=bound.tool.effect.value, reason=decision.reason,
-            rule_id=decision.rule_id, warnings=decision.warnings, now=now,
-            ttl=self.policy.approvals.ttl, edit_of=edit_of,
-            tool_description=bound.tool.description, quorum=decision.quorum,
-            preview=bound.tool.metadata.get("preview"))
-        orphan = False
-        if pending is None and edit_of is None:
-            pending = await self._open_request(session, call, fresh.digest)
-            if pending is not None:
-                session.record_waiting(call.id, pending)
-                orphan = True  # stored, but the process that asked died before its answer
-        if pending is not None:
-            answered = await self._stored_answer(call, bound, decision, session, pending,
-                                                 fresh, now, ask_again=orphan)
-        else:
-            answered = await self._ask(call, bound, decision, session, fresh, now, edit_of,
-                                       approved_by)
-        if isinstance(answered, CallOutcome):
-            return answered, None, None
-        request, answer = answered
+    async def _use_answer(self, rec: GatedCall, request: ApprovalRequest,
+                          answer: ApprovalAnswer) -> CallOutcome | None:
+        """Check a person's answer against the request and use it (once): ``None`` if the call
+        goes on (approved, or an edit in :attr:`GatedCall.edit`), else the outcome."""
         if answer.digest != request.digest or answer.request_id != request.id:
-            return _refused(call, bound, decision, "the answer was given for a different call",
-                            request), None, None
+            return _refused(rec, "the answer was given for a different call", request)
         # the gate's clock decides, not the time an answer claims to have been given
         if request.expired(self.policy.now()):
-            return _refused(call, bound, decision, "the approval request expired",
-                            request), None, None
+            return _refused(rec, "the approval request expired", request)
         if answer.edited_arguments is not None:
-            if await self.store.consume_approval(request.id, request.digest) is None:
-                return _refused(call, bound, decision, "this answer was already used",
-                                request), None, None
-            if edits >= self.policy.approvals.max_edits:
-                return _refused(call, bound, decision, "the arguments were edited too many "
-                                "times", request), None, None
-            edited = ToolCall.from_object(call.id, call.name, dict(answer.edited_arguments),
-                                          call.provider_details)
-            return None, None, (edited, request.id,
-                                answer.approver if answer.approved else None)
+            return await self._take_edit(rec, request, answer)
         if not answer.approved:
-            return _declined(call, bound, decision, answer, request), None, None
+            return _declined(rec, answer, request)
         if await self.store.consume_approval(request.id, request.digest) is None:
-            return _refused(call, bound, decision, "this approval was already used",
-                            request), None, None
-        return None, request, None
+            return _refused(rec, "this approval was already used", request)
+        rec.approved = request
+        return None
+
+    async def _take_edit(self, rec: GatedCall, request: ApprovalRequest,
+                         answer: ApprovalAnswer) -> CallOutcome:
+        """An approver's edit is a new proposal: validate, decide and approve again."""
+        if await self.store.consume_approval(request.id, request.digest) is None:
+            return _refused(rec, "this answer was already used", request)
+        if rec.edits >= self.policy.approvals.max_edits:
+            return _refused(rec, "the arguments were edited too many times", request)
+        call = rec.call
+        assert answer.edited_arguments is not None
+        edited = ToolCall.from_object(call.id, call.name, dict(answer.edited_arguments),
+                                      call.provider_details)
+        rec.edit = GatedCall(edited, rec.session, rec.offered, rec.handler, None,
+                             edit_of=request.id, edits=rec.edits + 1,
+                             approved_by=answer.approver if answer.approved else None)
+        return CallOutcome(call, "approve", None, rec.decision, request)  # the edit goes on
 
     async def _stored_answer(
-        self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
-        pending: str, fresh: ApprovalRequest, now: datetime, *, ask_again: bool = False,
+        self, rec: GatedCall, pending: str, fresh: ApprovalRequest, now: datetime, *,
+        ask_again: bool = False,
     ) -> CallOutcome | tuple[ApprovalRequest, ApprovalAnswer]:
         """The stored request *pending* and its answer, or the outcome: refused, or waiting.
 
@@ -600,68 +785,59 @@ class Gate:
         wait on nobody. A deferring approver answers ``None`` again: the session waits."""
         stored = await self.store.get_approval(pending)
         if stored is None:
-            return _refused(call, bound, decision, "the approval request no longer exists",
-                            None)
+            return _refused(rec, "the approval request no longer exists", None)
         request, answer = stored.request, stored.answer
         if request.digest != fresh.digest:
-            return _refused(call, bound, decision, "the call or the tool changed after "
-                            "approval was asked", request)
+            return _refused(rec, "the call or the tool changed after approval was asked",
+                            request)
         if answer is None:
             if request.expired(now):
-                return _refused(call, bound, decision, "the approval request expired", request)
+                return _refused(rec, "the approval request expired", request)
             if ask_again:
                 return await self._approvers_answer(
-                    call, bound, decision, session, request, now, None, None,
-                    detail="answered via approver, asked again after the process that first "
-                           "asked it ended")
-            return CallOutcome(call, "approve", None, decision, request)
+                    rec, request, now, detail="answered via approver, asked again after the "
+                                              "process that first asked it ended")
+            return CallOutcome(rec.call, "approve", None, rec.decision, request)
         # the answer was recorded (and audited) where it was given: say it reached the call
-        await self._event(EventType.APPROVAL_RESUMED, session, call, request=request,
-                          answer=answer)
+        await self._event(EventType.APPROVAL_RESUMED, rec, request=request, answer=answer)
         return request, answer
 
-    async def _ask(
-        self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
-        fresh: ApprovalRequest, now: datetime, edit_of: str | None, approved_by: str | None,
-    ) -> CallOutcome | tuple[ApprovalRequest, ApprovalAnswer]:
+    async def _ask(self, rec: GatedCall, fresh: ApprovalRequest,
+                   now: datetime) -> CallOutcome | tuple[ApprovalRequest, ApprovalAnswer]:
         """Raise *fresh* and ask the approver: the request and its answer, or the outcome."""
-        flood = await self._flood_guard(session, now)
+        flood = await self._flood_guard(rec.session, now)
         if flood is not None:
-            await self._event(EventType.CALL_REJECTED, session, call, detail=flood)
-            return _refused(call, bound, decision, flood, None)
-        request = fresh
-        await self.store.create_approval(request)
-        session.record_approval_asked()
-        await self._event(EventType.APPROVAL_REQUESTED, session, call,
-                          arguments=bound.arguments, decision=decision, request=request)
-        return await self._approvers_answer(call, bound, decision, session, request, now,
-                                            edit_of, approved_by)
+            await self._event(EventType.CALL_REJECTED, rec, detail=flood)
+            return _refused(rec, flood, None)
+        await self.store.create_approval(fresh)
+        rec.session.record_approval_asked()
+        await self._event(EventType.APPROVAL_REQUESTED, rec, arguments=rec.parsed,
+                          decision=rec.decision, request=fresh)
+        return await self._approvers_answer(rec, fresh, now)
 
     async def _approvers_answer(
-        self, call: ToolCall, bound: BoundCall, decision: Decision, session: Session,
-        request: ApprovalRequest, now: datetime, edit_of: str | None, approved_by: str | None,
+        self, rec: GatedCall, request: ApprovalRequest, now: datetime,
         detail: str = "answered via approver",
     ) -> CallOutcome | tuple[ApprovalRequest, ApprovalAnswer]:
         """Ask the configured approver about the stored *request*; record its answer."""
         answer: ApprovalAnswer | None
-        if approved_by is not None and edit_of is not None:
+        if rec.approved_by is not None and rec.edit_of is not None:
             # the person who made this edit approved it with the edit ("approve with
             # edits"); it still passed validate and decide again, and binds to this digest
-            answer = ApprovalAnswer.to(request, True, approved_by, "approved with the edit",
-                                       at=now)
+            answer = ApprovalAnswer.to(request, True, rec.approved_by,
+                                       "approved with the edit", at=now)
         else:
             answer = await self.approver.decide(request)
         if answer is not None and answer.approved and request.quorum is not None:
             answer = None  # a quorum is gathered from people's votes (anfitrion._answers)
         if answer is None:
-            return CallOutcome(call, "approve", None, decision, request)
+            return CallOutcome(rec.call, "approve", None, rec.decision, request)
         if not await self.store.answer_approval(answer):
-            return _refused(call, bound, decision, "the answer did not match the request",
-                            request)
+            return _refused(rec, "the answer did not match the request", request)
         # recorded once, when given (here, by the approver in process); an answer given
         # through a door was recorded there (anfitrion._answers), not again when used
-        await self._event(EventType.APPROVAL_ANSWERED, session, call, request=request,
-                          answer=answer, detail=detail)
+        await self._event(EventType.APPROVAL_ANSWERED, rec, request=request, answer=answer,
+                          detail=detail)
         return request, answer
 
     def _shadow_rate_keys(self, tool_name: str) -> tuple[RateKey, ...]:
@@ -671,152 +847,140 @@ class Gate:
             log.exception("the shadow policy failed to name its rate keys for %s", tool_name)
             return ()
 
-    async def _held_elsewhere(self, effect: EffectKey, tool: Tool, arguments: dict[str, Any],
-                              session: Session, call: ToolCall) -> EffectEntry | None:
-        """The effect if another call holds it and it may not simply run (free, or failed:
-        ``None``); an unknown one is first reconciled by the tool's hook, if it has one."""
-        held = await self.store.effect_state(effect.key)
-        if held is None or (held.session_id, held.call_id) == (session.id, call.id) or \
-                held.state is LedgerState.FAILED or \
-                (tool.idempotent and held.state is LedgerState.UNKNOWN):
-            return None
-        if held.state is LedgerState.UNKNOWN and tool.reconcile is not None:
-            held = await self._reconcile(effect, tool, arguments, session, call) or held
+    async def _held_elsewhere(self, rec: GatedCall) -> EffectEntry | None:
+        """The effect if another call holds it and it may not simply run; an unknown one is
+        first reconciled by the tool's hook, if it has one."""
+        held = await self.ledger.holder(rec)
+        if held is not None and held.state is LedgerState.UNKNOWN and \
+                rec.resolved.reconcile is not None:
+            held = await self._reconcile(rec) or held
             if held.state is LedgerState.FAILED:
                 return None
         return held
 
-    async def _reconcile(self, effect: EffectKey, tool: Tool, arguments: dict[str, Any],
-                         session: Session, call: ToolCall) -> EffectEntry | None:
+    async def _reconcile(self, rec: GatedCall) -> EffectEntry | None:
         """Ask the tool's reconcile hook what happened; settle the effect with its answer."""
-        context = ToolContext(session.principal, session.id, call.id, tool.name, session.turn)
-        happened = await ask_reconcile_hook(tool, arguments, context)
+        happened = await ask_reconcile_hook(rec.resolved, rec.arguments, rec.context())
         if happened is None:
             return None
-        try:
-            entry = await self.store.resolve_effect(
-                effect.key, done=bool(happened), by=f"reconcile:{tool.name}",
-                note="the tool's reconcile hook asked the outside system")
-        except ConflictError:  # settled meanwhile
-            return await self.store.effect_state(effect.key)
-        await self._event(EventType.EXECUTION_SETTLED, session, call, effect_key=effect.key,
+        entry = await self.ledger.resolve(rec, bool(happened))
+        assert rec.effect is not None
+        await self._event(EventType.EXECUTION_SETTLED, rec, effect_key=rec.effect.key,
                           status="resolved_done" if happened else "resolved_failed",
-                          detail=f"reconciled by {tool.name}'s hook")
+                          detail=f"reconciled by {rec.resolved.name}'s hook")
         return entry
 
-    async def _ran_before(self, session: Session, call: ToolCall) -> bool:
-        entry = await self.store.execution_state(session.id, call.id)
-        return entry is not None and entry.state not in PRE_CLAIM
+    async def _claim(self, rec: GatedCall,
+                     repeat_of: tuple[str, str] | None) -> ToolResult | str:
+        """Claim a write: its claim token, or the result to give instead of running it."""
+        claim = await self.ledger.claim(rec, repeat_of)
+        effect, call, tool = rec.effect, rec.call, rec.resolved
+        status = claim.state.value
+        if repeat_of is not None and claim.state is ClaimState.CLAIMED:
+            status = "claimed_repeat"  # a person approved running this effect again
+        await self._event(EventType.EXECUTION_CLAIMED, rec, status=status,
+                          effect_key=effect.key if effect else None,
+                          detail=f"repeat of call {repeat_of[1]}" if repeat_of else None)
+        if claim.state is ClaimState.CLAIMED and claim.token is not None:
+            return claim.token
+        if claim.state is ClaimState.DUPLICATE and claim.effect is not None:
+            return _duplicate(call, tool, claim.effect)
+        if claim.state in (ClaimState.DONE, ClaimState.FAILED) and claim.result is not None:
+            return claim.result
+        if claim.state is ClaimState.UNKNOWN and effect is not None and \
+                tool.reconcile is not None:  # resumed after a crash: ask what happened
+            settled = await self._reconciled_own(rec)
+            if settled is not None:
+                return settled
+        return _error(call, "outcome_unknown", "outcome unknown — the action may have "
+                      "happened; it was not run again. A person must resolve it "
+                      "(anfitrion effects).", tool)
 
-    async def _approved_before(self, session: Session, call: ToolCall, digest: str) -> bool:
-        """Whether an approval for exactly this call was used already (the ledger moved to
-        ``approved`` in the same transaction), by a process that may have died since."""
-        entry = await self.store.execution_state(session.id, call.id)
-        return entry is not None and entry.digest == digest and entry.state not in (
-            LedgerState.PROPOSED, LedgerState.DECIDED)
+    async def _reconciled_own(self, rec: GatedCall) -> ToolResult | None:
+        """The result the tool's reconcile hook settled this very call with, if it could."""
+        settled = await self._reconcile(rec)
+        if settled is None or settled.result is None or \
+                (settled.session_id, settled.call_id) != (rec.session.id, rec.call.id):
+            return None
+        return dataclasses.replace(settled.result, call_id=rec.call.id)
 
-    async def _execute(self, call: ToolCall, tool: Tool, arguments: dict[str, Any],
-                       session: Session, digest: str, handler: Handler,
-                       effect: EffectKey | None = None,
-                       repeat_of: tuple[str, str] | None = None) -> ToolResult:
-        ledger = tool.effect is Effect.WRITE
-        token = ""
-        if ledger:
-            claim = await self.store.claim_execution(session.id, call.id, digest,
-                                                     retry_unknown=tool.idempotent,
-                                                     effect=effect, repeat_of=repeat_of)
-            status = claim.state.value
-            if repeat_of is not None and claim.state is ClaimState.CLAIMED:
-                status = "claimed_repeat"  # a person approved running this effect again
-            await self._event(EventType.EXECUTION_CLAIMED, session, call, status=status,
-                              effect_key=effect.key if effect else None,
-                              detail=f"repeat of call {repeat_of[1]}" if repeat_of else None)
-            if claim.state is ClaimState.DUPLICATE and claim.effect is not None:
-                return _duplicate(call, tool, claim.effect)
-            if claim.state in (ClaimState.DONE, ClaimState.FAILED) and claim.result is not None:
-                return claim.result
-            if claim.state is ClaimState.UNKNOWN and effect is not None and \
-                    tool.reconcile is not None:  # resumed after a crash: ask what happened
-                settled = await self._reconcile(effect, tool, arguments, session, call)
-                if settled is not None and settled.result is not None and \
-                        (settled.session_id, settled.call_id) == (session.id, call.id):
-                    return dataclasses.replace(settled.result, call_id=call.id)
-            if claim.state is not ClaimState.CLAIMED or claim.token is None:
-                return _error(call, "outcome_unknown", "outcome unknown — the action may have "
-                              "happened; it was not run again. A person must resolve it "
-                              "(anfitrion effects).", tool)
-            token = claim.token
-        # (policy) count the call for rate limits, under each key a limit on this tool reads
-        rate_keys = self.policy.rate_keys(tool.name)
+    def _counted(self, rec: GatedCall) -> list[str]:
+        """(policy) The names the call is counted under for rate limits: each a limit on
+        this tool (or the shadow's) reads; most tools: none."""
+        name = rec.resolved.name
+        rate_keys = self.policy.rate_keys(name)
         if self.shadow_policy is not None:  # the shadow's rate limits count calls too
-            rate_keys = (*rate_keys, *self._shadow_rate_keys(tool.name))
-        if rate_keys:
-            at = self.policy.now().timestamp()
-            for counted in dict.fromkeys(k.tool for k in rate_keys):
-                await self.store.record_call(session.principal.id, counted, at)
-        context = ToolContext(session.principal, session.id, call.id, tool.name, session.turn)
+            rate_keys = (*rate_keys, *self._shadow_rate_keys(name))
+        return list(dict.fromkeys(k.tool for k in rate_keys)) if rate_keys else []
+
+    async def _count(self, rec: GatedCall, counted: list[str]) -> None:
+        at = self.policy.now().timestamp()
+        for name in counted:
+            await self.store.record_call(rec.session.principal.id, name, at)
+
+    async def _run(self, rec: GatedCall) -> ToolResult:
+        """Run the handler with the principal's authority; its value shaped, or the error."""
+        call, tool, ledger = rec.call, rec.resolved, rec.write
+        handler = rec.handler or tool.handler
         unknown = (" The outcome is unknown: it may have happened. It will not run again "
-                   "until a person resolves it.")
+                   "until a person resolves it.") if ledger else ""
         try:
             if tool.timeout is not None:
                 with anyio.fail_after(tool.timeout):
-                    value = await handler(arguments, context)
+                    value = await handler(rec.arguments, rec.context())
             else:
-                value = await handler(arguments, context)
-            result = shape_result(call.id, tool, value, self.policy.media)
+                value = await handler(rec.arguments, rec.context())
+            return shape_result(call.id, tool, value, self.policy.media)
         except TimeoutError:
             after = f" after {tool.timeout:g} seconds" if tool.timeout is not None else ""
-            result = _error(call, "outcome_unknown" if ledger else "timeout",
-                            f"{tool.name} timed out{after}.{unknown if ledger else ''}", tool)
+            return _error(call, "outcome_unknown" if ledger else "timeout",
+                          f"{tool.name} timed out{after}.{unknown}", tool)
         except ToolError as exc:
             if ledger and exc.executed is not False:
-                result = _error(call, "outcome_unknown",
-                                f"{tool.name} failed: {exc}"[:2000] + unknown, tool)
-            else:
-                result = _error(call, "tool_error", f"{tool.name} failed: {exc}"[:2000], tool)
+                return _error(call, "outcome_unknown",
+                              f"{tool.name} failed: {exc}"[:2000] + unknown, tool)
+            return _error(call, "tool_error", f"{tool.name} failed: {exc}"[:2000], tool)
         except Exception as exc:
-            log.exception("tool %s raised (session %s, call %s)", tool.name, session.id,
+            log.exception("tool %s raised (session %s, call %s)", tool.name, rec.session.id,
                           call.id)
-            result = _error(call, "outcome_unknown" if ledger else "tool_error",
-                            f"{tool.name} failed with an internal error ({type(exc).__name__})."
-                            f"{unknown if ledger else ''}", tool)
-        if ledger:
-            if not await self.store.settle_execution(session.id, call.id, result, token):
-                # another run took this call over (this run's lease lapsed): the entry stays
-                # as that run left it — unknown — and this run must write nothing more
-                raise ConflictError(f"session {session.id!r}: the claim on call {call.id!r} "
-                                    "was taken over by another run; its outcome stays unknown")
-            status = "failed" if result.is_error else "done"
-            if result.error_kind == "outcome_unknown":
-                status = "unknown"
-            await self._event(EventType.EXECUTION_SETTLED, session, call, result=result,
-                              status=status, effect_key=effect.key if effect else None)
-        return result
+            return _error(call, "outcome_unknown" if ledger else "tool_error",
+                          f"{tool.name} failed with an internal error ({type(exc).__name__})."
+                          f"{unknown}", tool)
+
+    async def _settle(self, rec: GatedCall, result: ToolResult, token: str) -> None:
+        await self.ledger.settle(rec, result, token)
+        status = "failed" if result.is_error else "done"
+        if result.error_kind == "outcome_unknown":
+            status = "unknown"
+        await self._event(EventType.EXECUTION_SETTLED, rec, result=result, status=status,
+                          effect_key=rec.effect.key if rec.effect else None)
 
 
-def _refused(call: ToolCall, bound: BoundCall, decision: Decision, why: str,
-             request: ApprovalRequest | None) -> CallOutcome:
+def _edited_into(parent: StoredApproval, child: ApprovalRequest, rec: GatedCall) -> bool:
+    """Whether the answer to *parent* edited its call into the request *child*, in *rec*'s
+    session, for its principal, call and tool."""
+    answer, request, session = parent.answer, parent.request, rec.session
+    return answer is not None and answer.edited_arguments is not None and \
+        canonical_json(dict(answer.edited_arguments)) == canonical_json(dict(child.arguments)) \
+        and (request.session_id, request.principal_id, request.call_id, request.tool_name) == \
+        (session.id, session.principal.id, rec.call.id, rec.call.name)
+
+
+def _refused(rec: GatedCall, why: str, request: ApprovalRequest | None) -> CallOutcome:
     """A call denied at the approve stage: the model sees the operator's or approver's words
     only, never rule internals."""
-    result = _error(call, "denied", f"denied by policy: {why}", bound.tool)
-    return CallOutcome(call, "approve", result, decision, request)
+    result = _error(rec.call, "denied", f"denied by policy: {why}", rec.tool)
+    return CallOutcome(rec.call, "approve", result, rec.decision, request)
 
 
-def _declined(call: ToolCall, bound: BoundCall, decision: Decision, answer: ApprovalAnswer,
-              request: ApprovalRequest) -> CallOutcome:
+def _declined(rec: GatedCall, answer: ApprovalAnswer, request: ApprovalRequest) -> CallOutcome:
     """A call a person said no to: the model is told it was a person, with their note — never
     the policy's words, so it does not argue with a rule when a person decided (#36)."""
     if answer.approver == NO_APPROVER:
-        return _refused(call, bound, decision, answer.note or "a person must approve this call",
-                        request)
-    return CallOutcome(call, "approve", _error(call, "denied", declined_text(answer.note),
-                                               bound.tool), decision, request)
-
-
-def _effect_of(tool: Tool, arguments: Mapping[str, Any], session: Session) -> EffectKey:
-    return effect_key(tool=tool.name, arguments=arguments, principal_id=session.principal.id,
-                      session_id=session.id, template=tool.effect_key, scope=tool.effect_scope,
-                      sensitive=tool.sensitive, schema=tool.input_schema)
+        return _refused(rec, answer.note or "a person must approve this call", request)
+    return CallOutcome(rec.call, "approve", _error(rec.call, "denied",
+                                                   declined_text(answer.note), rec.tool),
+                       rec.decision, request)
 
 
 def _when(entry: EffectEntry) -> str:

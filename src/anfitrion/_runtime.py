@@ -53,7 +53,7 @@ from ._audit import AuditRecorder
 from ._audit_trail import Checkpointer
 from ._conversation import Provenance, Reply, ToolCall, ToolResult
 from ._events import EventType, HostEvent, Listener, Router, hand_out
-from ._gate import CallOutcome, Emit, Gate, GateLimits, _silent
+from ._gate import CallOutcome, Gate, GateLimits
 from ._media import split
 from ._owners import dead_local_owner
 from ._principal import Principal
@@ -182,43 +182,31 @@ class Runtime:
             self.store, checkpoints=Checkpointer.from_env(self.store)) if audit else None
         # the recorder's own entry point: no coroutine for an event that only joins its buffer
         self._record = self._recorder.record if self._recorder is not None else None
-        self._listeners: list[Listener] = [self._record] if self._record is not None else []
-        self._listeners.extend(listeners)
+        listening: list[Listener] = [self._record] if self._record is not None else []
+        listening.extend(listeners)
         self.shadow_policy = shadow_policy or self.policy.shadow
         if self.policy.approvals.webhooks:  # [[approvals.webhooks]]: signed, in the background
             from .channels import webhook_listeners
-            self._listeners += webhook_listeners(self.store, self.policy.approvals.webhooks)
-        self._router = self._route()
-        self._emit = self._emitter()
+            listening += webhook_listeners(self.store, self.policy.approvals.webhooks)
+        # where events go, fixed here: one router for the gate and every door. A kind only
+        # the recorder takes goes straight to it (its flush logs its own failures); a kind no
+        # listener takes is never built; listeners added later join this same router.
+        self._router = Router(listening, quiet=(self._record,) if self._record else ())
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
-                         emit=self._emit, limits=limits, shadow_policy=self.shadow_policy)
-
-    def _route(self) -> Router:
-        # a kind only the recorder takes goes straight to it: its flush logs its own failures
-        return Router(self._listeners, quiet=(self._record,) if self._record else ())
-
-    def _emitter(self) -> Emit:
-        # the gate hands its events straight to the router (no coroutine per event), or to
-        # the recorder itself when it is the only listener (no call in between), and builds
-        # none of a kind that no listener takes (none at all without listeners)
-        if self._record is not None and len(self._listeners) == 1:
-            return self._record
-        return self._router if self._router.kinds else _silent
+                         emit=self._router, limits=limits, shadow_policy=self.shadow_policy)
 
     def wants(self, kind: EventType) -> bool:
         """Whether some listener takes events of *kind* (else none need be built)."""
         return kind in self._router.kinds
 
     def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
-        self._router = self._route()
-        self._emit = self.gate.emit = self._emitter()
+        self._router.add(listener)
 
     def announce(self, event: HostEvent, *, recorded: bool = False) -> Awaitable[None] | None:
         """Give *event* to the listeners of its kind (*recorded*: the audit recorder has it
         already); what is left to await, or ``None``."""
         if not recorded or self._record is None:
-            return self._emit(event) if event.type in self._router.kinds else None
+            return self._router(event) if event.type in self._router.kinds else None
         record = self._record
         others = [listener for listener in self._router.listeners(event.type)
                   if listener != record]
@@ -533,7 +521,7 @@ class GatedSession:
         if type not in runtime._router.kinds:
             return None
         session = self.session
-        return runtime._emit(HostEvent(type, session.id, session.turn, session.principal.id,
+        return runtime._router(HostEvent(type, session.id, session.turn, session.principal.id,
                                        **fields))
 
 

@@ -108,12 +108,22 @@ def test_a_log_rewritten_from_scratch_with_a_valid_chain_is_found(
 def test_a_truncated_tail_is_found(trail_url: str, signing: Key, tmp_path: Path) -> None:
     anchor = f"file://{tmp_path / 'anchor.jsonl'}"
     anchored(trail_url, signing, anchor)
-    wipe(trail_url, from_seq=8)
+    wipe(trail_url, from_seq=6)  # at a batch's start: what is left is a valid chain
     assert invoke("audit", "verify", "--store", trail_url).exit_code == 0  # the chain alone
     code, output = verify(trail_url, anchor, signing)
     assert code == 1
-    assert "BROKEN (truncated) at record 8: the log ends at record 7, but the anchor " in output
-    assert "records 8–10 at least were removed from the end (truncated)" in output
+    assert "BROKEN (truncated) at record 6: the log ends at record 5, but the anchor " in output
+    assert "records 6–10 at least were removed from the end (truncated)" in output
+
+
+def test_a_tail_cut_inside_a_batch_is_found_by_the_chain_alone(
+        trail_url: str, signing: Key, tmp_path: Path) -> None:
+    anchor = f"file://{tmp_path / 'anchor.jsonl'}"
+    anchored(trail_url, signing, anchor)
+    wipe(trail_url, from_seq=8)  # records 6–9 were appended together: 6 and 7 are left
+    result = invoke("audit", "verify", "--store", trail_url)
+    assert result.exit_code == 1
+    assert "records 6–7 (one batch, one hash)" in result.output
 
 
 def test_a_fork_names_the_first_record_that_differs(trail_url: str, signing: Key,

@@ -95,4 +95,7 @@ def test_a_bundle_of_a_tampered_log_is_refused_even_when_freshly_signed(
     report = verify_bundle(build_bundle(records, signing[0], at=1.0),
                            Keyring.of([load_public_key(signing[2])]))
     assert not report.ok and report.trail is not None
-    assert (report.trail.chain.broken_at, report.trail.chain.kind) == (2, "edited")
+    # records 1–3 were appended together: one hash covers them, so the edit of record 2 is
+    # reported at the first record of its batch, naming the batch
+    assert (report.trail.chain.broken_at, report.trail.chain.kind) == (1, "edited")
+    assert "records 1–3 (one batch, one hash)" in report.trail.chain.problem

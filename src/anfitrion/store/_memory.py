@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
-from .._canonical import canonical_json
-from .._chain import GENESIS, chain_hash
+from .._canonical import canonical_json, float_free_bytes
+from .._chain import GENESIS, chain_texts
 from .._conversation import ToolResult
 from .._effects import EffectKey
 from ..exceptions import ConflictError
@@ -338,14 +338,16 @@ class MemoryStore:
 
     def _chain(self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]
                ) -> AuditRecord:
-        audit = self._audit
-        for type, session_id, at, data in entries:
-            seq, prev = self._audit_head[0] + 1, self._audit_head[1]
-            record = AuditRecord(seq, type, session_id, at, dict(data), prev,
-                                 chain_hash(seq, type, session_id, at, data, prev))
-            audit.append(record)
-            self._audit_head = (seq, record.hash)
-        return record
+        # one hash per batch (anfitrion._chain.chain_texts), as the other stores chain them
+        rows = [(type, session_id, at, float_free_bytes(data))
+                for type, session_id, at, data in entries]
+        chained = chain_texts(*self._audit_head, rows)
+        records = [AuditRecord(seq, type, session_id, at, dict(data), prev, digest)
+                   for (type, session_id, at, data), (seq, prev, digest)
+                   in zip(entries, chained, strict=True)]
+        self._audit.extend(records)
+        self._audit_head = (records[-1].seq, records[-1].hash)
+        return records[-1]
 
     async def append_audit_at_head(self, type: str, session_id: str, at: float,
                                    data_for: Callable[[int, str], Mapping[str, Any]]
