@@ -234,6 +234,10 @@ def verify_chain(records: Iterable[AuditRecord], *,
         broken = _sequence_problem(recs, i, end, expected) or \
             _link_problem(recs, i, batch, prev, position)
         if broken is None and not _hash_ok(batch):
+            # a batch that lost its last records: the next one starts after a gap (deleted)
+            if end < len(recs) and recs[end].seq > batch[-1].seq + 1:
+                return _sequence_problem(recs, end, end + 1, batch[-1].seq + 1) or \
+                    _broken(recs, batch[0].seq, "edited", f"{_span(batch)}: edited", i + 1)
             broken = _broken(recs, batch[0].seq, "edited", f"{_span(batch)}: its content does "
                              "not match its hash (edited)", i + 1)
         if broken is not None:

@@ -110,7 +110,7 @@ def test_a_log_in_the_old_format_and_one_continued_in_the_new_both_verify(
 
 @pytest.mark.parametrize(("tamper", "kind", "at"), [
     ("edit", "edited", 4), ("delete", "deleted", 5), ("swap", "edited", 4),
-    ("split", "edited", 4), ("cut", "edited", 4)])
+    ("split", "edited", 4), ("cut", "edited", 4), ("delete-last", "deleted", 7)])
 def test_tampering_inside_a_batch_is_found(url: str, tmp_path: Path, tamper: str, kind: str,
                                            at: int) -> None:
     _batches(url, [3, 4, 2])  # records 1–3, 4–7, 8–9
@@ -127,6 +127,8 @@ def test_tampering_inside_a_batch_is_found(url: str, tmp_path: Path, tamper: str
                        (chain_hash(7, "call.proposed", "s0", 1006.0, {"n": 6},
                                    db.execute("SELECT prev_hash FROM anfitrion_audit "
                                               "WHERE seq = 7").fetchone()[0]),))
+        elif tamper == "delete-last":  # the last record of a batch; the next batch kept
+            db.execute("DELETE FROM anfitrion_audit WHERE seq = 7")
         else:  # the end of a batch removed, the batches after it too
             db.execute("DELETE FROM anfitrion_audit WHERE seq >= 6")
     records = _batches(url, [])
