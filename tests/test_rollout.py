@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
 import logging
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
