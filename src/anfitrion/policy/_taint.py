@@ -433,10 +433,11 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             owner, :data:`~anfitrion._dataflow.PARTY_FIELDS`) of an untrusted result proves
             no recipient unless the tool is a declared directory, and an outward payload
             that copies :data:`~anfitrion._provenance.COPY_MIN_WORDS` or more words of
-            untrusted text asks, quoting them and their source — as does one whose runs of
-            :data:`~anfitrion._provenance.SPLIT_MIN_WORDS` or more copied words, added to
-            those of the session's earlier outward calls, reach that many (a payload split
-            over calls). In both, a number the user
+            untrusted text asks, quoting them and their source — as does one carrying a run
+            of :data:`~anfitrion._provenance.SPLIT_MIN_WORDS` or more copied words cut from
+            a longer untrusted text (a piece of a payload split over calls), or runs that
+            are a field's whole value (a record: an address) which, added to those of the
+            session's earlier outward calls, reach that many. In both, a number the user
             wrote proves an id only written as one (``file 13``), and a declared amount
             (``sinks = {amount = "money"}``) is proven only by the user's or a trusted
             result's figure.
