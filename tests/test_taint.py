@@ -198,7 +198,7 @@ def test_case_encoding_and_whitespace_variants_of_a_value_are_matched(variant: s
     index.add_result(untrusted(INBOX), turn=1)
     flags = index.flag({"to": variant})
     assert "to" in flags
-    assert ATTACKER in flags["to"]
+    assert ATTACKER in flags["to"].casefold()  # quoted as the argument writes it
 
 
 def test_free_text_of_eight_or_more_characters_is_matched_across_whitespace() -> None:

@@ -134,14 +134,15 @@ class Outcome:
 
 async def _audit(store: Store, request: ApprovalRequest, given: ApprovalAnswer,
                  via: str, *, kind: EventType = EventType.APPROVAL_ANSWERED,
-                 detail: str | None = None) -> None:
+                 detail: str | None = None, reviewer: Reviewer | None = None) -> None:
     from ._audit import AuditRecorder  # the recorder's module imports the store package
 
     recorder = AuditRecorder(store)
     await recorder(HostEvent(kind, request.session_id, 0,
                              request.principal_id, request.call_id, request.tool_name,
                              request=request, answer=given,
-                             detail=detail or f"answered via {via}"))
+                             detail=detail or f"answered via {via}",
+                             reviewer=reviewer.identity() if reviewer is not None else None))
     await recorder.flush()
 
 
@@ -193,9 +194,9 @@ async def _vote(store: Store, request: ApprovalRequest, digest: str, *, approved
                  kind=EventType.APPROVAL_VOTED,
                  detail=f"{reviewer.name} {word} via {via}; "
                         f"{len(counted.votes)} vote(s), {needed} more approval(s) needed"
-                        + (f"; {grounds}" if grounds else ""))
+                        + (f"; {grounds}" if grounds else ""), reviewer=reviewer)
     if counted.answer is not None:
-        await _audit(store, request, counted.answer, via)
+        await _audit(store, request, counted.answer, via, reviewer=reviewer)
         if on_answer is not None:
             await on_answer(request, counted.answer)
     return Outcome(counted.answer, request=request, vote=vote, votes=counted.votes)
@@ -254,7 +255,7 @@ async def answer(store: Store, request_id: str, seen_digest: str | None, *, appr
         # a concurrent answer won the compare-and-set
         return Outcome(None, Refusal.ANSWERED, request=request)
     await _audit(store, request, decision, via,
-                 detail=f"answered via {via}; {grounds}" if grounds else None)
+                 detail=f"answered via {via}; {grounds}" if grounds else None, reviewer=reviewer)
     if on_answer is not None:
         await on_answer(request, decision)
     return Outcome(decision, request=request)

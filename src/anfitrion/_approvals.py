@@ -29,10 +29,12 @@ from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ._canonical import canonical_json, digest
 from ._conversation import JsonValue
+from ._json import as_written
 from .exceptions import UserError
 
 __all__ = [
     "NO_APPROVER",
+    "PREVIEW_KINDS",
     "ApprovalAnswer",
     "ApprovalRequest",
     "ApprovalVote",
@@ -49,6 +51,11 @@ __all__ = [
 ]
 
 DEFAULT_APPROVAL_TTL = timedelta(minutes=15)
+PREVIEW_KINDS = frozenset({"email"})
+"""What a tool may declare in ``metadata["preview"]`` (or ``preview =`` in the policy file's
+``[tools."<name>"]``): ``"email"`` — the call sends the e-mail its ``to``, ``cc``, ``bcc``,
+``reply_to``, ``subject`` and ``body`` arguments describe, and the inbox shows the message as
+it will be sent. An undeclared tool gets no such panel, whatever its arguments are called."""
 
 
 def approval_digest(*, session_id: str, principal_id: str, call_id: str, tool_name: str,
@@ -111,7 +118,8 @@ def show_value(text: str) -> str:
     out: list[str] = []
     last = 0
     for m in _HOSTISH.finditer(text):
-        token = m.group(0)
+        # a full stop (or "!", "?") after a word ends a sentence: ``Grüße.`` is no domain
+        token = m.group(0).rstrip("".join(_DOTS) + "!?…")
         if token.isascii() or not any(d in token for d in _DOTS):
             continue
         try:
@@ -120,7 +128,7 @@ def show_value(text: str) -> str:
             ascii_name = token.encode("ascii", "backslashreplace").decode("ascii")
         out.append(make_visible(text[last:m.start()]))
         out.append(f"{ascii_name} ⟨non-ASCII domain; as written: {make_visible(token)}⟩")
-        last = m.end()
+        last = m.start() + len(token)
     out.append(make_visible(text[last:]))
     return "".join(out)
 
@@ -190,10 +198,24 @@ class Quorum:
 class Reviewer:
     """A person a door has authenticated (their own token or signed-in session), and the
     roles they hold. Only a reviewer may vote on a request that needs a :class:`Quorum`: a name
-    typed beside a shared token is not an identity two people could not share."""
+    typed beside a shared token is not an identity two people could not share.
+
+    A reviewer signed in with OpenID Connect also carries who the provider said they are:
+    ``issuer`` and ``subject`` (the ID token's ``iss`` and ``sub``) and ``display_name``;
+    answers and votes record them (:meth:`identity`)."""
 
     name: str
     roles: frozenset[str] = frozenset()
+    issuer: str = ""
+    subject: str = ""
+    display_name: str = ""
+
+    def identity(self) -> dict[str, str] | None:
+        """What an answer's audit record keeps of an identity provider's word (``None``
+        for a reviewer no provider vouched for)."""
+        if not self.issuer:
+            return None
+        return {"issuer": self.issuer, "subject": self.subject, "name": self.display_name}
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +275,10 @@ class ApprovalRequest:
     (the tool definition hash covers it). ``None``: not recorded (requests made before it was)."""
     quorum: Quorum | None = None
     """Several distinct people must approve (the two-person rule); ``None``: one answer."""
+    preview: str | None = None
+    """How a reviewer is shown what the call does besides its arguments: ``"email"`` for a
+    tool that declares it sends the e-mail its arguments describe (:data:`PREVIEW_KINDS`,
+    ``Tool.metadata["preview"]``). Display only, like the description: not in the digest."""
 
     @classmethod
     def for_call(cls, *, session_id: str, principal_id: str, call_id: str, tool_name: str,
@@ -260,7 +286,8 @@ class ApprovalRequest:
                  reason: str, rule_id: str, warnings: tuple[str, ...] = (),
                  now: datetime | None = None, ttl: timedelta = DEFAULT_APPROVAL_TTL,
                  edit_of: str | None = None, tool_description: str | None = None,
-                 quorum: Quorum | None = None) -> ApprovalRequest:
+                 quorum: Quorum | None = None, preview: str | None = None
+                 ) -> ApprovalRequest:
         created = now or datetime.now(UTC)
         return cls(
             id=uuid.uuid4().hex, session_id=session_id, principal_id=principal_id,
@@ -268,6 +295,7 @@ class ApprovalRequest:
             arguments=arguments, effect=effect, reason=reason, rule_id=rule_id,
             warnings=warnings, created_at=created, expires_at=created + ttl, edit_of=edit_of,
             tool_description=tool_description, quorum=quorum,
+            preview=preview if preview in PREVIEW_KINDS else None,
             digest=approval_digest(session_id=session_id, principal_id=principal_id,
                                    call_id=call_id, tool_name=tool_name,
                                    tool_definition_hash=tool_definition_hash,
@@ -300,7 +328,7 @@ class ApprovalRequest:
         lines.append("Arguments:")
         for key in sorted(self.arguments):
             value = self.arguments[key]
-            text = value if isinstance(value, str) else canonical_json(value)
+            text = value if isinstance(value, str) else canonical_json(as_written(value))
             head = f"  {make_visible(key)} = "
             body = _wrap(show_value(text), width - len(head))
             lines.append(head + body[0])
@@ -326,7 +354,8 @@ class ApprovalRequest:
                 "created_at": self.created_at.isoformat(),
                 "expires_at": self.expires_at.isoformat(), "edit_of": self.edit_of,
                 "tool_description": self.tool_description,
-                **({"quorum": self.quorum.to_dict()} if self.quorum is not None else {})}
+                **({"quorum": self.quorum.to_dict()} if self.quorum is not None else {}),
+                **({"preview": self.preview} if self.preview is not None else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ApprovalRequest:
@@ -338,7 +367,8 @@ class ApprovalRequest:
                    created_at=datetime.fromisoformat(d["created_at"]),
                    expires_at=datetime.fromisoformat(d["expires_at"]),
                    edit_of=d.get("edit_of"), tool_description=d.get("tool_description"),
-                   quorum=Quorum.from_dict(d["quorum"]) if d.get("quorum") else None)
+                   quorum=Quorum.from_dict(d["quorum"]) if d.get("quorum") else None,
+                   preview=d["preview"] if d.get("preview") in PREVIEW_KINDS else None)
 
 
 @dataclass(frozen=True, slots=True)

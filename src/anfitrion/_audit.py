@@ -22,6 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ._approvals import make_visible
 from ._canonical import canonical_json, digest
 from ._chain import CHECKPOINT, PRUNED, chain_hash
 from ._chain import GENESIS as GENESIS
@@ -151,6 +152,10 @@ def event_record_data(event: HostEvent, sensitive: Iterable[str] = ()) -> dict[s
         data["effect_key"] = event.effect_key
     if event.detail is not None:
         data["detail"] = redact(event.detail)
+    if event.reviewer is not None:  # issuer and subject as the provider said: ids, not prose
+        data["reviewer_identity"] = {k: redact(str(v), 200) if k == "name"
+                                     else make_visible(str(v))[:200]
+                                     for k, v in event.reviewer.items()}
     return data
 
 

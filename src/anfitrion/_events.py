@@ -87,6 +87,9 @@ class HostEvent:
     """The content hash of the policy that made ``decision`` (decided and shadow events)."""
     enforced: Decision | None = None
     """On a shadow event: the decision that was enforced (``decision`` is the shadow's)."""
+    reviewer: Mapping[str, str] | None = None
+    """On an answer or a vote: the identity provider's word on the reviewer (issuer,
+    subject, name), when they signed in with OpenID Connect."""
 
 
 Listener: TypeAlias = Callable[[HostEvent], "Awaitable[None] | None"]

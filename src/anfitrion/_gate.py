@@ -546,7 +546,8 @@ class Gate:
             arguments=bound.arguments, effect=bound.tool.effect.value, reason=decision.reason,
             rule_id=decision.rule_id, warnings=decision.warnings, now=now,
             ttl=self.policy.approvals.ttl, edit_of=edit_of,
-            tool_description=bound.tool.description, quorum=decision.quorum)
+            tool_description=bound.tool.description, quorum=decision.quorum,
+            preview=bound.tool.metadata.get("preview"))
         orphan = False
         if pending is None and edit_of is None:
             pending = await self._open_request(session, call, fresh.digest)

@@ -18,6 +18,7 @@ from .exceptions import JsonError
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
+    "as_written",
     "check_json_value",
     "json_strings",
     "parse_json_strict",
@@ -176,3 +177,25 @@ def json_strings(value: Any, path: str = "", skip: Collection[str] = frozenset()
             stack.extend(reversed(children))
         elif isinstance(item, list | tuple):
             stack.extend(reversed([(f"{where}[{i}]", sub, False) for i, sub in enumerate(item)]))
+
+
+_EXACT_INTEGERS = 2 ** 53
+
+
+def as_written(value: Any) -> Any:
+    """*value* for a person to read: every float that holds a whole number as that integer
+    (``4999.0`` → ``4999``), everything else unchanged. A model or a provider that sends
+    every number as a float (``4999.0`` for the ``4999`` it was told) must not change an
+    amount a person reads; non-whole floats keep their shortest form (``4999.5``).
+
+    Example:
+        >>> as_written({"amount": 4999.0, "rate": 0.5, "ids": [3.0, "3.0"]})
+        {'amount': 4999, 'rate': 0.5, 'ids': [3, '3.0']}
+    """
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) <= _EXACT_INTEGERS else value
+    if isinstance(value, Mapping):
+        return {k: as_written(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_written(v) for v in value]
+    return value

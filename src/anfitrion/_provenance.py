@@ -170,10 +170,47 @@ def _emails(text: str) -> list[str]:
     return list(found)
 
 
-def _entities(text: str) -> Iterator[tuple[str, str, str]]:
+_HOST_ANY_CASE = re.compile(_HOST.pattern, re.IGNORECASE)
+_ABBREVIATION = re.compile(r"^(?:[a-z]\.){2,}")
+"""Single letters with dots at the start of a host-shaped run: ``e.g.``, ``i.e.``, ``a.m.``."""
+
+
+def _prose_hosts(raw: str) -> frozenset[str]:
+    """Host-shaped runs of *raw* (text as written, before :func:`normalise`) that are two
+    sentences joined without a space: a lower-case word, a dot, a capitalised word
+    (``the end.Then we``, ``as agreed.It``), normalised. A host is not written that way
+    (``Example.Com``, ``EXAMPLE.COM`` and ``example.com`` are all still hosts)."""
+    if "." not in raw or raw.islower():
+        return frozenset()
+    found = set()
+    for match in _HOST_ANY_CASE.finditer(raw):
+        first, _, last = match.group().partition(".")
+        if first.isalpha() and first.islower() and last.isalpha() and last[0].isupper() \
+                and (len(last) == 1 or last[1:].islower()):
+            found.add(match.group().casefold())
+    return frozenset(found)
+
+
+def _as_written(raw: str, shown: str) -> str:
+    """*shown* — a value found in the normalised form of *raw* — as *raw* writes it (its
+    case, its spacing), so a warning quotes ``DE89…`` as the argument has it, not ``de89…``;
+    *shown* itself when it cannot be found (it was URL- or HTML-encoded)."""
+    if len(raw.casefold()) == len(raw):
+        start = raw.casefold().find(shown)
+        if start >= 0:
+            return raw[start:start + len(shown)]
+    pattern = r"\s+".join(re.escape(word) for word in shown.split(" "))
+    match = re.search(pattern, raw, re.IGNORECASE)
+    return match.group() if match else shown
+
+
+def _entities(text: str, raw: str | None = None) -> Iterator[tuple[str, str, str]]:
     """``(kind, key, shown)`` for every structured value in normalised *text*.
 
-    The key is the form compared (digits only for phone and account numbers).
+    The key is the form compared (digits only for phone and account numbers). *raw*: the
+    text as written, whose host-shaped runs that are sentences joined without a space
+    (:func:`_prose_hosts`, looked for only once a host is found) are not hosts; a run starting
+    with ``e.g.`` or ``i.e.`` loses those letters.
     """
     urls = [u.rstrip(_TRAILING) for u in _URL.findall(text)] \
         if ("://" in text or "www." in text) else []
@@ -183,8 +220,14 @@ def _entities(text: str) -> Iterator[tuple[str, str, str]]:
     for email in emails:
         yield "e-mail", email, email
     emails_hosts = {e.rsplit("@", 1)[-1] for e in emails}
+    prose: frozenset[str] | None = None
     for host in _HOST.findall(text) if "." in text else ():
-        if host not in emails_hosts and not _FILE_EXTENSIONS.search(host):
+        if prose is None:
+            prose = _prose_hosts(raw) if raw is not None else frozenset()
+        if host in prose:
+            continue
+        host = _ABBREVIATION.sub("", host)
+        if "." in host and host not in emails_hosts and not _FILE_EXTENSIONS.search(host):
             yield "host", host.removeprefix("www."), host
     if _ANY_DIGIT.search(text):
         for iban in _IBAN.findall(text):
@@ -287,7 +330,7 @@ class TaintIndex:
         norm = normalise(text)
         self._principal.append(norm)
         self._principal_compact.append(_compact(norm))
-        self._principal_keys.update(key for _, key, _ in _entities(norm))
+        self._principal_keys.update(key for _, key, _ in _entities(norm, text))
         self._principal_numbers.update(
             _NUMBER.findall(_DATE_PHRASES.sub(_blank, _DATES_AND_TIMES.sub(_blank, norm))))
         self._principal_ids.update(_id_mentions(normalise(_LIST_MARKER.sub(" ", text))))
@@ -336,7 +379,7 @@ class TaintIndex:
         self._chunk_words.append(f" {' '.join(tokens)} ")
         if not untrusted:
             self._trusted_amounts.update(_amounts(norm))
-        keys = {key for _, key, _ in _entities(norm)}
+        keys = {key for _, key, _ in _entities(norm, result.content)}
         if not result.is_error and not result.truncated:
             for name, field_value in _json_fields(result.content):
                 self._fields.setdefault(field_value, []).append((chunk, name))
@@ -550,7 +593,8 @@ class TaintIndex:
         proven (each with where it came from): what an outward payload must not carry."""
         self._ready()
         found: list[str] = []
-        for kind, key, shown in _entities(normalise(text)):
+        for kind, key, shown in _entities(normalise(text), text):
+            shown = _as_written(text, shown)
             if kind in ("host", "path") or shown in found:
                 continue
             # a number from the user's own records is theirs to keep: only their words or
@@ -737,12 +781,13 @@ class TaintIndex:
         found: list[str] = []
         seen: set[str] = set()
         if self._untrusted_count:
-            for kind, key, shown in _entities(norm):
+            for kind, key, shown in _entities(norm, value):
                 origin = self._untrusted_keys.get(key)
                 if origin is None or key in seen or self._known_key(key):
                     continue
                 seen.add(key)
-                found.append(f"{kind} `{shown}` appeared only in {origin.describe()}")
+                found.append(f"{kind} `{_as_written(value, shown)}` appeared only in "
+                             f"{origin.describe()}")
             if not found and len(norm) >= MIN_VALUE_CHARS and \
                     not _DATE_OR_TIME.fullmatch(norm) and not self._known(norm):
                 origin = self.untrusted_origin(norm)

@@ -31,7 +31,8 @@ this module names its module in brackets::
         ├── ArgumentError          arguments that do not satisfy a tool (field)
         │   └── SchemaBudgetExceeded  checking them would cost too much  [_tools]
         ├── RequestError           a local-model HTTP request refused  [localmodel._chatml]
-        └── AuthRefused            a gateway request's token refused (status)  [mcp._gateway_auth]
+        ├── AuthRefused            a gateway request's token refused (status)  [mcp._gateway_auth]
+        └── SignInRefused          an inbox sign-in at an OpenID Provider refused  [web._oidc]
 
 Per-call failures that the model must see (unknown tool, invalid arguments, denial, a tool that
 raised) are *data* — an error :class:`~anfitrion._conversation.ToolResult` — never exceptions

@@ -1,9 +1,11 @@
 """Helpers for the gateway's OAuth tests: the upstream notes server (a subprocess), the
-gateway serving streamable HTTP as a resource server, and the official SDK client with a token.
+gateway serving streamable HTTP as a resource server (:class:`OAuthGateway`, the ``gateway``
+fixture of ``conftest.py``), and the official SDK client with a token.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import socket
 import subprocess
@@ -18,12 +20,13 @@ from typing import Any
 
 import anyio
 import httpx2
+from idp import GATEWAY_CLIENT
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._gateway import Gateway
-from anfitrion.mcp._oauth_settings import OAuthSettings
+from anfitrion.mcp._oauth_settings import OAuthSettings, TokenExchangeSettings
 from anfitrion.mcp._pinning import PinBook
 from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import Store
@@ -118,3 +121,56 @@ async def mcp_client(url: str, token: str) -> AsyncIterator[ClientSession]:
             ClientSession(read, write) as session:
         await session.initialize()
         yield session
+
+
+def exchange_to(token_endpoint: str, notes: Notes, scope: str) -> TokenExchangeSettings:
+    """A server entry's ``tokenExchange`` to *notes*, as the gateway's client."""
+    return TokenExchangeSettings(token_endpoint=token_endpoint, audience=notes.url, scope=scope,
+                                 client_id=GATEWAY_CLIENT[0], client_secret=GATEWAY_CLIENT[1],
+                                 allow_internal=True)
+
+
+class OAuthGateway:
+    """A gateway about to serve as a resource server of *issuer*: its address is reserved
+    first (user tokens are minted for it), then :meth:`running` serves it."""
+
+    def __init__(self, issuer: str) -> None:
+        self.issuer = issuer
+        self.sock = free_socket()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/mcp"
+
+    def auth(self, **more: Any) -> OAuthSettings:
+        return settings_for(self.issuer, self.url, **more)
+
+    @asynccontextmanager
+    async def running(self, configs: Any, store: Store, policy: Any, *,
+                      auth: OAuthSettings | None = None,
+                      **options: Any) -> AsyncIterator[tuple[Gateway, McpServers]]:
+        """*configs* (what :class:`McpServers` takes) behind the gateway with *policy* and
+        *options*, served with *auth* (default :meth:`auth`)."""
+        async with McpServers(configs, store) as servers:
+            gateway = Gateway(servers, store=store, policy=policy, **options)
+            async with serving(gateway, auth or self.auth(), self.sock):
+                yield gateway, servers
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def provider_url(started: Any) -> str:
+    """Where the inbox's answer to a form that starts a flow sends the browser on to (its
+    page refreshes there: a redirect after a form POST would break ``form-action 'self'``)."""
+    assert started.status_code == 200, started.text
+    assert started.headers["referrer-policy"] == "no-referrer"
+    assert "location" not in started.headers
+    url = html.unescape(started.text.split('content="0;url=')[1].split('"')[0])
+    assert f'href="{html.escape(url, quote=True)}"' in started.text
+    return url
+
+
+def onward_path(done: Any) -> str:
+    """The inbox's own page its answer to an authorization server's redirect goes on to (a
+    same-site refresh, so that the ``SameSite=Strict`` session cookie is sent there)."""
+    assert done.status_code == 200, done.text
+    assert "location" not in done.headers
+    return str(done.text.split('content="0;url=')[1].split('"')[0])

@@ -169,6 +169,28 @@ class Idp:
             found: dict[str, Any] = response.json()
             return found
 
+    def claims(self, token: str, audience: str) -> dict[str, Any]:
+        """A JWT of this server checked with its keys (a ``Bearer `` prefix is dropped)."""
+        import jwt
+
+        token = token.removeprefix("Bearer ")
+        key = jwt.PyJWKSet.from_dict(self.jwks)[jwt.get_unverified_header(token)["kid"]]
+        found: dict[str, Any] = jwt.decode(token, key, algorithms=["RS256"], audience=audience,
+                                           issuer=self.issuer)
+        return found
+
+    def register(self, redirect_uri: str) -> tuple[str, str]:
+        """A confidential web client registered dynamically (RFC 7591) for the code flow
+        with *redirect_uri*: its id and secret (an OpenID Connect relying party)."""
+        with self._client() as http:
+            response = http.post(f"{self.issuer}/reg", json={
+                "redirect_uris": [redirect_uri], "grant_types": ["authorization_code"],
+                "response_types": ["code"], "token_endpoint_auth_method": "client_secret_basic",
+                "scope": "openid profile roles email"})
+            response.raise_for_status()
+            found = response.json()
+            return str(found["client_id"]), str(found["client_secret"])
+
     def rotate(self) -> str:
         """A new signing key becomes current (the old one stays published); its ``kid``."""
         with self._client() as http:

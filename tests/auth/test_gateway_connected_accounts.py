@@ -11,29 +11,17 @@ real authorization server (oidc-provider) and the SDK's own protected upstream s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import anyio
-import jwt
 import pytest
 
 pytest.importorskip("mcp")
-from gateway_oauth import (
-    Notes,
-    approve_all,
-    free_socket,
-    mcp_client,
-    notes_server,
-    serving,
-    settings_for,
-)
+from gateway_oauth import Notes, OAuthGateway, approve_all, mcp_client
 from idp import SERVICE_CLIENT, Idp
 from mcp.shared.auth import OAuthToken
 
 from anfitrion.mcp._config import AuthSettings, GatewaySettings, McpConfig, ServerConfig
-from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._oauth import StoredTokens, TokenCipher, new_key
-from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import Policy, ToolRule, Verdict
 from anfitrion.store import MemoryStore
 
@@ -42,17 +30,8 @@ pytestmark = [pytest.mark.anyio]
 CONNECT = "https://inbox.example/connect"
 
 
-@pytest.fixture(scope="module")
-def notes(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notes]:
-    with notes_server(idp.issuer, tmp_path_factory.mktemp("accounts")) as found:
-        yield found
-
-
 def subject(idp: Idp, header: str, audience: str) -> str:
-    token = header.removeprefix("Bearer ")
-    key = jwt.PyJWKSet.from_dict(idp.jwks)[jwt.get_unverified_header(token)["kid"]]
-    return str(jwt.decode(token, key, algorithms=["RS256"], audience=audience,
-                          issuer=idp.issuer)["sub"])
+    return str(idp.claims(header, audience)["sub"])
 
 
 async def connect(store: MemoryStore, cipher: TokenCipher, principal: str, issuer: str,
@@ -64,7 +43,7 @@ async def connect(store: MemoryStore, cipher: TokenCipher, principal: str, issue
 
 
 async def test_each_caller_uses_their_own_connected_account_and_no_one_elses(
-        idp: Idp, notes: Notes, monkeypatch: pytest.MonkeyPatch) -> None:
+        idp: Idp, notes: Notes, gateway: OAuthGateway, monkeypatch: pytest.MonkeyPatch) -> None:
     key = new_key()
     monkeypatch.setenv("ANFITRION_TOKEN_KEY", key)
     cipher = TokenCipher.from_env({"ANFITRION_TOKEN_KEY": key})
@@ -78,37 +57,33 @@ async def test_each_caller_uses_their_own_connected_account_and_no_one_elses(
     await approve_all([server], store)
     alice_upstream = idp.user_token("alice", notes.url, "notes:read notes:write")
     await connect(store, cipher, "alice", idp.issuer, notes.url, alice_upstream)
-    sock = free_socket()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    auth = settings_for(idp.issuer, url, connect_url=CONNECT)
+    url = gateway.url
+    auth = gateway.auth(connect_url=CONNECT)
     config = McpConfig({"notes": server}, GatewaySettings(auth=auth))
     asked = "tools:read notes:read notes:write"
     alice = idp.user_token("alice", url, asked)["access_token"]
     bob = idp.user_token("bob", url, asked)["access_token"]
     before = len(notes.authorizations())
-    async with McpServers(config, store) as servers:
-        gateway = Gateway(servers, store=store, policy=Policy([ToolRule("notes.*",
-                                                                        Verdict.ALLOW)]),
-                          approval_wait=1)
-        async with serving(gateway, auth, sock):
-            async with mcp_client(url, bob) as session:  # bob has connected nothing
-                refused = await session.call_tool("notes.read_notes", {})
-                text = refused.content[0].text  # type: ignore[union-attr]
-                assert refused.is_error, text
-                assert f"open {CONNECT}/notes" in text
-                assert "`anfitrion auth login notes` (--principal bob)" in text
-                assert "Nothing was run" in text
-            calls_before_alice = len(notes.authorizations())
-            async with mcp_client(url, alice) as session:
-                wrote = await session.call_tool("notes.write_note", {"text": "hi"})
-                assert not wrote.is_error, wrote
-                assert "alice wrote 'hi'" in wrote.content[0].text  # type: ignore[union-attr]
-            alice_calls = notes.authorizations()[calls_before_alice:]
-            async with mcp_client(url, bob) as session:  # still refused after alice's call
-                refused = await session.call_tool("notes.write_note", {"text": "x"})
-                assert refused.is_error
-                assert "connect an account" in refused.content[0].text  # type: ignore[union-attr]
-            after_bob = notes.authorizations()[calls_before_alice + len(alice_calls):]
+    async with gateway.running(config, store, Policy([ToolRule("notes.*", Verdict.ALLOW)]),
+                               auth=auth, approval_wait=1):
+        async with mcp_client(url, bob) as session:  # bob has connected nothing
+            refused = await session.call_tool("notes.read_notes", {})
+            text = refused.content[0].text  # type: ignore[union-attr]
+            assert refused.is_error, text
+            assert f"open {CONNECT}/notes" in text
+            assert "`anfitrion auth login notes` (--principal bob)" in text
+            assert "Nothing was run" in text
+        calls_before_alice = len(notes.authorizations())
+        async with mcp_client(url, alice) as session:
+            wrote = await session.call_tool("notes.write_note", {"text": "hi"})
+            assert not wrote.is_error, wrote
+            assert "alice wrote 'hi'" in wrote.content[0].text  # type: ignore[union-attr]
+        alice_calls = notes.authorizations()[calls_before_alice:]
+        async with mcp_client(url, bob) as session:  # still refused after alice's call
+            refused = await session.call_tool("notes.write_note", {"text": "x"})
+            assert refused.is_error
+            assert "connect an account" in refused.content[0].text  # type: ignore[union-attr]
+        after_bob = notes.authorizations()[calls_before_alice + len(alice_calls):]
     # alice's call carried her own token ("alice wrote", said the upstream from its sub); the
     # rest is the operator's listing before each call (relistBeforeCall)
     assert "alice" in {subject(idp, a, notes.url) for a in alice_calls if a}
@@ -128,7 +103,7 @@ async def test_each_caller_uses_their_own_connected_account_and_no_one_elses(
 
 
 async def test_a_callers_connection_is_closed_when_idle_and_opened_again(
-        idp: Idp, notes: Notes, monkeypatch: pytest.MonkeyPatch) -> None:
+        idp: Idp, notes: Notes, gateway: OAuthGateway, monkeypatch: pytest.MonkeyPatch) -> None:
     key = new_key()
     monkeypatch.setenv("ANFITRION_TOKEN_KEY", key)
     cipher = TokenCipher.from_env({"ANFITRION_TOKEN_KEY": key})
@@ -140,16 +115,13 @@ async def test_a_callers_connection_is_closed_when_idle_and_opened_again(
     await approve_all([server], store)
     await connect(store, cipher, "alice", idp.issuer, notes.url,
                   idp.user_token("alice", notes.url, "notes:read notes:write"))
-    sock = free_socket()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    auth = settings_for(idp.issuer, url)
+    url = gateway.url
     alice = idp.user_token("alice", url, "tools:read")["access_token"]
-    async with McpServers([server], store) as servers:
+    async with gateway.running([server], store, Policy([ToolRule("notes.*", Verdict.ALLOW)])
+                               ) as (_, servers):
         toolset = servers.toolsets["notes"]
         toolset.idle_seconds = 0.5
-        gateway = Gateway(servers, store=store, policy=Policy([ToolRule("notes.*",
-                                                                        Verdict.ALLOW)]))
-        async with serving(gateway, auth, sock), mcp_client(url, alice) as session:
+        async with mcp_client(url, alice) as session:
             first = await session.call_tool("notes.write_note", {"text": "one"})
             assert "alice wrote 'one'" in first.content[0].text  # type: ignore[union-attr]
             (conn, _), = toolset._callers.values()

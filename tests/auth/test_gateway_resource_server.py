@@ -4,37 +4,22 @@ principal, the policy deciding per user, and the client's token never reaching a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
 
 pytest.importorskip("mcp")
-from gateway_oauth import (
-    Notes,
-    approve_all,
-    free_socket,
-    mcp_client,
-    notes_server,
-    serving,
-    settings_for,
-)
+from gateway_oauth import Notes, OAuthGateway, approve_all, mcp_client
 from idp import Idp
 
 from anfitrion._tools import Effect
 from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._gateway import Gateway
-from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import Policy, ToolRule, Verdict
 from anfitrion.store import MemoryStore
 
 pytestmark = [pytest.mark.anyio]
-
-
-@pytest.fixture(scope="module")
-def notes(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notes]:
-    with notes_server(idp.issuer, tmp_path_factory.mktemp("notes"), open_server=True) as found:
-        yield found
 
 
 def per_role_policy() -> Policy:
@@ -51,17 +36,14 @@ class Running:
 
 
 @pytest.fixture
-async def running(idp: Idp, notes: Notes) -> AsyncIterator[Running]:
+async def running(open_notes: Notes, gateway: OAuthGateway) -> AsyncIterator[Running]:
     store = MemoryStore()
-    configs = [ServerConfig(id="notes", url=notes.url)]
+    configs = [ServerConfig(id="notes", url=open_notes.url)]
     await approve_all(configs, store)
-    sock = free_socket()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-    auth = settings_for(idp.issuer, url, required_scopes=("tools:read",))
-    async with McpServers(configs, store) as servers:
-        gateway = Gateway(servers, store=store, policy=per_role_policy(), approval_wait=1)
-        async with serving(gateway, auth, sock) as served:
-            yield Running(gateway, served, store)
+    auth = gateway.auth(required_scopes=("tools:read",))
+    async with gateway.running(configs, store, per_role_policy(), auth=auth,
+                               approval_wait=1) as (served, _):
+        yield Running(served, gateway.url, store)
 
 
 async def refusals(store: MemoryStore) -> list[dict[str, object]]:
@@ -116,7 +98,7 @@ async def test_a_token_without_the_required_scope_is_403_naming_it(running: Runn
 
 
 async def test_two_users_are_two_principals_and_the_policy_decides_per_role(
-        running: Running, idp: Idp, notes: Notes) -> None:
+        running: Running, idp: Idp, open_notes: Notes) -> None:
     alice = idp.user_token("alice", running.url, "tools:read tools:write")["access_token"]
     bob = idp.user_token("bob", running.url, "tools:read tools:write")["access_token"]
     async with mcp_client(running.url, alice) as session:
@@ -144,7 +126,7 @@ async def test_two_users_are_two_principals_and_the_policy_decides_per_role(
     assert ("bob", "notes.write_note") in rejected, [(r.type, dict(r.data)) for r in records]
     assert "bob wrote" not in str([dict(r.data) for r in records])
     # no token passthrough: the upstream never saw either user's token
-    seen = notes.authorizations()
+    seen = open_notes.authorizations()
     assert seen and alice not in str(seen) and bob not in str(seen)
 
 

@@ -7,26 +7,15 @@ who called (issuer, subject, client id) and the upstream token's scopes, never a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
-import jwt
 import pytest
 
 pytest.importorskip("mcp")
-from gateway_oauth import (
-    Notes,
-    approve_all,
-    free_socket,
-    mcp_client,
-    notes_server,
-    serving,
-    settings_for,
-)
-from idp import GATEWAY_CLIENT, Idp
+from gateway_oauth import Notes, OAuthGateway, approve_all, exchange_to, mcp_client
+from idp import Idp
 
 from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._gateway import Gateway
-from anfitrion.mcp._oauth_settings import TokenExchangeSettings
 from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import Policy, ToolRule, Verdict
 from anfitrion.store import MemoryStore
@@ -34,57 +23,38 @@ from anfitrion.store import MemoryStore
 pytestmark = [pytest.mark.anyio]
 
 
-@pytest.fixture(scope="module")
-def notes(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notes]:
-    with notes_server(idp.issuer, tmp_path_factory.mktemp("protected")) as found:
-        yield found
-
-
-def claims(idp: Idp, token: str, audience: str) -> dict[str, object]:
-    key = jwt.PyJWKSet.from_dict(idp.jwks)[jwt.get_unverified_header(token)["kid"]]
-    found: dict[str, object] = jwt.decode(token, key, algorithms=["RS256"],
-                                          audience=audience, issuer=idp.issuer)
-    return found
-
-
 async def test_each_user_reaches_the_upstream_with_their_own_exchanged_token(
-        idp: Idp, notes: Notes) -> None:
+        idp: Idp, notes: Notes, gateway: OAuthGateway) -> None:
     store = MemoryStore()
-    exchange = TokenExchangeSettings(token_endpoint=idp.token_endpoint, audience=notes.url,
-                                     scope="notes:read notes:write",
-                                     client_id=GATEWAY_CLIENT[0],
-                                     client_secret=GATEWAY_CLIENT[1], allow_internal=True)
+    exchange = exchange_to(idp.token_endpoint, notes, "notes:read notes:write")
     configs = [ServerConfig(id="notes", url=notes.url, token_exchange=exchange)]
     await approve_all(configs, store)  # listed with the gateway's own (client) token
-    sock = free_socket()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    url = gateway.url
     policy = Policy([ToolRule("notes.*", Verdict.ALLOW)])  # the upstream decides
     asked = "tools:read notes:read notes:write"
     alice = idp.user_token("alice", url, asked)["access_token"]
     bob = idp.user_token("bob", url, asked)["access_token"]
-    async with McpServers(configs, store) as servers:
-        gateway = Gateway(servers, store=store, policy=policy, approval_wait=1)
-        async with serving(gateway, settings_for(idp.issuer, url), sock):
-            async with mcp_client(url, alice) as session:
-                wrote = await session.call_tool("notes.write_note", {"text": "hi"})
-                assert not wrote.is_error, wrote
-                assert "alice wrote 'hi'" in wrote.content[0].text  # type: ignore[union-attr]
-            async with mcp_client(url, bob) as session:
-                read = await session.call_tool("notes.read_notes", {})
-                assert "notes of bob (scopes: notes:read)" in read.content[0].text  # type: ignore[union-attr]
-                refused = await session.call_tool("notes.write_note", {"text": "hi"})
-                assert refused.is_error
-                assert "bob may not write notes" in refused.content[0].text  # type: ignore[union-attr]
-            # a second call reuses the cached exchanged token: no new exchange
-            exchanges = servers.toolsets["notes"].exchanger.exchanges  # type: ignore[union-attr]
-            async with mcp_client(url, alice) as session:
-                await session.call_tool("notes.read_notes", {})
-            assert servers.toolsets["notes"].exchanger.exchanges == exchanges  # type: ignore[union-attr]
+    async with gateway.running(configs, store, policy, approval_wait=1) as (_, servers):
+        async with mcp_client(url, alice) as session:
+            wrote = await session.call_tool("notes.write_note", {"text": "hi"})
+            assert not wrote.is_error, wrote
+            assert "alice wrote 'hi'" in wrote.content[0].text  # type: ignore[union-attr]
+        async with mcp_client(url, bob) as session:
+            read = await session.call_tool("notes.read_notes", {})
+            assert "notes of bob (scopes: notes:read)" in read.content[0].text  # type: ignore[union-attr]
+            refused = await session.call_tool("notes.write_note", {"text": "hi"})
+            assert refused.is_error
+            assert "bob may not write notes" in refused.content[0].text  # type: ignore[union-attr]
+        # a second call reuses the cached exchanged token: no new exchange
+        exchanges = servers.toolsets["notes"].exchanger.exchanges  # type: ignore[union-attr]
+        async with mcp_client(url, alice) as session:
+            await session.call_tool("notes.read_notes", {})
+        assert servers.toolsets["notes"].exchanger.exchanges == exchanges  # type: ignore[union-attr]
     seen = [a for a in notes.authorizations() if a]
     assert seen and alice not in str(seen) and bob not in str(seen)  # no passthrough
     subjects = set()
     for header in seen:
-        found = claims(idp, header.removeprefix("Bearer "), notes.url)
+        found = idp.claims(header, notes.url)
         subjects.add(found["sub"])
         if found["sub"] in ("alice", "bob"):
             assert found["act"] == {"sub": "gateway"}  # on behalf of, by the gateway
@@ -110,9 +80,7 @@ async def test_each_user_reaches_the_upstream_with_their_own_exchanged_token(
 async def test_without_an_oauth_caller_a_token_exchange_server_is_never_called(
         idp: Idp, notes: Notes) -> None:
     store = MemoryStore()
-    exchange = TokenExchangeSettings(token_endpoint=idp.token_endpoint, audience=notes.url,
-                                     scope="notes:read", client_id=GATEWAY_CLIENT[0],
-                                     client_secret=GATEWAY_CLIENT[1], allow_internal=True)
+    exchange = exchange_to(idp.token_endpoint, notes, "notes:read")
     configs = [ServerConfig(id="notes", url=notes.url, token_exchange=exchange)]
     await approve_all(configs, store)
     before = len(notes.authorizations())
@@ -124,5 +92,5 @@ async def test_without_an_oauth_caller_a_token_exchange_server_is_never_called(
         result = await gateway.call_tool("notes.write_note", {"text": "x"})
         assert result.is_error and "no OAuth caller" in result.content[0].text  # type: ignore[union-attr]
     later = [a for a in notes.authorizations()[before:] if a]
-    assert all(claims(idp, a.removeprefix("Bearer "), notes.url)["sub"] == "gateway"
+    assert all(idp.claims(a, notes.url)["sub"] == "gateway"
                for a in later)  # only the gateway's own listing, never a user's token

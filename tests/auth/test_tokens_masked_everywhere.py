@@ -7,7 +7,6 @@ pastes the caller's token into a tool's arguments."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +17,7 @@ import pytest
 pytest.importorskip("mcp")
 pytest.importorskip("opentelemetry.sdk", reason="needs the otel extra and the SDK")
 from click.testing import CliRunner
-from gateway_oauth import (
-    Notes,
-    approve_all,
-    free_socket,
-    mcp_client,
-    notes_server,
-    serving,
-    settings_for,
-)
+from gateway_oauth import Notes, OAuthGateway, approve_all, exchange_to, mcp_client
 from idp import GATEWAY_CLIENT, Idp
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -34,9 +25,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from anfitrion._cli.main import cli
 from anfitrion.mcp._config import ServerConfig
-from anfitrion.mcp._gateway import Gateway
-from anfitrion.mcp._oauth_settings import TokenExchangeSettings
-from anfitrion.mcp._toolset import McpServers
 from anfitrion.policy import Policy, ToolRule, Verdict
 from anfitrion.store._sqlite import SQLiteStore
 from anfitrion.telemetry import HostTelemetry
@@ -45,12 +33,6 @@ from anfitrion.web import create_app
 pytestmark = [pytest.mark.anyio]
 
 INBOX_TOKEN = "inbox-token-0123456789abcdef"
-
-
-@pytest.fixture(scope="module")
-def notes(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Notes]:
-    with notes_server(idp.issuer, tmp_path_factory.mktemp("masked")) as found:
-        yield found
 
 
 def span_text(exporter: InMemorySpanExporter) -> str:
@@ -79,20 +61,16 @@ async def inbox_text(store: SQLiteStore) -> str:
 
 
 async def test_no_token_or_secret_reaches_spans_the_inbox_or_exports(
-        idp: Idp, notes: Notes, tmp_path: Path) -> None:
+        idp: Idp, notes: Notes, gateway: OAuthGateway, tmp_path: Path) -> None:
     url_of_store = f"sqlite:///{tmp_path}/s.db"
     migrated = await anyio.to_thread.run_sync(
         lambda: CliRunner().invoke(cli, ["db", "migrate", "--store", url_of_store]))
     assert migrated.exit_code == 0, migrated.output
     store = SQLiteStore.from_url(url_of_store)
-    exchange = TokenExchangeSettings(token_endpoint=idp.token_endpoint, audience=notes.url,
-                                     scope="notes:read notes:write",
-                                     client_id=GATEWAY_CLIENT[0],
-                                     client_secret=GATEWAY_CLIENT[1], allow_internal=True)
+    exchange = exchange_to(idp.token_endpoint, notes, "notes:read notes:write")
     configs = [ServerConfig(id="notes", url=notes.url, token_exchange=exchange)]
     await approve_all(configs, store)
-    sock = free_socket()
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    url = gateway.url
     alice = idp.user_token("alice", url, "tools:read notes:read notes:write")["access_token"]
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
@@ -101,20 +79,18 @@ async def test_no_token_or_secret_reaches_spans_the_inbox_or_exports(
     asking = Policy([ToolRule("notes.read_notes", Verdict.ALLOW),
                      ToolRule("notes.write_note", Verdict.ASK)])
     before = len(notes.authorizations())
-    async with McpServers(configs, store) as servers:
-        gateway = Gateway(servers, store=store, policy=policy, approval_wait=0.5)
-        gateway.runtime.add_listener(HostTelemetry(
+    async with gateway.running(configs, store, policy, approval_wait=0.5) as (served, _):
+        served.runtime.add_listener(HostTelemetry(
             model_name="gateway", provider=None, agent_name="anfitrion",
             tracer_provider=provider, capture_content=True))
-        async with serving(gateway, settings_for(idp.issuer, url), sock), \
-                mcp_client(url, alice) as session:
+        async with mcp_client(url, alice) as session:
             read = await session.call_tool("notes.read_notes", {})
             assert "notes of alice" in read.content[0].text  # type: ignore[union-attr]
             # a model pastes the caller's token into the arguments; the upstream echoes it
             pasted = {"text": f"here is my token {alice} and Authorization: Bearer {alice}"}
             echoed = await session.call_tool("notes.write_note", pasted)
             assert alice in echoed.content[0].text  # type: ignore[union-attr]
-            gateway.gate.policy = asking  # and once more, now waiting for a person
+            served.gate.policy = asking  # and once more, now waiting for a person
             pasted["text"] += " again"
             waiting = await session.call_tool("notes.write_note", pasted)
             assert waiting.is_error and "approval" in waiting.content[0].text  # type: ignore[union-attr]

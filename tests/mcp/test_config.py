@@ -54,6 +54,18 @@ def test_the_gateway_only_listens_on_loopback() -> None:
         parse_config({"mcpServers": {}, "gateway": {"host": "0.0.0.0"}})
 
 
+def test_the_inbox_url_is_an_address_without_credentials() -> None:
+    """The link a client is asked to open (URL-mode elicitation) is the configured inbox's:
+    no credentials, query or fragment an attacker could smuggle into it; http(s) only."""
+    settings = parse_config({"gateway": {"inboxUrl": "https://inbox.example/team"}}).gateway
+    assert settings.inbox_url == "https://inbox.example/team"
+    for bad in ("javascript:alert(1)", "https://user:pw@inbox.example", "file:///etc/passwd",
+                "https://inbox.example/?next=https://evil.example", "https://inbox.example/#x",
+                "https://", "https://inbox.example/\n", 42, ""):
+        with pytest.raises(ConfigError, match="inboxUrl"):
+            parse_config({"gateway": {"inboxUrl": bad}})
+
+
 def test_load_config_reports_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "mcp.json"
     path.write_text('{\n  "mcpServers": {,\n}')

@@ -29,7 +29,7 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from anfitrion.mcp._gateway import Gateway
-from anfitrion.mcp._http_body import MCP_REQUEST_METHODS, check_body
+from anfitrion.mcp._http_body import EXTENSION_REQUEST_METHODS, MCP_REQUEST_METHODS, check_body
 from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import MemoryStore
 
@@ -271,6 +271,6 @@ def test_what_passes_the_check_is_one_message_the_sdk_accepts_with_an_mcp_method
     if refusal is None:
         message = mt.jsonrpc_message_adapter.validate_python(value, by_name=False)
         if isinstance(message, mt.JSONRPCRequest):
-            assert message.method in MCP_REQUEST_METHODS
+            assert message.method in MCP_REQUEST_METHODS | EXTENSION_REQUEST_METHODS
     else:
         assert json.loads(refusal.payload())["error"]["code"] == refusal.code

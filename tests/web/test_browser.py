@@ -209,6 +209,21 @@ def test_the_decision_is_in_view_with_the_call_at_desktop_and_phone_widths(
             assert "cannot be recalled" in shown  # the tool's description
             marks = page.locator("section.arguments mark.hidden-char").all_inner_texts()
             assert "⟨U+202E RLO⟩" in marks
+            # the flagged address, with the untrusted sentence that asked for it, quoted
+            source = page.locator("section.notices figure.source").first
+            assert "untrusted text from a result of fetch_url at turn 1" in source.inner_text()
+            assert "the CFO now wants them at" in source.locator("blockquote").inner_text()
+            assert source.locator("mark.flagged").inner_text() == "moc.live@example.com"
+            quote_box = source.bounding_box()
+            assert quote_box is not None
+            if width == "desktop":  # in the first screen, with the call and the buttons
+                assert quote_box["y"] + quote_box["height"] <= viewport["height"]
+            # the e-mail as its recipient reads it: the non-ASCII body as text, not base64
+            mail = page.locator("pre.email").inner_text()
+            assert "Grüße, Alice" in mail and "4 999 €" in mail
+            assert "base64" not in mail and "R3LDvMOfZ" not in mail
+            # nothing wider than the window
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
             page.screenshot(path=str(out / f"request-{width}.png"),
                             full_page=width == "phone")
             context.close()

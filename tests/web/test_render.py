@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -87,3 +88,31 @@ def test_email_preview_reports_header_injection_instead_of_hiding_it() -> None:
                           "body": "b"})
     assert text is not None
     assert text.startswith("This message cannot be sent as it is")
+
+
+@pytest.mark.parametrize("body", [
+    "Grüße aus Zürich — 4 999 €",
+    "ß" * 3000,  # one line far past the 998-octet limit: base64 on the wire
+    "A" * 5000 + "\nend",  # an ASCII line too long for 7bit: encoded on the wire too
+    "--b\nContent-Type: text/html\nContent-Transfer-Encoding: base64\n\nPHNjcmlwdD4=\n--b--",
+    "=?utf-8?b?ZXZpbA==?= and =C3=A9 stay as written in a body",
+])
+def test_email_preview_shows_any_body_decoded_exactly(body: str) -> None:
+    text = email_preview({"to": "a@example.com", "subject": "s", "body": body})
+    assert text is not None and not text.startswith("This message cannot be sent")
+    assert text.split("\n\n", 1)[1].rstrip("\n") == body
+    assert "Content-Transfer-Encoding" not in text.split("\n\n", 1)[0]
+
+
+def test_email_preview_refuses_text_no_mail_can_carry() -> None:
+    text = email_preview({"to": "a@example.com", "subject": "s", "body": "lone \ud800"})
+    assert text is not None and text.startswith("This message cannot be sent as it is")
+
+
+def test_a_sentences_full_stop_or_a_mention_is_no_non_ascii_domain() -> None:
+    from anfitrion._approvals import show_value
+    body = "Danke @José. Liebe Grüße. Café? Mail bob@exаmple.com."
+    assert findings({"body": body}) == [
+        "body names a non-ASCII domain exаmple.com = xn--exmple-4nf.com"]
+    assert show_value(body) == ("Danke @José. Liebe Grüße. Café? Mail bob@xn--exmple-4nf.com "
+                                "⟨non-ASCII domain; as written: exаmple.com⟩.")

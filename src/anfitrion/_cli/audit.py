@@ -36,10 +36,37 @@ def command() -> None:
     """The audit log: verify its hash chain, show it, export it."""
 
 
+MIN_SESSION_PREFIX = 6
+
+
 def _records(store_url: str | None, session_id: str | None) -> Sequence[AuditRecord]:
+    """The store's audit records; with *session_id*, that session's: its full id or a unique
+    prefix of at least :data:`MIN_SESSION_PREFIX` characters (``audit show`` prints the first
+    12). A session with no record is an error naming it, never an empty listing."""
     async def work(store: Store) -> Sequence[AuditRecord]:
-        return await store.audit_records(session_id)
+        if session_id is None:
+            return await store.audit_records(None)
+        exact = await store.audit_records(session_id)
+        if exact or len(session_id) < MIN_SESSION_PREFIX:
+            return _found(exact, session_id)
+        everything = await store.audit_records(None)
+        sessions = sorted({r.session_id for r in everything
+                           if r.session_id.startswith(session_id)})
+        if len(sessions) > 1:
+            raise click.ClickException(
+                f"{session_id!r} is the start of {len(sessions)} sessions' ids "
+                f"({', '.join(s[:16] for s in sessions[:3])}…): give more of the id")
+        return _found([r for r in everything if r.session_id in sessions], session_id)
     return run_with_store(store_url, work)
+
+
+def _found(records: Sequence[AuditRecord], session_id: str) -> Sequence[AuditRecord]:
+    if not records:
+        short = "" if len(session_id) >= MIN_SESSION_PREFIX else (
+            f" (a shortened id needs at least {MIN_SESSION_PREFIX} characters)")
+        raise click.ClickException(f"no audit record of session {session_id!r} in this store"
+                                   f"{short}; `anfitrion sessions list` names the sessions")
+    return records
 
 
 @command.command("verify")
@@ -183,7 +210,9 @@ def _selected(records: Sequence[AuditRecord], tool: str | None,
 
 @command.command("show")
 @store_option
-@click.option("--session", "session_id", default=None, help="Only this session's records.")
+@click.option("--session", "session_id", default=None, metavar="ID",
+              help="Only this session's records: its id, or a unique prefix of at least 6 "
+                   "characters (as the listing shows it).")
 @click.option("--tool", default=None, help="Only the records of calls of this tool.")
 @click.option("--tail", type=click.IntRange(min=0), default=None, metavar="N",
               help="Only the last N records (after --session and --tool).")
@@ -205,7 +234,8 @@ def show(store_url: str | None, session_id: str | None, tool: str | None, tail: 
 
 @command.command("export")
 @store_option
-@click.option("--session", "session_id", default=None, help="Only this session's records.")
+@click.option("--session", "session_id", default=None, metavar="ID",
+              help="Only this session's records (its id or a unique prefix).")
 @click.option("-o", "--output", type=click.File("w", encoding="utf-8"), default="-",
               help="Write to this file (default: standard output).")
 @click.option("--bundle", default=None, type=click.Path(dir_okay=False), metavar="OUT.tar",

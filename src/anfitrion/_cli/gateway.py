@@ -84,7 +84,8 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                                   principal=Principal(settings.principal, scopes=settings.scopes),
                                   approval_wait=approval_wait or settings.approval_wait,
                                   own_names=own, store_url=url,
-                                  listing_ttl=settings.listing_ttl)
+                                  listing_ttl=settings.listing_ttl,
+                                  inbox_url=settings.inbox_url)
                 await servers.start()  # all at once, while the client connects
                 if not use_http:
                     await gateway.serve_stdio()

@@ -131,10 +131,10 @@ def _check_app(session_id: str, recorded: object, given: str | None) -> str:
               help="Resume a session left 'running' by a process that died. Unsettled "
                    "side effects are reported as 'outcome unknown', never run again.")
 @click.option("--policy", "policy_path", type=click.Path(dir_okay=False), default=None,
-              help="Policy file (TOML) for a demo session, the same as the suspended run's; "
-                   "default ./anfitrion.toml if present, else the default policy. A session "
-                   "resumed with --app MODULE:ATTR uses that Host's own policy (this option "
-                   "is then refused).")
+              help="Policy file (TOML) for a demo session (app anfitrion:demo), the same as "
+                   "the suspended run's; default ./anfitrion.toml if present, else the default "
+                   "policy. Any other app's session — named by --app or recorded with the "
+                   "session — resumes under its Host's own policy, and --policy is refused.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 def command(session_id: str | None, store_url: str | None, app: str | None,
             model: str | None, ready: bool, force: bool, policy_path: str | None,

@@ -16,6 +16,7 @@ from ._common import existing_store, resolve_url, shown_store, store_option
 if TYPE_CHECKING:
     from ..mcp import AccountConnector
     from ..store import Store
+    from ..web import OidcSignIn
 
 TOKEN_ENV = "ANFITRION_INBOX_TOKEN"
 
@@ -69,8 +70,10 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
     """Serve the approval inbox (extra: web).
 
     Binds to 127.0.0.1 unless --allow-remote is given together with a configured token. Put a
-    TLS-terminating proxy in front of it for anything but loopback.
+    TLS-terminating proxy in front of it for anything but loopback. With --config, the MCP
+    config's store, and its inbox.auth (if any) signs reviewers in with OpenID Connect.
     """
+    config_path = click.get_current_context().params.get("mcp_config")
     try:
         import uvicorn
 
@@ -101,8 +104,10 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
         from ..channels import load_reviewers
 
         store = open_store(url)
-        accounts = _accounts(accounts_config, store, public_origin or f"http://{shown_host}:{port}")
-        app = create_app(store, token=the_token, accounts=accounts,
+        origin = public_origin or f"http://{shown_host}:{port}"
+        accounts = _accounts(accounts_config, store, origin)
+        oidc = _oidc(config_path, origin)
+        app = create_app(store, token=the_token, accounts=accounts, oidc=oidc,
                          allowed_hosts=allowed_hosts_for(host, allowed_host),
                          files_root=files_root, public_origin=public_origin,
                          reviewers=load_reviewers(reviewers_path) if reviewers_path else None,
@@ -110,9 +115,13 @@ def command(store_url: str | None, host: str, port: int, token: str | None, allo
     except UserError as exc:
         raise click.UsageError(str(exc)) from exc
     click.echo(f"anfitrion inbox on http://{shown_host}:{port}/  (store {shown_store(url)})")
-    if configured is None:
+    if oidc is not None:
+        click.echo(f"sign in: {origin}/login  (at {oidc.settings.issuer}; redirect URI "
+                   f"{oidc.redirect_uri})")
+        if configured is None:
+            click.echo(f"API token: {the_token}")
+    elif configured is None:
         # in the fragment, the token never reaches the server, a proxy's log or a Referer
-        origin = public_origin or f"http://{shown_host}:{port}"
         click.echo(f"sign in: {origin}/login#token={the_token}")
         click.echo(f"sign-in token: {the_token}")
     uvicorn.run(app, host=host.strip("[]"), port=port, log_level="warning",
@@ -130,3 +139,20 @@ def _accounts(mcp_config: str | None, store: Store, origin: str) -> AccountConne
                                 redirect_uri=f"{origin}/connect/callback")
     except CredentialError as exc:
         raise click.UsageError(str(exc)) from exc
+
+
+def _oidc(mcp_config: str | None, origin: str) -> OidcSignIn | None:
+    """Sign-in with OpenID Connect from *mcp_config*'s ``inbox.auth``, or ``None``."""
+    if mcp_config is None:
+        return None
+    from ..mcp import load_config
+
+    settings = load_config(mcp_config).sign_in
+    if settings is None:
+        return None
+    try:
+        from ..web import OidcSignIn
+    except ImportError as exc:
+        raise click.ClickException("signing in with OpenID Connect needs the mcp extra: "
+                                   "pip install 'anfitrion[web,mcp]'") from exc
+    return OidcSignIn(settings, redirect_uri=f"{origin}/login/callback")

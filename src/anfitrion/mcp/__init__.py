@@ -25,6 +25,7 @@ from ._config import (
     load_config,
     parse_config,
 )
+from ._oauth_settings import SignInSettings
 from ._pinning import Pin, PinBook, PinState
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "PinBook",
     "PinState",
     "ServerConfig",
+    "SignInSettings",
     "TokenCipher",
     "load_config",
     "parse_config",

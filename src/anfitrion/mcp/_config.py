@@ -53,11 +53,19 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .._home import relative_to
 from ..exceptions import ConfigError
 from ._listing import DEFAULT_LISTING_TTL
-from ._oauth_settings import OAuthSettings, TokenExchangeSettings, parse_oauth, parse_token_exchange
+from ._oauth_settings import (
+    OAuthSettings,
+    SignInSettings,
+    TokenExchangeSettings,
+    parse_oauth,
+    parse_sign_in,
+    parse_token_exchange,
+)
 from ._sandbox import ProfileError, SandboxProfile, parse_sandbox
 
 __all__ = ["DEFAULT_REDIRECT_URI", "AuthSettings", "GatewaySettings", "McpConfig", "ServerConfig",
@@ -176,6 +184,9 @@ class GatewaySettings:
             HTTP clients present the static bearer token.
         listing_ttl: seconds calls are relayed on a server's last listing
             (:mod:`anfitrion.mcp._listing`); ``0``: list before every call.
+        inbox_url: the approval inbox's address (``inboxUrl``, ``http(s)://host[:port]``
+            and a path): a call waiting for a person names its page in its task and asks a
+            client supporting URL-mode elicitation to open it.
     """
 
     store: str | None = None
@@ -191,6 +202,7 @@ class GatewaySettings:
     own_names: bool = False
     auth: OAuthSettings | None = None
     listing_ttl: float = DEFAULT_LISTING_TTL
+    inbox_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +210,8 @@ class McpConfig:
     servers: Mapping[str, ServerConfig]
     gateway: GatewaySettings = field(default_factory=GatewaySettings)
     path: str | None = None
+    sign_in: SignInSettings | None = None
+    """``inbox.auth``: the inbox signs reviewers in with OpenID Connect."""
 
 
 # The key index of the file being loaded, so that errors raised while checking parsed data can
@@ -443,7 +457,7 @@ def _gateway(raw: Any, *, path: str | None,
     if not isinstance(raw, dict):
         raise _config_error("must be an object", path=path, key="gateway")
     known = {"store", "policy", "principal", "scopes", "approvalWait", "host", "port", "tokenEnv",
-             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl"}
+             "allowedOrigins", "maxBodyBytes", "ownNames", "auth", "listingTtl", "inboxUrl"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="gateway")
@@ -469,6 +483,14 @@ def _gateway(raw: Any, *, path: str | None,
     if isinstance(body, bool) or not isinstance(body, int) or body < 1024:
         raise _config_error("must be an integer of at least 1024", path=path,
                           key="gateway.maxBodyBytes")
+    inbox = raw.get("inboxUrl")
+    if inbox is not None:
+        parts = urlsplit(inbox) if isinstance(inbox, str) and inbox.isprintable() else None
+        if (parts is None or parts.scheme not in ("http", "https") or not parts.hostname
+                or parts.username is not None or parts.password is not None or parts.query
+                or parts.fragment):
+            raise _config_error("must look like https://inbox.example (no credentials, query "
+                                "or fragment)", path=path, key="gateway.inboxUrl")
     policy, store = raw.get("policy"), raw.get("store")
     if path is not None:  # both found from the config's folder, wherever the command runs
         policy = str(Path(path).parent / policy) if policy is not None else None
@@ -487,7 +509,8 @@ def _gateway(raw: Any, *, path: str | None,
                                                      defaults.listing_ttl, path=path,
                                                      key="gateway.listingTtl"),
         auth=parse_oauth(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
-                         os.environ if environ is None else environ))
+                         os.environ if environ is None else environ),
+        inbox_url=inbox)
 
 
 MAX_DEPTH = 64
@@ -607,7 +630,7 @@ def parse_config(data: Any, *, path: str | None = None,
     env = os.environ if environ is None else environ
     if not isinstance(data, dict):
         raise _config_error("the MCP config must be a JSON object", path=path)
-    unknown = sorted(set(data) - {"mcpServers", "gateway", "$schema"})
+    unknown = sorted(set(data) - {"mcpServers", "gateway", "inbox", "$schema"})
     if unknown:
         raise _config_error(f"unknown keys {_names(unknown)}", path=path)
     raw_servers = data.get("mcpServers", {})
@@ -618,7 +641,21 @@ def parse_config(data: Any, *, path: str | None = None,
         server = _server(server_id, raw, path=path, environ=env)
         if server is not None:
             servers[server_id] = server
-    return McpConfig(servers, _gateway(data.get("gateway"), path=path, environ=env), path)
+    return McpConfig(servers, _gateway(data.get("gateway"), path=path, environ=env), path,
+                     _inbox(data.get("inbox"), path=path, environ=env))
+
+
+def _inbox(raw: Any, *, path: str | None, environ: Mapping[str, str]) -> SignInSettings | None:
+    """The ``inbox`` section (``anfitrion serve --config``): only ``auth`` so far."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise _config_error("must be an object", path=path, key="inbox")
+    unknown = sorted(set(raw) - {"auth"})
+    if unknown:
+        raise _config_error(f"unknown keys {_names(unknown)}", path=path, key="inbox")
+    return parse_sign_in(raw.get("auth"), lambda m, k: _config_error(m, path=path, key=k),
+                         environ)
 
 
 def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> McpConfig:

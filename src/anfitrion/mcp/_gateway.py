@@ -7,10 +7,12 @@ its servers. The gateway connects to the configured upstream servers and:
   namespaced names (``git.git_log``), with annotations the gateway itself determined;
 - puts every ``tools/call`` through the :class:`~anfitrion._gate.Gate`: resolve, validate,
   policy, approval, execution ledger, result shaping — each stage audited in the store;
-- for a call that needs a person, creates the approval request in the store and waits up to
-  ``approval_wait`` seconds for an answer (``anfitrion approvals approve ID`` or the inbox);
-  without one, it returns a tool error saying where to approve; calling the tool again with the
-  same arguments after approval runs the approved call.
+- for a call that needs a person, creates the approval request in the store and completes it
+  in-band where the client can (:mod:`anfitrion.mcp._gateway_tasks`): a task for a client of
+  the Tasks extension, or a URL-mode elicitation of the request's inbox page; else it waits up
+  to ``approval_wait`` seconds for an answer (``anfitrion approvals approve ID`` or the inbox)
+  and, without one, returns a tool error saying where to approve; calling the tool again with
+  the same arguments after approval runs the approved call.
 
 Transports: stdio (:meth:`Gateway.serve_stdio`), and streamable HTTP on a loopback address
 (:meth:`Gateway.serve_http`) behind a guard checking ``Host``, ``Origin``, a bearer token and
@@ -93,6 +95,7 @@ try:
         request_identity,
     )
     from ._gateway_content import forward_result, listed_tool
+    from ._gateway_tasks import TASKS_EXTENSION, GatewayTask, TaskBook, approval_link
     from ._gateway_upstream import LOG_LEVELS, UpstreamProtocol, page
     from ._instructions import approved_instructions, combine
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -239,6 +242,9 @@ class Gateway:
         listing_ttl: seconds calls are relayed on a server's last listing, unless it said
             its list changed, a pin changed or the call names a tool not offered
             (:mod:`anfitrion.mcp._listing`); ``0``: list before every call.
+        inbox_url: the approval inbox's address: a call waiting for a person names its page
+            (``<inbox_url>/approvals/<id>``) in its task, and asks a client that supports
+            URL-mode elicitation to open it (:mod:`anfitrion.mcp._gateway_tasks`).
 
     Raises:
         UserError: ``own_names`` with more than one server.
@@ -257,7 +263,8 @@ class Gateway:
                  max_tool_calls: int | None = None, own_names: bool = False,
                  page_size: int = 100, conversation_key: str | bytes | None = None,
                  store_url: str | None = None,
-                 listing_ttl: float = DEFAULT_LISTING_TTL) -> None:
+                 listing_ttl: float = DEFAULT_LISTING_TTL,
+                 inbox_url: str | None = None) -> None:
         if own_names and len(servers.toolsets) != 1:
             raise UserError(f"own names need exactly one wrapped server, not "
                             f"{len(servers.toolsets)}: with several, one server's tool could "
@@ -277,6 +284,10 @@ class Gateway:
         self.principal = Principal.of(principal)
         self.approval_wait = approval_wait
         self.poll_interval = poll_interval
+        self.inbox_url = inbox_url
+        """The approval inbox's address (``gateway.inboxUrl``): links to a request's page in
+        task status messages and URL-mode elicitations (none: neither names a page)."""
+        self.tasks = TaskBook(store)
         self.fixed_session_id = session_id
         self._visible = visible
         self._offered_names: frozenset[str] = frozenset()
@@ -622,7 +633,8 @@ class Gateway:
 
         return UpstreamCall(progress=progress, log=log_message, request=request)
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None) -> mt.CallToolResult:
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None
+                        ) -> mt.CallToolResult | dict[str, Any]:
         """``tools/call``: through the gate, waiting a while for a person if it must."""
         arguments = dict(arguments or {})
         name = self.inside_name(name)
@@ -639,13 +651,19 @@ class Gateway:
             UPSTREAM_CALL.reset(token)
 
     async def _call_tool(self, name: str, arguments: dict[str, Any],
-                         relay: UpstreamCall | None) -> mt.CallToolResult:
+                         relay: UpstreamCall | None) -> mt.CallToolResult | dict[str, Any]:
         if name not in self._offered_names:  # a tool added since the last listing?
             self.servers.mark_stale()
-        gated = await self._client().session()
+        client = self._client()
+        gated = await client.session()
         key = digest({"tool": name, "arguments": arguments})
         # a call repeated after its approval was given carries the call id it is bound to
-        call_id = gated.session.retry_of(name, key) or f"mcp-{uuid.uuid4().hex}"
+        retry = gated.session.retry_of(name, key)
+        if retry is not None and self._tasks_declared():  # a re-send joins its task
+            task = await self.tasks.for_call(gated.id, retry, self._caller_principal())
+            if task is not None and not task.terminal and task.bound_to(name, arguments):
+                return task.created()
+        call_id = retry or f"mcp-{uuid.uuid4().hex}"
         try:
             outcome = await gated.submit(name, arguments, call_id)
             if outcome.status is SubmissionStatus.WAITING and outcome.request is not None:
@@ -654,7 +672,18 @@ class Gateway:
                 # process, or this one after a reconnect, continues this very request
                 gated.session.remember_retry(name, key, call_id)
                 await gated.save()
-                if await self._answered(request.id):
+                if self._tasks_declared():  # the client polls a task: nothing to wait for
+                    task = await self.tasks.create(
+                        principal=self._caller_principal(), session_id=gated.id,
+                        handle=client.handle if client.named else None, tool=name,
+                        arguments=arguments, call_id=call_id, request_id=request.id,
+                        message=self._waiting_message(name, key, request.id),
+                        expires_at=request.expires_at)
+                    return task.created()
+                asked = self._ask_in_band(request.id, name, key)
+                if asked is not None:  # 2026-07-28: open the page, then send the call again
+                    return asked
+                if await self._await_person(request.id, name, key):
                     self.servers.mark_stale()  # what a person approved: offered afresh
                     outcome = await gated.submit(name, arguments, call_id)
                 if outcome.status is SubmissionStatus.WAITING:
@@ -671,7 +700,10 @@ class Gateway:
                 await gated.save()
         finally:
             await self.runtime.flush()  # every call's records are stored when it returns
-        result = outcome.result
+        return self._finished(outcome.result, name, relay)
+
+    def _finished(self, result: ToolResult | None, name: str,
+                  relay: UpstreamCall | None) -> mt.CallToolResult:
         assert result is not None
         server = self.servers.toolsets.get(name.partition(".")[0])
         if not result.is_error and relay is not None and relay.results and server is not None:
@@ -685,6 +717,219 @@ class Gateway:
         return await answers.wait_for_answer(self.store, request_id,
                                              timeout=self.approval_wait,
                                              poll=self.poll_interval)
+
+    # -- approvals in-band (:mod:`._gateway_tasks`) ----------------------------------------
+
+    def _caller_principal(self) -> Principal:
+        """Who the request being answered is from (its OAuth identity, else the gateway's)."""
+        caller = CALLER.get()
+        return (caller.principal if caller is not None else None) or self.principal
+
+    def _capabilities(self) -> mt.ClientCapabilities | None:
+        context = _REQUEST.get()
+        return context.session.client_capabilities if context is not None else None
+
+    def _tasks_declared(self) -> bool:
+        """Whether the request comes from a 2026-07-28 client declaring the Tasks extension
+        (for its connection, or in this request's ``_meta``): only such a client is given a
+        task (an older revision has no wire for the extension's result)."""
+        context = _REQUEST.get()
+        if context is None or context.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return False
+        capabilities = self._capabilities()
+        return bool(capabilities is not None and capabilities.extensions is not None
+                    and TASKS_EXTENSION in capabilities.extensions)
+
+    def _waiting_message(self, name: str, key: str, request_id: str) -> str:
+        link = approval_link(self.inbox_url, request_id)
+        where = f" in the inbox: {link}" if link else (
+            f" with `anfitrion approvals approve {request_id}{self._store_flag}` or in the "
+            "approval inbox")
+        return (f"waiting for a person to approve {self.outside_name_of(name)} "
+                f"(call digest {key[:16]}, approval request {request_id}){where}. Nothing "
+                "has run; the task completes with the call's result after the approval.")
+
+    def outside_name_of(self, name: str) -> str:
+        """The client's name for the gate's tool name *name*."""
+        if self.own_names:
+            return name.partition(".")[2] or name
+        return name
+
+    def _ask_in_band(self, request_id: str, name: str, key: str) -> dict[str, Any] | None:
+        """For a 2026-07-28 client with URL-mode elicitation (and an inbox): on the first
+        round, ``input_required`` asking it to open this request's inbox page, keyed by the
+        request (``None``: no such client, or it answered for this request already, so the
+        call waits). An answer keyed by another request — a URL for another call or other
+        arguments — is not this request's: the client is asked again for this one."""
+        link = approval_link(self.inbox_url, request_id)
+        context = _REQUEST.get()
+        capabilities = self._capabilities()
+        if (link is None or context is None
+                or context.session.protocol_version not in MODERN_PROTOCOL_VERSIONS
+                or capabilities is None or capabilities.elicitation is None
+                or capabilities.elicitation.url is None):
+            return None
+        params = context.params if isinstance(context.params, Mapping) else {}
+        responses = params.get("inputResponses")
+        if isinstance(responses, Mapping) and _approval_key(request_id) in responses:
+            return None
+        asking = mt.ElicitRequest(params=mt.ElicitRequestURLParams(
+            message=self._open_page_message(name, key), url=link))
+        return mt.InputRequiredResult(input_requests={_approval_key(request_id): asking}
+                                      ).model_dump(by_alias=True, mode="json",
+                                                   exclude_none=True)
+
+    def _open_page_message(self, name: str, key: str) -> str:
+        return (f"A person must approve {self.outside_name_of(name)} (call digest {key[:16]}) "
+                "in the approval inbox. Open the page to review the call; it runs once it is "
+                "approved there.")
+
+    def _declined_in_band(self, request_id: str) -> bool:
+        """Whether the 2026-07-28 client answered this request's URL elicitation with
+        ``decline`` or ``cancel`` (the person will not go: no wait)."""
+        context = _REQUEST.get()
+        params = context.params if context is not None and isinstance(
+            context.params, Mapping) else {}
+        responses = params.get("inputResponses")
+        reply = responses.get(_approval_key(request_id)) if isinstance(
+            responses, Mapping) else None
+        return isinstance(reply, Mapping) and reply.get("action") in ("decline", "cancel")
+
+    async def _await_person(self, request_id: str, name: str, key: str) -> bool:
+        """Wait for the answer; a client that supports URL-mode elicitation (before
+        2026-07-28) is asked meanwhile to open the inbox page of this very request. Its reply
+        is never an approval: only the person's answer in the inbox (or any door) is. A
+        client that declines or cancels ends the wait early."""
+        link = approval_link(self.inbox_url, request_id)
+        context = _REQUEST.get()
+        capabilities = self._capabilities()
+        if self._declined_in_band(request_id):
+            return False
+        if (link is None or context is None or capabilities is None
+                or capabilities.elicitation is None or capabilities.elicitation.url is None
+                or context.session.protocol_version in MODERN_PROTOCOL_VERSIONS):
+            return await self._answered(request_id)
+        elicitation_id = f"anfitrion-approval-{request_id}"
+        answered = False
+        async with anyio.create_task_group() as tg:
+            async def ask() -> None:
+                try:
+                    reply = await context.session.elicit_url(
+                        self._open_page_message(name, key), link, elicitation_id,
+                        related_request_id=context.request_id)
+                except Exception as exc:  # noqa: BLE001 - a client's failure ends nothing
+                    log.info("the client could not be asked to open the inbox: %s", exc)
+                    return
+                if reply.action != "accept":  # the person will not go: stop waiting
+                    tg.cancel_scope.cancel()
+
+            tg.start_soon(ask)
+            answered = await self._answered(request_id)
+            tg.cancel_scope.cancel()
+        if answered:
+            with contextlib.suppress(Exception):
+                await context.session.send_notification(
+                    mt.ElicitCompleteNotification(params=mt.ElicitCompleteNotificationParams(
+                        elicitation_id=elicitation_id)),
+                    related_request_id=context.request_id)
+        return answered
+
+    async def task_get(self, task_id: str) -> dict[str, Any]:
+        """``tasks/get``: the caller's task; the approved call run (once) when answered."""
+        principal = self._caller_principal()
+        task = await self.tasks.load(task_id, principal)
+        if task is None:
+            raise MCPError(code=mt.INVALID_PARAMS, message="no such task")
+        if task.terminal:
+            return task.detailed()
+        found = await self.store.get_approval(task.request_id)
+        if found is not None and found.answer is None and not found.request.expired():
+            return task.detailed()
+        async with self.tasks.lock(task.id):
+            task = await self.tasks.load(task_id, principal) or task
+            if not task.terminal:
+                task = await self._complete(task, principal)
+        return task.detailed()
+
+    async def _complete(self, task: GatewayTask, principal: Principal) -> GatewayTask:
+        """The answered task's call, resumed in its own conversation (same call id: the gate
+        runs it at most once), and the task's end recorded."""
+        found = await self.store.get_approval(task.request_id)
+        if found is None:
+            return await self.tasks.update(task, status="failed", message="",
+                                           error={"code": mt.INTERNAL_ERROR,
+                                                  "message": "the approval request is gone"})
+        request, given = found.request, found.answer
+        if (request.session_id != task.session_id or request.tool_name != task.tool
+                or not (task.bound_to(request.tool_name, request.arguments)
+                        or request.edit_of is not None)):
+            # never run a call other than the one the person was shown (or edited to)
+            return await self.tasks.update(task, status="failed", message="", error={
+                "code": mt.INVALID_PARAMS,
+                "message": "the task does not match its approval request: nothing was run"})
+        if given is not None and given.withdrawn:
+            return await self.tasks.update(task, status="cancelled",
+                                           message=f"withdrawn: {given.note}", error=None)
+        fresh = task.session_id not in self._by_session  # not in use here: continued from
+        client = self._conversation(task.session_id, task.handle,  # the store, left there
+                                    principal if principal is not self.principal else None)
+        if fresh:
+            client.named = True
+        token = _CLIENT.set(client)
+        relay = self._relaying(task.tool.partition(".")[0])
+        relay_token = UPSTREAM_CALL.set(relay)
+        try:
+            gated = await client.session()
+            outcome = await gated.submit(task.tool, dict(task.arguments), task.call_id)
+            if outcome.status is SubmissionStatus.WAITING and outcome.request is not None:
+                # an edit became a new proposal that waits for a person in turn
+                return await self.tasks.update(
+                    task, request_id=outcome.request.id,
+                    message=self._waiting_message(task.tool, task.digest, outcome.request.id))
+            if gated.session.retry_of(task.tool, task.digest) is not None:
+                gated.session.forget_retry(task.tool, task.digest)
+            await gated.save()
+        finally:
+            UPSTREAM_CALL.reset(relay_token)
+            _CLIENT.reset(token)
+            await self.runtime.flush()
+            await self._leave(client)
+        if given is not None and not given.approved and given.edited_arguments is None:
+            return await self.tasks.update(task, status="failed", message="", error={
+                "code": mt.INVALID_REQUEST,
+                "message": f"declined by a person: {given.note or '(no note)'}"})
+        if given is None:  # expired unanswered: the gate refused it
+            return await self.tasks.update(task, status="failed", message="", error={
+                "code": mt.INVALID_REQUEST,
+                "message": "the approval request expired without an answer: nothing was run"})
+        result = self._finished(outcome.result, task.tool, relay)
+        return await self.tasks.update(
+            task, status="completed", message="",
+            result=result.model_dump(by_alias=True, mode="json", exclude_none=True))
+
+    async def task_cancel(self, task_id: str) -> dict[str, Any]:
+        """``tasks/cancel``: the approval request withdrawn (the call never runs); an empty
+        acknowledgement, also for a task that ended already."""
+        principal = self._caller_principal()
+        task = await self.tasks.load(task_id, principal)
+        if task is None:
+            raise MCPError(code=mt.INVALID_PARAMS, message="no such task")
+        async with self.tasks.lock(task.id):
+            task = await self.tasks.load(task_id, principal) or task
+            if not task.terminal:
+                reason = "the client cancelled the task"
+                if await answers.withdraw(self.store, task.request_id, reason, via="gateway"):
+                    await self.tasks.update(task, status="cancelled", message=reason)
+                else:  # answered meanwhile: the next tasks/get finishes it as answered
+                    pass
+        return {}
+
+    def _require_tasks(self) -> None:
+        if not self._tasks_declared():
+            raise MCPError(code=mt.MISSING_REQUIRED_CLIENT_CAPABILITY,
+                           message="the client did not declare the tasks extension",
+                           data={"requiredCapabilities": {
+                               "extensions": {TASKS_EXTENSION: {}}}})
 
     def _to_mcp(self, result: ToolResult, name: str) -> mt.CallToolResult:
         """The gate's result as text (refused; executed outside a client's request; or an
@@ -758,11 +1003,13 @@ class Gateway:
 
         # the gate validates arguments itself, strictly, against the pinned schema
         async def _call(ctx: ServerRequestContext[Any, Any],
-                        params: mt.CallToolRequestParams) -> mt.CallToolResult:
+                        params: mt.CallToolRequestParams) -> mt.CallToolResult | dict[str, Any]:
             meta = ctx.meta
             with extracted_context(dict(meta) if meta else None):  # the client's trace
                 result = await self.call_tool(params.name, params.arguments)  # goes on
             handle = self._client().handle
+            if isinstance(result, dict):  # a task (the Tasks extension's own shape)
+                return result
             if handle is not None:  # the conversation to name when reconnecting
                 result = result.model_copy(update={
                     "meta": {**(result.meta or {}), CONVERSATION_META_KEY: handle}})
@@ -776,7 +1023,35 @@ class Gateway:
             return result
 
         server.add_request_handler("tools/call", mt.CallToolRequestParams, _call)
+
+        self._add_task_handlers(server)
         return server
+
+    def _add_task_handlers(self, server: Server[Any]) -> None:
+        """The Tasks extension (SEP-2663): calls waiting for a person (:mod:`._gateway_tasks`)."""
+        async def _task_get(ctx: ServerRequestContext[Any, Any],
+                            params: mt.GetTaskRequestParams) -> dict[str, Any]:
+            self._require_tasks()
+            return await self.task_get(params.task_id)
+
+        async def _task_cancel(ctx: ServerRequestContext[Any, Any],
+                               params: mt.CancelTaskRequestParams) -> dict[str, Any]:
+            self._require_tasks()
+            return await self.task_cancel(params.task_id)
+
+        async def _task_update(ctx: ServerRequestContext[Any, Any],
+                               params: _TaskUpdateParams) -> dict[str, Any]:
+            self._require_tasks()
+            if await self.tasks.load(params.task_id, self._caller_principal()) is None:
+                raise MCPError(code=mt.INVALID_PARAMS, message="no such task")
+            raise MCPError(code=mt.INVALID_PARAMS,
+                           message="this task asks for no input: a person answers it in the "
+                                   "approval inbox")
+
+        server.extensions[TASKS_EXTENSION] = {}
+        server.add_request_handler("tasks/get", mt.GetTaskRequestParams, _task_get)
+        server.add_request_handler("tasks/cancel", mt.CancelTaskRequestParams, _task_cancel)
+        server.add_request_handler("tasks/update", _TaskUpdateParams, _task_update)
 
     async def serve_stdio(self) -> None:
         """Serve one MCP client on this process's stdin and stdout."""
@@ -933,6 +1208,18 @@ class _GatewayServer(Server[Any]):
         return super().create_initialization_options(
             notification_options or NotificationOptions(tools_changed=True),
             experimental_capabilities, extensions)
+
+
+def _approval_key(request_id: str) -> str:
+    """The ``inputRequests`` key of the URL elicitation for one approval request."""
+    return f"anfitrion.approval.{request_id}"
+
+
+class _TaskUpdateParams(mt.RequestParams):
+    """``tasks/update`` (input for a task that asks for some: none of the gateway's do)."""
+
+    task_id: str
+    input_responses: dict[str, Any] | None = None
 
 
 def _same_principal(first: Principal | None, second: Principal | None) -> bool:

@@ -53,8 +53,8 @@ from ._oauth_settings import OAuthSettings, TokenExchangeSettings
 
 __all__ = ["CALLER", "CALL_IDENTITY", "UPSTREAM_SCOPES", "AuthRefused", "Caller",
            "ExchangedTokenAuth", "Fetcher", "IntrospectionVerifier", "JwksCache", "JwtVerifier",
-           "OAuthResource", "TokenExchanger", "UpstreamToken", "call_identity", "principal_for",
-           "request_identity"]
+           "OAuthResource", "TokenExchanger", "UpstreamToken", "call_identity", "claim_at",
+           "claim_words", "principal_for", "request_identity"]
 
 log = logging.getLogger("anfitrion.mcp.gateway")
 
@@ -269,7 +269,7 @@ class JwksCache:
 
 # -- verifiers ---------------------------------------------------------------------------------
 
-def _claim(claims: Mapping[str, Any], path: str) -> Any:
+def claim_at(claims: Mapping[str, Any], path: str) -> Any:
     """The claim named *path*, else the nested claim its dots name (``realm_access.roles``)."""
     if path in claims:  # a namespaced claim: "https://example.com/roles"
         return claims[path]
@@ -281,7 +281,7 @@ def _claim(claims: Mapping[str, Any], path: str) -> Any:
     return value
 
 
-def _words(value: Any) -> frozenset[str]:
+def claim_words(value: Any) -> frozenset[str]:
     """A space-separated string or a list of strings, as a set; anything else: empty."""
     if isinstance(value, str):
         return frozenset(value.split())
@@ -306,7 +306,7 @@ def _access_token(token: str, claims: dict[str, Any], settings: OAuthSettings,
     exp = claims.get("exp")
     return AccessToken(
         token=token, client_id=client_id if isinstance(client_id, str) else "",
-        scopes=sorted(_words(_claim(claims, settings.scopes_claim))),
+        scopes=sorted(claim_words(claim_at(claims, settings.scopes_claim))),
         expires_at=int(exp) if isinstance(exp, (int, float)) and not isinstance(exp, bool)
         else None,
         resource=audience, subject=subject if isinstance(subject, str) else None,
@@ -437,10 +437,11 @@ def principal_for(access: AccessToken, settings: OAuthSettings) -> Principal:
         AuthRefused: the principal claim is missing or not a short visible string.
     """
     claims = access.claims or {}
-    name = _claim(claims, settings.principal_claim)
+    name = claim_at(claims, settings.principal_claim)
     if not isinstance(name, str) or not name or len(name) > _TEXT or not name.isprintable():
         raise AuthRefused(f"the token has no usable {settings.principal_claim!r} claim")
-    roles = _words(_claim(claims, settings.roles_claim)) if settings.roles_claim else frozenset()
+    roles = (claim_words(claim_at(claims, settings.roles_claim)) if settings.roles_claim
+             else frozenset())
     return Principal(name, roles=roles, scopes=frozenset(access.scopes), attributes={
         "issuer": str(claims.get("iss", ""))[:_TEXT], "subject": (access.subject or "")[:_TEXT],
         "client_id": access.client_id[:_TEXT], "authenticated_by": "oauth"})
@@ -707,7 +708,7 @@ class TokenExchanger:
         if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)):
             lifetime = 300
         scope = body.get("scope", settings.scope)
-        return UpstreamToken(body["access_token"], tuple(sorted(_words(scope))),
+        return UpstreamToken(body["access_token"], tuple(sorted(claim_words(scope))),
                              time.time() + max(0.0, min(float(lifetime), 3600.0)))
 
     def forget(self, caller: Caller) -> None:

@@ -16,7 +16,8 @@ not know with -32602 (invalid params), because its request union fails to valida
   HTTP transport says a server that cannot accept the input answers an HTTP error status
   with a JSON-RPC error that has no id; batches were removed from MCP in 2025-06-18 and the
   SDK does not accept them;
-- a request whose method is not an MCP client request (:data:`MCP_REQUEST_METHODS`) → -32601
+- a request whose method is not an MCP client request (:data:`MCP_REQUEST_METHODS`) nor one
+  of an extension the gateway serves (:data:`EXTENSION_REQUEST_METHODS`) → -32601
   *method not found*, answered to that request's id as an ``application/json`` response, as
   the transport answers any request; an MCP client sees it as the request's error.
 
@@ -36,8 +37,9 @@ from pydantic import ValidationError
 from .._json import parse_json_strict
 from ..exceptions import JsonError
 
-__all__ = ["INVALID_REQUEST", "MAX_BODY_DEPTH", "MCP_REQUEST_METHODS", "METHOD_NOT_FOUND",
-           "PARSE_ERROR", "BodyRefusal", "check_body", "send_refusal"]
+__all__ = ["EXTENSION_REQUEST_METHODS", "INVALID_REQUEST", "MAX_BODY_DEPTH",
+           "MCP_REQUEST_METHODS", "METHOD_NOT_FOUND", "PARSE_ERROR", "BodyRefusal", "check_body",
+           "send_refusal"]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -58,6 +60,9 @@ MCP_REQUEST_METHODS = frozenset({
 })
 """Every request method an MCP client may send (the SDK's ``ClientRequest``; a test keeps them
 equal). Methods the gateway does not serve among them get -32601 from the SDK itself."""
+
+EXTENSION_REQUEST_METHODS = frozenset({"tasks/get", "tasks/cancel", "tasks/update"})
+"""Request methods of the extensions the gateway serves (the Tasks extension, SEP-2663)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +129,7 @@ def _envelope_problem(message: Any) -> BodyRefusal | None:
         params = message.get("params")
         if params is not None and not isinstance(params, dict):
             return _invalid('"params" must be an object')
-        if "id" in message and method not in MCP_REQUEST_METHODS:
+        if "id" in message and method not in MCP_REQUEST_METHODS | EXTENSION_REQUEST_METHODS:
             return BodyRefusal(200, METHOD_NOT_FOUND,
                                f"Method not found: {method[:100]!r} is not an MCP request",
                                message["id"])

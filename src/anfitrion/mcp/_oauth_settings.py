@@ -25,6 +25,14 @@ for this server)::
 
 The gateway's own connection to such a server (listing its tools) uses a client-credentials
 token of the same client for the same audience: a service account the operator declared.
+
+``inbox.auth`` (the inbox signing reviewers in with OpenID Connect; the same key names as
+``gateway.auth`` where they mean the same)::
+
+    "inbox": {"auth": {
+        "issuer": "https://idp.example/realms/main",
+        "clientId": "anfitrion-inbox", "clientSecret": "${INBOX_CLIENT_SECRET}",
+        "principalClaim": "sub", "nameClaim": "name", "rolesClaim": "roles"}}
 """
 
 from __future__ import annotations
@@ -37,8 +45,8 @@ from urllib.parse import urlsplit
 
 from ..exceptions import ConfigError
 
-__all__ = ["ASYMMETRIC_ALGORITHMS", "IntrospectionSettings", "OAuthSettings",
-           "TokenExchangeSettings", "parse_oauth", "parse_token_exchange"]
+__all__ = ["ASYMMETRIC_ALGORITHMS", "IntrospectionSettings", "OAuthSettings", "SignInSettings",
+           "TokenExchangeSettings", "parse_oauth", "parse_sign_in", "parse_token_exchange"]
 
 ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256",
                          "ES384", "ES512", "EdDSA")
@@ -126,6 +134,41 @@ class TokenExchangeSettings:
     client_secret: str = field(repr=False)
     scope: str = ""
     allow_internal: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SignInSettings:
+    """``inbox.auth``: the inbox signs reviewers in with OpenID Connect (authorization code
+    with PKCE) at *issuer*; the reviewer is the ID token's ``principalClaim``.
+
+    Attributes:
+        issuer: the OpenID Provider; the ID token's ``iss`` (and the discovery document's
+            ``issuer``) must equal it exactly.
+        client_id, client_secret: the inbox's client at the provider (no secret: a public
+            client, PKCE only).
+        principal_claim: the claim naming the reviewer (their entitlements, votes and
+            connected accounts); the same claim as the gateway's ``principalClaim`` makes a
+            reviewer's name their gateway principal.
+        name_claim: the claim holding the name shown and recorded beside it.
+        roles_claim: the claim holding the reviewer's roles (two-person rule), or none.
+        scopes: the scopes asked for (``openid`` always among them).
+        jwks_uri, algorithms, leeway, allow_internal, jwks_cache_seconds, fetch_timeout:
+            as in :class:`OAuthSettings`.
+    """
+
+    issuer: str
+    client_id: str
+    client_secret: str | None = field(default=None, repr=False)
+    principal_claim: str = "sub"
+    name_claim: str = "name"
+    roles_claim: str | None = None
+    scopes: tuple[str, ...] = ("openid", "profile")
+    jwks_uri: str | None = None
+    algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
+    leeway: float = 30.0
+    allow_internal: bool = False
+    jwks_cache_seconds: float = 300.0
+    fetch_timeout: float = 5.0
 
 
 def _url(raw: Any, key: str, error: Error) -> str:
@@ -268,3 +311,42 @@ def parse_token_exchange(raw: Any, error: Error, environ: Mapping[str, str],
         scope=" ".join(scope.split()), allow_internal=allow,
         client_id=_text(raw.get("clientId"), f"{key}.clientId", error),
         client_secret=_text(raw.get("clientSecret"), f"{key}.clientSecret", error, environ))
+
+
+def parse_sign_in(raw: Any, error: Error, environ: Mapping[str, str],
+                  key: str = "inbox.auth") -> SignInSettings | None:
+    """``inbox.auth`` checked, or a :class:`ConfigError` naming the key."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise error("must be an object", key)
+    _unknown(raw, {"issuer", "clientId", "clientSecret", "principalClaim", "nameClaim",
+                   "rolesClaim", "scopes", "jwksUri", "algorithms", "leeway", "allowInternal",
+                   "jwksCacheSeconds", "fetchTimeout"}, key, error)
+    allow = raw.get("allowInternal", False)
+    if not isinstance(allow, bool):
+        raise error("must be true or false", f"{key}.allowInternal")
+    scopes = _scopes(raw.get("scopes"), f"{key}.scopes", error) or ("openid", "profile")
+    if "openid" not in scopes:
+        scopes = ("openid", *scopes)
+    timeout = _seconds(raw.get("fetchTimeout"), 5.0, 60.0, f"{key}.fetchTimeout", error)
+    if timeout == 0:
+        raise error("must be more than 0 seconds", f"{key}.fetchTimeout")
+    secret = raw.get("clientSecret")
+    return SignInSettings(
+        issuer=_url(raw.get("issuer"), f"{key}.issuer", error),
+        client_id=_text(raw.get("clientId"), f"{key}.clientId", error),
+        client_secret=None if secret is None else _text(secret, f"{key}.clientSecret", error,
+                                                        environ),
+        principal_claim=_claim(raw.get("principalClaim"), "sub", f"{key}.principalClaim",
+                               error) or "sub",
+        name_claim=_claim(raw.get("nameClaim"), "name", f"{key}.nameClaim", error) or "name",
+        roles_claim=_claim(raw.get("rolesClaim"), None, f"{key}.rolesClaim", error),
+        scopes=scopes,
+        jwks_uri=_url(raw["jwksUri"], f"{key}.jwksUri", error) if "jwksUri" in raw else None,
+        algorithms=_algorithms(raw.get("algorithms"), f"{key}.algorithms", error),
+        leeway=_seconds(raw.get("leeway"), 30.0, MAX_LEEWAY, f"{key}.leeway", error),
+        allow_internal=allow,
+        jwks_cache_seconds=_seconds(raw.get("jwksCacheSeconds"), 300.0, 86400.0,
+                                    f"{key}.jwksCacheSeconds", error),
+        fetch_timeout=timeout)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
-from .._approvals import Quorum
+from .._approvals import PREVIEW_KINDS, Quorum
 from .._canonical import canonical_json
 from .._constraints import (
     Constraint,
@@ -700,7 +700,7 @@ def _plan(value: Any) -> list[str]:
     return value
 
 
-_TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent"}
+_TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent", "preview"}
 _DATAFLOW = {"sinks", "outward", "destructive", "service_ids", "parties", "directory",
              "id_nouns"}
 
@@ -750,9 +750,14 @@ def _tool_effect(r: _Reader, name: str, spec: Mapping[str, Any], key: str) -> To
         r.fail(f"must be one of {', '.join(repr(s.value) for s in EffectScope)}",
                f"{key}.effect_scope")
     idempotent = r.typed(spec, "idempotent", key, bool, "true or false")
+    preview = r.typed(spec, "preview", key, str, "'email'")
+    if preview is not None and preview not in PREVIEW_KINDS:
+        r.fail(f"must be one of {', '.join(repr(k) for k in sorted(PREVIEW_KINDS))}",
+               f"{key}.preview")
     lines = {k: line for k in spec if (line := r.index.find(f"{key}.{k}")) is not None}
     return ToolDeclaration(name, Effect(effect) if effect else None, template,
-                           EffectScope(scope) if scope else None, idempotent, r.path, lines)
+                           EffectScope(scope) if scope else None, idempotent, r.path, lines,
+                           preview=preview)
 
 
 def _tool_dataflow(r: _Reader, spec: Mapping[str, Any], key: str) -> Dataflow:

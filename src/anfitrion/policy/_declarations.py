@@ -127,6 +127,10 @@ class ToolDeclaration:
     idempotent: bool | None = None
     path: str | None = dataclasses.field(default=None, compare=False)
     lines: Mapping[str, int] = dataclasses.field(default_factory=dict, compare=False)
+    preview: str | None = None
+    """``"email"``: the tool sends the e-mail its arguments describe, and the inbox shows the
+    message as it will be sent (``metadata["preview"]``; see
+    :data:`anfitrion._approvals.PREVIEW_KINDS`)."""
 
     def _changes(self) -> dict[str, object]:
         changes: dict[str, object] = {}
@@ -148,6 +152,8 @@ class ToolDeclaration:
                 argument the tool does not have), naming the policy file and line.
         """
         changes = {k: v for k, v in self._changes().items() if getattr(tool, k) != v}
+        if self.preview is not None and tool.metadata.get("preview") != self.preview:
+            changes["metadata"] = {**tool.metadata, "preview": self.preview}
         if not changes:
             return tool
         try:

@@ -19,6 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from .._dataflow import AMOUNT_KINDS, Dataflow
+from .._json import as_written
 from .._provenance import (
     APPEARED,
     COPY_MIN_WORDS,
@@ -96,7 +97,7 @@ def _values(arguments: Any, path: str) -> list[str]:
     for item in found:
         for one in (item if isinstance(item, list) else [item]):
             if isinstance(one, str | int | float) and not isinstance(one, bool):
-                out.append(str(one))
+                out.append(str(as_written(one)))
             elif one is not None:
                 out += [text for _, text in strings(one)]
     return out

@@ -80,6 +80,9 @@ def check_address(address: Any, field: str = "to") -> str:
     if not isinstance(address, str) or len(address) > 254:
         raise ArgumentError(f"{field}: an address must be a string of at most 254 characters",
                             field=field)
+    if "@" not in address:
+        raise ArgumentError(f"{field}: {address!r} is not an e-mail address (expected "
+                            "'name@example.com')", field=field)
     if not address.isascii():
         raise ArgumentError(f"{field}: {address!r} has non-ASCII characters; write "
                             "international domains in punycode (xn--…)", field=field)
@@ -140,7 +143,8 @@ def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
         # before a person is asked
         Tool.from_function(mailer.send_email, effect=Effect.WRITE,
                            provenance=Provenance.TRUSTED, validator=mailer.validate,
-                           metadata={"draft": "commit"}, effect_key="draft:{draft_id}",
+                           metadata={"draft": "commit", "preview": "email"},
+                           effect_key="draft:{draft_id}",
                            effect_scope="principal", precheck=mailer.send_precheck),
     ])
 

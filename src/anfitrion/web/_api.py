@@ -398,7 +398,10 @@ def _request_schema() -> dict[str, Any]:
             "call_id": _STR, "tool_name": _STR, "tool_definition_hash": _STR,
             "arguments": {"type": "object"}, "effect": _STR, "reason": _STR, "rule_id": _STR,
             "warnings": {"type": "array", "items": _STR}, "created_at": _TIME,
-            "expires_at": _TIME}}
+            "expires_at": _TIME, "edit_of": {"type": ["string", "null"]},
+            "tool_description": {"type": ["string", "null"]},
+            "preview": {"enum": ["email"], "description": "the tool declares it sends the "
+                        "e-mail its arguments describe"}}}
 
 
 def _answer_schema() -> dict[str, Any]:

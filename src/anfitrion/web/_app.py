@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -41,6 +41,9 @@ from ._effects import EffectPages
 from ._security import GuardMiddleware, SessionBook
 from ._signin import SignIn
 
+if TYPE_CHECKING:
+    from ._oidc import OidcSignIn
+
 __all__ = ["DEFAULT_ALLOWED_HOSTS", "MIN_TOKEN_CHARS", "THROTTLED_AUDIT", "create_app"]
 
 log = logging.getLogger("anfitrion.web")
@@ -59,7 +62,8 @@ def create_app(store: Store, *, token: str,
                session_lifetime: float = 12 * 3600,
                public_origin: str | None = None, reviewers: Reviewers | None = None,
                callback_secrets: Sequence[str] = (),
-               accounts: Accounts | None = None) -> Starlette:
+               accounts: Accounts | None = None,
+               oidc: OidcSignIn | None = None) -> Starlette:
     """Build the inbox for *store*.
 
     Args:
@@ -77,6 +81,9 @@ def create_app(store: Store, *, token: str,
         accounts: enable the connect pages (``/connect``): reviewers connect their own
             accounts at upstream MCP servers (:class:`anfitrion.mcp.AccountConnector`, whose
             flows run during the app's lifespan).
+        oidc: sign reviewers in with OpenID Connect (:class:`anfitrion.web._oidc.OidcSignIn`,
+            ``inbox.auth``; needs the mcp extra): the shared token then opens the API only.
+            Its sign-ins and refusals are audited in *store*.
 
     Raises:
         UserError: the token is shorter than 16 characters.
@@ -85,7 +92,9 @@ def create_app(store: Store, *, token: str,
         raise UserError(f"the inbox token must have at least {MIN_TOKEN_CHARS} characters")
     secure = bool(public_origin and public_origin.lower().startswith("https://"))
     sessions = SessionBook(session_lifetime)
-    sign_in = SignIn(token, reviewers, sessions, secure=secure)
+    if oidc is not None and oidc.on_event is None:
+        oidc.on_event = _audit_event(store, "inbox-sign-in")
+    sign_in = SignIn(token, reviewers, sessions, secure=secure, oidc=oidc)
     approval_pages = ApprovalPages(store, sign_in,
                                    Path(files_root) if files_root is not None else None,
                                    on_answer)
@@ -130,6 +139,15 @@ def _audit_throttled(store: Store) -> OnThrottled:
             await store.append_audit(THROTTLED_AUDIT, "inbox-auth", time.time(), data)
         except AnfitrionError as exc:
             log.warning("a throttled client could not be audited: %s", exc)
+    return audit
+
+
+def _audit_event(store: Store, session: str) -> Any:
+    async def audit(kind: str, data: Mapping[str, Any]) -> None:
+        try:
+            await store.append_audit(kind, session, time.time(), dict(data))
+        except AnfitrionError as exc:
+            log.warning("a sign-in could not be audited: %s", exc)
     return audit
 
 

@@ -34,7 +34,16 @@ from ..exceptions import StoreError
 from ..store import Store
 from . import _pages as pages
 from ._live import PendingEvents
-from ._render import Intent, Notice, email_preview, file_diff, finding_parts, intent_of, notices
+from ._render import (
+    Intent,
+    Notice,
+    email_preview,
+    file_diff,
+    finding_parts,
+    intent_of,
+    notices,
+    with_sources,
+)
 from ._security import SESSION_COOKIE, SignedIn
 from ._signin import SignIn, to_login
 
@@ -86,8 +95,11 @@ class ApprovalPages:
 
     # -- what the pages show ---------------------------------------------------------------
 
-    async def context_for(self, request: ApprovalRequest) -> tuple[list[Notice], Intent]:
-        """The request's warnings, each said once, and what the principal asked for."""
+    async def context_for(self, request: ApprovalRequest, *, sources: bool = False
+                          ) -> tuple[list[Notice], Intent]:
+        """The request's warnings, each said once, and what the principal asked for; with
+        *sources* (the request's own page, not the list), the untrusted text each flagged
+        value came from."""
         try:
             state = await self.store.load_session(request.session_id)
             untrusted = untrusted_sources_of(state) if state is not None else None
@@ -95,8 +107,11 @@ class ApprovalPages:
             log.warning("%s", exc)
             state, untrusted = None, None
         found = notices(request.warnings, finding_parts(request.arguments), untrusted)
-        intent = intent_of(state.messages, request.call_id) if state is not None else Intent()
-        return found, intent
+        if state is None:
+            return found, Intent()
+        if sources:
+            found = with_sources(found, state.messages)
+        return found, intent_of(state.messages, request.call_id)
 
     async def votes_of(self, r: ApprovalRequest) -> tuple[ApprovalVote, ...]:
         return tuple(await self.store.list_approval_votes(r.id)) if r.quorum is not None else ()
@@ -155,10 +170,11 @@ class ApprovalPages:
                                                    csrf=who.csrf, user=who.name),
                                 status_code=404)
         req, ans, used = found.request, found.answer, found.used
-        found_notices, intent = await self.context_for(req)
+        found_notices, intent = await self.context_for(req, sources=True)
         view = pages.Detail(req, ans, used, found_notices,
                             file_diff(req.arguments, self.files_root),
-                            email_preview(req.arguments), await edit_for(self.store, req.id),
+                            email_preview(req.arguments) if req.preview == "email" else None,
+                            await edit_for(self.store, req.id),
                             intent, votes=await self.votes_of(req))
         return HTMLResponse(pages.detail_page(view, datetime.now(UTC), csrf=who.csrf,
                                               user=who.name))

@@ -3,11 +3,15 @@ MCP server that asks for one (``auth`` on its entry), so the gateway can call it
 
 - ``GET /connect`` lists those servers and whether the person has connected each;
 - ``POST /connect/{server}`` (a form with the CSRF token) starts the authorization-code flow
-  with PKCE and sends the browser to the authorization server, with a one-time cookie binding
+  with PKCE and sends the browser on to the authorization server (a page that goes there by
+  itself: a redirect after a form would break the pages' CSP ``form-action``), with a one-time
+  cookie binding
   the flow to this browser (``SameSite=Lax``, only sent back to ``/connect/callback``);
 - ``GET /connect/callback`` is where the authorization server sends the browser back: the
   flow is found by its ``state`` and finished only in the browser and the inbox session that
-  started it, once; the browser then goes to ``/connect`` and nowhere else.
+  started it, once; the browser then goes on to ``/connect`` (a same-site step: the
+  ``SameSite=Strict`` session cookie is not sent on a redirect chain the authorization
+  server's site began) and nowhere else.
 
 Only a reviewer who signed in with their own token may connect an account (it is stored for
 that reviewer's name, which must be the gateway principal — the token's ``principalClaim``);
@@ -24,12 +28,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from . import _pages as pages
 from ._security import SignedIn
-from ._signin import SignIn, to_login
+from ._signin import SignIn, back_home, to_login, to_provider
 
 __all__ = ["CONNECT_COOKIE", "Accounts", "ConnectPages"]
 
@@ -96,9 +100,7 @@ class ConnectPages:
                                                    who.session_id)
         except CredentialError as exc:
             return await self._page(who, str(exc), getattr(exc, "status", 400))
-        response = RedirectResponse(url, status_code=303,
-                                    headers={"referrer-policy": "no-referrer",
-                                             "cache-control": "no-store"})
+        response = to_provider(url)  # not a redirect: the page's form-action is 'self'
         response.set_cookie(CONNECT_COOKIE, nonce, max_age=COOKIE_SECONDS, httponly=True,
                             samesite="lax", path="/connect/callback",
                             secure=self.sign_in.secure or request.url.scheme == "https")
@@ -118,7 +120,7 @@ class ConnectPages:
                                               status_code=getattr(exc, "status", 400))
             ended = not getattr(exc, "foreign", False)  # another flow's: this one's stays
         else:
-            response = RedirectResponse("/connect", status_code=303)
+            response = back_home("/connect", "Connected")  # same-site: the cookie is sent
         response.headers["referrer-policy"] = "no-referrer"  # the code stays out of Referer
         response.headers["cache-control"] = "no-store"
         if nonce is not None and ended:

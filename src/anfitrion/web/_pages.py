@@ -112,9 +112,12 @@ def _render(template: str, title: str, *, csrf: str | None = None, user: str | N
                                                section=section, **context)
 
 
-def login_page(problem: str = "", *, auto_sign_in: bool = False) -> str:
-    """The sign-in form; with *auto_sign_in* its script may submit a token from the link."""
-    return _render("login.html", "Sign in", problem=problem, auto_sign_in=auto_sign_in)
+def login_page(problem: str = "", *, auto_sign_in: bool = False,
+               provider: str | None = None) -> str:
+    """The sign-in form; with *auto_sign_in* its script may submit a token from the link;
+    with *provider* (its host name) a button signing in there with OpenID Connect."""
+    return _render("login.html", "Sign in", problem=problem, auto_sign_in=auto_sign_in,
+                   provider=provider)
 
 
 def message_page(title: str, message: str, *, csrf: str, user: str, back: str = "/") -> str:
@@ -189,7 +192,8 @@ def detail_page(d: Detail, now: datetime, *, csrf: str, user: str) -> str:
     arguments = dict(r.arguments)
     return _render(
         "detail.html", f"{r.tool_name} — approval", csrf=csrf, user=user, d=d, now=now,
-        state=state_of(r, d.answer, now).value, arguments=argument_views(r.arguments),
+        state=state_of(r, d.answer, now).value,
+        arguments=argument_views(r.arguments, d.intent.written_numbers),
         # ASCII-escaped, so that an invisible character in the proposal stays visible
         exact=json.dumps(arguments, indent=2, ensure_ascii=True, sort_keys=True),
         edit_text=json.dumps(arguments, indent=2, ensure_ascii=True, sort_keys=True),

@@ -16,20 +16,21 @@ import email.policy
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
 from .._approvals import make_visible
 from .._conversation import JsonValue
-from .._json import json_strings
+from .._json import as_written, json_strings
 from ..policy._taint import TAINT_WARNING
 
-__all__ = ["ArgumentView", "Intent", "Notice", "Piece", "argument_views", "email_preview",
-           "file_diff", "finding_parts", "findings", "intent_of", "notices", "plural", "punycode",
-           "visible_pieces"]
+__all__ = ["ArgumentView", "Intent", "Notice", "Piece", "SourceQuote", "argument_views",
+           "email_preview", "file_diff", "finding_parts", "findings", "intent_of", "notices",
+           "plural", "punycode", "source_quotes", "visible_pieces", "with_sources"]
 
 MAX_DIFF_SOURCE_BYTES = 1_000_000
 
@@ -37,6 +38,7 @@ _BIDI = {"\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "
          "\u2069", "\u200e", "\u200f", "\u061c"}
 _ZERO_WIDTH = {"\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"}
 # a host name after "@" or "scheme://", up to a character that cannot be part of one
+_DOTS = ".\u3002\uff0e\uff61"
 _DOMAIN = re.compile(r"(?:@|://)([^\s/:?#@<>\"'\[\](),;]+)")
 
 
@@ -107,6 +109,29 @@ Parts = tuple[tuple[str, bool], ...]
 
 
 @dataclass(frozen=True, slots=True)
+class SourceQuote:
+    """The untrusted text a flagged value came from, as its tool returned it: a window of
+    the result around the value, for a reviewer to read the sentence that asked for it.
+
+    Attributes:
+        tool: the tool whose (untrusted) result holds it.
+        turn: the turn the result arrived in, as the warning counts them.
+        value: the flagged value, as the warning quotes it.
+        before: up to :data:`QUOTE_CONTEXT` characters of the result before the value
+            (``…`` first when cut).
+        match: the value as the result writes it.
+        after: up to :data:`QUOTE_CONTEXT` characters after it (``…`` last when cut).
+    """
+
+    tool: str
+    turn: int
+    value: str
+    before: str
+    match: str
+    after: str
+
+
+@dataclass(frozen=True, slots=True)
 class Notice:
     """One warning as shown: prose written by the host and values quoted from the call.
 
@@ -114,10 +139,13 @@ class Notice:
         kind: ``taint`` (the session read untrusted content), ``policy`` (the policy's warning)
             or ``finding`` (what the inbox found in the arguments).
         parts: ``(text, quoted)`` pairs; quoted parts are values (shown as code).
+        sources: for a warning about values from untrusted results, the text of the result
+            around each value (:func:`with_sources`).
     """
 
     kind: str
     parts: Parts
+    sources: tuple[SourceQuote, ...] = ()
 
     @property
     def text(self) -> str:
@@ -172,6 +200,102 @@ def notices(policy_warnings: Iterable[str], found: Iterable[str | Parts],
     return out
 
 
+QUOTE_CONTEXT = 120
+"""Characters of an untrusted result quoted on each side of a flagged value."""
+MAX_QUOTES_PER_NOTICE = 3
+_MAX_SEARCHED_CHARS = 1_000_000
+# a value the policy quoted, then where it came from: "`x@y` appeared only in a result of
+# read_inbox at turn 3", "`x@y` is not proven: it appeared in a result of …", "`…` copied
+# from a result of …"; the value holds no backtick, the tool name is a tool name
+_SOURCED = re.compile(r"`([^`]{1,200})`[^`]{0,200}? a result of ([A-Za-z0-9_.-]{1,64}) at turn "
+                      r"(\d{1,9})\b")
+_SEPARATORS = re.compile(r"[\s\-().]")
+
+
+def _untrusted_results(messages: Sequence[Mapping[str, Any]]
+                       ) -> Iterator[tuple[int, str, str]]:
+    """``(turn, tool, content)`` of every untrusted tool result of a stored transcript, the
+    turn counted as the host counts it (the replies before it)."""
+    turn = 0
+    for message in messages:
+        kind = message.get("kind") if isinstance(message, Mapping) else None
+        if kind == "reply":
+            turn += 1
+            continue
+        for part in _parts(message):
+            content = part.get("content")
+            if part.get("kind") == "tool_result" and part.get("provenance") == "untrusted" \
+                    and isinstance(content, str):
+                yield turn, str(part.get("name", "")), content
+
+
+def _locate(value: str, text: str) -> tuple[int, int] | None:
+    """Where *value* stands in *text*: as written whatever its case, else with spaces,
+    dashes, dots and brackets between its characters (an IBAN in groups of four, a phone
+    number with dashes), else its words with any punctuation and spacing between them."""
+    text = text[:_MAX_SEARCHED_CHARS]
+    value = value.removesuffix("…").strip()  # the policy cuts a long value with "…"
+    if not value:
+        return None
+    tries = [re.escape(value)]
+    bare = _SEPARATORS.sub("", value)
+    if len(bare) > 1:
+        # no separator character is a literal here, so the pattern cannot backtrack far
+        tries.append(r"[\s\-().]{0,3}".join(map(re.escape, bare)))
+    # a copied run is quoted as words (normalised): any punctuation may stand between them
+    tries.append(r"\W+".join(map(re.escape, value.split())))
+    for pattern in tries:
+        match = re.search(pattern, text, re.IGNORECASE)
+        if match:
+            return match.span()
+    return None
+
+
+def _window(text: str, start: int, end: int) -> tuple[str, str, str]:
+    left = max(0, start - QUOTE_CONTEXT)
+    right = min(len(text), end + QUOTE_CONTEXT)
+    if left > 0:  # start at a word
+        space = text.find(" ", left, start)
+        left = space + 1 if space != -1 else left
+    if right < len(text):
+        space = text.rfind(" ", end, right)
+        right = space if space != -1 else right
+    return (("…" if left > 0 else "") + text[left:start], text[start:end],
+            text[end:right] + ("…" if right < len(text) else ""))
+
+
+def source_quotes(warning: str, messages: Sequence[Mapping[str, Any]]
+                  ) -> tuple[SourceQuote, ...]:
+    """The untrusted text each value of *warning* came from, found in the transcript
+    *messages* (stored dicts): the warning names the value, the tool and the turn
+    (``… `x@y` appeared only in a result of read_inbox at turn 3``). Only untrusted results
+    are quoted, so whatever a crafted warning names, nothing else is shown as their text;
+    a value not found (encoded in the result) is left out. At most
+    :data:`MAX_QUOTES_PER_NOTICE`, each a bounded window."""
+    out: list[SourceQuote] = []
+    for found in _SOURCED.finditer(warning):
+        value, tool, turn = found.group(1), found.group(2), int(found.group(3))
+        for at, name, content in _untrusted_results(messages):
+            if at != turn or name != tool:
+                continue
+            span = _locate(value, content)
+            if span is not None:
+                out.append(SourceQuote(tool, turn, value, *_window(content, *span)))
+                break
+        if len(out) >= MAX_QUOTES_PER_NOTICE:
+            break
+    return tuple(out)
+
+
+def with_sources(found: Sequence[Notice], messages: Sequence[Mapping[str, Any]]
+                 ) -> list[Notice]:
+    """*found* with the policy's warnings about values from untrusted results given the text
+    they came from (:func:`source_quotes`)."""
+    return [Notice(n.kind, n.parts, source_quotes(
+        "".join(f"`{text}`" if quoted else text for text, quoted in n.parts), messages))
+        if n.kind == "policy" else n for n in found]
+
+
 @dataclass(frozen=True, slots=True)
 class Intent:
     """What the call is for, from the session's transcript.
@@ -187,6 +311,9 @@ class Intent:
     request: str | None = None
     model_text: str | None = None
     earlier_calls: tuple[tuple[str, str], ...] = ()
+    written_numbers: Mapping[str, str] = field(default_factory=dict)
+    """Top-level arguments the model wrote as a number with a fraction, as it wrote them
+    (``{"amount": "4999.50"}``), from the call's raw arguments."""
 
 
 def _parts(message: object) -> list[Mapping[str, Any]]:
@@ -222,9 +349,34 @@ def intent_of(messages: Sequence[Mapping[str, Any]], call_id: str) -> Intent:
                 outcome[str(part.get("call_id"))] = (
                     "error" if part.get("is_error") else
                     "untrusted" if part.get("provenance") == "untrusted" else "")
+    raw = next((p.get("raw_arguments") for p in _parts(messages[proposed])
+                if p.get("kind") == "tool_call" and p.get("id") == call_id), None) \
+        if proposed < len(messages) else None
     return Intent("\n\n".join(t for t in _texts(messages[asked]) if t.strip()),
                   model_text or None,
-                  tuple((name, outcome.get(cid, "")) for cid, name in calls))
+                  tuple((name, outcome.get(cid, "")) for cid, name in calls),
+                  _written_numbers(raw))
+
+
+_MAX_RAW_CHARS = 256 * 1024
+
+
+def _written_numbers(raw: object) -> dict[str, str]:
+    """The top-level numbers with a fraction in a call's raw arguments (JSON text), as
+    written; nothing when the text is not a JSON object."""
+    if not isinstance(raw, str) or len(raw) > _MAX_RAW_CHARS or "." not in raw:
+        return {}
+    try:
+        parsed = json.loads(raw, parse_float=_Written)
+    except (ValueError, RecursionError):
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {k: str(v) for k, v in parsed.items() if isinstance(k, str) and isinstance(v, _Written)}
+
+
+class _Written(str):
+    """A JSON number's text, kept as written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,15 +397,36 @@ class ArgumentView:
 def _as_text(value: JsonValue) -> str:
     if isinstance(value, str):
         return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    return json.dumps(as_written(value), indent=2, ensure_ascii=False, sort_keys=True)
 
 
-def argument_views(arguments: Mapping[str, JsonValue]) -> list[ArgumentView]:
-    """Each argument, sorted by name, rendered in full with invisible characters shown."""
+def _number_as_written(value: float, written: str | None) -> str | None:
+    """*written* (the model's text of the number) when it is exactly *value* with trailing
+    zeros (``4999.50`` for ``4999.5``); a whole number is always shown as an integer."""
+    if written is None or value.is_integer():
+        return None
+    try:
+        same = Decimal(written) == Decimal(repr(value))
+    except ArithmeticError:
+        return None
+    return written if same and len(written) <= 64 else None
+
+
+def argument_views(arguments: Mapping[str, JsonValue],
+                   written: Mapping[str, str] | None = None) -> list[ArgumentView]:
+    """Each argument, sorted by name, rendered in full with invisible characters shown.
+
+    Numbers are shown as written: a whole number without ``.0`` (:func:`as_written`), and a
+    top-level number with a fraction as the model wrote it when *written* (from the call's raw
+    arguments, :attr:`Intent.written_numbers`) holds exactly that number (``4999.50``); a
+    written text that is not exactly the value (``4999.4999999999999999`` parsed as
+    ``4999.5``) is never shown in its place."""
     views = []
     for name in sorted(arguments):
         value = arguments[name]
-        text = _as_text(value)
+        literal = _number_as_written(value, (written or {}).get(name)) \
+            if isinstance(value, float) else None
+        text = literal if literal is not None else _as_text(value)
         # JSON escapes newlines in strings: in a rendered non-string value they are layout
         pieces = tuple(visible_pieces(text, layout_newlines=not isinstance(value, str)))
         views.append(ArgumentView(make_visible(name), "".join(p.text for p in pieces),
@@ -301,7 +474,11 @@ def finding_parts(arguments: Mapping[str, JsonValue]) -> list[Parts]:
                 found.append(((path, True), (f" contains a control character ({names})",
                                              False)))
             for match in _DOMAIN.finditer(text):
-                domain = match.group(1)
+                # a sentence's full stop is not part of the name; a name with no dot left is a
+                # mention (``thanks @José.``), not an address's domain
+                domain = match.group(1).rstrip("".join(_DOTS) + "!?…")
+                if match.group(0).startswith("@") and not any(d in domain for d in _DOTS):
+                    continue
                 ascii_form = punycode(domain)
                 if ascii_form is not None:
                     found.append(((path, True), (" names a non-ASCII domain ", False),
@@ -359,23 +536,37 @@ def file_diff(arguments: Mapping[str, JsonValue], files_root: Path | None) -> st
     return diff or "No change: the content equals the current file."
 
 
-def email_preview(arguments: Mapping[str, JsonValue]) -> str | None:
-    """The e-mail the call would send, as the RFC 5322 text that goes on the wire (LF-ended).
+_EMAIL_HEADERS = ("from", "to", "cc", "bcc", "reply_to", "subject")
 
-    Applies when the arguments have ``to`` and a ``subject`` or ``body``; None otherwise.
+
+def email_preview(arguments: Mapping[str, JsonValue]) -> str | None:
+    """The e-mail the call would send, as its recipient's mail program shows it: the headers
+    and the body decoded (LF-ended). For a tool that declares it sends e-mail
+    (:data:`~anfitrion._approvals.PREVIEW_KINDS`); the caller checks the declaration.
+
+    The message is built as the wire carries it (RFC 5322, a non-ASCII body in base64) and
+    read back with a mail parser, so what is shown is what a mail program decodes: an
+    encoded word the model wrote into the subject (``=?utf-8?b?…?=``) is shown decoded, as
+    the recipient sees it. Applies when the arguments have ``to`` and a ``subject`` or
+    ``body``; None otherwise.
     """
     if "to" not in arguments or not ({"subject", "body"} & set(arguments)):
         return None
     message = EmailMessage(policy=email.policy.SMTP)
     try:
-        for header in ("from", "to", "cc", "bcc", "reply_to", "subject"):
+        for header in _EMAIL_HEADERS:
             value = arguments.get(header)
             if value is None:
                 continue
             text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
             message[header.replace("_", "-").title()] = text
         message.set_content(str(arguments.get("body", "")))
-        # the wire has CRLF line ends; shown with LF so that only unexpected characters stand out
-        return message.as_string().replace("\r\n", "\n")
-    except (ValueError, TypeError) as exc:  # header injection, undecodable text
+        wire = message.as_bytes()
+        received = email.message_from_bytes(wire, policy=email.policy.default)
+        assert isinstance(received, EmailMessage)
+        lines = [f"{name}: {received[name]}" for name in
+                 (h.replace("_", "-").title() for h in _EMAIL_HEADERS) if name in received]
+        body = received.get_content()
+    except (ValueError, TypeError, LookupError) as exc:  # header injection, undecodable text
         return f"This message cannot be sent as it is: {exc}"
+    return "\n".join(lines) + "\n\n" + str(body).replace("\r\n", "\n")

@@ -12,6 +12,7 @@
 //   whose URI contains "opaque" gets opaque tokens instead (for introspection, RFC 7662).
 // - introspection and revocation; PKCE (S256) required; client credentials; dynamic
 //   registration; the token-exchange grant (RFC 8693, urn:ietf:params:oauth:grant-type:token-exchange).
+// - OpenID Connect sign-in: ID tokens carry the `profile` (name) and `roles` claims asked for.
 // - two users, alice and bob; the authorization endpoint logs in the user named by `login_hint`
 //   (alice without one) and grants the scopes that user may have: no login page to drive.
 // - POST /test/rotate (a test hook): a new signing key becomes current; the old one stays
@@ -35,8 +36,8 @@ const RESOURCE_SCOPES = 'tools:read tools:write notes:read notes:write';
 
 // what each user may be granted, and the roles carried in their tokens
 const USERS = {
-  alice: { scopes: RESOURCE_SCOPES.split(' '), roles: ['admin', 'support'], email: 'alice@example.test' },
-  bob: { scopes: ['tools:read', 'notes:read'], roles: ['support'], email: 'bob@example.test' },
+  alice: { scopes: RESOURCE_SCOPES.split(' '), roles: ['admin', 'support'], email: 'alice@example.test', name: 'Alice Liddell' },
+  bob: { scopes: ['tools:read', 'notes:read'], roles: ['support'], email: 'bob@example.test', name: 'Bob Cratchit' },
 };
 
 const CLIENTS = [
@@ -88,8 +89,10 @@ function configuration(jwks) {
   return {
     clients: CLIENTS,
     jwks,
-    scopes: ['openid', 'offline_access', ...RESOURCE_SCOPES.split(' ')],
-    claims: { openid: ['sub'], email: ['email'] },
+    scopes: ['openid', 'offline_access', 'profile', 'roles', ...RESOURCE_SCOPES.split(' ')],
+    claims: { openid: ['sub'], email: ['email'], profile: ['name'], roles: ['roles'] },
+    // the inbox's sign-in reads the ID token alone: its claims go in it
+    conformIdTokenClaims: false,
     pkce: { required: () => true },
     features: {
       devInteractions: { enabled: false },
@@ -107,7 +110,7 @@ function configuration(jwks) {
     interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
     findAccount: (ctx, id) => (USERS[id] ? {
       accountId: id,
-      claims: () => ({ sub: id, email: USERS[id].email }),
+      claims: () => ({ sub: id, email: USERS[id].email, name: USERS[id].name, roles: USERS[id].roles }),
     } : undefined),
     extraTokenClaims: (ctx, token) => ({
       ...(token.accountId && USERS[token.accountId] ? { roles: USERS[token.accountId].roles } : {}),
