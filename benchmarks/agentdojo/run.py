@@ -200,15 +200,24 @@ async def main(args: argparse.Namespace) -> int:
     started = time.monotonic()
     suites = tuple(args.suite or SUITES)
     reads = args.reads
-    all_reports, summaries = await _run(suites, version, args, reads=reads)
+    if args.without_only and not args.without:
+        print("--without-only needs --without RULE_ID", file=sys.stderr)
+        return 2
+    all_reports: list[harness.RunReport] = []
+    summaries: dict[str, dict[str, Any]] = {}
+    if not args.without_only:
+        all_reports, summaries = await _run(suites, version, args, reads=reads)
     adaptive: dict[str, dict[str, Any]] = {}
     if not args.no_adaptive:
         _, adaptive = await _run(suites, version, args, reads=reads, adaptive=True,
-                                 benign=False)
+                                 benign=False,
+                                 without=tuple(args.without or ()) if args.without_only
+                                 else ())
     without: dict[str, dict[str, Any]] = {}
     if args.without:
-        _, without = await _run(suites, version, args, reads=reads,
-                                without=tuple(args.without))
+        reports, without = await _run(suites, version, args, reads=reads,
+                                      without=tuple(args.without))
+        all_reports = all_reports or reports
     compared: dict[str, dict[str, Any]] = {}
     for mode in args.compare or ():
         _, modes = await _run(suites, version, args, reads=mode,
@@ -218,7 +227,8 @@ async def main(args: argparse.Namespace) -> int:
     print(f"AgentDojo {version}, attacks {attacks} (attack at the start of the injected "
           f"result), scripted compromised model, taint_rule(reads={reads!r}), "
           f"{len(all_reports)} runs in {time.monotonic() - started:.0f} s in all\n")
-    print(table(summaries))
+    if summaries:
+        print(table(summaries))
     if adaptive:
         print("\nOur adaptive attack set (attacks written against the proofs), per suite:\n")
         print(table(adaptive))
@@ -243,8 +253,9 @@ async def main(args: argparse.Namespace) -> int:
         runs = [harness.report_to_dict(r) for r in all_reports]
         Path(args.runs).write_text(json.dumps({**head, "runs": runs}, ensure_ascii=False))
         print(f"wrote {args.runs}")
-    ok = goal_met(summaries["total"], reads) and (
-        not adaptive or goal_met(adaptive["total"], reads))
+    ok = goal_met((summaries or without)["total"], reads) and (
+        not adaptive or goal_met(adaptive["total"], reads)) and (
+        not without or goal_met(without["total"], reads))
     return 0 if ok else 1
 
 
@@ -265,6 +276,9 @@ if __name__ == "__main__":
     parser.add_argument("--without", action="append",
                         help="also run without this operator rule id, to judge what it "
                              "exempts (repeatable)")
+    parser.add_argument("--without-only", action="store_true",
+                        help="run only the sets without the --without rules (the adaptive "
+                             "set too, unless --no-adaptive), not the full set again")
     parser.add_argument("--users", type=int,
                         help="attack only the first N user tasks of each suite (every benign "
                              "task still runs): the largest subset that fits the time")

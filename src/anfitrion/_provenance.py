@@ -73,9 +73,11 @@ COPY_MIN_WORDS = 8
 that are not figures (and that neither the user's words nor a trusted result hold) copies
 it."""
 SPLIT_MIN_WORDS = 4
-"""A shorter run of an untrusted result's words counts towards nothing: a run this long or
-longer in an outward payload adds up with the session's earlier ones (a payload split over
-calls, ``reads="proven"``); when they reach :data:`COPY_MIN_WORDS` words the call asks."""
+"""A shorter run of an untrusted result's words counts towards nothing. A run this long or
+longer in an outward payload (``reads="proven"``) asks on its own when it is cut from a longer
+text — a piece of a payload split over calls — and, when it is the whole value of one field
+of a structured result (a record: an address, a name, a title), adds up with the session's
+earlier runs: when they reach :data:`COPY_MIN_WORDS` words the call asks."""
 MAX_OUTWARD_CALLS = 64
 """At most this many earlier outward calls of a session are added up; with more, a call that
 copies a run asks on that ground alone (fail closed, bounded work)."""
@@ -311,10 +313,13 @@ class TaintIndex:
         self._tools: list[str] = []  # the tool of each result
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
+        # (result id, words of a field value) of each untrusted result: the runs that are a
+        # whole record (an address, a name), not a piece cut from a longer text
+        self._records: set[tuple[int, str]] = set()
         self._planned: list[str] = []  # tools proposed before the first untrusted result
         # (call id, tool, arguments) of each call proposed after the first untrusted result
         self._proposed: list[tuple[str, str, Any]] = []
-        self._runs: dict[str, tuple[int, list[tuple[int, str]]]] = {}  # text -> chunks, runs
+        self._runs: dict[str, tuple[int, list[tuple[int, str, bool]]]] = {}  # text -> chunks, runs
         self._plan_limits: list[tuple[str, ...]] = []  # each narrowing's globs: all hold
         self._unindexed: list[ToolResult] = []  # trusted results no question has needed yet
 
@@ -378,6 +383,8 @@ class TaintIndex:
         if not result.is_error and not result.truncated:
             for name, field_value in _json_fields(result.content):
                 self._fields.setdefault(field_value, []).append((chunk, name))
+                if untrusted:
+                    self._records.add((chunk, " ".join(_WORD.findall(field_value))))
                 amount = _amount(field_value) if field_value[:1].isdigit() else None
                 if amount is not None:
                     self._field_amounts.setdefault(amount, []).append((chunk, name))
@@ -639,27 +646,31 @@ class TaintIndex:
         words = _WORD.findall(normalise(text))
         if len(words) > MAX_COPY_WORDS:
             return [f"{len(words)} words, too long to check for copied text"]
-        return [shown for _, shown in self._copied_spans(words, COPY_MIN_WORDS,
-                                                         MAX_FLAGS_PER_ARGUMENT)]
+        return [shown for _, shown, _ in self._copied_spans(words, COPY_MIN_WORDS,
+                                                            MAX_FLAGS_PER_ARGUMENT)]
 
-    def copied_runs(self, text: str) -> list[tuple[int, str]]:
+    def copied_runs(self, text: str) -> list[tuple[int, str, bool]]:
         """The shorter copied runs of *text* — :data:`SPLIT_MIN_WORDS` or more words of an
         untrusted result, as :meth:`copied_text` finds them — each as ``(words that are not
-        figures, the run quoted with its source)``: the pieces of a payload split over
-        calls, which a rule adds up over a session. Stops once they reach
-        :data:`COPY_MIN_WORDS` words; a text too long to check is one run that long."""
+        figures, the run quoted with its source, whether the run is a whole record)``: a
+        record is the whole value of one field of a structured result (an address, a name,
+        a title); any other run is a piece cut from a longer text, what a payload split over
+        calls is made of. Stops once they reach :data:`COPY_MIN_WORDS` words; a text too
+        long to check is one run that long."""
         self._ready()
         cached = self._runs.get(text)
         if cached is not None and cached[0] == len(self._chunks):
             return cached[1]
         words = _WORD.findall(normalise(text))
+        runs: list[tuple[int, str, bool]] = []
         if len(words) > MAX_COPY_WORDS:
-            runs = [(COPY_MIN_WORDS, f"{len(words)} words, too long to check for copied text")]
+            runs = [(COPY_MIN_WORDS, f"{len(words)} words, too long to check for copied text",
+                     False)]
         else:
-            runs = []
             total = 0
-            for counted, shown in self._copied_spans(words, SPLIT_MIN_WORDS, COPY_MIN_WORDS):
-                runs.append((counted, shown))
+            for counted, shown, record in self._copied_spans(words, SPLIT_MIN_WORDS,
+                                                             COPY_MIN_WORDS):
+                runs.append((counted, shown, record))
                 total += counted
                 if total >= COPY_MIN_WORDS:
                     break
@@ -669,9 +680,10 @@ class TaintIndex:
         return runs
 
     def _copied_spans(self, words: list[str], least: int,
-                      limit: int) -> Iterator[tuple[int, str]]:
-        """``(words that are not figures, quoted span with source)`` of each run of at least
-        *least* words of *words* copied from one untrusted result, at most *limit* runs."""
+                      limit: int) -> Iterator[tuple[int, str, bool]]:
+        """``(words that are not figures, quoted span with source, whether the span is the
+        whole value of one of its result's fields)`` of each run of at least *least* words of
+        *words* copied from one untrusted result, at most *limit* runs."""
         if not self._untrusted_count or len(words) < least:
             return
         found = 0
@@ -693,8 +705,9 @@ class TaintIndex:
             origin = self._origins[chunk]
             assert origin is not None
             found += 1
-            yield counted, (f"`{short(' '.join(words[start:end]), 120)}` copied from "
-                            f"{origin.describe()}")
+            run = " ".join(words[start:end])
+            yield counted, f"`{short(run, 120)}` copied from {origin.describe()}", \
+                (chunk, run) in self._records
             start = end
 
     def _copied_from(self, window: list[str]) -> int | None:

@@ -185,25 +185,36 @@ class _DataflowCheck:
         return out
 
     def _runs(self, provenance: ArgumentProvenance, flow: Dataflow,
-              arguments: Any) -> list[tuple[str, int, str]]:
-        """``(path, words, quoted run)`` of the copied runs in a call's outward arguments."""
-        return [(path, counted, shown) for path in flow.outward
+              arguments: Any) -> list[tuple[str, int, str, bool]]:
+        """``(path, words, quoted run, whether it is a whole record)`` of the copied runs in a
+        call's outward arguments."""
+        return [(path, counted, shown, record) for path in flow.outward
                 for value in _values(arguments, path)
-                for counted, shown in provenance.copied_runs(value)]
+                for counted, shown, record in provenance.copied_runs(value)]
 
     def _split(self, call: BoundCall, flow: Dataflow,
                provenance: ArgumentProvenance) -> list[str]:
-        """A payload split over calls (``reads="proven"``): the copied runs of this call's
-        outward text added to those of the session's earlier outward calls (of any declared
-        tool, proposed after the first untrusted result: at most :data:`MAX_OUTWARD_CALLS`,
-        newest first) reach :data:`COPY_MIN_WORDS` words, this call adding one."""
+        """A payload split over calls (``reads="proven"``). A copied run of this call's
+        outward text cut from a longer untrusted text asks at once: it is what the first
+        piece of a split payload looks like. Runs that are whole records (a field's whole
+        value: an address, a name) add up with those of the session's earlier outward calls
+        (of any declared tool, proposed after the first untrusted result: at most
+        :data:`MAX_OUTWARD_CALLS`, newest first); the call asks when they reach
+        :data:`COPY_MIN_WORDS` words, this call adding one."""
         current = self._runs(provenance, flow, call.arguments)
         if not current:
             return []
+        pieces = {shown: (path, counted) for path, counted, shown, _ in current}
+        cut = [(path, shown) for path, _, shown, record in current if not record]
+        if cut:
+            quoted = "; ".join(shown for _, shown in cut[:MAX_FLAGS_PER_ARGUMENT])
+            paths = ", ".join(dict.fromkeys(path for path, _ in cut))
+            return [f"{FLAG_WARNING}{paths} (outward): carries text {quoted}, which "
+                    f"{UNPROVEN_WARNING} to be the user's words (a piece cut from a longer "
+                    f"untrusted text, as a payload split over calls is sent)"]
         earlier = [(tool, declared, arguments) for tool, arguments
                    in provenance.proposed_after_taint(call.call_id)
                    if (declared := self._declared(tool)) is not None and declared.outward]
-        pieces = {shown: (path, counted) for path, counted, shown in current}
         if len(earlier) > MAX_OUTWARD_CALLS:
             why = (f"this session made {len(earlier)} outward calls after reading untrusted "
                    f"content, more than the {MAX_OUTWARD_CALLS} whose copied text is added up")
@@ -211,14 +222,14 @@ class _DataflowCheck:
             for tool, declared, arguments in reversed(earlier):
                 if sum(c for _, c in pieces.values()) >= COPY_MIN_WORDS:
                     break
-                for path, counted, shown in self._runs(provenance, declared, arguments):
+                for path, counted, shown, _ in self._runs(provenance, declared, arguments):
                     pieces.setdefault(shown, (f"{path} of an earlier {tool}", counted))
             if sum(c for _, c in pieces.values()) < COPY_MIN_WORDS:
                 return []
             why = "pieces of it add up to a copied payload"
         quoted = "; ".join(f"{shown} (in {where})" for shown, (where, _) in
                            list(pieces.items())[:MAX_FLAGS_PER_ARGUMENT + 1])
-        paths = ", ".join(dict.fromkeys(path for path, _, _ in current))
+        paths = ", ".join(dict.fromkeys(path for path, _, _, _ in current))
         return [f"{FLAG_WARNING}{paths} (outward): carries text {quoted}, which "
                 f"{UNPROVEN_WARNING} to be the user's words ({why})"]
 
@@ -423,10 +434,11 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             owner, :data:`~anfitrion._dataflow.PARTY_FIELDS`) of an untrusted result proves
             no recipient unless the tool is a declared directory, and an outward payload
             that copies :data:`~anfitrion._provenance.COPY_MIN_WORDS` or more words of
-            untrusted text asks, quoting them and their source — as does one whose runs of
-            :data:`~anfitrion._provenance.SPLIT_MIN_WORDS` or more copied words, added to
-            those of the session's earlier outward calls, reach that many (a payload split
-            over calls). In both, a number the user
+            untrusted text asks, quoting them and their source — as does one carrying a run
+            of :data:`~anfitrion._provenance.SPLIT_MIN_WORDS` or more copied words cut from
+            a longer untrusted text (a piece of a payload split over calls), or runs that
+            are a field's whole value (a record: an address) which, added to those of the
+            session's earlier outward calls, reach that many. In both, a number the user
             wrote proves an id only written as one (``file 13``), and a declared amount
             (``sinks = {amount = "money"}``) is proven only by the user's or a trusted
             result's figure.
