@@ -572,3 +572,52 @@ def test_the_earlier_outward_calls_added_up_are_bounded_and_fail_closed() -> Non
     assert _decide(rule, SEND, {"to": "bob@corp.example", "body": "update 99"}, index) is None
     index = _split_session(*many[:MAX_OUTWARD_CALLS], current=piece, records=True)
     assert _decide(rule, SEND, {"to": "bob@corp.example", "body": piece}, index) is None
+
+
+def _session_with_results(*results: ToolResult, current: str) -> TaintIndex:
+    """:func:`_split_session` with records, whose earlier ``send`` (id ``e2``, body
+    ``RECORDS[1]``) is answered by *results* in turn (the later ones as a re-used id's)."""
+    content = json.dumps([{"id": str(i), "subject": r} for i, r in enumerate(RECORDS)])
+    messages: list[Any] = [UserMessage((Text("Keep bob@corp.example posted"),)),
+                           Reply((ToolCall.from_object("c1", "read_inbox", {}),)),
+                           UserMessage((untrusted(content, name="read_inbox"),)),
+                           Reply((ToolCall.from_object(
+                               "e2", "send", {"to": "bob@corp.example", "body": RECORDS[1]}),))]
+    messages += [UserMessage((result,)) for result in results]
+    messages.append(Reply((ToolCall.from_object("c9", "send", {"to": "bob@corp.example",
+                                                               "body": current}),)))
+    return TaintIndex.from_messages(messages, turn=3)
+
+
+@pytest.mark.parametrize("kind", ["denied", "invalid_arguments", "refused", "too_many_calls"])
+def test_an_earlier_call_refused_before_it_ran_adds_nothing_up(kind: str) -> None:
+    """A refused call sent nothing: a later call copying a record does not ask for it (it
+    did: the travel tasks under attack asked for the user's own event)."""
+    rule = taint_rule(reads="proven", declarations=SPLIT_FLOWS)
+    body = {"to": "bob@corp.example", "body": RECORDS[2]}
+    refused = ToolResult("e2", "send", "not run", is_error=True, error_kind=kind)
+    assert _decide(rule, SEND, body, _session_with_results(refused, current=RECORDS[2])) is None
+    ran = ToolResult("e2", "send", "sent")  # the same call having run: the pieces add up
+    decision = _decide(rule, SEND, body, _session_with_results(ran, current=RECORDS[2]))
+    assert decision is not None and decision.verdict is Verdict.ASK
+
+
+@pytest.mark.parametrize("kind", ["outcome_unknown", "timeout", "tool_error"])
+def test_an_earlier_call_that_may_have_run_still_adds_up(kind: str) -> None:
+    rule = taint_rule(reads="proven", declarations=SPLIT_FLOWS)
+    maybe = ToolResult("e2", "send", "may have run", is_error=True, error_kind=kind)
+    decision = _decide(rule, SEND, {"to": "bob@corp.example", "body": RECORDS[2]},
+                       _session_with_results(maybe, current=RECORDS[2]))
+    assert decision is not None and decision.verdict is Verdict.ASK
+
+
+def test_a_reused_ids_refusal_does_not_hide_the_call_that_ran() -> None:
+    """The attacker re-sends a call id that already ran, to have it refused and its piece
+    forgotten: only an id's first answer counts."""
+    rule = taint_rule(reads="proven", declarations=SPLIT_FLOWS)
+    index = _session_with_results(
+        ToolResult("e2", "send", "sent"),
+        ToolResult("e2", "send", "the call id was used before", is_error=True,
+                   error_kind="denied"), current=RECORDS[2])
+    decision = _decide(rule, SEND, {"to": "bob@corp.example", "body": RECORDS[2]}, index)
+    assert decision is not None and decision.verdict is Verdict.ASK

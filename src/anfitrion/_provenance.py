@@ -94,6 +94,12 @@ HOST_WRITTEN_ERRORS: frozenset[str | None] = frozenset({
     "outcome_unknown"})
 """Error kinds whose message the host wrote itself: they carry no third-party text."""
 
+NOT_RUN_ERRORS: frozenset[str | None] = frozenset({
+    "denied", "invalid_arguments", "retry_limit", "unknown_tool", "budget_exhausted",
+    "too_many_calls", "refused", "effect_running"})
+"""Error kinds of a call the host refused before it ran: nothing of it left the host
+(``outcome_unknown``, ``timeout`` and ``tool_error`` may have run, so they are not here)."""
+
 _WS = re.compile(r"\s+")
 _JSON_ESCAPES = re.compile(r"\\[nrt]")
 _WORD = re.compile(r"\w+")
@@ -319,6 +325,8 @@ class TaintIndex:
         self._planned: list[str] = []  # tools proposed before the first untrusted result
         # (call id, tool, arguments) of each call proposed after the first untrusted result
         self._proposed: list[tuple[str, str, Any]] = []
+        self._not_run: set[str] = set()  # calls refused before they ran (their ids)
+        self._answered: set[str] = set()  # call ids with a result
         self._runs: dict[str, tuple[int, list[tuple[int, str, bool]]]] = {}  # text -> chunks, runs
         self._plan_limits: list[tuple[str, ...]] = []  # each narrowing's globs: all hold
         self._unindexed: list[ToolResult] = []  # trusted results no question has needed yet
@@ -346,6 +354,10 @@ class TaintIndex:
         An untrusted one is indexed at once, after the trusted ones before it, so every
         result has the place it arrived in and every answer is the one eager indexing gives.
         """
+        if result.call_id not in self._answered:  # the first answer to an id only: a
+            self._answered.add(result.call_id)    # reused id's refusal hides no call that ran
+            if result.is_error and result.error_kind in NOT_RUN_ERRORS:
+                self._not_run.add(result.call_id)  # sent nothing: its text adds up to nothing
         if result.is_error and result.error_kind in HOST_WRITTEN_ERRORS:
             return False
         if result.provenance is not Provenance.UNTRUSTED:
@@ -431,13 +443,16 @@ class TaintIndex:
                              ) -> tuple[tuple[str, Any], ...]:
         """``(tool, arguments)`` of the calls the model proposed after the first untrusted
         result, oldest first, up to the latest call *before* (the call being decided; all when
-        it is not among them). Rebuilt from the transcript with the rest of the index."""
+        it is not among them). Calls the host refused before they ran (:data:`NOT_RUN_ERRORS`)
+        are left out: nothing of them went out. Rebuilt from the transcript with the rest of
+        the index."""
         calls = self._proposed
         for i in range(len(calls) - 1, -1, -1):  # the latest: a reused id hides nothing
             if calls[i][0] == before:
                 calls = calls[:i]
                 break
-        return tuple((name, arguments) for _, name, arguments in calls)
+        return tuple((name, arguments) for call_id, name, arguments in calls
+                     if call_id not in self._not_run)
 
     @property
     def plan_limits(self) -> tuple[tuple[str, ...], ...]:
