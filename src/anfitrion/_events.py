@@ -163,6 +163,11 @@ class Router:
         self.kinds: frozenset[EventType] = frozenset()
         self._build()
 
+    @property
+    def every_listener(self) -> tuple[Listener, ...]:
+        """The listeners, in the order they were given and added."""
+        return tuple(self._listeners)
+
     def add(self, listener: Listener) -> None:
         """Route events to *listener* too, after the others (in place: whoever holds this
         router hands events to it from now on)."""

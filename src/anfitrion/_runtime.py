@@ -202,6 +202,11 @@ class Runtime:
     def add_listener(self, listener: Listener) -> None:
         self._router.add(listener)
 
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        """Every listener events go to (the audit recorder's entry point first, when on)."""
+        return self._router.every_listener
+
     def announce(self, event: HostEvent, *, recorded: bool = False) -> Awaitable[None] | None:
         """Give *event* to the listeners of its kind (*recorded*: the audit recorder has it
         already); what is left to await, or ``None``."""

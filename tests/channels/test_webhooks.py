@@ -344,7 +344,7 @@ max_attempts = 4
     from anfitrion._runtime import Runtime
 
     runtime = Runtime(policy=policy)
-    assert any(isinstance(listener, ApprovalWebhook) for listener in runtime._listeners)
+    assert any(isinstance(listener, ApprovalWebhook) for listener in runtime.listeners)
 
 
 @pytest.mark.parametrize("bad", [
