@@ -29,8 +29,9 @@ from test_toolset_upstream_tasks import TOKEN, gateway_over
 
 from anfitrion import _answers as answers
 from anfitrion._principal import Principal
-from anfitrion._tools import OfferContext
+from anfitrion._tools import Effect, OfferContext, Tool
 from anfitrion.mcp._config import ServerConfig
+from anfitrion.mcp._gateway_content import listed_tool
 from anfitrion.mcp._sandbox import PathGrant, SandboxProfile
 from anfitrion.mcp._toolset import McpToolset
 from anfitrion.policy import Policy
@@ -220,3 +221,20 @@ async def test_a_tasks_client_gets_the_gateways_task_and_then_the_upstreams_resu
     assert not result.result.is_error, result.result.content
     assert "sent bob@example.com" in str(result.result.content)
     assert effects.read_text().splitlines() == ["called send t1 bob@example.com"]
+
+
+def test_the_gateway_lists_a_task_only_tool_as_optional_it_runs_the_task_itself() -> None:
+    """Should a revision carry ``execution`` with a task-only tool the gateway offers, its
+    client is not told it must speak tasks: the gateway runs the upstream's task."""
+    upstream = mt.Tool(name="send", input_schema={"type": "object"},
+                       execution=mt.ToolExecution(taskSupport="required"))
+    async def handler(arguments: dict[str, Any], context: Any) -> str:
+        return ""
+
+    gated = Tool(name="task.send", description="send", input_schema={"type": "object"},
+                 handler=handler, effect=Effect.WRITE)
+    listed = listed_tool("task.send", gated, upstream, trusted=False)
+    assert listed.execution is not None and listed.execution.task_support == "optional"
+    other = upstream.model_copy(update={"execution": mt.ToolExecution(taskSupport="forbidden")})
+    kept = listed_tool("task.send", gated, other, trusted=False)
+    assert kept.execution is not None and kept.execution.task_support == "forbidden"
