@@ -1,15 +1,12 @@
-"""The host loop and the gate, driven through the public API with a scripted model."""
+"""The host loop, driven through the public API with a scripted model (the gate's stages, driven
+the same way: tests/test_gate.py)."""
 
 from __future__ import annotations
 
-import logging
-
-import anyio
 import pytest
 
 from anfitrion import (
     ApprovalAnswer,
-    CallbackApprover,
     DeferredApprover,
     Effect,
     EventType,
@@ -23,14 +20,12 @@ from anfitrion import (
     Tool,
     Toolbox,
     ToolContext,
-    ToolError,
     ToolResult,
     UserError,
     UserMessage,
 )
 from anfitrion._conversation import StopReason, ToolCall
 from anfitrion.exceptions import SessionNotFound
-from anfitrion.models import ModelRequest
 from anfitrion.testing import EventCapture, MemoryStore, call
 
 
@@ -75,210 +70,6 @@ def test_lisboa_scenario_runs_the_tool_and_pairs_the_result_to_the_call_id() -> 
     # the model saw the tool and, on its second request, the result
     assert [t.name for t in model.requests[0].tools] == ["get_weather", "send_note"]
     assert model.requests[1].messages[2] == UserMessage((result,))  # a live view, not a copy
-
-
-@pytest.mark.parametrize("name", ["delete_file", "get_wether", "GET_WEATHER", "get_weather ",
-                                  "get_weather\u200b"])
-def test_unknown_tool_returns_error_result_without_fuzzy_matching(name: str) -> None:
-    executed: list[dict[str, object]] = []
-    model = ScriptedModel([call(name, {"location": "x"}), "ok"])
-    run = Host(model=model, tools=weather_tools(executed)).run_sync("hi")
-    [result] = results_of(run.transcript)
-    assert result.is_error and result.error_kind == "unknown_tool"
-    assert result.content.startswith("unknown tool ")
-    assert executed == []
-    assert run.status is RunStatus.COMPLETED
-
-
-def test_a_registered_tool_that_is_not_offered_cannot_be_called() -> None:
-    tools = Toolbox(list(weather_tools()), offer=lambda tool, ctx: tool.name != "send_note")
-    model = ScriptedModel([call("send_note", {"to": "a", "text": "b"}), "ok"])
-    run = Host(model=model, tools=tools).run_sync("hi")
-    [result] = results_of(run.transcript)
-    assert result.error_kind == "unknown_tool"
-
-
-def test_invalid_arguments_become_an_error_result_the_model_can_fix() -> None:
-    executed: list[dict[str, object]] = []
-
-    def respond(request: ModelRequest) -> object:
-        last = request.messages[-1]
-        if isinstance(last, UserMessage) and isinstance(last.parts[0], ToolResult):
-            if last.parts[0].is_error:
-                return call("get_weather", {"location": "Porto, PT"})
-            return "done"
-        return call("get_weather", {"location": 42, "extra": True})
-
-    run = Host(model=ScriptedModel(respond), tools=weather_tools(executed)).run_sync("hi")  # type: ignore[arg-type]
-    first, second = results_of(run.transcript)
-    assert first.error_kind == "invalid_arguments"
-    assert "location: 42 is not of type 'string'" in first.content
-    assert "unexpected properties 'extra'" in first.content
-    assert not second.is_error
-    assert executed == [{"location": "Porto, PT"}]
-    assert run.status is RunStatus.COMPLETED
-
-
-@pytest.mark.parametrize(
-    ("raw", "problem"),
-    [
-        ('{"location": "a", "location": "b"}', "duplicate key"),
-        ('{"location": NaN}', "NaN"),
-        ("{not json", "invalid JSON"),
-        ("[" * 50 + "]" * 50, "nesting deeper"),
-        ('"just a string"', "must be a JSON object"),
-        ('{"location": "' + "x" * 300_000 + '"}', "limit"),
-    ],
-)
-def test_malformed_argument_text_is_an_error_result(raw: str, problem: str) -> None:
-    executed: list[dict[str, object]] = []
-    model = ScriptedModel([call("get_weather", raw=raw), "ok"])
-    run = Host(model=model, tools=weather_tools(executed)).run_sync("hi")
-    [result] = results_of(run.transcript)
-    assert result.error_kind == "invalid_arguments"
-    assert problem in result.content
-    assert executed == []
-
-
-def test_retries_are_bounded_per_tool() -> None:
-    bad = call("get_weather", {"location": 1})
-    model = ScriptedModel(lambda request: call("get_weather", {"location": 1}))
-    run = Host(model=model, tools=weather_tools(), max_turns=20).run_sync("hi")
-    assert run.status is RunStatus.BUDGET_EXHAUSTED
-    kinds = [r.error_kind for r in results_of(run.transcript)]
-    assert kinds == ["invalid_arguments"] * 3 + ["retry_limit"]
-    assert bad.name == "get_weather"
-
-
-def test_write_without_an_approver_is_denied_saying_a_person_must_approve() -> None:
-    executed: list[dict[str, object]] = []
-    model = ScriptedModel([call("send_note", {"to": "bob", "text": "hi"}), "could not"])
-    run = Host(model=model, tools=weather_tools(executed)).run_sync("send it")
-    [result] = results_of(run.transcript)
-    assert result.error_kind == "denied"
-    assert "a person must approve" in result.content
-    assert executed == []
-    assert run.calls[0].verdict == "ask"
-
-
-def test_an_approver_sees_the_exact_arguments_and_its_yes_runs_them() -> None:
-    executed: list[dict[str, object]] = []
-    seen = []
-
-    def approve(request: object) -> bool:
-        seen.append(request)
-        return True
-
-    model = ScriptedModel([call("send_note", {"to": "bob", "text": "hi"}), "sent"])
-    run = Host(model=model, tools=weather_tools(executed),
-               approver=CallbackApprover(approve)).run_sync("send it", principal="alice")
-    assert executed == [{"to": "bob", "text": "hi"}]
-    [request] = seen
-    assert request.arguments == {"to": "bob", "text": "hi"}  # type: ignore[attr-defined]
-    assert request.principal_id == "alice"  # type: ignore[attr-defined]
-    assert "to = bob" in request.describe()  # type: ignore[attr-defined]
-    assert run.status is RunStatus.COMPLETED
-
-
-def test_an_approvers_no_is_a_denial_the_model_sees() -> None:
-    executed: list[dict[str, object]] = []
-    model = ScriptedModel([call("send_note", {"to": "bob", "text": "hi"}), "ok"])
-    run = Host(model=model, tools=weather_tools(executed),
-               approver=CallbackApprover(lambda r: False, name="carol")).run_sync("send it")
-    [result] = results_of(run.transcript)
-    assert result.content == "declined by a person (no reason given)"
-    assert executed == []
-
-
-def test_an_answer_for_other_arguments_is_refused() -> None:
-    executed: list[dict[str, object]] = []
-
-    def forged(request: object) -> ApprovalAnswer:
-        return ApprovalAnswer(request.id, "0" * 64, True, "mallory")  # type: ignore[attr-defined]
-
-    model = ScriptedModel([call("send_note", {"to": "bob", "text": "hi"}), "ok"])
-    run = Host(model=model, tools=weather_tools(executed),
-               approver=CallbackApprover(forged)).run_sync("send it")
-    [result] = results_of(run.transcript)
-    assert result.error_kind == "denied"
-    assert executed == []
-
-
-def test_a_tool_exception_is_a_short_error_result_and_logged(
-        caplog: pytest.LogCaptureFixture) -> None:
-    tools = Toolbox()
-
-    @tools.tool(effect=Effect.READ)
-    def leaky(x: str) -> str:
-        """Fails."""
-        raise RuntimeError("password=hunter2 at /secret/path")
-
-    model = ScriptedModel([call("leaky", {"x": "a"}), "ok"])
-    with caplog.at_level(logging.ERROR, logger="anfitrion.gate"):
-        run = Host(model=model, tools=tools).run_sync("hi")
-    [result] = results_of(run.transcript)
-    assert result.content == "leaky failed with an internal error (RuntimeError)."
-    assert "hunter2" not in result.content
-    # the operator's log names the error, redacted like the audit log (issue 17)
-    assert "RuntimeError: password=[secret]" in caplog.text
-    assert "hunter2" not in caplog.text
-
-
-def test_a_tool_error_message_is_shown_to_the_model() -> None:
-    tools = Toolbox()
-
-    @tools.tool(effect=Effect.READ)
-    def picky(x: str) -> str:
-        """Fails politely."""
-        raise ToolError("no data for that day")
-
-    run = Host(model=ScriptedModel([call("picky", {"x": "a"}), "ok"]), tools=tools).run_sync("hi")
-    [result] = results_of(run.transcript)
-    assert result.content == "picky failed: no data for that day"
-    assert result.error_kind == "tool_error"
-
-
-def test_a_slow_tool_times_out() -> None:
-    tools = Toolbox()
-
-    @tools.tool(effect=Effect.READ, timeout=0.05)
-    async def slow(x: str) -> str:
-        """Never returns in time."""
-        await anyio.sleep_forever()
-        return x
-
-    run = Host(model=ScriptedModel([call("slow", {"x": "a"}), "ok"]), tools=tools).run_sync("hi")
-    [result] = results_of(run.transcript)
-    assert result.error_kind == "timeout"
-    assert "timed out after 0.05 seconds" in result.content
-
-
-def test_large_results_are_capped_with_a_marker() -> None:
-    tools = Toolbox()
-
-    @tools.tool(effect=Effect.READ, max_result_chars=100)
-    def big(x: str) -> str:
-        """Returns a lot."""
-        return "y" * 1000
-
-    run = Host(model=ScriptedModel([call("big", {"x": "a"}), "ok"]), tools=tools).run_sync("hi")
-    [result] = results_of(run.transcript)
-    assert result.truncated
-    assert result.content == "y" * 100 + "\n[truncated: showing 100 of 1000 characters]"
-
-
-def test_default_cap_is_16_kib() -> None:
-    tools = Toolbox()
-
-    @tools.tool(effect=Effect.READ)
-    def big(x: str) -> list[str]:
-        """Returns a lot."""
-        return ["z" * 100] * 1000
-
-    run = Host(model=ScriptedModel([call("big", {"x": "a"}), "ok"]), tools=tools).run_sync("hi")
-    [result] = results_of(run.transcript)
-    assert result.truncated and result.content.startswith('["zzz')
-    assert "showing 16384 of" in result.content
 
 
 def test_several_calls_in_one_reply_are_gated_and_returned_together_in_order() -> None:

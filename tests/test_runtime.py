@@ -1,5 +1,6 @@
-"""The session runtime: the embedding API, the session's one stored shape and its migration,
-and the lease that fences a run which lost its session to another."""
+"""The session runtime: the embedding API, a session of the previous release resumed after its
+migration (the migration itself: tests/test_session.py), and the lease that fences a run which
+lost its session to another."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from tests.test_session import V1_DATA
 
 from anfitrion import (
     DeferredApprover,
@@ -22,8 +24,7 @@ from anfitrion import (
 )
 from anfitrion import _answers as answers
 from anfitrion._conversation import Reply, ToolCall, dump_messages
-from anfitrion._session import SESSION_SCHEMA, Session, migrate_session_data
-from anfitrion.exceptions import ConflictError, StoreError, UserError
+from anfitrion.exceptions import ConflictError, UserError
 from anfitrion.store import LedgerState, MemoryStore, SessionState
 from anfitrion.store._migrations import MIGRATIONS
 from anfitrion.testing import call
@@ -150,25 +151,6 @@ async def test_the_sync_facade_refuses_a_running_loop() -> None:
 
 
 # -- the stored shape ---------------------------------------------------------------------
-
-V1_DATA = {  # what release 0.1 stored for a session waiting on call w1
-    "principal": {"id": "alice", "roles": [], "scopes": [], "attributes": {}}, "turn": 1,
-    "counters": {"approvals_asked": 1}, "invalid_by_tool": {},
-    "recent_calls": [["send_mail", "d" * 64]], "untrusted_sources": ["read_inbox"],
-    "pending": {"w1": "REQUEST"}, "settled": [],
-}
-
-
-def test_a_session_stored_by_release_0_1_migrates_by_its_named_step() -> None:
-    migrated = migrate_session_data(V1_DATA)
-    assert migrated["schema"] == SESSION_SCHEMA
-    assert "untrusted_sources" not in migrated  # the taint index owns it now
-    assert migrated["app"] is None and migrated["retries"] == []
-    with pytest.raises(StoreError, match="shape version 9"):
-        migrate_session_data({**V1_DATA, "schema": 9})
-    with pytest.raises(StoreError, match="cannot be read"):
-        Session.from_state(SessionState("s", "alice", "suspended", {"turn": 1}))
-
 
 async def test_a_suspended_session_of_the_previous_release_resumes_after_the_migration(
         tmp_path: Path) -> None:

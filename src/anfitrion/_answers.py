@@ -66,7 +66,7 @@ async def notify(on_answer: OnAnswer, request: ApprovalRequest, answer: Approval
     """Run the *on_answer* hook after the response; its failure never undoes the decision."""
     try:
         await on_answer(request, answer)
-    except Exception:  # the top of a background task: log, the answer stays recorded
+    except Exception:  # BLE001 - the top of a background task: logged, the answer stays recorded
         log.exception("on_answer failed for approval request %s (session %s)", request.id,
                       request.session_id)
 

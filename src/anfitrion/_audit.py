@@ -400,6 +400,7 @@ class AuditRecorder:
         Like any listener's, a failure is logged and never ends the run."""
         try:
             flush = self._add(event)
+        # BLE001 - the recorder is a listener: as for every listener, logged, never ends the run
         except Exception:
             log.exception("the audit recorder failed on %s", event.type)
             return None
@@ -411,6 +412,7 @@ class AuditRecorder:
         :meth:`record`."""
         try:
             self._add(event)
+        # BLE001 - the recorder is a listener: as for every listener, logged, never ends the run
         except Exception:
             log.exception("the audit recorder failed on %s", event.type)
 
@@ -441,6 +443,7 @@ class AuditRecorder:
     async def _flush_logged(self) -> None:
         try:
             await self.flush()
+        # BLE001 - the recorder is a listener: as for every listener, logged, never ends the run
         except Exception:
             log.exception("the audit recorder could not store its records")
 

@@ -98,6 +98,7 @@ class Checkpointer:
         if self._count and self.due():
             try:
                 await self.checkpoint()
+            # BLE001 - anchors are operator code: a failed checkpoint is logged, the run goes on
             except Exception:
                 log.exception("the audit checkpoint could not be written")
 

@@ -149,7 +149,7 @@ class Drafts:
             raise ToolNotExecuted(f"draft {draft_id!r} was already committed; propose a new one")
         try:
             value = await action(draft)
-        except Exception as exc:  # re-raised: a failed commit is settled, never retried
+        except Exception as exc:  # BLE001 - re-raised: a failed commit is settled, never retried
             await self._settle(draft, context, f"failed: {exc}", claim.token, failed=True)
             raise
         await self._settle(draft, context, "committed", claim.token, failed=False)

@@ -113,7 +113,7 @@ def hand_out(listeners: Sequence[Listener], event: HostEvent) -> Awaitable[None]
     for i, listener in enumerate(listeners):
         try:
             outcome = listener(event)
-        except Exception:
+        except Exception:  # BLE001 - a listener is application code: logged, never ends the run
             log.exception("event listener %r failed on %s", listener, event.type)
             continue
         if outcome is not None and inspect.isawaitable(outcome):
@@ -125,7 +125,7 @@ async def _the_rest(outcome: Awaitable[None], listener: Listener,
                     later: Sequence[Listener], event: HostEvent) -> None:
     try:
         await outcome
-    except Exception:
+    except Exception:  # BLE001 - a listener is application code: logged, never ends the run
         log.exception("event listener %r failed on %s", listener, event.type)
     pending = hand_out(later, event)
     if pending is not None:

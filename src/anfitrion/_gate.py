@@ -653,7 +653,8 @@ class Gate:
             decision = shadow.decide(bound, context)
             fields = {"decision": decision, "policy_sha256": shadow.sha256,
                       "status": "agree" if decision.verdict is enforced.verdict else "disagree"}
-        except Exception as exc:  # operator code under trial: it must never break a live call
+        # BLE001 - operator code under trial: the shadow never breaks a live call
+        except Exception as exc:
             log.exception("the shadow policy failed on %s (session %s, call %s)",
                           bound.tool.name, session.id, rec.call.id)
             fields = {"status": "error",
@@ -843,7 +844,7 @@ class Gate:
     def _shadow_rate_keys(self, tool_name: str) -> tuple[RateKey, ...]:
         try:
             return self.shadow_policy.rate_keys(tool_name) if self.shadow_policy else ()
-        except Exception:  # as in _shadow: the shadow never stops a call
+        except Exception:  # BLE001 - operator code under trial: the shadow never stops a call
             log.exception("the shadow policy failed to name its rate keys for %s", tool_name)
             return ()
 
@@ -940,6 +941,7 @@ class Gate:
                 return _error(call, "outcome_unknown",
                               f"{tool.name} failed: {exc}"[:2000] + unknown, tool)
             return _error(call, "tool_error", f"{tool.name} failed: {exc}"[:2000], tool)
+        # BLE001 - the tool's handler is application code: an error result, logged
         except Exception as exc:
             log.exception("tool %s raised (session %s, call %s)", tool.name, rec.session.id,
                           call.id)

@@ -542,7 +542,8 @@ def _lease_kept(gated: GatedSession) -> Iterator[None]:
 async def _quietly(background: Callable[[], Coroutine[Any, Any, None]]) -> None:
     try:
         await background()
-    except Exception:  # a failing lease renewal: the fencing of every write still holds
+    # BLE001 - a background task's top: a failed lease renewal is logged; fencing holds
+    except Exception:
         log.exception("lease renewal failed")
 
 

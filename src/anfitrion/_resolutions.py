@@ -97,6 +97,7 @@ async def ask_reconcile_hook(tool: Tool, arguments: Mapping[str, Any],
         happened = tool.reconcile(dict(arguments), context)
         if isinstance(happened, Awaitable):
             happened = await happened
+    # BLE001 - a reconcile hook is application code: logged, the effect stays for a person
     except Exception:
         log.exception("reconcile hook of %s raised (call %s)", tool.name, context.call_id)
         return None

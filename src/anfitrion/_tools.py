@@ -851,6 +851,7 @@ def _signature_schema(
 ) -> tuple[dict[str, Any], Callable[[dict[str, Any]], dict[str, Any]] | None, dict[str, str]]:
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
+    # BLE001 - re-raised as ToolDefinitionError: the application's annotations may raise anything
     except Exception as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
     fields: dict[str, Any] = {}

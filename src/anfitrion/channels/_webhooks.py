@@ -277,7 +277,7 @@ class ApprovalWebhook:
                                      status="delivered" if outcome.delivered else "failed",
                                      detail=detail))
             await recorder.flush()
-        except Exception:  # the top of a background task: the delivery's outcome is logged
+        except Exception:  # BLE001 - the top of a background task: the delivery's outcome is logged
             log.exception("could not audit the webhook delivery of %s", request.id)
 
 

@@ -397,7 +397,8 @@ class Policy:
         for rule in self._consulting:
             try:
                 found = await rule.consult(call, context)
-            except Exception:  # operator code: no answer, so the rule fails closed at decide
+            # BLE001 - operator code: no answer, so the rule fails closed at decide
+            except Exception:
                 log.exception("policy rule %s could not consult about %s", rule.rule_id,
                               call.tool.name)
                 answers.pop(rule.rule_id, None)
@@ -464,7 +465,7 @@ class Policy:
         for rule, role in self._chain:
             try:
                 decision = rule(call, context)
-            except Exception:  # a rule is operator code: a failing one must fail closed
+            except Exception:  # BLE001 - a rule is operator code: a failing one fails closed
                 rid = rule.rule_id
                 log.exception("policy rule %s raised on %s", rid, tool.name)
                 decision = Decision.deny("a policy rule could not decide", f"{rid}.error")

@@ -609,6 +609,8 @@ class PostgresStore:
         try:
             chained = await _chain_audit(pool, [r for job in batch for r in job.rows],
                                          self._audit_head)
+        # BLE001 - the writer task's top: each waiting job gets the error; re-raised if not
+        # an Exception (a cancellation)
         except BaseException as exc:
             self._audit_head = None
             for job in batch:

@@ -820,6 +820,7 @@ def _transaction(conn: Conn, jobs: Sequence[_Job],
                 conn.execute("SAVEPOINT job")
             try:
                 value = job.fn(conn)
+            # BLE001 - re-raised, or handed to the job's caller by the thread's top level
             except Exception as exc:
                 if single:
                     raise
