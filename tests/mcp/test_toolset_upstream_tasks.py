@@ -42,15 +42,18 @@ TOKEN = "tasks-token-0123456789abcdef"
 
 
 @asynccontextmanager
-async def gateway_over(store: Store, effects: Path) -> AsyncIterator[str]:
-    """The gateway (writes wait for a person) over HTTP; yields its MCP URL."""
-    upstream = ServerConfig(id="p", command=sys.executable, args=(SERVER,),
-                            env={"PARITY_EFFECTS": str(effects)}, trusted=True,
-                            sandbox=SandboxProfile(paths=(PathGrant(str(effects.parent), "rw"),)))
-    await approve_all([upstream], store)
+async def gateway_over(store: Store, effects: Path | list[ServerConfig]
+                       ) -> AsyncIterator[str]:
+    """The gateway (writes wait for a person) over HTTP, in front of the parity server
+    writing to *effects* (or of the given servers); yields its MCP URL."""
+    upstreams = effects if isinstance(effects, list) else [ServerConfig(
+        id="p", command=sys.executable, args=(SERVER,),
+        env={"PARITY_EFFECTS": str(effects)}, trusted=True,
+        sandbox=SandboxProfile(paths=(PathGrant(str(effects.parent), "rw"),)))]
+    await approve_all(upstreams, store)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    async with McpServers([upstream], store) as servers:
+    async with McpServers(upstreams, store) as servers:
         gateway = Gateway(servers, store=store, approval_wait=0.2, poll_interval=0.02)
         ready, stop = anyio.Event(), anyio.Event()
         async with anyio.create_task_group() as tg:

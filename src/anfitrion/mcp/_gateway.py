@@ -145,8 +145,7 @@ class _GatewayTools:
         tools = await gateway.servers.list_tools(context)
         offered = [self._principal_scoped(t) for t in tools
                    if gateway.runtime.policy.may_allow(t, context.principal)
-                   and (gateway._visible is None or gateway._visible(t))
-                   and gateway._callable(t)]
+                   and (gateway._visible is None or gateway._visible(t))]
         gateway._offered_names = frozenset(t.name for t in offered)
         return offered
 
@@ -302,7 +301,6 @@ class Gateway:
         self.page_size = page_size
         self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         """The MCP client sessions connected now (list-changed notices go to each)."""
-        self._refused_tasks: set[str] = set()
         self.store = store
         self._store_flag = store_flag(store_url) if store_url else ""
         self.principal = Principal.of(principal)
@@ -700,18 +698,6 @@ class Gateway:
             return None
         listed = self.servers.toolsets[tool.server]._upstream
         return next((t for t in listed if t.name == tool.upstream_name), None)
-
-    def _callable(self, tool: Tool) -> bool:
-        """False for a tool that only runs as a task: the gateway does not forward tasks."""
-        upstream = self._upstream_tool(tool)
-        execution = upstream.execution if upstream is not None else None
-        if execution is None or execution.task_support != "required":
-            return True
-        if tool.name not in self._refused_tasks:
-            self._refused_tasks.add(tool.name)
-            log.warning("%s is not offered: it runs only as a task (execution.taskSupport "
-                        "'required'), and the gateway does not forward tasks", tool.name)
-        return False
 
     def outside_name(self, tool: Tool) -> str:
         """The name a client sees: the server's own (``own_names``) or ``<server>.<tool>``."""

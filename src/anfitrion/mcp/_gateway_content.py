@@ -153,8 +153,8 @@ def forward_result(result: mt.CallToolResult, limit: int) -> mt.CallToolResult:
 
 def listed_tool(name: str, tool: Any, upstream: mt.Tool | None, *, trusted: bool) -> mt.Tool:
     """A ``tools/list`` entry: the pinned definition's ``title``, ``outputSchema``,
-    ``execution``; the server's annotations when it is trusted, else the gateway's own with
-    the server's claims under ``_meta["io.anfitrion/annotations"]``."""
+    ``execution`` (:func:`_execution`); the server's annotations when it is trusted, else the
+    gateway's own with the server's claims under ``_meta["io.anfitrion/annotations"]``."""
     read = tool.effect is Effect.READ
     own = mt.ToolAnnotations(
         read_only_hint=read, destructive_hint=None if read else True,
@@ -177,8 +177,18 @@ def listed_tool(name: str, tool: Any, upstream: mt.Tool | None, *, trusted: bool
         description=tool.description, input_schema=dict(tool.input_schema),
         output_schema=upstream.output_schema if upstream is not None else None,
         annotations=annotations,
-        execution=upstream.execution if upstream is not None else None,
+        execution=_execution(upstream),
         _meta=meta)
+
+
+def _execution(upstream: mt.Tool | None) -> mt.ToolExecution | None:
+    """The upstream's ``execution``, except that a task-only tool is ``optional`` here: the
+    gateway runs the upstream's task itself (polled to its end), so its client may call the
+    tool with or without the Tasks extension."""
+    execution = upstream.execution if upstream is not None else None
+    if execution is not None and execution.task_support == "required":
+        return execution.model_copy(update={"task_support": "optional"})
+    return execution
 
 
 def shape_messages(messages: Sequence[mt.PromptMessage], limit: int

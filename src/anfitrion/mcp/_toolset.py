@@ -126,6 +126,7 @@ try:
     from mcp.shared.dispatcher import ProgressFnT
     from mcp.shared.exceptions import MCPError
     from mcp.shared.message import SessionMessage
+    from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
     from ._oversized import MAX_DISCARDED_BYTES, OversizedLine, is_oversized_marker
     from ._upstream_tasks import TASKS_EXTENSION, UpstreamTask, task_claims, until_done
@@ -246,6 +247,17 @@ class _Connection:
     them (:mod:`anfitrion.mcp._relay_routing`)."""
     forward: Callable[[mt.ServerNotification], Awaitable[None]] | None = None
     """Where the server's other notifications go (resources, prompts: the gateway)."""
+
+    def takes_tasks(self) -> bool:
+        """Whether a call on this connection may be answered with a task the toolset polls:
+        2026-07-28 (the toolset's Tasks claim is active only there) and the server declares
+        the extension (``capabilities.extensions``)."""
+        session = self.session
+        if session is None or session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            return False
+        capabilities = session.server_capabilities
+        return bool(capabilities is not None and capabilities.extensions
+                    and TASKS_EXTENSION in capabilities.extensions)
 
     async def on_message(self, message: Any) -> None:
         if isinstance(message, mt.ToolListChangedNotification):
@@ -662,6 +674,8 @@ class McpToolset:
         self._offered: dict[str, McpTool] = {}
         self._upstream: list[mt.Tool] = []
         """What the server listed last."""
+        self._refused_tasks: set[str] = set()
+        """Task-only tools already logged as not offered (their connection takes no tasks)."""
         self._built: dict[tuple[str, str], McpTool | str] = {}
         """Tools built from a definition (by name and digest), or why one cannot be offered."""
         self._connection: _Connection | None = None
@@ -1029,12 +1043,32 @@ class McpToolset:
                 self._built[(name, pin.seen_digest)] = built
             if isinstance(built, str):
                 state, problem = "invalid", built
+            elif self._task_only(listed) and not conn.takes_tasks():
+                state, problem = "invalid", self._no_tasks(name, conn)
             elif state == PinState.APPROVED.value:
                 offered[name] = built
             statuses.append(ToolStatus(self.id, listed.name, name, state, problem, pin))
         self._offered = offered
         self.statuses = statuses
         return statuses
+
+    @staticmethod
+    def _task_only(listed: mt.Tool) -> bool:
+        execution = listed.execution
+        return execution is not None and execution.task_support == "required"
+
+    def _no_tasks(self, name: str, conn: _Connection) -> str:
+        """Why a tool that runs only as a task is not offered (logged once per tool)."""
+        session = conn.session
+        version = session.protocol_version if session is not None else None
+        problem = ("not offered: it runs only as a task (execution.taskSupport 'required'), "
+                   f"and the connection to {self.id!r} cannot take tasks (protocol "
+                   f"{version or 'unknown'}; tasks need 2026-07-28 and the server declaring "
+                   "the Tasks extension)")
+        if name not in self._refused_tasks:
+            self._refused_tasks.add(name)
+            log.warning("%s is %s", name, problem)
+        return problem
 
     def _server_problem(self, server_pin: Pin) -> str:
         approved = server_pin.approved_definition

@@ -7,7 +7,9 @@ On the SDK's claim mechanism (a ``resultType: "task"`` claim on ``tools/call``):
 is declared only on 2026-07-28 connections. The whole wait counts against the call's timeout:
 a task not finished by then is cancelled (``tasks/cancel``), so the server does not run later
 a call whose caller gave up on it, and the call fails saying so. A task that asks for input
-(``input_required``) is cancelled likewise: answering a task's questions is not built.
+(``input_required``) is cancelled likewise: answering a task's questions is not built; so is a
+task whose ``tasks/get`` answer cannot be read (no status, another shape, over the message size
+limit), and the call fails saying so.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ try:
     import mcp.types as mt
     from mcp.client.extension import ClaimContext, ResultClaim
     from mcp.client.session import ClientSession
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+    from ._oversized import is_oversized_marker
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     from ..exceptions import MissingDependencyError
 
@@ -75,11 +79,20 @@ async def until_done(task: UpstreamTask, context: ClaimContext) -> mt.CallToolRe
     session, delay = context.session, _interval(task.poll_interval_ms)
     try:
         while True:
-            got = await session.send_request(mt.GetTaskRequest(
-                params=mt.GetTaskRequestParams(task_id=task.task_id)), _TaskState)
-            status = got.status
-            if status == "completed":
-                result = mt.CallToolResult.model_validate(got.result or {})
+            try:
+                got = await session.send_request(mt.GetTaskRequest(
+                    params=mt.GetTaskRequestParams(task_id=task.task_id)), _TaskState)
+                status = got.status
+                if _oversized(got):  # the line was dropped unread (``_oversized``)
+                    return await _refused(session, task, "was over the size limit of a "
+                                          "message from this server")
+                if status is None:
+                    return await _refused(session, task, "had no status")
+                result = mt.CallToolResult.model_validate(got.result or {}) \
+                    if status == "completed" else None
+            except ValidationError:
+                return await _refused(session, task, "did not have the shape of a task")
+            if result is not None:
                 if not result.is_error:
                     await session.validate_tool_result(context.tool_name, result)
                 return result
@@ -87,7 +100,7 @@ async def until_done(task: UpstreamTask, context: ClaimContext) -> mt.CallToolRe
                 reason = str((got.error or {}).get("message") or status)[:500]
                 return mt.CallToolResult(content=[mt.TextContent(
                     type="text", text=f"the server's task {status}: {reason}")], is_error=True)
-            if status not in ("working", None):  # input_required: not answered here
+            if status != "working":  # input_required: not answered here
                 await cancel_quietly(session, task.task_id)
                 return mt.CallToolResult(content=[mt.TextContent(
                     type="text", text=f"the server's task asked for input ({status}), which "
@@ -98,6 +111,21 @@ async def until_done(task: UpstreamTask, context: ClaimContext) -> mt.CallToolRe
     except BaseException:  # the call's time is up (or it was cancelled): so is the task
         await cancel_quietly(session, task.task_id)
         raise
+
+
+def _oversized(got: _TaskState) -> bool:
+    meta = (got.model_extra or {}).get("_meta")
+    return isinstance(meta, dict) and is_oversized_marker(mt.CallToolResult(content=[],
+                                                                            _meta=meta))
+
+
+async def _refused(session: ClientSession, task: UpstreamTask, why: str) -> mt.CallToolResult:
+    """A ``tasks/get`` answer that cannot be read: the task is cancelled, the call failed (the
+    server may have acted: whether it did is unknown)."""
+    await cancel_quietly(session, task.task_id)
+    return mt.CallToolResult(content=[mt.TextContent(
+        type="text", text=f"the server's tasks/get answer {why}: the task was cancelled, and "
+        "whether it acted is unknown")], is_error=True)
 
 
 def task_claims() -> dict[str, list[ResultClaim[Any]]]:
