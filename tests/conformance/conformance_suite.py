@@ -50,7 +50,11 @@ CLIENT_SCENARIOS = ("initialize", "tools_call", "elicitation-sep1034-client-defa
 NEXT_CLIENT_SCENARIOS = ("json-schema-2020-12-preservation", "request-metadata",
                          "http-standard-headers", "http-custom-headers",
                          "sep-2322-client-request-state", "http-invalid-tool-headers",
-                         "json-schema-ref-no-deref")
+                         "json-schema-ref-no-deref",
+                         # the Skills extension (SEP-2640): the client reads no skill on
+                         # its own, which these scenarios accept (none is fetched unchecked)
+                         "sep-2640-client-no-prefetch", "sep-2640-client-verify-digest",
+                         "sep-2640-client-verify-size", "sep-2640-client-verify-frontmatter")
 """The prerelease's client scenarios beyond authorization: a free-form object argument, and
 2026-07-28 spoken to a server that does (per-request ``_meta`` and version header, the
 ``Mcp-Method``/``Mcp-Name`` and ``Mcp-Param-*`` headers, ``requestState`` echoed)."""
