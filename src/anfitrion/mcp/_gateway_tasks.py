@@ -34,7 +34,7 @@ import contextlib
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 import anyio
@@ -100,6 +100,14 @@ class GatewayTask:
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL
+
+    def expired(self, now: datetime | None = None) -> bool:
+        """Past its ``ttlMs`` (from its creation): the task is gone for every request."""
+        try:
+            created = datetime.fromisoformat(self.created_at.replace("Z", "+00:00"))
+        except ValueError:
+            return True  # a record that cannot say when it began is treated as gone
+        return (now or datetime.now(UTC)) > created + timedelta(milliseconds=self.ttl_ms)
 
     def envelope(self) -> dict[str, Any]:
         """The flat ``Task`` fields (the body of a ``CreateTaskResult``)."""
@@ -215,7 +223,7 @@ class TaskBook:
         if data is None:
             return None
         task = GatewayTask.from_record(task_id, data)
-        if task.principal != principal_key(principal):
+        if task.principal != principal_key(principal) or task.expired():
             return None
         return task
 
