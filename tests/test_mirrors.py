@@ -31,7 +31,7 @@ KNOWN_UNMIRRORED = frozenset({
     "integrations/_offered.py", "localmodel/_chatml.py", "localmodel/_grammar.py",
     "localmodel/_handler.py", "localmodel/_server.py", "mcp/_accounts.py",
     "mcp/_conversations.py", "mcp/_egress.py", "mcp/_forwarder.py", "mcp/_gateway_auth.py",
-    "mcp/_gateway_content.py", "mcp/_gateway_tasks.py", "mcp/_gateway_upstream.py",
+    "mcp/_gateway_content.py",
     "mcp/_http_body.py", "mcp/_instructions.py", "mcp/_listing.py", "mcp/_media.py",
     "mcp/_oauth_login.py", "mcp/_oauth_settings.py", "mcp/_oversized.py",
     "mcp/_queue_guard.py", "mcp/_relay_routing.py", "mcp/_resolve.py", "mcp/_sandbox_run.py",
