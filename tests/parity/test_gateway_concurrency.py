@@ -199,3 +199,39 @@ async def test_a_conversation_saved_by_another_process_meanwhile_is_retried_not_
     state = await store.load_session("gateway-shared")
     assert state is not None and state.data["counters"]["tool_calls"] == 5
     await store.close()
+
+
+async def test_a_conversation_stored_by_another_process_after_the_lookup_is_taken_over(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race two replicas run when the first calls of a new conversation reach both at
+    once: this process looks the conversation up (not there yet), the other stores it with
+    its lease, and this one's open then finds it running. It is taken over once the other
+    releases it — never "running in another process" to the client (seen through haproxy)."""
+    store = SQLiteStore(tmp_path / "a.db")
+    effects = tmp_path / "fx.log"
+    with anyio.fail_after(60):
+        async with McpServers([server_config(effects)], store) as servers:
+            one, other = (Gateway(servers, store=store, policy=POLICY, principal=PRINCIPAL)
+                          for _ in range(2))
+            held = await other._open_session("gateway-race")  # stored, its lease held
+            real = store.load_session
+            looked: list[str] = []
+
+            async def before_the_other_stored_it(session_id: str) -> Any:
+                if not looked:  # this process's first look: the other had not stored it
+                    looked.append(session_id)
+                    return None
+                return await real(session_id)
+
+            monkeypatch.setattr(store, "load_session", before_the_other_stored_it)
+
+            async def release_soon() -> None:
+                await anyio.sleep(0.3)
+                await held.close()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(release_soon)
+                taken = await one._open_session("gateway-race")
+            assert looked == ["gateway-race"] and taken.id == "gateway-race"
+            await taken.close()
+    await store.close()

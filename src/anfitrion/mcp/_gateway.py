@@ -388,7 +388,12 @@ class Gateway:
                     raise UserError(f"session {sid!r} is not a gateway conversation of "
                                     f"{who.id!r}")
                 return await self._take_over(sid)
-            gated = await self.runtime.open(who, sid, app=GATEWAY_APP)
+            try:
+                gated = await self.runtime.open(who, sid, app=GATEWAY_APP)
+            except UserError:  # stored by another process since it was looked up: take it
+                if await self.store.load_session(sid) is not None:  # over (checked above)
+                    continue
+                raise
             try:  # stored with its lease before any call runs: no other process opens it
                 await gated.save()  # too, and a process that dies holding it is seen
                 return gated
