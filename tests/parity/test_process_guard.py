@@ -15,7 +15,10 @@ import pytest
 HERE = Path(__file__).parent
 
 PARENT = f"""
-import sys, time
+import signal, sys, time
+# Ctrl-C as a terminal delivers it: a process started in the background of a shell (CI) may
+# inherit SIGINT ignored, and Python then installs no KeyboardInterrupt handler
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {str(HERE)!r})
 import _processes
 from pathlib import Path
@@ -64,3 +67,5 @@ def test_a_guarded_child_ends_with_its_parent(tmp_path: Path, how: str,
         finally:
             if _alive(child):  # only if the guard failed: do not leave it behind either
                 subprocess.run(["kill", "-9", str(child)], check=False)
+            if parent.poll() is None:  # nor the parent (the with-block would wait for it)
+                parent.kill()

@@ -59,12 +59,17 @@ async def test_a_servers_request_to_the_client_is_refused_by_default_and_audited
     assert len(refused) == 1 and refused[0]["detail"].startswith("refused")
 
 
-async def test_an_allowed_elicitation_for_a_secret_is_flagged_in_the_audit_log() -> None:
+async def test_an_allowed_elicitation_for_a_secret_is_refused_and_audited() -> None:
+    """Elicitation allowed for the server, but the form asks for a password: MCP forbids
+    asking for a secret in form mode, so the gateway refuses it (it is never shown to the
+    client) and the audit log says why."""
     store = MemoryStore()
     configs = [protocol_server(elicitation=True)]
     await approve_all(configs, store)
+    asked: list[Any] = []
 
     async def elicitation(context: Any, params: Any) -> Any:
+        asked.append(params)
         return mt.ElicitResult(action="decline")
 
     with anyio.fail_after(60):
@@ -73,7 +78,8 @@ async def test_an_allowed_elicitation_for_a_secret_is_flagged_in_the_audit_log()
             await client.call_tool("proto.elicit", {})
     details = [r.data["detail"] for r in await store.audit_records()
                if r.type == "mcp.relayed"]
-    assert any(d.startswith("relayed") and "secrets or credentials" in d for d in details)
+    assert asked == []
+    assert any(d.startswith("refused") and "asks for a secret" in d for d in details), details
 
 
 async def test_an_allowed_sampling_request_cannot_read_the_other_servers_context() -> None:

@@ -86,8 +86,9 @@ class OversizedLine:
         text = (f"[the result was {self.size:,} bytes, over the {self.limit:,}-byte limit of a "
                 "message from this server: the tool ran and answered, but its result is not "
                 "shown. Ask for less.]")
+        # resultType: a 2026-07-28 client reads a result without it as no result at all
         result = {"content": [{"type": "text", "text": text}], "isError": False,
-                  "_meta": {OVERSIZED_META: _SECRET}}
+                  "resultType": "complete", "_meta": {OVERSIZED_META: _SECRET}}
         response = mt.jsonrpc_message_adapter.validate_python(
             {"jsonrpc": "2.0", "id": request_id, "result": result})
         return SessionMessage(response)
