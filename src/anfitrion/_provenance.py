@@ -45,7 +45,7 @@ from urllib.parse import unquote, urlsplit
 
 from ._conversation import Message, Provenance, Reply, ToolResult, UserMessage
 from ._encodings import encoded_forms
-from ._json import json_strings
+from ._json import json_strings, walk_json
 
 __all__ = [
     "COPY_MIN_WORDS",
@@ -935,26 +935,28 @@ def _token_pattern(norm: str, numeric: bool) -> re.Pattern[str]:
 
 
 def _json_fields(content: str) -> Iterator[tuple[str, str]]:
-    """``(field name, normalised value)`` of the scalar fields of a JSON result, any depth."""
+    """``(field name, normalised value)`` of the scalar fields of a JSON result, any depth, in
+    order, the first :data:`MAX_JSON_FIELDS` (an array's items carry the array's name)."""
     if content[:1] not in ("{", "["):
         return
     try:
         data = json.loads(content)
     except (ValueError, RecursionError):
         return
-    stack: list[tuple[str, Any]] = [("", data)]
     count = 0
-    while stack and count < MAX_JSON_FIELDS:
-        name, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((str(k), v) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((name, v) for v in value)
-        elif isinstance(value, str | int | float) and not isinstance(value, bool):
-            text = normalise(str(value))
-            if text and len(text) <= MAX_FIELD_CHARS:
-                count += 1
-                yield name or "*", text
+    for name, value in walk_json(data, "", member=_field_name, only=(str, int, float)):
+        if isinstance(value, bool):
+            continue
+        text = normalise(str(value))
+        if text and len(text) <= MAX_FIELD_CHARS:
+            count += 1
+            yield name or "*", text
+            if count >= MAX_JSON_FIELDS:
+                return
+
+
+def _field_name(_parent: str, key: object) -> str:
+    return str(key)
 
 
 def _same(text: str) -> str:
