@@ -340,6 +340,7 @@ class TaintIndex:
         # (call id, tool, arguments) of each call proposed after the first untrusted result
         self._proposed: list[tuple[str, str, Any]] = []
         self._not_run: set[str] = set()  # calls refused before they ran (their ids)
+        self._denied: set[str] = set()  # of those, the ones the policy or a person denied
         self._answered: set[str] = set()  # call ids with a result
         self._runs: dict[str, tuple[int, list[tuple[int, str, bool]]]] = {}  # text -> chunks, runs
         self._plan_limits: list[tuple[str, ...]] = []  # each narrowing's globs: all hold
@@ -372,6 +373,8 @@ class TaintIndex:
             self._answered.add(result.call_id)    # reused id's refusal hides no call that ran
             if result.is_error and result.error_kind in NOT_RUN_ERRORS:
                 self._not_run.add(result.call_id)  # sent nothing: its text adds up to nothing
+                if result.error_kind == "denied":
+                    self._denied.add(result.call_id)
         if result.is_error and result.error_kind in HOST_WRITTEN_ERRORS:
             return False
         if result.provenance is not Provenance.UNTRUSTED:
@@ -460,13 +463,23 @@ class TaintIndex:
         it is not among them). Calls the host refused before they ran (:data:`NOT_RUN_ERRORS`)
         are left out: nothing of them went out. Rebuilt from the transcript with the rest of
         the index."""
+        return tuple((name, arguments) for call_id, name, arguments in self._before(before)
+                     if call_id not in self._not_run)
+
+    def refused_after_taint(self, before: str | None = None
+                            ) -> tuple[tuple[str, Any], ...]:
+        """``(tool, arguments)`` of the calls proposed after the first untrusted result that
+        the policy or a person denied, oldest first, up to the latest call *before* (as
+        :meth:`proposed_after_taint` counts)."""
+        return tuple((name, arguments) for call_id, name, arguments in self._before(before)
+                     if call_id in self._denied)
+
+    def _before(self, before: str | None) -> list[tuple[str, str, Any]]:
         calls = self._proposed
         for i in range(len(calls) - 1, -1, -1):  # the latest: a reused id hides nothing
             if calls[i][0] == before:
-                calls = calls[:i]
-                break
-        return tuple((name, arguments) for call_id, name, arguments in calls
-                     if call_id not in self._not_run)
+                return calls[:i]
+        return calls
 
     @property
     def plan_limits(self) -> tuple[tuple[str, ...], ...]:

@@ -185,16 +185,31 @@ class _DataflowCheck:
         for path in flow.outward if write else ():
             out += self._outward(provenance, path, _values(call.arguments, path))
         if write and self.proven and not any(w.endswith(_COPIED_END) for w in out):
-            out += self._split(call, flow, provenance, self._addressed(call, flow, own))
+            addressed = _addressees(call.arguments, flow, own)
+            split = self._split(call, flow, provenance, bool(addressed))
+            out += split or self._after_refusal(call, provenance, addressed, own)
         return out
 
-    @staticmethod
-    def _addressed(call: BoundCall, flow: Dataflow, own: Collection[str]) -> bool:
-        """Whether the call's text reaches someone other than the principal: a recipient,
-        channel, account, phone number or URL sink holds a value not among *own*."""
-        return any(normalise(value) not in own
-                   for path, kind in flow.sinks.items() if kind in _ADDRESS_KINDS
-                   for value in _values(call.arguments, path) if value.strip())
+    def _after_refusal(self, call: BoundCall, provenance: ArgumentProvenance,
+                       addressed: Mapping[str, tuple[str, str, str]],
+                       own: Collection[str]) -> list[str]:
+        """An outward call to a party an earlier outward call of the session (after taint)
+        was denied for — by the policy or a person: the rest of a payload split over calls,
+        each piece too short to tell, goes on to the reader the first pieces were for."""
+        if not addressed:
+            return []
+        refused = provenance.refused_after_taint(call.call_id)[-MAX_OUTWARD_CALLS:]
+        for tool, arguments in reversed(refused):
+            declared = self._declared(tool)
+            if declared is None or not declared.outward:
+                continue
+            for party in addressed.keys() & _addressees(arguments, declared, own).keys():
+                path, kind, value = addressed[party]
+                return [f"{FLAG_WARNING}{path} ({kind}): `{short(value)}` {UNPROVEN_WARNING} "
+                        f"to be the user's choice: an earlier {tool} to it after untrusted "
+                        f"content was read was denied in this session (the rest of a payload "
+                        f"split over calls goes to the same reader)"]
+        return []
 
     def _runs(self, provenance: ArgumentProvenance, flow: Dataflow,
               arguments: Any) -> list[tuple[str, int, str, bool]]:
@@ -243,10 +258,13 @@ class _DataflowCheck:
         """Why this call's runs (*pieces*: quoted run → where, words), with the earlier
         calls' added to *pieces*, make a copied payload, or ``None``: the records' total or
         the short runs' total reaches :data:`COPY_MIN_WORDS`."""
+        short_now = any(c < SPLIT_MIN_WORDS for _, c in pieces.values())
+        short_before = False
+
         def reached() -> bool:
             longer = sum(c for _, c in pieces.values() if c >= SPLIT_MIN_WORDS)
             shorter = sum(c for _, c in pieces.values() if c < SPLIT_MIN_WORDS)
-            return max(longer, shorter) >= COPY_MIN_WORDS
+            return max(longer, shorter) >= COPY_MIN_WORDS or (short_now and short_before)
 
         earlier = [(tool, declared, arguments) for tool, arguments
                    in provenance.proposed_after_taint(call.call_id)
@@ -259,6 +277,7 @@ class _DataflowCheck:
                 break
             for path, counted, shown, _ in self._runs(provenance, declared, arguments):
                 pieces.setdefault(shown, (f"{path} of an earlier {tool}", counted))
+                short_before = short_before or counted < SPLIT_MIN_WORDS
         return "pieces of it add up to a copied payload" if reached() else None
 
     def _outward(self, provenance: ArgumentProvenance, path: str,
@@ -280,6 +299,17 @@ class _DataflowCheck:
                            f"{'; '.join(copied[:MAX_FLAGS_PER_ARGUMENT])}, which "
                            f"{UNPROVEN_WARNING} to be the user's words")
         return out
+
+
+def _addressees(arguments: Any, flow: Dataflow, own: Collection[str]
+                ) -> dict[str, tuple[str, str, str]]:
+    """Who reads a call's outward text besides the principal: each value (normalised) of a
+    recipient, channel, account, phone or URL sink not among *own*, with its path, kind and
+    value as written."""
+    return {normalise(value): (path, kind, value)
+            for path, kind in flow.sinks.items() if kind in _ADDRESS_KINDS
+            for value in _values(arguments, path)
+            if value.strip() and normalise(value) not in own}
 
 
 def _own_addresses(context: PolicyContext) -> frozenset[str]:
