@@ -494,9 +494,13 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             that copies :data:`~anfitrion._provenance.COPY_MIN_WORDS` or more words of
             untrusted text asks, quoting them and their source — as does one carrying a run
             of :data:`~anfitrion._provenance.SPLIT_MIN_WORDS` or more copied words cut from
-            a longer untrusted text (a piece of a payload split over calls), or runs that
-            are a field's whole value (a record: an address) which, added to those of the
-            session's earlier outward calls, reach that many. In both, a number the user
+            a longer untrusted text (a piece of a payload split over calls; from
+            :data:`~anfitrion._provenance.ADDRESSED_MIN_WORDS` words in a call to another
+            party), or runs that are a field's whole value (a record: an address) which,
+            added to those of the session's earlier outward calls, reach that many; runs of
+            :data:`~anfitrion._provenance.PIECE_MIN_WORDS` to 3 words may go out in one call
+            (fewer than that many words), every later call carrying one asks; and an
+            outward call to a reader an earlier outward call was denied for asks. In both, a number the user
             wrote proves an id only written as one (``file 13``), and a declared amount
             (``sinks = {amount = "money"}``) is proven only by the user's or a trusted
             result's figure.
