@@ -500,10 +500,10 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             added to those of the session's earlier outward calls, reach that many; runs of
             :data:`~anfitrion._provenance.PIECE_MIN_WORDS` to 3 words may go out in one call
             (fewer than that many words), every later call carrying one asks; and an
-            outward call to a reader an earlier outward call was denied for asks. In both, a number the user
-            wrote proves an id only written as one (``file 13``), and a declared amount
-            (``sinks = {amount = "money"}``) is proven only by the user's or a trusted
-            result's figure.
+            outward call to a reader an earlier outward call was denied for asks. In both,
+            a number the user wrote proves an id only written as one (``file 13``), and a
+            declared amount (``sinks = {amount = "money"}``) is proven only by the user's
+            or a trusted result's figure.
         free_reads: tool-name globs of reads that stay free in a tainted session under
             ``reads="all"`` (a clock, a unit converter: nothing private comes back and
             nothing leaves). A flagged URL argument still asks. Writes are never exempt.
