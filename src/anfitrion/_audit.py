@@ -7,8 +7,10 @@ secrets (API keys, bearer tokens, private keys, passwords in URLs and in prose),
 a tool declares sensitive are dropped, control characters escaped. ``docs/security.md`` has the
 table of what is and is not masked.
 
-Each record stores ``hash = SHA-256(canonical JSON of {seq, type, session_id, at, data,
-prev_hash})``; :func:`verify_chain` re-derives the chain and names the first broken link.
+Records appended together share one hash (format 3: ``SHA-256(batch|first seq|prev_hash,
+newline, canonical JSON of [[type, session_id, at, data], ...])``, :mod:`anfitrion._chain`);
+a record appended alone has its own. :func:`verify_chain` re-derives the chain and names the
+first broken link, in logs of every format.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ._approvals import make_visible
 from ._canonical import canonical_json, digest
-from ._chain import CHECKPOINT, PRUNED, batch_hash, chain_hash
+from ._chain import CHECKPOINT, PRUNED, batch_hash, chain_hash, legacy_batch_hash
 from ._chain import GENESIS as GENESIS
 from ._events import EventType, HostEvent
 from ._logging import install as _install_log_redaction
@@ -204,8 +206,10 @@ def _hash_ok(batch: list[AuditRecord]) -> bool:
     if len(batch) == 1:
         return chain_hash(first.seq, first.type, first.session_id, first.at, first.data,
                           first.prev_hash) == first.hash
-    return batch_hash([(r.seq, r.type, r.session_id, r.at, r.data) for r in batch],
-                      first.prev_hash) == first.hash
+    records = [(r.seq, r.type, r.session_id, r.at, r.data) for r in batch]
+    # format 3 (one text per batch), else format 2 (one text per record, one hash)
+    return batch_hash(records, first.prev_hash) == first.hash or \
+        legacy_batch_hash(records, first.prev_hash) == first.hash
 
 
 def _span(batch: list[AuditRecord]) -> str:
@@ -217,12 +221,13 @@ def verify_chain(records: Iterable[AuditRecord], *,
                  expect_head: str | None = None) -> ChainReport:
     """Re-derive the hash chain; report the first record that does not fit, and how.
 
-    *records* must be the whole log in sequence order. Both formats are read: one hash per
-    record (format 1) and one hash per batch of records appended together (format 2, see
-    :func:`anfitrion._chain.chain_texts`); an edit inside a batch is reported at the batch's
-    first record, naming the batch. A hash chain without a secret can be rewritten from the
-    first edit onwards; pass *expect_head* (a head hash kept elsewhere, e.g. printed by an
-    earlier ``anfitrion audit verify``) to detect that and a cut tail.
+    *records* must be the whole log in sequence order. Every format is read: one hash per
+    record (format 1), one hash per batch of records appended together over each record's
+    text (format 2, :func:`anfitrion._chain.chain_texts`) and over one text for the batch
+    (format 3, :func:`anfitrion._chain.chain_batch`); an edit inside a batch is reported at
+    the batch's first record, naming the batch. A hash chain without a secret can be
+    rewritten from the first edit onwards; pass *expect_head* (a head hash kept elsewhere,
+    e.g. printed by an earlier ``anfitrion audit verify``) to detect that and a cut tail.
     """
     recs = list(records)
     position = {r.hash: i for i, r in enumerate(recs)}

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
+from json.encoder import encode_basestring as _encode_utf8
 from json.encoder import encode_basestring_ascii as _encode_ascii
 from typing import Any
 
 from ._canonical import float_free_bytes
 
-__all__ = ["CHECKPOINT", "GENESIS", "PRUNED", "batch_hash", "chain_hash", "chain_texts"]
+__all__ = ["CHECKPOINT", "GENESIS", "PRUNED", "batch_body", "batch_hash", "chain_batch",
+           "chain_hash", "chain_rows", "chain_texts", "legacy_batch_hash", "pack_batch"]
 
 GENESIS = "0" * 64
 """The previous hash of the first record."""
@@ -43,7 +46,8 @@ def chain_texts(seq: int, prev_hash: str,
                 rows: Iterable[tuple[str, str, float, str | bytes]]) -> list[tuple[int, str, str]]:
     """Chain *rows* (type, session id, at, canonical data text or its UTF-8 bytes), appended
     together, after the record *seq* whose hash is *prev_hash*: each record's ``(seq,
-    prev_hash, hash)``.
+    prev_hash, hash)`` — **format 2**, as anfitrion wrote batches before format 3
+    (:func:`chain_batch`); kept to write and read logs of that format.
 
     **One hash per batch** (format 2): every record of the batch stores *prev_hash* and the
     batch's hash, the SHA-256 of each record's :func:`chain_hash` text (its header line, with
@@ -72,10 +76,10 @@ def chain_texts(seq: int, prev_hash: str,
     return [(n, prev, digest) for n, prev, _ in out]
 
 
-def batch_hash(records: Sequence[tuple[int, str, str, float, Mapping[str, Any]]],
-               prev_hash: str) -> str:
-    """The hash :func:`chain_texts` gives the batch *records* — ``(seq, type, session_id,
-    at, data)``, consecutive — appended after *prev_hash* (the verifier's side)."""
+def legacy_batch_hash(records: Sequence[tuple[int, str, str, float, Mapping[str, Any]]],
+                      prev_hash: str) -> str:
+    """The hash :func:`chain_texts` (format 2) gives the batch *records* — ``(seq, type,
+    session_id, at, data)``, consecutive — appended after *prev_hash* (the verifier's side)."""
     if not records:
         return ""
     rows = [(type, session_id, at, float_free_bytes(data))
@@ -105,3 +109,91 @@ def _quoted(value: Any) -> str:
     if isinstance(value, str):
         return _encode_ascii(value)
     return json.dumps(value)
+
+
+# -- format 3: a batch hashed as one unit -------------------------------------------------------
+
+_BATCH = b"batch|%d|%b\n"
+
+
+def _batch_header(first_seq: int, prev_hash: str) -> bytes:
+    """``batch|first seq|"prev_hash"`` and a newline: no format 1 or 2 text starts so."""
+    quoted = _encode_ascii(prev_hash) if prev_hash.__class__ is str else _quoted(prev_hash)
+    return _BATCH % (int(first_seq), quoted.encode("ascii"))
+
+
+def _text(value: str) -> bytes:
+    """A string as canonical JSON writes it (UTF-8 kept, unpaired surrogates kept)."""
+    if value.__class__ is str:
+        return _encode_utf8(value).encode("utf-8", "surrogatepass")
+    return float_free_bytes(value)  # not a string: a record read back from an edited export
+
+
+def batch_body(rows: Iterable[tuple[str, str, float, str | bytes]]) -> bytes:
+    """The hashed body of a format 3 batch from each record's canonical data text: the
+    canonical JSON of ``[[type, session_id, at, data], ...]`` (``at`` a float).
+
+    :func:`pack_batch` serialises the same list in one pass; the two agree byte for byte."""
+    out = []
+    for type, session_id, at, text in rows:
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+        out.append(b"[%b,%b,%b,%b]" % (_text(type), _text(session_id), _float(at), data))
+    return b"[" + b",".join(out) + b"]"
+
+
+def _float(at: float) -> bytes:
+    """A float as the standard encoder writes it (``NaN``/``Infinity`` for the others, which
+    canonical JSON refuses and a record's time never is)."""
+    at = float(at)
+    if math.isfinite(at):
+        return repr(at).encode("ascii")
+    return json.dumps(at).encode("ascii")
+
+
+def pack_batch(entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> bytes:
+    """:func:`batch_body` of *entries* (type, session id, at, data) in one serialisation."""
+    times = [float(at) for _, _, at, _ in entries]
+    if all(math.isfinite(at) for at in times):
+        # records hold no floats but their times (anfitrion._audit.event_record_data)
+        return float_free_bytes([[type, session_id, at, data] for (type, session_id, _, data),
+                                 at in zip(entries, times, strict=True)])
+    return batch_body([(type, session_id, at, float_free_bytes(data))
+                       for (type, session_id, _, data), at in zip(entries, times, strict=True)])
+
+
+def chain_batch(seq: int, prev_hash: str, body: bytes) -> str:
+    """The hash of a format 3 batch (two records or more) whose :func:`batch_body` is
+    *body*, appended after the record *seq* whose hash is *prev_hash*.
+
+    **One hash per batch, over one text** (format 3): ``batch|<first seq>|"<prev_hash>"``, a
+    newline, and the body — one header for the batch instead of one per record. Every record
+    of the batch stores *prev_hash* and this hash, as in format 2; a batch of one record is
+    hashed as :func:`chain_hash` hashes it (format 1)."""
+    return _sha256(_batch_header(seq + 1, prev_hash) + body).hexdigest()
+
+
+def chain_rows(seq: int, prev_hash: str, rows: Sequence[tuple[str, str, float, str | bytes]]
+               ) -> list[tuple[int, str, str]]:
+    """Chain *rows* (type, session id, at, canonical data text or its UTF-8 bytes) appended
+    together after the record *seq* whose hash is *prev_hash*, as the stores write them now:
+    each record's ``(seq, prev_hash, hash)`` — format 3 for two records or more, format 1
+    for one."""
+    if len(rows) == 1:
+        type, session_id, at, text = rows[0]
+        body = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+        digest = _sha256(_header(seq + 1, type, session_id, at, prev_hash) + body).hexdigest()
+        return [(seq + 1, prev_hash, digest)]
+    digest = chain_batch(seq, prev_hash, batch_body(rows))
+    return [(seq + i, prev_hash, digest) for i in range(1, len(rows) + 1)]
+
+
+def batch_hash(records: Sequence[tuple[int, str, str, float, Mapping[str, Any]]],
+               prev_hash: str) -> str:
+    """The hash :func:`chain_rows` gives the batch *records* — ``(seq, type, session_id,
+    at, data)``, consecutive — appended after *prev_hash* (the verifier's side, format 3;
+    :func:`legacy_batch_hash` is format 2's)."""
+    if not records:
+        return ""
+    rows = [(type, session_id, at, float_free_bytes(data))
+            for _, type, session_id, at, data in records]
+    return chain_rows(records[0][0] - 1, prev_hash, rows)[-1][2]

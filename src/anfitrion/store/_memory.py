@@ -10,8 +10,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
-from .._canonical import canonical_json, float_free_bytes
-from .._chain import GENESIS, chain_texts
+from .._canonical import canonical_json
+from .._chain import GENESIS, chain_batch, chain_hash, pack_batch
 from .._conversation import ToolResult
 from .._effects import EffectKey
 from ..exceptions import ConflictError
@@ -62,6 +62,10 @@ class MemoryStore:
         self._effects: dict[str, EffectEntry] = {}
         """Key → the reserved effect (its state/result fields unused: read from the ledger)."""
         self._audit: list[AuditRecord] = []
+        """The records read back so far (:meth:`_unpacked`), in sequence order."""
+        self._packed: list[tuple[int, str, str, bytes]] = []
+        """Batches appended since the last read, after :attr:`_audit`: (first seq, previous
+        hash, hash, the hashed body) — one bytes object per batch, read back when asked for."""
         self._audit_head: tuple[int, str] = (0, GENESIS)  # kept apart: a prune removes records
         self._calls: list[tuple[str, str, float]] = []
         self._records: dict[str, dict[str, dict[str, Any]]] = {}
@@ -338,16 +342,32 @@ class MemoryStore:
 
     def _chain(self, entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]
                ) -> AuditRecord:
-        # one hash per batch (anfitrion._chain.chain_texts), as the other stores chain them
-        rows = [(type, session_id, at, float_free_bytes(data))
-                for type, session_id, at, data in entries]
-        chained = chain_texts(*self._audit_head, rows)
-        records = [AuditRecord(seq, type, session_id, at, dict(data), prev, digest)
-                   for (type, session_id, at, data), (seq, prev, digest)
-                   in zip(entries, chained, strict=True)]
-        self._audit.extend(records)
-        self._audit_head = (records[-1].seq, records[-1].hash)
-        return records[-1]
+        """Chain *entries* after the head as the other stores chain them (format 3, one hash
+        per batch; one record alone: format 1); the last record."""
+        seq, prev = self._audit_head
+        # one serialisation for the batch, kept as the bytes hashed: what is read back is
+        # what was hashed, whatever the caller does with its dictionaries after
+        body = pack_batch(entries)
+        if len(entries) == 1:
+            type, session_id, at, data = entries[0]
+            digest = chain_hash(seq + 1, type, session_id, at, data, prev)
+        else:
+            digest = chain_batch(seq, prev, body)
+        self._packed.append((seq + 1, prev, digest, body))
+        self._audit_head = (seq + len(entries), digest)
+        type, session_id, at, data = entries[-1]
+        return AuditRecord(seq + len(entries), type, session_id, at, _copy(data), prev, digest)
+
+    def _unpacked(self) -> list[AuditRecord]:
+        """Every record kept, the batches appended since the last read unpacked."""
+        if self._packed:
+            audit = self._audit
+            for first, prev, digest, body in self._packed:
+                for i, (type, session_id, at, data) in enumerate(_unpack(body)):
+                    audit.append(AuditRecord(first + i, type, session_id, at, data, prev,
+                                             digest))
+            self._packed.clear()
+        return self._audit
 
     async def append_audit_at_head(self, type: str, session_id: str, at: float,
                                    data_for: Callable[[int, str], Mapping[str, Any]]
@@ -359,7 +379,7 @@ class MemoryStore:
                           data_for: Callable[[PrunePlan], Mapping[str, Any]]
                           ) -> PrunePlan | None:
         with self._lock:
-            audit = self._audit
+            audit = self._unpacked()
             if not audit:
                 return None
             unsettled = {k for k, e in self._ledger.items() if e.state not in FINAL_STATES}
@@ -386,7 +406,8 @@ class MemoryStore:
 
     async def audit_records(self, session_id: str | None = None) -> Sequence[AuditRecord]:
         with self._lock:
-            return [r for r in self._audit if session_id is None or r.session_id == session_id]
+            return [r for r in self._unpacked()
+                    if session_id is None or r.session_id == session_id]
 
     async def count_calls(self, principal_id: str, tool: str, since: float) -> int:
         with self._lock:
@@ -455,3 +476,13 @@ def _copied(arguments: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """A deep copy, as the other stores' JSON round trip gives: a caller mutating the
     arguments it passed changes nothing stored."""
     return None if arguments is None else json.loads(canonical_json(dict(arguments)))
+
+
+def _copy(data: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(data)
+
+
+def _unpack(body: bytes) -> list[list[Any]]:
+    """The records of a packed batch (:func:`anfitrion._chain.pack_batch`), as stored."""
+    rows: list[list[Any]] = json.loads(body.decode("utf-8", "surrogatepass"))
+    return rows

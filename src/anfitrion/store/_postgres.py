@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
-from .._chain import chain_texts
+from .._chain import chain_rows
 from .._conversation import ToolResult
 from .._effects import EffectKey
 from ..exceptions import ConflictError, MissingDependencyError, StoreError, map_exceptions
@@ -769,7 +769,7 @@ def _chain(head: tuple[int, str], rows: Sequence[tuple[str, str, float, str]]
     """Chain *rows* (type, session, at, canonical data text) after *head* (seq, hash)."""
     return [(n, kind, session_id, at, text, before, digest)
             for (kind, session_id, at, text), (n, before, digest)
-            in zip(rows, chain_texts(head[0], head[1], rows), strict=True)]
+            in zip(rows, chain_rows(head[0], head[1], rows), strict=True)]
 
 
 # The whole append in one statement, if the head is still the one the rows were chained to:

@@ -39,7 +39,7 @@ import anyio
 
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
 from .._canonical import float_free_bytes
-from .._chain import chain_texts
+from .._chain import chain_rows
 from .._conversation import ToolResult
 from .._effects import EffectKey
 from ..exceptions import AnfitrionError, ConflictError, StoreError, UserError
@@ -916,7 +916,7 @@ def _append_audit(c: Conn, rows: Sequence[tuple[str, str, float, str]]
     """Chain *rows* (type, session, at, canonical data text) after the head, under the write
     lock; returns each record's (seq, prev_hash, hash)."""
     seq, prev = c.execute("SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1").fetchone()
-    out = chain_texts(seq, prev, rows)
+    out = chain_rows(seq, prev, rows)
     inserts = [(n, kind, session_id, at, text, before, digest)
                for (kind, session_id, at, text), (n, before, digest) in zip(rows, out, strict=True)]
     if out:
