@@ -316,10 +316,11 @@ class CallLedger:
             return await self.store.effect_state(rec.effect.key)
 
     async def claim(self, rec: GatedCall, repeat_of: tuple[str, str] | None) -> Claim:
-        """Claim the call (and reserve its effect key) in one atomic step."""
+        """Claim the call (and reserve its effect key) in one atomic step, fenced by the
+        session's lease: a run whose lease another run took claims nothing (ConflictError)."""
         return await self.store.claim_execution(
             rec.session.id, rec.call.id, rec.digest, retry_unknown=rec.resolved.idempotent,
-            effect=rec.effect, repeat_of=repeat_of)
+            effect=rec.effect, repeat_of=repeat_of, owner=rec.session.lease_owner)
 
     async def settle(self, rec: GatedCall, result: ToolResult, token: str) -> None:
         """Record the outcome under the claim *token*.

@@ -292,7 +292,8 @@ class LedgerStore(Protocol):
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
                               retry_unknown: bool = False, effect: EffectKey | None = None,
-                              repeat_of: tuple[str, str] | None = None) -> Claim:
+                              repeat_of: tuple[str, str] | None = None,
+                              owner: str | None = None) -> Claim:
         """Atomically claim a call for execution (compare-and-set).
 
         With *retry_unknown* (idempotent tools), an entry whose outcome is unknown — or a
@@ -302,6 +303,12 @@ class LedgerStore(Protocol):
         key held by another call answers ``duplicate`` and claims nothing — unless that call
         failed (the effect did not happen: the key moves to this call), or it is done and
         *repeat_of* names it (a person approved running it again).
+
+        With *owner* (the run's lease owner), the claim is fenced in the same transaction:
+        if another owner holds the session's lease, nothing is claimed or reserved.
+
+        Raises:
+            ConflictError: *owner* is given and another owner holds the session's lease.
         """
         ...
 

@@ -34,6 +34,7 @@ from ._rows import (
     EffectMove,
     claim_transition,
     effect_move,
+    fence_claim,
     lease_free,
     may_advance,
     new_claim_token,
@@ -226,9 +227,12 @@ class MemoryStore:
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
                               retry_unknown: bool = False, effect: EffectKey | None = None,
-                              repeat_of: tuple[str, str] | None = None) -> Claim:
+                              repeat_of: tuple[str, str] | None = None,
+                              owner: str | None = None) -> Claim:
         key = (session_id, call_id)
         with self._lock:
+            if owner is not None and (leased := self._sessions.get(session_id)) is not None:
+                fence_claim(session_id, call_id, leased.lease_owner, owner)
             if effect is not None:
                 held = self._effects.get(effect.key)
                 holder = (held.session_id, held.call_id) if held else None

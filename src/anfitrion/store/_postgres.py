@@ -69,6 +69,7 @@ from ._rows import (
     effect_move,
     effect_row,
     entry_row,
+    fence_claim,
     first_readable,
     load_json,
     load_result,
@@ -482,19 +483,28 @@ class PostgresStore:
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
                               retry_unknown: bool = False, effect: EffectKey | None = None,
-                              repeat_of: tuple[str, str] | None = None) -> Claim:
+                              repeat_of: tuple[str, str] | None = None,
+                              owner: str | None = None) -> Claim:
         # one statement: the row lock taken by the upsert makes concurrent claims take turns
         token = new_claim_token()
         args = (session_id, call_id, LedgerState.CLAIMED.value, digest, now_iso(), token)
         sql = _CLAIM_RETRY if retry_unknown else _CLAIM
-        if effect is None:
+        if effect is None and owner is None:
             rows = await self._fetch(sql, args)
         else:
             async with self._connection(transaction=True) as conn:
-                duplicate = await _reserve_effect(conn, effect, (session_id, call_id),
-                                                  repeat_of, retry_unknown)
-                if duplicate is not None:
-                    return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
+                if owner is not None:
+                    # FOR SHARE: a takeover (an UPDATE of the row) waits for this claim
+                    cur = await conn.execute(
+                        "SELECT lease_owner FROM anfitrion_sessions WHERE session_id = %s "
+                        "FOR SHARE", (session_id,))
+                    if (leased := await cur.fetchone()) is not None:
+                        fence_claim(session_id, call_id, leased[0], owner)
+                if effect is not None:
+                    duplicate = await _reserve_effect(conn, effect, (session_id, call_id),
+                                                      repeat_of, retry_unknown)
+                    if duplicate is not None:
+                        return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
                 cur = await conn.execute(sql, args)  # type: ignore[arg-type]
                 rows = list(await cur.fetchall())
         state, result, stored_token = rows[0]

@@ -58,6 +58,7 @@ __all__ = [
     "effect_move",
     "effect_row",
     "entry_row",
+    "fence_claim",
     "first_readable",
     "lease_free",
     "load_json",
@@ -177,6 +178,26 @@ def resolution_result(call_id: str, tool: str, *, done: bool, by: str, note: str
     text = f"resolved by {by}: {what}" + (f" ({note})" if note else "")
     return ToolResult(call_id, tool, text[:2000], is_error=not done,
                       error_kind=None if done else "resolved_not_done")
+
+
+def fence_claim(session_id: str, call_id: str, held_by: str | None, owner: str) -> None:
+    """The claim's fence: a run claims a side effect only while its session's lease is its own.
+
+    A run that stalled past its lease (a long GC pause, a stopped process, a partitioned
+    replica) may find, when it wakes, that another process took the session over and has
+    moved its state on (a tainting read, a denial, a spent budget). The call it was deciding
+    was decided on the state it loaded before: claiming it now would run a side effect the
+    current state might forbid. Checked in the claim's own transaction, so no takeover can
+    fall between the check and the claim. A session leased by nobody (never leased, or
+    released) is not fenced.
+
+    Raises:
+        ConflictError: another owner holds *session_id*'s lease.
+    """
+    if held_by is not None and held_by != owner:
+        raise ConflictError(f"session {session_id!r} is leased by {held_by}, not this run: "
+                            f"call {call_id!r} was decided on state another run has since "
+                            "taken over; nothing was claimed or run")
 
 
 def refuse_while_running(key: str, session_id: str, owner: str | None,

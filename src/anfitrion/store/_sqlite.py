@@ -81,6 +81,7 @@ from ._rows import (
     effect_move,
     effect_row,
     entry_row,
+    fence_claim,
     first_readable,
     load_json,
     load_result,
@@ -435,8 +436,13 @@ class SQLiteStore:
 
     async def claim_execution(self, session_id: str, call_id: str, digest: str, *,
                               retry_unknown: bool = False, effect: EffectKey | None = None,
-                              repeat_of: tuple[str, str] | None = None) -> Claim:
+                              repeat_of: tuple[str, str] | None = None,
+                              owner: str | None = None) -> Claim:
         def claim(c: Conn) -> Claim:
+            if owner is not None and (leased := c.execute(
+                    "SELECT lease_owner FROM anfitrion_sessions WHERE session_id = ?",
+                    (session_id,)).fetchone()) is not None:
+                fence_claim(session_id, call_id, leased[0], owner)
             if effect is not None:
                 duplicate = _reserve_effect(c, effect, (session_id, call_id), repeat_of,
                                             retry_unknown)
