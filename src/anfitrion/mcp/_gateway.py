@@ -1377,6 +1377,10 @@ class Gateway:
             sock = socket.socket(socket.AF_INET6 if host == "::1" else socket.AF_INET)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
+        # Nagle off for every connection accepted (Linux: inherited from the listening
+        # socket): asyncio sets it only on sockets made with IPPROTO_TCP, and an answer
+        # written as headers then body would otherwise wait for the client's delayed ACK
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.listen(128)  # connections wait in the backlog until the server accepts them
         port = sock.getsockname()[1]
         self.stateless = stateless
