@@ -387,7 +387,7 @@ class Gateway:
                 if state.principal_id != who.id or state.data.get("app") != GATEWAY_APP:
                     raise UserError(f"session {sid!r} is not a gateway conversation of "
                                     f"{who.id!r}")
-                return await self._take_over(sid)
+                return await self._take_over(sid, state)
             try:
                 gated = await self.runtime.open(who, sid, app=GATEWAY_APP)
             except UserError:  # stored by another process since it was looked up: take it
@@ -400,13 +400,17 @@ class Gateway:
             except ConflictError:  # another process opened it at this moment: take it over
                 continue
 
-    async def _take_over(self, session_id: str) -> GatedSession:
+    async def _take_over(self, session_id: str, loaded: SessionState | None = None
+                         ) -> GatedSession:
         """The stored conversation *session_id*, its lease taken once another process
-        releases it (retried with backoff for up to :attr:`lease_wait` seconds)."""
+        releases it (retried with backoff for up to :attr:`lease_wait` seconds). *loaded*:
+        its state as just read (the first try looks at its lease, not at another copy)."""
         delay = 0.02
         with anyio.move_on_after(self.lease_wait):
             while True:
-                before = await self.store.load_session(session_id)
+                before = loaded if loaded is not None else \
+                    await self.store.load_session(session_id)
+                loaded = None
                 try:
                     gated = await self.runtime.resume(session_id, force=True)
                 except ConflictError:
