@@ -26,7 +26,7 @@ KNOWN_UNMIRRORED = frozenset({
     "_cli/main.py", "_cli/mcp.py", "_cli/resume.py", "_cli/reviewers.py", "_cli/serve.py",
     "_cli/sessions.py", "_cli/terminal.py", "_cli/tools.py", "_constraints.py", "_dataflow.py",
     "_demo.py", "_effect_arguments.py", "_encodings.py", "_entitlements.py", "_home.py",
-    "_identity.py", "_logging.py", "_media.py", "_media_structure.py", "_owners.py",
+    "_identity.py", "_logging.py", "_media.py", "_media_structure.py",
     "_principal.py", "_provenance.py", "_redaction.py", "_resolutions.py", "_throttle.py",
     "integrations/_offered.py", "localmodel/_chatml.py", "localmodel/_grammar.py",
     "localmodel/_handler.py", "localmodel/_server.py", "mcp/_accounts.py",

@@ -9,7 +9,7 @@ each proposed call, report results obtained elsewhere, answer and resume in any 
 Every door goes through :meth:`GatedSession.process`, so a repeat guard, an invalid-call
 limit, a budget, a rate limit, taint and argument provenance mean the same everywhere.
 
-A session is run under a *lease*: an owner (``host:pid:token``) and an expiry, renewed while
+A session is run under a *lease*: an owner (``host/pidns:pid:token``) and an expiry, renewed while
 the run lives. A second run cannot take a live lease; a lease whose process died (on this
 machine: its pid is gone) or that lapsed is free, so a crashed session is recoverable by
 ``resume --ready`` instead of staying ``running`` for ever. Taking a lease bumps the session's
@@ -36,8 +36,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import os
-import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -55,7 +53,7 @@ from ._conversation import Provenance, Reply, ToolCall, ToolResult
 from ._events import EventType, HostEvent, Listener, Router, hand_out
 from ._gate import CallOutcome, Gate, GateLimits
 from ._media import split
-from ._owners import dead_local_owner
+from ._owners import dead_local_owner, mint_owner
 from ._principal import Principal
 from ._session import Session
 from ._tools import Handler, OfferContext, Tool, Toolbox, ToolContext, ToolSource
@@ -176,7 +174,7 @@ class Runtime:
         self.max_tool_calls = max_tool_calls
         self.lease_seconds = lease_seconds
         self.app = app
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.owner = mint_owner()
         """This runtime's lease owner id."""
         self._recorder = AuditRecorder(
             self.store, checkpoints=Checkpointer.from_env(self.store)) if audit else None

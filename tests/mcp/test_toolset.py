@@ -452,3 +452,24 @@ async def test_an_unreachable_server_offers_nothing_and_says_why(
     async with McpToolset(broken, store) as toolset:
         assert await toolset.list_tools(offer) == []
         assert toolset.last_error
+
+
+def test_the_group_check_closes_its_proc_listing_when_it_finds_a_member(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listing of ``/proc`` is closed on the early return too (left to the GC it warned,
+    and the warning failed an unrelated test)."""
+    from anfitrion.mcp import _toolset
+
+    opened: list[Any] = []
+    real = os.scandir
+
+    def scandir(path: str) -> Any:
+        it = real(path)
+        opened.append(it)
+        return it
+
+    monkeypatch.setattr(_toolset.os, "scandir", scandir)
+    assert _toolset._group_alive(os.getpgid(0)) is True
+    assert opened
+    with pytest.raises(StopIteration):  # a closed listing yields nothing more
+        next(opened[0])

@@ -13,10 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
-import os
-import socket
 import sys
-import uuid
 from pathlib import Path
 
 import anyio
@@ -27,6 +24,7 @@ from .._apps import DEMO_APP, FRAMEWORK_RESUMES, GATEWAY_APP
 from .._demo import demo_parts
 from .._events import Listener
 from .._host import Host, RunResult
+from .._owners import mint_owner
 from .._runtime import reap_dead_leases
 from ..exceptions import AnfitrionError, SessionNotFound
 from ..policy import Policy
@@ -174,7 +172,7 @@ def command(session_id: str | None, store_url: str | None, app: str | None,
             if session_id is not None:
                 return [await one(store, session_id, force, hosts)]
             runs = []
-            owner = f"{socket.gethostname()}:{os.getpid()}:ready-{uuid.uuid4().hex[:8]}"
+            owner = mint_owner("ready-")
             await reap_dead_leases(store)  # sessions whose process died here: ready now
             refused: list[SessionState] = []
             while (taken := await store.claim_resumable(owner)) is not None:

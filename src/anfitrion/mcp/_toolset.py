@@ -320,17 +320,19 @@ def _group_alive(pgid: int) -> bool:
         return True
     if not os.path.isdir("/proc"):
         return True
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 2 and fields[0] != b"Z" and fields[2] == str(pgid).encode():
-            return True
+    # closed on the early return too: an iterator left to the GC warns (ResourceWarning)
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(b")") + 2:].split()
+            if len(fields) > 2 and fields[0] != b"Z" and fields[2] == str(pgid).encode():
+                return True
     return False
 
 

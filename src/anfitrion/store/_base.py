@@ -67,7 +67,7 @@ class SessionState:
     messages: Sequence[Mapping[str, Any]] = field(default_factory=list)
     saved_messages: int = 0
     lease_owner: str | None = None
-    """Who runs the session now (``host:pid:token``); ``None`` when nobody does."""
+    """Who runs the session now (``host/pidns:pid:token``); ``None`` when nobody does."""
     lease_expires: float | None = None
     """Until when (epoch seconds) the lease holds unless renewed; a lapsed lease is free."""
 
