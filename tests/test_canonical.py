@@ -120,7 +120,7 @@ def test_without_orjson_the_standard_encoder_writes_everything(
     import sys
 
     monkeypatch.setitem(sys.modules, "orjson", None)  # `import orjson` raises ImportError
-    spec = importlib.util.spec_from_file_location("_canonical_without_orjson",
+    spec = importlib.util.spec_from_file_location("anfitrion._canonical_without_orjson",
                                                   _canonical.__file__)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
+from types import MappingProxyType
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from anfitrion._json import check_json_value, parse_json_strict
+from anfitrion._json import JsonKey, check_json_value, parse_json_strict, walk_json
 from anfitrion.exceptions import JsonError
 
 
@@ -114,3 +117,94 @@ def test_there_is_one_strict_decoder() -> None:
     building = sorted(str(p.relative_to(src)) for p in src.rglob("*.py")
                       if "object_pairs_hook" in p.read_text(encoding="utf-8"))
     assert building == ["_json.py"]
+
+
+def _dotted(path: str, key: object) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _indexed(path: str, position: int) -> str:
+    return f"{path}[{position}]"
+
+
+_EVERY_LEAF = {"s": "text", "i": 7, "f": 2.5, "t": True, "n": None, "o": object}
+
+
+def test_the_walker_yields_every_leaf_type_in_order_with_its_path() -> None:
+    value = {"a": [_EVERY_LEAF, ("x", [])], "b": {}, "c": MappingProxyType({"d": -1})}
+    walked = list(walk_json(value, "", member=_dotted, index=_indexed))
+    assert walked == [("a[0].s", "text"), ("a[0].i", 7), ("a[0].f", 2.5), ("a[0].t", True),
+                      ("a[0].n", None), ("a[0].o", object), ("a[1][0]", "x"), ("c.d", -1)]
+    assert [leaf for _, leaf in walk_json(value)] == [leaf for _, leaf in walked]  # fast loop
+    assert {path for path, _ in walk_json(value, "root")} == {"root"}
+
+
+def test_the_walker_filters_leaves_by_type_but_walks_past_the_others() -> None:
+    value = [1, [2.5, "s", {"k": float("nan")}], True]
+    floats = [v for _, v in walk_json(value, only=float)]
+    assert floats[0] == 2.5 and math.isnan(floats[1]) and len(floats) == 2
+    assert [v for _, v in walk_json(value, only=int)] == [1, True]  # a bool is an int
+
+
+def test_the_walker_passes_non_string_keys_as_they_are() -> None:
+    seen: list[object] = []
+
+    def member(path: str, key: object) -> str:
+        seen.append(key)
+        return f"{path}/{key!r}"
+
+    value = {1: "one", None: "none", (2, 3): {"x": "y"}}
+    walked = list(walk_json(value, "", member=member, keys=True))
+    assert seen == [1, None, (2, 3), "x"]
+    assert walked[:2] == [("/1", JsonKey("1")), ("/1", "one")]
+    assert ("/(2, 3)/'x'", "y") in walked
+    assert [k for _, k in walked if type(k) is JsonKey] == ["1", "None", "(2, 3)", "x"]
+
+
+def test_keys_are_yielded_before_their_members_whatever_the_filter() -> None:
+    walked = list(walk_json({"b": 1, "a": {"c": 2}}, "", member=_dotted, only=float, keys=True,
+                            sort_keys=True))
+    assert walked == [("a", "a"), ("a.c", "c"), ("b", "b")]
+
+
+def test_the_depth_limit_counts_objects_and_arrays_and_raises_a_json_error() -> None:
+    value: Any = "leaf"
+    for _ in range(3):
+        value = {"a": [value]}  # six levels
+    assert list(walk_json(value, max_depth=6)) == [(None, "leaf")]
+    with pytest.raises(JsonError, match="nesting deeper than 5 levels"):
+        list(walk_json(value, max_depth=5))
+    assert list(walk_json([[1]], max_depth=2)) == [(None, 1)]
+    with pytest.raises(JsonError, match="deeper than 1 levels"):
+        list(walk_json([[1]], max_depth=1))
+
+
+@pytest.mark.parametrize("paths", [False, True])
+def test_a_very_deep_value_is_walked_without_recursion(paths: bool) -> None:
+    """JSON has no cycles but can nest 100,000 deep (a value built in code, or parsed by a
+    decoder without a depth limit): the walk keeps its own stack, either loop."""
+    value: Any = 1.5
+    for _ in range(100_000):
+        value = [{"k": value}]
+    options: dict[str, Any] = {"member": lambda p, k: p + 1, "index": lambda p, i: p} \
+        if paths else {}
+    ((path, leaf),) = walk_json(value, 0, **options)
+    assert leaf == 1.5
+    assert path == (100_000 if paths else 0)
+
+
+def test_a_stopped_walk_does_no_more_work() -> None:
+    walk = walk_json(list(range(10**6)), only=int)
+    assert next(walk) == (None, 0)
+    walk.close()
+
+
+def test_check_json_value_walks_only_plain_objects_and_arrays() -> None:
+    """The one walker's ``plain`` mode: a tuple or another mapping is not JSON data."""
+    check_json_value({"a": [1, 2.5, None, True, "s", {"b": []}]})
+    for bad in ({"a": (1,)}, [MappingProxyType({})]):
+        with pytest.raises(JsonError, match="is not a JSON value"):
+            check_json_value(bad)
+    with pytest.raises(JsonError, match="nesting deeper than 2 levels"):
+        check_json_value({"a": [[]]}, max_depth=2)
+    assert list(walk_json([(1,)], plain=True)) == [(None, (1,))]

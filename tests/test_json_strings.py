@@ -29,19 +29,22 @@ def _taint_was(value: Any, path: str = "") -> Iterator[tuple[str, str]]:
             yield from _taint_was(item, f"{path}[{i}]")
 
 
-def _secrets_was(value: Any, path: str, skip: frozenset[str]) -> Iterator[tuple[str, str]]:
+def _secrets_was(value: Any, path: str, skip: frozenset[str],
+                 top: bool = True) -> Iterator[tuple[str, str]]:
+    """(The skip now holds at the top level only, as documented: the old walker also skipped
+    in an object under an argument named "", whose path is empty too.)"""
     if isinstance(value, str):
         yield path or "(value)", value
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            if not path and key in skip:
+            if top and key in skip:
                 continue
             where = f"{path}.{key}" if path else str(key)
             yield f"{where} (its name)", str(key)
-            yield from _secrets_was(item, where, skip)
+            yield from _secrets_was(item, where, skip, False)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            yield from _secrets_was(item, f"{path}[{i}]", skip)
+            yield from _secrets_was(item, f"{path}[{i}]", skip, False)
 
 
 def _pinning_was(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -98,6 +101,13 @@ def test_a_deeply_nested_value_costs_no_recursion() -> None:
     ((path, text),) = json_strings(value)
     assert text == "deep"
     assert path.count("[0]") == 5000
+
+
+def test_a_sensitive_name_nested_under_an_empty_argument_name_is_still_scanned() -> None:
+    """Sensitive arguments are not scanned for credentials, but only the arguments: a member
+    of that name under an argument named "" (an empty path, like the top level's) is."""
+    assert credential_warnings({"": {"token": "AKIAIOSFODNN7EXAMPLE"}}, ["token"])
+    assert not credential_warnings({"token": "AKIAIOSFODNN7EXAMPLE"}, ["token"])
 
 
 def test_the_scanners_still_see_strings_in_keys_and_nested_values() -> None:

@@ -17,6 +17,7 @@ from anfitrion._principal import Principal
 from anfitrion._provenance import (
     COPY_MIN_WORDS,
     MAX_OUTWARD_CALLS,
+    PIECE_MIN_WORDS,
     SPLIT_MIN_WORDS,
     TaintIndex,
     _entities,
@@ -488,9 +489,12 @@ def test_the_first_piece_cut_from_a_longer_untrusted_text_asks(size: int) -> Non
     # reads="sinks" does not look at text; a shorter run is no piece
     assert _decide(taint_rule(reads="sinks", declarations=SPLIT_FLOWS), SEND,
                    {"to": "bob@corp.example", "body": piece}, index) is None
-    (shorter,) = _pieces((2, 2 + SPLIT_MIN_WORDS - 1))
+    (shorter,) = _pieces((2, 2 + SPLIT_MIN_WORDS - 1))  # a shorter piece to another party
     assert _decide(taint_rule(reads="proven", declarations=SPLIT_FLOWS), SEND,
-                   {"to": "bob@corp.example", "body": shorter}, index) is None
+                   {"to": "bob@corp.example", "body": shorter}, index) is not None
+    (pair,) = _pieces((2, 2 + PIECE_MIN_WORDS))  # a pair only adds up
+    assert _decide(taint_rule(reads="proven", declarations=SPLIT_FLOWS), SEND,
+                   {"to": "bob@corp.example", "body": pair}, index) is None
 
 
 def test_copied_runs_tell_a_whole_record_from_a_piece_of_a_text() -> None:
@@ -548,16 +552,40 @@ def test_only_declared_outward_paths_add_up() -> None:
                    index) is None
 
 
-def test_runs_shorter_than_the_window_and_the_users_words_do_not_add_up() -> None:
+def test_single_words_and_the_users_words_do_not_add_up() -> None:
     rule = taint_rule(reads="proven", declarations=SPLIT_FLOWS)
-    short_pieces = _pieces(*((i, i + SPLIT_MIN_WORDS - 1) for i in range(0, 12, 3)))
-    index = _split_session(*(("send", {"to": "bob@corp.example", "body": p})
-                             for p in short_pieces[:-1]), current=short_pieces[-1])
-    assert _decide(rule, SEND, {"to": "bob@corp.example", "body": short_pieces[-1]},
-                   index) is None
+    words = _pieces(*((i, i + 1) for i in range(12)))  # one word a call: no run
+    index = _split_session(*(("send", {"to": "bob@corp.example", "body": w})
+                             for w in words[:-1]), current=words[-1])
+    assert _decide(rule, SEND, {"to": "bob@corp.example", "body": words[-1]}, index) is None
     index.add_principal_text(PAYLOAD)  # the user wrote the payload: their words
     (second,) = _pieces((5, 10))
     assert _decide(rule, SEND, {"to": "bob@corp.example", "body": second}, index) is None
+
+
+def test_split_below_run_short_runs_add_up_apart_from_the_records() -> None:
+    """Pairs of words: the first call carrying them runs (fewer than the threshold's words);
+    a later call carrying one asks, quoting the earlier; pairs do not add up with a record
+    (a hotel's name beside its address adds nothing to the address)."""
+    rule = taint_rule(reads="proven", declarations=SPLIT_FLOWS)
+    pairs = _pieces(*((i, i + PIECE_MIN_WORDS) for i in range(0, 16, PIECE_MIN_WORDS)))
+    index = _split_session(current=pairs[0])
+    assert _decide(rule, SEND, {"to": "bob@corp.example", "body": pairs[0]}, index) is None
+    index = _split_session(("send", {"to": "bob@corp.example", "body": pairs[0]}),
+                           current=pairs[1])
+    decision = _decide(rule, SEND, {"to": "bob@corp.example", "body": pairs[1]}, index)
+    assert decision.verdict is Verdict.ASK and "add up" in decision.warnings[0]
+    assert f"`{pairs[0]}` copied from a result of read_inbox at turn 1 (in body of an " \
+        "earlier send)" in decision.warnings[0]
+    many = " - ok - ".join(pairs[:COPY_MIN_WORDS // PIECE_MIN_WORDS])  # in one call
+    index = _split_session(current=many)
+    assert _decide(rule, SEND, {"to": "bob@corp.example", "body": many}, index) is not None
+    record = RECORDS[1]  # 5 words of a record, then one pair: neither total reaches 8
+    index = _split_session(("send", {"to": "bob@corp.example", "body": record}),
+                           current=f"see {pairs[0]}", records=True)
+    assert index.copied_runs(f"see {pairs[0]}")[0][0] == PIECE_MIN_WORDS
+    assert _decide(rule, SEND, {"to": "bob@corp.example", "body": f"see {pairs[0]}"},
+                   index) is None
 
 
 def test_the_earlier_outward_calls_added_up_are_bounded_and_fail_closed() -> None:
@@ -596,7 +624,12 @@ def test_an_earlier_call_refused_before_it_ran_adds_nothing_up(kind: str) -> Non
     rule = taint_rule(reads="proven", declarations=SPLIT_FLOWS)
     body = {"to": "bob@corp.example", "body": RECORDS[2]}
     refused = ToolResult("e2", "send", "not run", is_error=True, error_kind=kind)
-    assert _decide(rule, SEND, body, _session_with_results(refused, current=RECORDS[2])) is None
+    decision = _decide(rule, SEND, body, _session_with_results(refused, current=RECORDS[2]))
+    if kind == "denied":  # nothing adds up, but a denied call's reader is asked about again
+        assert decision is not None and len(decision.warnings) == 1
+        assert "add up" not in decision.warnings[0] and "was denied" in decision.warnings[0]
+    else:
+        assert decision is None
     ran = ToolResult("e2", "send", "sent")  # the same call having run: the pieces add up
     decision = _decide(rule, SEND, body, _session_with_results(ran, current=RECORDS[2]))
     assert decision is not None and decision.verdict is Verdict.ASK

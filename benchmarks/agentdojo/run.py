@@ -281,7 +281,8 @@ if __name__ == "__main__":
                              "set too, unless --no-adaptive), not the full set again")
     parser.add_argument("--users", type=int,
                         help="attack only the first N user tasks of each suite (every benign "
-                             "task still runs): the largest subset that fits the time")
+                             "task still runs): the largest subset that fits the time; with 0 "
+                             "and --no-adaptive, the 97 benign tasks alone (seconds)")
     parser.add_argument("--compare", action="append", choices=READS,
                         help="also measure this reads setting (benign, reject_flagged and "
                              "approve_all runs; repeatable)")

@@ -47,7 +47,14 @@ from ._identity import identity_key, identity_problem, same_identity
 from ._json import parse_json_strict
 from ._redaction import redact
 from .exceptions import InputError, JsonError
-from .store import ApprovalStore, ApprovalWatchStore, Store, StoredApproval, VoteState
+from .store import (
+    AnswerStore,
+    ApprovalStore,
+    ApprovalWatchStore,
+    AuditStore,
+    StoredApproval,
+    VoteState,
+)
 
 __all__ = ["Outcome", "Refusal", "RequestState", "answer", "edit_for", "find_request", "notify",
            "parse_edited_arguments", "propose_edit", "state_of", "votes_json", "votes_needed",
@@ -132,7 +139,7 @@ class Outcome:
         return self.answer is not None or self.vote is not None
 
 
-async def _audit(store: Store, request: ApprovalRequest, given: ApprovalAnswer,
+async def _audit(store: AuditStore, request: ApprovalRequest, given: ApprovalAnswer,
                  via: str, *, kind: EventType = EventType.APPROVAL_ANSWERED,
                  detail: str | None = None, reviewer: Reviewer | None = None) -> None:
     from ._audit import AuditRecorder  # the recorder's module imports the store package
@@ -164,7 +171,7 @@ def votes_json(request: ApprovalRequest, votes: tuple[ApprovalVote, ...]) -> dic
                       for v in votes]}
 
 
-async def _vote(store: Store, request: ApprovalRequest, digest: str, *, approved: bool,
+async def _vote(store: AnswerStore, request: ApprovalRequest, digest: str, *, approved: bool,
                 reviewer: Reviewer | None, note: str, via: str,
                 on_answer: OnAnswer | None, grounds: str = "") -> Outcome:
     quorum = request.quorum
@@ -202,7 +209,7 @@ async def _vote(store: Store, request: ApprovalRequest, digest: str, *, approved
     return Outcome(counted.answer, request=request, vote=vote, votes=counted.votes)
 
 
-async def answer(store: Store, request_id: str, seen_digest: str | None, *, approved: bool,
+async def answer(store: AnswerStore, request_id: str, seen_digest: str | None, *, approved: bool,
                  approver: str, note: str = "", on_answer: OnAnswer | None = None,
                  edited_arguments: Mapping[str, Any] | None = None,
                  via: str = "inbox", reviewer: Reviewer | None = None,
@@ -261,7 +268,7 @@ async def answer(store: Store, request_id: str, seen_digest: str | None, *, appr
     return Outcome(decision, request=request)
 
 
-async def withdraw(store: Store, request_id: str, reason: str, *, via: str = "host") -> bool:
+async def withdraw(store: AnswerStore, request_id: str, reason: str, *, via: str = "host") -> bool:
     """Withdraw an unanswered request (audited); False if it was answered already."""
     found = await store.get_approval(request_id)
     if found is None or found.answer is not None:
@@ -299,7 +306,7 @@ def parse_edited_arguments(text: str) -> dict[str, Any]:
     return value
 
 
-async def propose_edit(store: Store, request_id: str, seen_digest: str,
+async def propose_edit(store: AnswerStore, request_id: str, seen_digest: str,
                        arguments: Mapping[str, Any], *, approver: str, note: str = "",
                        on_answer: OnAnswer | None = None, via: str = "inbox",
                        reviewer: Reviewer | None = None) -> Outcome:
@@ -337,7 +344,7 @@ MAX_POLL_WOKEN = 5.0
 """… and with the store's wake-ups up (PostgreSQL ``LISTEN``): the looks are a safety net."""
 
 
-async def wait_for_answer(store: Store, request_id: str, *, timeout: float,
+async def wait_for_answer(store: ApprovalStore, request_id: str, *, timeout: float,
                           poll: float = 0.25) -> bool:
     """Wait up to *timeout* seconds for *request_id* to be answered (by any door, in any
     process); whether it was. ``False`` at once for a request the store does not have.
@@ -367,7 +374,7 @@ async def wait_for_answer(store: Store, request_id: str, *, timeout: float,
 
 
 @contextlib.asynccontextmanager
-async def _watch(store: Store, request_id: str) -> AsyncIterator[Any]:
+async def _watch(store: ApprovalStore, request_id: str) -> AsyncIterator[Any]:
     if not isinstance(store, ApprovalWatchStore):  # the optional role: else, poll
         yield None
         return

@@ -15,7 +15,7 @@ from typing import Literal
 
 from ._tools import Effect, Toolbox
 from .models import Model, resolve_model
-from .store import MemoryStore, Store
+from .store import DraftStore, MemoryStore
 from .toolkits import files, mail
 
 __all__ = ["SCENES", "demo_parts", "demo_toolbox"]
@@ -33,7 +33,7 @@ SCENES: tuple[tuple[str, str], ...] = (
 )
 
 
-def demo_toolbox(workdir: str | Path | None = None, *, store: Store | None = None) -> Toolbox:
+def demo_toolbox(workdir: str | Path | None = None, *, store: DraftStore | None = None) -> Toolbox:
     """The demo's tools: ``get_weather``, ``files`` over *workdir*/``workspace`` and ``mail``
     delivering to *workdir*/``Maildir`` (a new temporary folder when *workdir* is None)."""
     base = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(
@@ -63,7 +63,7 @@ def demo_toolbox(workdir: str | Path | None = None, *, store: Store | None = Non
     return tools
 
 
-def demo_parts(store: Store) -> tuple[Model, Toolbox]:
+def demo_parts(store: DraftStore) -> tuple[Model, Toolbox]:
     """The demo's model and tools for a host on *store*.
 
     The workspace and Maildir live in ``$ANFITRION_HOME/demo`` and mail drafts in *store*, so

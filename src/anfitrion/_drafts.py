@@ -35,7 +35,7 @@ from ._canonical import digest
 from ._conversation import JsonValue, Provenance, ToolResult
 from ._tools import Effect, Tool, ToolContext
 from .exceptions import ToolDefinitionError, ToolNotExecuted
-from .store import ClaimState, Store
+from .store import ClaimState, DraftStore
 
 __all__ = ["Draft", "Drafts", "draft_digest", "draft_tools"]
 
@@ -84,7 +84,7 @@ class Drafts:
         namespace: the records namespace.
     """
 
-    def __init__(self, store: Store, *, kind: str, namespace: str = "drafts") -> None:
+    def __init__(self, store: DraftStore, *, kind: str, namespace: str = "drafts") -> None:
         self.store = store
         self.kind = kind
         self.namespace = namespace
@@ -165,7 +165,7 @@ class Drafts:
             **draft.to_dict(), "status": status, "committed_at": datetime.now(UTC).isoformat()})
 
 
-def draft_tools(store: Store, *, kind: str, input_schema: Mapping[str, Any],
+def draft_tools(store: DraftStore, *, kind: str, input_schema: Mapping[str, Any],
                 action: Callable[[Draft, ToolContext], Any], propose_name: str | None = None,
                 commit_name: str | None = None, propose_description: str = "",
                 commit_description: str = "",

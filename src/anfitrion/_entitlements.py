@@ -33,7 +33,7 @@ from typing import Any
 from ._approvals import ApprovalRequest
 from ._redaction import redact
 from .exceptions import UserError
-from .store import RecordStore, Store
+from .store import AuditedRecordStore, RecordStore
 
 __all__ = ["NAMESPACE", "Grant", "check", "grant", "identity_of", "revoke"]
 
@@ -116,7 +116,7 @@ async def check(store: RecordStore, request: ApprovalRequest, who: str) -> tuple
     return False, f"{name} is not entitled to answer this call: {'; '.join(gaps) or 'no grant'}"
 
 
-async def grant(store: Store, name: str, given: Grant, *, by: str) -> None:
+async def grant(store: AuditedRecordStore, name: str, given: Grant, *, by: str) -> None:
     """Add *given* to *name*'s entitlements (lifting a revocation), audited."""
     entry = dict(await store.get_record(NAMESPACE, name) or {})
     grants: Sequence[Mapping[str, Any]] = entry.get("grants", [])
@@ -126,7 +126,7 @@ async def grant(store: Store, name: str, given: Grant, *, by: str) -> None:
         "reviewer": redact(name, 80), "grant": redact(given.describe()), "by": redact(by, 80)})
 
 
-async def revoke(store: Store, name: str, *, by: str, reason: str = "") -> bool:
+async def revoke(store: AuditedRecordStore, name: str, *, by: str, reason: str = "") -> bool:
     """Stop every answer and vote of *name* from now on, audited; False if they held none."""
     entry = await store.get_record(NAMESPACE, name)
     if entry is None:

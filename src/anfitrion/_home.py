@@ -21,9 +21,12 @@ It is the one place the process environment is read (:func:`environment`): anfit
 variables (``$ANFITRION_STORE``, ``$ANFITRION_HOME``, ``$ANFITRION_TOKEN_KEY``, …), the names an
 operator's config gives for secrets, and ``HOME``/``PATH`` for the servers it launches.
 
-It is also the one reader of anfitrion's TOML files (:func:`read_settings_text`): the project
-file ``anfitrion.toml`` is read once per process and version of the file, whether the store
-rule, the policy (:func:`anfitrion.policy.find_policy`) or both ask for it.
+It is also the one reader of anfitrion's settings files (:func:`read_settings_text`): the
+project file ``anfitrion.toml``, policy files and the MCP config
+(:func:`anfitrion.mcp.load_config`), each read once per process and version of the file, whether
+the store rule, the policy (:func:`anfitrion.policy.find_policy`) or both ask for it. The
+checks (readable, no NUL in the name, UTF-8 with the line and column of a bad byte) and their
+messages are written once, here.
 """
 
 from __future__ import annotations
@@ -78,13 +81,15 @@ def _version(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def read_settings_text(name: str, *, what: str = "policy file") -> str:
-    """The text of the settings file *name* (``anfitrion.toml``, a policy file): read once,
-    and again only when the file changes (another inode, size or modification time).
+def read_settings_text(name: str, *, what: str = "policy file", required: bool = False) -> str:
+    """The text of the settings file *name* (``anfitrion.toml``, a policy file, the MCP
+    config): read once, and again only when the file changes (another inode, size or
+    modification time). *what* names the file in errors ("cannot read the MCP config: …").
 
     Raises:
-        FileNotFoundError: there is no such file.
-        ConfigError: it cannot be read or is not UTF-8 (naming the line and column).
+        FileNotFoundError: there is no such file (unless *required*).
+        ConfigError: it cannot be read or is not UTF-8 (naming the line and column); with
+            *required*, also when it does not exist.
     """
     shown = name if name.isprintable() else repr(name)
     try:
@@ -96,9 +101,9 @@ def read_settings_text(name: str, *, what: str = "policy file") -> str:
         with open(name, "rb") as f:
             version = _version(os.fstat(f.fileno()))  # of what is read, not what was asked
             raw = f.read()
-    except FileNotFoundError:
-        raise
     except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and not required:
+            raise
         raise ConfigError(f"cannot read the {what}: {exc.strerror or exc}", path=shown) from None
     except ValueError:  # a NUL in the name
         raise ConfigError(f"cannot read the {what}: the file name contains a NUL",

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import Any, cast
 
 from .exceptions import JsonError
 
@@ -25,11 +25,13 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_DEPTH",
     "MAX_INT_DIGITS",
+    "JsonKey",
     "as_written",
     "check_json_value",
     "decode_strict",
     "json_strings",
     "parse_json_strict",
+    "walk_json",
 ]
 
 DEFAULT_MAX_BYTES = 256 * 1024
@@ -147,27 +149,137 @@ def parse_json_strict(text: str, *, max_bytes: int = DEFAULT_MAX_BYTES,
 
 def check_json_value(value: Any, *, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
     """Check that an already-parsed value is plain, finite JSON within the depth limit."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            if depth > max_depth:
-                raise JsonError(f"nesting deeper than {max_depth} levels")
-            for key, sub in item.items():
-                if not isinstance(key, str):
-                    raise JsonError("object keys must be strings")
-                stack.append((sub, depth + 1))
-        elif isinstance(item, list):
-            if depth > max_depth:
-                raise JsonError(f"nesting deeper than {max_depth} levels")
-            stack.extend((sub, depth + 1) for sub in item)
-        elif isinstance(item, float):
+    for _, item in walk_json(value, member=_string_key, max_depth=max_depth, plain=True):
+        if isinstance(item, float):
             if not math.isfinite(item):
                 raise JsonError("numbers must be finite")
-        elif item is None or isinstance(item, (str, int, bool)):
-            continue
-        else:
+        elif item is not None and not isinstance(item, str | int):  # bool is an int
             raise JsonError(f"{type(item).__name__} is not a JSON value")
+
+
+def _string_key(path: None, key: Any) -> None:
+    if not isinstance(key, str):
+        raise JsonError("object keys must be strings")
+    return path
+
+
+class JsonKey(str):
+    """An object key, yielded by :func:`walk_json` (``keys=True``) before its member's value."""
+
+    __slots__ = ()
+
+
+Step = Callable[[Any, Any], Any]
+"""How a path grows: ``(parent path, key or index) -> child path``."""
+
+_SCALARS = (str, int, float, type(None))  # bool is an int
+
+
+def walk_json(value: Any, path: Any = None, *, member: Step | None = None,
+              index: Step | None = None, only: type | tuple[type, ...] | None = None,
+              keys: bool = False, sort_keys: bool = False, max_depth: int | None = None,
+              plain: bool = False) -> Iterator[tuple[Any, Any]]:
+    """Every leaf of a JSON value with its path, depth first, in order, without recursion:
+    the one walker of JSON values (the string scanners through :func:`json_strings`, the
+    provenance record's fields, the canonical encoder's search for a NaN, value checks).
+
+    Objects are mappings, arrays lists or tuples; anything else is a leaf (``str``, ``int``,
+    ``float``, ``bool``, ``None``, or whatever else a caller built). A path is whatever the
+    caller makes of it: it starts as *path* and grows with *member* for an object's key (the
+    key as it is, a non-``str`` key too) and *index* for an array's position; without them a
+    path stays *path* and the walk builds nothing per value (the fast loop).
+
+    Args:
+        value: the value to walk.
+        path: the path of *value* itself.
+        member: ``(path, key) -> path`` of a member of an object.
+        index: ``(path, position) -> path`` of an item of an array.
+        only: yield only the leaves of these types (the others are still walked past).
+        keys: yield each object key too, as a :class:`JsonKey` at its member's path, before
+            the member (whatever *only* says).
+        sort_keys: walk each object's members in key order instead of their own order.
+        max_depth: the deepest nesting allowed (the outermost object or array is level 1).
+        plain: only ``dict`` objects and ``list`` arrays are walked into; any other mapping
+            or a tuple is a leaf (what a check of plain JSON refuses).
+
+    Raises:
+        JsonError: an object or array deeper than *max_depth*.
+
+    Example:
+        >>> dotted = lambda p, k: f"{p}.{k}" if p else str(k)
+        >>> list(walk_json({"a": [1, {"b": None}]}, "", member=dotted,
+        ...                index=lambda p, i: f"{p}[{i}]"))
+        [('a[0]', 1), ('a[1].b', None)]
+    """
+    if member is None and index is None and max_depth is None and not (keys or sort_keys or plain):
+        return _leaves(value, path, only)
+    return _walk(value, path, member, index, only, keys, sort_keys, max_depth, plain)
+
+
+def _leaves(value: Any, path: Any, only: type | tuple[type, ...] | None
+            ) -> Iterator[tuple[Any, Any]]:
+    """:func:`walk_json` with one path for every leaf: a stack of values, no tuple per value
+    (the canonical encoder's search for a NaN is on the audit's path)."""
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        if isinstance(item, _SCALARS):
+            if only is None or isinstance(item, only):
+                yield path, item
+        elif isinstance(item, dict):
+            extend(reversed(item.values()))
+        elif isinstance(item, list | tuple):
+            extend(reversed(item))
+        elif isinstance(item, Mapping):
+            extend(reversed(list(item.values())))
+        elif only is None or isinstance(item, only):
+            yield path, item
+
+
+def _walk(value: Any, path: Any, member: Step | None, index: Step | None,
+          only: type | tuple[type, ...] | None, keys: bool, sort_keys: bool,
+          max_depth: int | None, plain: bool) -> Iterator[tuple[Any, Any]]:
+    """:func:`walk_json` with paths, keys, key order, a depth limit or plain containers."""
+    limit = max_depth if max_depth is not None else -1
+    objects: type | tuple[type, ...] = dict if plain else (dict, Mapping)
+    arrays: type | tuple[type, ...] = list if plain else (list, tuple)
+    stack: list[tuple[Any, Any, int]] = [(path, value, 1)]
+    while stack:
+        where, item, depth = stack.pop()
+        if not depth:  # a key, pushed by its object below: always yielded
+            yield where, item
+        elif isinstance(item, objects):
+            if 0 <= limit < depth:
+                raise JsonError(f"nesting deeper than {limit} levels")
+            children: list[tuple[Any, Any, int]] = []
+            mapping = cast(Mapping[Any, Any], item)
+            members = sorted(mapping.items(), key=_first) if sort_keys else mapping.items()
+            for key, sub in members:
+                child = member(where, key) if member is not None else where
+                if keys:
+                    children.append((child, JsonKey(key), 0))
+                children.append((child, sub, depth + 1))
+            stack.extend(reversed(children))
+        elif isinstance(item, arrays):
+            if 0 <= limit < depth:
+                raise JsonError(f"nesting deeper than {limit} levels")
+            stack.extend(reversed([(index(where, i) if index is not None else where, sub,
+                                    depth + 1) for i, sub in enumerate(cast(list[Any], item))]))
+        elif only is None or isinstance(item, only):
+            yield where, item
+
+
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
+def _dotted(path: str, key: Any) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _indexed(path: str, position: int) -> str:
+    return f"{path}[{position}]"
 
 
 def json_strings(value: Any, path: str = "", skip: Collection[str] = frozenset(), *,
@@ -176,7 +288,7 @@ def json_strings(value: Any, path: str = "", skip: Collection[str] = frozenset()
     """Every string in a JSON value with its path (``a.b[2]``), depth first, in order.
 
     The one walker of the scanners (taint, secrets, Cedar's unproven arguments, MCP definition
-    review, the inbox's findings). It keeps no recursion, so a deeply nested value costs no stack.
+    review, the inbox's findings), on :func:`walk_json`: a deeply nested value costs no stack.
 
     Args:
         value: a parsed JSON value (objects as mappings, arrays as lists or tuples).
@@ -191,24 +303,14 @@ def json_strings(value: Any, path: str = "", skip: Collection[str] = frozenset()
         >>> list(json_strings({"to": ["a@x"], "n": 1}, keys=" (key)"))
         [('to (key)', 'to'), ('to[0]', 'a@x'), ('n (key)', 'n')]
     """
-    stack: list[tuple[str, Any, bool]] = [(path, value, False)]
-    while stack:
-        where, item, is_key = stack.pop()
-        if is_key or isinstance(item, str):
-            yield where or root, item
-        elif isinstance(item, Mapping):
-            children: list[tuple[str, Any, bool]] = []
-            members = sorted(item.items(), key=lambda kv: kv[0]) if sort_keys else item.items()
-            for key, sub in members:
-                if not where and key in skip:
-                    continue
-                child = f"{where}.{key}" if where else str(key)
-                if keys is not None:
-                    children.append((f"{child}{keys}", str(key), True))
-                children.append((child, sub, False))
-            stack.extend(reversed(children))
-        elif isinstance(item, list | tuple):
-            stack.extend(reversed([(f"{where}[{i}]", sub, False) for i, sub in enumerate(item)]))
+    if skip and not path and isinstance(value, Mapping):
+        value = {k: v for k, v in value.items() if k not in skip}
+    for where, text in walk_json(value, path, member=_dotted, index=_indexed, only=str,
+                                 keys=keys is not None, sort_keys=sort_keys):
+        if type(text) is JsonKey:
+            yield f"{where}{keys}", str(text)
+        else:
+            yield where or root, text
 
 
 _EXACT_INTEGERS = 2 ** 53

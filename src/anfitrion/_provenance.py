@@ -45,9 +45,10 @@ from urllib.parse import unquote, urlsplit
 
 from ._conversation import Message, Provenance, Reply, ToolResult, UserMessage
 from ._encodings import encoded_forms
-from ._json import json_strings
+from ._json import json_strings, walk_json
 
 __all__ = [
+    "ADDRESSED_MIN_WORDS",
     "COPY_MIN_WORDS",
     "EGRESS_WARNING",
     "HOST_WRITTEN_ERRORS",
@@ -55,6 +56,7 @@ __all__ = [
     "MAX_DECODED_PER_URL",
     "MAX_FLAGS_PER_ARGUMENT",
     "MAX_OUTWARD_CALLS",
+    "PIECE_MIN_WORDS",
     "SPLIT_MIN_WORDS",
     "Origin",
     "TaintIndex",
@@ -78,6 +80,18 @@ longer in an outward payload (``reads="proven"``) asks on its own when it is cut
 text — a piece of a payload split over calls — and, when it is the whole value of one field
 of a structured result (a record: an address, a name, a title), adds up with the session's
 earlier runs: when they reach :data:`COPY_MIN_WORDS` words the call asks."""
+PIECE_MIN_WORDS = 2
+"""Runs shorter than :data:`SPLIT_MIN_WORDS` but this long or longer (*short runs*: a name,
+a place, a piece of a sentence cut into pairs or triples of words) are found too
+(``reads="proven"``): they add up over a session's outward calls in a total of their own —
+apart from the records, so a hotel's name beside its address adds nothing to the address —
+and the call that brings it to :data:`COPY_MIN_WORDS` words asks. One of
+:data:`ADDRESSED_MIN_WORDS` or more words cut from a longer text asks at once in a call that
+reaches another party."""
+ADDRESSED_MIN_WORDS = 3
+"""A run this long cut from a longer untrusted text asks at once in a call whose recipient,
+channel, account or URL is someone other than the principal: a piece of a payload split
+into three-word pieces and sent to a proven recipient."""
 MAX_OUTWARD_CALLS = 64
 """At most this many earlier outward calls of a session are added up; with more, a call that
 copies a run asks on that ground alone (fail closed, bounded work)."""
@@ -326,6 +340,7 @@ class TaintIndex:
         # (call id, tool, arguments) of each call proposed after the first untrusted result
         self._proposed: list[tuple[str, str, Any]] = []
         self._not_run: set[str] = set()  # calls refused before they ran (their ids)
+        self._denied: set[str] = set()  # of those, the ones the policy or a person denied
         self._answered: set[str] = set()  # call ids with a result
         self._runs: dict[str, tuple[int, list[tuple[int, str, bool]]]] = {}  # text -> chunks, runs
         self._plan_limits: list[tuple[str, ...]] = []  # each narrowing's globs: all hold
@@ -358,6 +373,8 @@ class TaintIndex:
             self._answered.add(result.call_id)    # reused id's refusal hides no call that ran
             if result.is_error and result.error_kind in NOT_RUN_ERRORS:
                 self._not_run.add(result.call_id)  # sent nothing: its text adds up to nothing
+                if result.error_kind == "denied":
+                    self._denied.add(result.call_id)
         if result.is_error and result.error_kind in HOST_WRITTEN_ERRORS:
             return False
         if result.provenance is not Provenance.UNTRUSTED:
@@ -446,13 +463,23 @@ class TaintIndex:
         it is not among them). Calls the host refused before they ran (:data:`NOT_RUN_ERRORS`)
         are left out: nothing of them went out. Rebuilt from the transcript with the rest of
         the index."""
+        return tuple((name, arguments) for call_id, name, arguments in self._before(before)
+                     if call_id not in self._not_run)
+
+    def refused_after_taint(self, before: str | None = None
+                            ) -> tuple[tuple[str, Any], ...]:
+        """``(tool, arguments)`` of the calls proposed after the first untrusted result that
+        the policy or a person denied, oldest first, up to the latest call *before* (as
+        :meth:`proposed_after_taint` counts)."""
+        return tuple((name, arguments) for call_id, name, arguments in self._before(before)
+                     if call_id in self._denied)
+
+    def _before(self, before: str | None) -> list[tuple[str, str, Any]]:
         calls = self._proposed
         for i in range(len(calls) - 1, -1, -1):  # the latest: a reused id hides nothing
             if calls[i][0] == before:
-                calls = calls[:i]
-                break
-        return tuple((name, arguments) for call_id, name, arguments in calls
-                     if call_id not in self._not_run)
+                return calls[:i]
+        return calls
 
     @property
     def plan_limits(self) -> tuple[tuple[str, ...], ...]:
@@ -670,8 +697,9 @@ class TaintIndex:
         figures, the run quoted with its source, whether the run is a whole record)``: a
         record is the whole value of one field of a structured result (an address, a name,
         a title); any other run is a piece cut from a longer text, what a payload split over
-        calls is made of. Stops once they reach :data:`COPY_MIN_WORDS` words; a text too
-        long to check is one run that long."""
+        calls is made of. Then the short runs (:data:`PIECE_MIN_WORDS` words or more, fewer
+        than :data:`SPLIT_MIN_WORDS`) between them. Each kind stops once it reaches
+        :data:`COPY_MIN_WORDS` words; a text too long to check is one run that long."""
         self._ready()
         cached = self._runs.get(text)
         if cached is not None and cached[0] == len(self._chunks):
@@ -682,16 +710,35 @@ class TaintIndex:
             runs = [(COPY_MIN_WORDS, f"{len(words)} words, too long to check for copied text",
                      False)]
         else:
-            total = 0
-            for counted, shown, record in self._copied_spans(words, SPLIT_MIN_WORDS,
-                                                             COPY_MIN_WORDS):
-                runs.append((counted, shown, record))
-                total += counted
-                if total >= COPY_MIN_WORDS:
-                    break
+            runs = self._runs_between(words)
         if len(self._runs) >= MAX_OUTWARD_CALLS * 4:
             self._runs.clear()  # a bounded memo: texts of earlier calls are asked again
         self._runs[text] = (len(self._chunks), runs)
+        return runs
+
+    def _runs_between(self, words: list[str]) -> list[tuple[int, str, bool]]:
+        """The runs of :meth:`copied_runs`: the long ones first, then the short ones in the
+        stretches of *words* no long run covers (a long run's part is not counted twice)."""
+        runs: list[tuple[int, str, bool]] = []
+        stretches: list[list[str]] = []
+        total = last = 0
+        for start, end, counted, shown, record in self._copied_places(
+                words, SPLIT_MIN_WORDS, COPY_MIN_WORDS):
+            runs.append((counted, shown, record))
+            stretches.append(words[last:start])
+            last = end
+            total += counted
+            if total >= COPY_MIN_WORDS:
+                return runs
+        stretches.append(words[last:])
+        total = 0
+        for stretch in stretches:
+            for _, _, counted, shown, record in self._copied_places(
+                    stretch, PIECE_MIN_WORDS, COPY_MIN_WORDS):
+                runs.append((counted, shown, record))
+                total += counted
+                if total >= COPY_MIN_WORDS:
+                    return runs
         return runs
 
     def _copied_spans(self, words: list[str], least: int,
@@ -699,6 +746,12 @@ class TaintIndex:
         """``(words that are not figures, quoted span with source, whether the span is the
         whole value of one of its result's fields)`` of each run of at least *least* words of
         *words* copied from one untrusted result, at most *limit* runs."""
+        for _, _, counted, shown, record in self._copied_places(words, least, limit):
+            yield counted, shown, record
+
+    def _copied_places(self, words: list[str], least: int,
+                       limit: int) -> Iterator[tuple[int, int, int, str, bool]]:
+        """:meth:`_copied_spans` with each run's place: ``(start, end, ...)`` in *words*."""
         if not self._untrusted_count or len(words) < least:
             return
         found = 0
@@ -721,7 +774,8 @@ class TaintIndex:
             assert origin is not None
             found += 1
             run = " ".join(words[start:end])
-            yield counted, f"`{short(run, 120)}` copied from {origin.describe()}", \
+            yield start, end, counted, \
+                f"`{short(run, 120)}` copied from {origin.describe()}", \
                 (chunk, run) in self._records
             start = end
 
@@ -935,26 +989,28 @@ def _token_pattern(norm: str, numeric: bool) -> re.Pattern[str]:
 
 
 def _json_fields(content: str) -> Iterator[tuple[str, str]]:
-    """``(field name, normalised value)`` of the scalar fields of a JSON result, any depth."""
+    """``(field name, normalised value)`` of the scalar fields of a JSON result, any depth, in
+    order, the first :data:`MAX_JSON_FIELDS` (an array's items carry the array's name)."""
     if content[:1] not in ("{", "["):
         return
     try:
         data = json.loads(content)
     except (ValueError, RecursionError):
         return
-    stack: list[tuple[str, Any]] = [("", data)]
     count = 0
-    while stack and count < MAX_JSON_FIELDS:
-        name, value = stack.pop()
-        if isinstance(value, dict):
-            stack.extend((str(k), v) for k, v in value.items())
-        elif isinstance(value, list):
-            stack.extend((name, v) for v in value)
-        elif isinstance(value, str | int | float) and not isinstance(value, bool):
-            text = normalise(str(value))
-            if text and len(text) <= MAX_FIELD_CHARS:
-                count += 1
-                yield name or "*", text
+    for name, value in walk_json(data, "", member=_field_name, only=(str, int, float)):
+        if isinstance(value, bool):
+            continue
+        text = normalise(str(value))
+        if text and len(text) <= MAX_FIELD_CHARS:
+            count += 1
+            yield name or "*", text
+            if count >= MAX_JSON_FIELDS:
+                return
+
+
+def _field_name(_parent: str, key: object) -> str:
+    return str(key)
 
 
 def _same(text: str) -> str:

@@ -25,7 +25,7 @@ from ._owners import dead_local_owner
 from ._principal import Principal
 from ._tools import Tool, ToolContext
 from .exceptions import ConflictError
-from .store import EffectEntry, LedgerState, LedgerStore, Store
+from .store import EffectEntry, LedgerState, LedgerStore, ResolutionStore
 
 __all__ = ["MAX_NOTE_CHARS", "MIN_PREFIX", "Reconciled", "arguments_preview",
            "ask_reconcile_hook", "effect_json", "effect_state_name", "find_effect", "reconcile",
@@ -51,7 +51,7 @@ async def find_effect(store: LedgerStore, key: str) -> EffectEntry | list[Effect
     return list(matches) or None
 
 
-async def resolve(store: Store, key: str, *, done: bool, by: str, note: str = "",
+async def resolve(store: ResolutionStore, key: str, *, done: bool, by: str, note: str = "",
                   via: str = "cli") -> EffectEntry | None:
     """Settle the effect *key* as *done* (it happened) or not, and audit who did and why.
 
@@ -126,8 +126,9 @@ class Reconciled:
 _HOOK_NOTE = "the tool's reconcile hook asked the outside system"
 
 
-async def reconcile(store: Store, entry: EffectEntry, tool: Tool | None, *, principal: Principal,
-                    by: str, note: str = "", via: str = "cli") -> Reconciled:
+async def reconcile(store: ResolutionStore, entry: EffectEntry, tool: Tool | None, *,
+                    principal: Principal, by: str, note: str = "",
+                    via: str = "cli") -> Reconciled:
     """Ask *tool*'s reconcile hook what happened to the unsettled effect *entry*, with the
     arguments the store kept, and settle it with the answer (audited like :func:`resolve`:
     ``by`` names who ran the hook, e.g. ``cli:alice``).

@@ -59,7 +59,7 @@ from ._session import Session
 from ._tools import Handler, OfferContext, Tool, Toolbox, ToolContext, ToolSource
 from .exceptions import ConflictError, SessionNotFound, UserError
 from .policy import Decision, Policy
-from .store import SessionState, Store, open_store, session_audit_role
+from .store import SessionState, SessionStore, Store, open_store, session_audit_role
 
 __all__ = ["GatedSession", "Runtime", "Submission", "SubmissionStatus", "SyncRuntime",
            "SyncSession", "reap_dead_leases"]
@@ -69,7 +69,7 @@ T = TypeVar("T")
 DEFAULT_LEASE_SECONDS = 60.0
 
 
-async def reap_dead_leases(store: Store) -> list[str]:
+async def reap_dead_leases(store: SessionStore) -> list[str]:
     """Let the leases of sessions whose process died on this machine lapse now, so that
     :meth:`Store.claim_resumable` (``resume --ready``) takes them without waiting for the
     expiry. Returns their session ids."""

@@ -104,3 +104,38 @@ def test_the_gateway_drain_and_adoption_times(tmp_path: Path) -> None:
             path.write_text(json.dumps({"gateway": {key: bad}}))
             with pytest.raises(ConfigError, match=f"gateway.{key}"):
                 load_config(path)
+
+
+def test_a_missing_or_unreadable_config_is_one_config_error_naming_the_file(
+        tmp_path: Path) -> None:
+    for path in (tmp_path / "absent.json", tmp_path):
+        with pytest.raises(ConfigError, match="cannot read the MCP config") as caught:
+            load_config(path)
+        assert caught.value.path == str(path)
+        assert len(str(caught.value).splitlines()) == 1
+
+
+def test_the_config_is_read_by_the_one_settings_reader(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #29: the MCP config goes through ``_home.read_settings_text`` (its checks and
+    messages written once): read once per version of the file, again when it changes."""
+    import builtins
+    from typing import Any
+
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"gateway": {"principal": "one"}}))
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def counting(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file) == str(path):
+            opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    assert load_config(path).gateway.principal == "one"
+    assert load_config(path).gateway.principal == "one"
+    assert len(opened) == 1
+    path.write_text(json.dumps({"gateway": {"principal": "second"}}))
+    assert load_config(path).gateway.principal == "second"
+    assert len(opened) == 2

@@ -35,6 +35,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import TypeAdapter
 
 from anfitrion import _answers as answers
+from anfitrion._approvals import ApprovalRequest
 from anfitrion.mcp._config import ServerConfig
 from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._gateway_tasks import TASKS_EXTENSION
@@ -364,30 +365,42 @@ async def legacy(url: str, on_elicit: Any) -> AsyncIterator[ClientSession]:
         yield session
 
 
-async def test_url_elicitation_opens_that_requests_page_and_completes_in_the_request(
-        tmp_path: Path, effects: Path) -> None:
-    store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
-    asked: list[mt.ElicitRequestURLParams] = []
+def approving_on_the_page(store: Store) -> tuple[list[Any], Any]:
+    """An elicitation callback playing the person: it opens the page the URL names and
+    approves there (the inbox's door); and the list of what it was asked."""
+    asked: list[Any] = []
 
     async def on_elicit(context: Any, params: Any) -> mt.ElicitResult:
         asked.append(params)
-        request_id = params.url.rsplit("/", 1)[1]
-        # the person opens the page and approves there (the inbox's door)
-        await answers.answer(store, request_id, None, approved=True, approver="carol",
-                             via="inbox")
+        await answers.answer(store, params.url.rsplit("/", 1)[1], None, approved=True,
+                             approver="carol", via="inbox")
         return mt.ElicitResult(action="accept")
 
+    return asked, on_elicit
+
+
+async def sent_after_one_page(store: Store, asked: list[Any], result: Any,
+                              effects: Path) -> tuple[Any, ApprovalRequest]:
+    """The client was sent the page of the call's one request, and the call ran once."""
+    (params,) = asked
+    (request,) = await store.list_approvals(pending_only=False)
+    assert params.mode == "url" and params.url == f"{INBOX}approvals/{request.id}"
+    assert not result.is_error and result.content[0].text == "sent to bob@example.com"
+    assert mails(effects) == ["mail to bob@example.com"]
+    return params, request
+
+
+async def test_url_elicitation_opens_that_requests_page_and_completes_in_the_request(
+        tmp_path: Path, effects: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
+    asked, on_elicit = approving_on_the_page(store)
     with anyio.fail_after(120):
         async with gateways(store, effects, approval_wait=30) as [(_, url)], \
                 legacy(url, on_elicit) as session:
             result = await session.call_tool("p.send_mail", {"to": "bob@example.com",
                                                              "body": "hi"})
-    (params,) = asked
-    (request,) = await store.list_approvals(pending_only=False)
-    assert params.mode == "url" and params.url == f"{INBOX}approvals/{request.id}"
+    params, request = await sent_after_one_page(store, asked, result, effects)
     assert params.elicitation_id == f"anfitrion-approval-{request.id}"
-    assert not result.is_error and result.content[0].text == "sent to bob@example.com"
-    assert mails(effects) == ["mail to bob@example.com"]
     await store.close()
 
 
@@ -451,25 +464,14 @@ async def modern_eliciting(url: str, on_elicit: Any) -> AsyncIterator[Client]:
 async def test_a_2026_client_opens_the_page_through_input_required_and_the_call_completes(
         tmp_path: Path, effects: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'g.db'}")
-    asked: list[Any] = []
-
-    async def on_elicit(context: Any, params: Any) -> mt.ElicitResult:
-        asked.append(params)
-        await answers.answer(store, params.url.rsplit("/", 1)[1], None, approved=True,
-                             approver="carol", via="inbox")
-        return mt.ElicitResult(action="accept")
-
+    asked, on_elicit = approving_on_the_page(store)
     with anyio.fail_after(120):
         async with gateways(store, effects, approval_wait=30) as [(_, url)], \
                 modern_eliciting(url, on_elicit) as client:
             result = await client.call_tool("p.send_mail", {"to": "bob@example.com",
                                                             "body": "hi"})
-    (params,) = asked
-    (request,) = await store.list_approvals(pending_only=False)
-    assert params.mode == "url" and params.url == f"{INBOX}approvals/{request.id}"
+    params, _ = await sent_after_one_page(store, asked, result, effects)
     assert "p.send_mail" in params.message
-    assert not result.is_error and result.content[0].text == "sent to bob@example.com"
-    assert mails(effects) == ["mail to bob@example.com"]
     await store.close()
 
 

@@ -93,17 +93,24 @@ async def send_mail(url: str, mine: MemoryStore, timeout: float = 30) -> Any:
                                   {"to": "bob@example.com", "body": "hi"}, mine)
 
 
-async def test_the_task_completes_with_the_executed_result_after_the_approval(
-        effects: Path) -> None:
+@asynccontextmanager
+async def a_mail_waiting(effects: Path) -> AsyncIterator[tuple[MemoryStore, str, list[Any]]]:
+    """The toolset's ``gw.p.send_mail`` in flight through a gateway, waiting for a person:
+    the gateway's store, the approval request's id, and (once the block ends) the outcome."""
     theirs, mine = MemoryStore(), MemoryStore()
     outcome: list[Any] = []
-    with anyio.fail_after(120):
-        async with gateway_over(theirs, effects) as url, anyio.create_task_group() as tg:
-            async def call() -> None:
-                outcome.append(await send_mail(url, mine))
+    async with gateway_over(theirs, effects) as url, anyio.create_task_group() as tg:
+        async def call() -> None:
+            outcome.append(await send_mail(url, mine))
 
-            tg.start_soon(call)
-            request_id = await pending(theirs)
+        tg.start_soon(call)
+        yield theirs, await pending(theirs), outcome
+
+
+async def test_the_task_completes_with_the_executed_result_after_the_approval(
+        effects: Path) -> None:
+    with anyio.fail_after(120):
+        async with a_mail_waiting(effects) as (theirs, request_id, outcome):
             await anyio.sleep(0.5)  # the toolset polls meanwhile: nothing has run
             assert effects.read_text() == ""
             answered = await answers.answer(theirs, request_id, None, approved=True,
@@ -116,15 +123,9 @@ async def test_the_task_completes_with_the_executed_result_after_the_approval(
 
 
 async def test_a_declined_task_fails_the_call_with_the_persons_reason(effects: Path) -> None:
-    theirs, mine = MemoryStore(), MemoryStore()
-    outcome: list[Any] = []
     with anyio.fail_after(120):
-        async with gateway_over(theirs, effects) as url, anyio.create_task_group() as tg:
-            async def call() -> None:
-                outcome.append(await send_mail(url, mine))
-
-            tg.start_soon(call)
-            await answers.answer(theirs, await pending(theirs), None, approved=False,
+        async with a_mail_waiting(effects) as (theirs, request_id, outcome):
+            await answers.answer(theirs, request_id, None, approved=False,
                                  approver="carol", note="not today", via="cli")
     (result,) = outcome
     assert result.result.is_error and "not today" in str(result.result.content)

@@ -213,6 +213,37 @@ async def _waiting_for_a_person(store: Any, session_id: str, call_id: str) -> bo
     return state is not None and any(c == call_id for _, _, c in state.data.get("retries", []))
 
 
+async def _the_request_waiting_for_a_person(store: Any) -> Any:
+    """The one pending approval request, once its call waits for the person's answer."""
+    while not (pending := await store.list_approvals()):
+        await anyio.sleep(0.05)
+    (request,) = pending
+    while not await _waiting_for_a_person(store, request.session_id, request.call_id):
+        await anyio.sleep(0.05)
+    return request
+
+
+async def _resent_runs_on_one_approval(url: str, store: Any, request: Any,
+                                       mail: dict[str, str]) -> None:
+    """The client re-sends the call through the balancer; a live replica takes it over and
+    waits on the same request, which the person approves: the call runs, and no second
+    request was made (the person's one answer counted)."""
+    async with client_of(url) as client, anyio.create_task_group() as tg:
+        done: list[Any] = []
+
+        async def resend() -> None:
+            done.append(await client.call_tool("p.send_mail", mail))
+
+        tg.start_soon(resend)
+        await anyio.sleep(0)
+        answered = await answers.answer(store, request.id, None, approved=True,
+                                        approver="bob", via="cli")
+        assert answered.answer is not None
+    (result,) = done
+    assert not result.is_error, _text(result)
+    assert [r.id for r in await store.list_approvals(pending_only=False)] == [request.id]
+
+
 def _text(result: Any) -> str:
     return str(result.content[0].text)
 
@@ -272,31 +303,12 @@ async def test_a_replica_killed_while_a_call_waits_leaves_it_to_the_next_replica
                                 await client.call_tool("p.send_mail", mail)
 
                     tg.start_soon(waits_on_first)
-                    while not (pending := await store.list_approvals()):
-                        await anyio.sleep(0.05)
-                    (request,) = pending
-                    while not await _waiting_for_a_person(store, request.session_id,
-                                                          request.call_id):
-                        await anyio.sleep(0.05)
+                    request = await _the_request_waiting_for_a_person(store)
                     running.kill(first)  # SIGKILL while the call waits for a person
                     tg.cancel_scope.cancel()  # the client gives up on the lost reply
                 # the client re-sends through the balancer: the other replica takes the
                 # conversation over and waits on the same request; the person says yes
-                async with client_of(running.url) as client, anyio.create_task_group() as tg:
-                    done: list[Any] = []
-
-                    async def resend() -> None:
-                        done.append(await client.call_tool("p.send_mail", mail))
-
-                    tg.start_soon(resend)
-                    await anyio.sleep(0)
-                    answered = await answers.answer(store, request.id, None, approved=True,
-                                                    approver="bob", via="cli")
-                    assert answered.answer is not None
-                (result,) = done
-                assert not result.is_error, _text(result)
-                assert [r.id for r in await store.list_approvals(pending_only=False)] == \
-                    [request.id]  # no second request: the person's one answer counted
+                await _resent_runs_on_one_approval(running.url, store, request, mail)
             finally:
                 await store.close()
     assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"
@@ -469,12 +481,7 @@ async def test_sigterm_drains_a_replica_and_hands_its_waiting_call_over(
                 async with anyio.create_task_group() as tg, \
                         httpx2.AsyncClient(timeout=5) as http:
                     tg.start_soon(waits_on_first)
-                    while not (pending := await store.list_approvals()):
-                        await anyio.sleep(0.05)
-                    (request,) = pending
-                    while not await _waiting_for_a_person(store, request.session_id,
-                                                          request.call_id):
-                        await anyio.sleep(0.05)
+                    request = await _the_request_waiting_for_a_person(store)
                     signalled = time.monotonic()
                     process.send_signal(signal.SIGTERM)
                     while (ready := await http.get(f"http://127.0.0.1:{first}/readyz")
@@ -488,21 +495,7 @@ async def test_sigterm_drains_a_replica_and_hands_its_waiting_call_over(
                 assert returned_at - signalled < 2.0, returned_at - signalled
                 assert await anyio.to_thread.run_sync(process.wait, 30) == 0
                 assert [r.id for r in await store.list_approvals()] == [request.id]
-                async with client_of(running.url) as client, anyio.create_task_group() as tg:
-                    done: list[Any] = []
-
-                    async def resend() -> None:
-                        done.append(await client.call_tool("p.send_mail", mail))
-
-                    tg.start_soon(resend)
-                    await anyio.sleep(0)
-                    answered = await answers.answer(store, request.id, None, approved=True,
-                                                    approver="bob", via="cli")
-                    assert answered.answer is not None
-                (result,) = done
-                assert not result.is_error, _text(result)
-                assert [r.id for r in await store.list_approvals(pending_only=False)] == \
-                    [request.id]
+                await _resent_runs_on_one_approval(running.url, store, request, mail)
             finally:
                 await store.close()
     assert (tmp_path / "fx.log").read_text() == "mail to ana@example.org\n"
@@ -527,12 +520,7 @@ async def test_a_dead_replicas_request_whose_client_never_comes_back_is_withdraw
                                 await client.call_tool("p.send_mail", mail)
 
                     tg.start_soon(waits_on_first)
-                    while not (pending := await store.list_approvals()):
-                        await anyio.sleep(0.05)
-                    (request,) = pending
-                    while not await _waiting_for_a_person(store, request.session_id,
-                                                          request.call_id):
-                        await anyio.sleep(0.05)
+                    request = await _the_request_waiting_for_a_person(store)
                     running.kill(first)
                     tg.cancel_scope.cancel()  # the client is gone for good
                 killed_at = time.monotonic()

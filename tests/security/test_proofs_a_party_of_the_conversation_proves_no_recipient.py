@@ -45,6 +45,6 @@ async def test_under_plain_sinks_the_same_party_field_proved_the_recipient() -> 
 async def test_the_users_directory_and_own_address_still_prove_a_recipient(
         recipient: str) -> None:
     office, _, asked = await attack(PROMPT, [call("send_email", {
-        "to": [recipient], "subject": "Q3", "body": "The numbers are up."})],
+        "to": [recipient], "subject": "Q3", "body": "Good news on Q3."})],
         first=("read_inbox", "contacts"))
     assert asked == [] and office.done[0][1]["to"] == [recipient]

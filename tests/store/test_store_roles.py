@@ -122,3 +122,35 @@ def test_no_module_probes_a_store_for_a_role_by_attribute() -> None:
                for n, line in enumerate(p.read_text("utf-8").splitlines(), 1)
                if re.search(r"\b(getattr|hasattr)\((type\()?\w*store\b", line)]
     assert probing == []
+
+
+def test_the_combined_roles_are_unions_of_roles_that_add_nothing() -> None:
+    """Issue #29: a module cluster that needs several roles types against one small union
+    (answering, settling an effect, drafts, an audited record), never against ``Store``."""
+    from anfitrion.store import AnswerStore, AuditedRecordStore, DraftStore, ResolutionStore
+
+    def roles_of(protocol: type) -> set[type]:
+        found: set[type] = set()
+        for base in protocol.__bases__:
+            if base is not Protocol:
+                found |= {base} if base in ROLES else roles_of(base)
+        return found
+
+    assert roles_of(AnswerStore) == {ApprovalStore, AuditStore, RecordStore}
+    assert roles_of(AuditedRecordStore) == {AuditStore, RecordStore}
+    assert roles_of(ResolutionStore) == {LedgerStore, SessionStore, AuditStore}
+    assert roles_of(DraftStore) == {RecordStore, LedgerStore}
+    for union in (AnswerStore, AuditedRecordStore, ResolutionStore, DraftStore):
+        assert not _methods(union), union
+
+
+def test_the_whole_store_is_named_by_no_more_annotations_than_today() -> None:
+    """Issue #29: code types against the role it uses; this count only goes down (48 when
+    the roles landed, from 82)."""
+    import re
+    from pathlib import Path
+
+    src = Path(__file__).parents[2] / "src" / "anfitrion"
+    whole = re.compile(r": Store\b|-> Store\b|\[Store\]")
+    count = sum(len(whole.findall(p.read_text(encoding="utf-8"))) for p in src.rglob("*.py"))
+    assert count <= 48

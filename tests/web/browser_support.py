@@ -31,9 +31,7 @@ from anfitrion.web import create_app
 from .inbox_support import TOKEN
 
 T = TypeVar("T")
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM = "/usr/bin/chromium"  # launched by the `chromium` fixture of tests/conftest.py
 
 
 @dataclass

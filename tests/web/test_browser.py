@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -16,7 +14,7 @@ import pytest
 from anfitrion import RunStatus
 from anfitrion.store import MemoryStore
 
-from .browser_support import CHROMIUM, CHROMIUM_ARGS, Resumer, inbox_scenario, off_loop, serve
+from .browser_support import CHROMIUM, Resumer, inbox_scenario, off_loop, serve
 from .inbox_support import RLO_RECIPIENT, TOKEN, Mailroom, mail_host
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
@@ -31,29 +29,14 @@ pytestmark = [
 WAIT_MS = 15_000
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[playwright_sync.Browser]:
-    with playwright_sync.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                     headless=True)
-        assert chromium.version in subprocess.run([CHROMIUM, "--version"], capture_output=True,
-                                                  text=True, check=True).stdout
-        yield chromium
-        chromium.close()
+@pytest.fixture
+def browser(chromium: playwright_sync.Browser) -> playwright_sync.Browser:
+    return chromium
 
 
 @pytest.fixture
-def page(browser: playwright_sync.Browser) -> Iterator[playwright_sync.Page]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    problems: list[str] = []
-    page.on("console", lambda m: problems.append(m.text)
-            if "Content Security Policy" in m.text else None)
-    page.on("pageerror", lambda e: problems.append(str(e)))
-    yield page
-    context.close()
-    # the strict CSP never had to block anything the pages themselves use
-    assert problems == []
+def page(chromium_page: playwright_sync.Page) -> playwright_sync.Page:
+    return chromium_page
 
 
 def _sign_in(page: playwright_sync.Page, base: str, name: str = "carol") -> None:

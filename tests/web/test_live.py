@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -17,7 +16,7 @@ from anfitrion import RunStatus
 from anfitrion import _answers as answers
 from anfitrion.store import MemoryStore
 
-from .browser_support import CHROMIUM, CHROMIUM_ARGS, Resumer, off_loop, serve
+from .browser_support import CHROMIUM, Resumer, off_loop, serve
 from .inbox_support import ORIGIN, TOKEN, Mailroom, mail_host, sign_in, suspended_run
 
 WAIT_MS = 15_000
@@ -98,16 +97,8 @@ needs_browser = pytest.mark.skipif(
 
 
 @pytest.fixture
-def page() -> Iterator[playwright_sync.Page]:
-    with playwright_sync.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                     headless=True)
-        assert chromium.version in subprocess.run([CHROMIUM, "--version"], capture_output=True,
-                                                  text=True, check=True).stdout
-        context = chromium.new_context(viewport={"width": 1280, "height": 900})
-        yield context.new_page()
-        context.close()
-        chromium.close()
+def page(chromium_page: playwright_sync.Page) -> playwright_sync.Page:
+    return chromium_page
 
 
 @needs_browser

@@ -23,7 +23,7 @@ from .._apps import DEMO_APP, FRAMEWORK_RESUMES, GATEWAY_APP
 from .._home import environment, store_flag
 from .._identity import identity_problem
 from ..exceptions import AnfitrionError
-from ..store import ApprovalStore, Store, StoredApproval
+from ..store import ApprovalStore, LedgerStore, Store, StoredApproval
 from ._common import (
     APPROVER_HELP,
     approver_name,
@@ -111,7 +111,7 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
     """
     where = shown_store(resolve_url(store_url))
     if unknown:
-        async def unknowns(store: Store) -> list[dict[str, Any]]:
+        async def unknowns(store: LedgerStore) -> list[dict[str, Any]]:
             rows = []
             for sid, call_id in await store.list_unknown_executions():
                 entry = await store.execution_state(sid, call_id)
@@ -131,8 +131,8 @@ def list_(store_url: str | None, show_all: bool, session_id: str | None, unknown
                        f"since {row['since']}  — the action may have happened: check it")
         return
 
-    async def requests(store: Store) -> list[tuple[ApprovalRequest, ApprovalAnswer | None, bool,
-                                                   tuple[ApprovalVote, ...]]]:
+    async def requests(store: ApprovalStore) -> list[tuple[ApprovalRequest, ApprovalAnswer | None,
+                                                           bool, tuple[ApprovalVote, ...]]]:
         out = []
         for request in await store.list_approvals(pending_only=not show_all,
                                                   session_id=session_id):

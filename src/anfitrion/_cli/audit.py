@@ -24,7 +24,7 @@ from .._approvals import NO_APPROVER
 from .._audit import ChainReport, export_jsonl, record_to_dict, records_from_jsonl, verify_chain
 from .._canonical import canonical_json
 from ..exceptions import StoreError
-from ..store import AuditRecord, CorruptRowError, Store, skipped_rows
+from ..store import AuditRecord, AuditStore, CorruptRowError, Store, skipped_rows
 from . import audit_trail as _trail
 from ._common import run_with_store, shown, store_option
 from .audit_trail import bundle_export, trail_options, trail_verdict
@@ -42,7 +42,7 @@ def _records(store_url: str | None, session_id: str | None) -> Sequence[AuditRec
     """The store's audit records; with *session_id*, that session's: its full id or a unique
     prefix of at least :data:`MIN_SESSION_PREFIX` characters (``audit show`` prints the first
     12). A session with no record is an error naming it, never an empty listing."""
-    async def work(store: Store) -> Sequence[AuditRecord]:
+    async def work(store: AuditStore) -> Sequence[AuditRecord]:
         if session_id is None:
             return await store.audit_records(None)
         exact = await store.audit_records(session_id)

@@ -42,7 +42,7 @@ from .._audit_trail import (
 )
 from .._home import environment
 from ..exceptions import AnfitrionError
-from ..store import AuditRecord, AuditTrailStore, Store
+from ..store import AuditRecord, AuditStore, AuditTrailStore, Store
 from ._common import run_with_store, shown, store_option
 
 __all__ = ["bundle_export", "checkpoint", "keygen", "prune_command", "trail_options",
@@ -237,7 +237,7 @@ def bundle_export(store_url: str | None, path: str, key_file: str | None) -> Non
     """``audit export --bundle PATH``."""
     key = _signing_key(key_file)
 
-    async def work(store: Store) -> Sequence[AuditRecord]:
+    async def work(store: AuditStore) -> Sequence[AuditRecord]:
         return await store.audit_records(None)
 
     records = run_with_store(store_url, work)

@@ -17,7 +17,7 @@ from .. import _resolutions as resolutions
 from .._apps import DEMO_APP, FRAMEWORK_RESUMES, GATEWAY_APP
 from .._tools import OfferContext, Tool, ToolSource
 from ..exceptions import ConflictError, UserError
-from ..store import EffectEntry, Store
+from ..store import EffectEntry, LedgerStore, ResolutionStore, Store
 from ._common import (
     approver_name,
     import_reference,
@@ -36,7 +36,7 @@ def command() -> None:
     """Side effects: list the unsettled ones, show one, resolve what happened."""
 
 
-async def _find(store: Store, key: str) -> EffectEntry:
+async def _find(store: LedgerStore, key: str) -> EffectEntry:
     found = await resolutions.find_effect(store, key)
     if isinstance(found, list):
         raise click.ClickException(f"{key!r} is the start of {len(found)} effect keys: "
@@ -59,7 +59,7 @@ def _line(entry: EffectEntry) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def list_(store_url: str | None, show_all: bool, as_json: bool) -> None:
     """List effects a person must resolve (running with nobody settling them, or unknown)."""
-    async def work(store: Store) -> list[EffectEntry]:
+    async def work(store: LedgerStore) -> list[EffectEntry]:
         return list(await store.list_effects(unsettled_only=not show_all))
 
     found = run_with_store(store_url, work)
@@ -108,7 +108,7 @@ def resolve(key: str, outcome: str | None, note: str, store_url: str | None) -> 
         raise click.UsageError("say what happened: --done or --failed")
     who = f"cli:{approver_name(None)}"
 
-    async def work(store: Store) -> EffectEntry | None:
+    async def work(store: ResolutionStore) -> EffectEntry | None:
         entry = await _find(store, key)
         try:
             return await resolutions.resolve(store, entry.key, done=outcome == "done", by=who,

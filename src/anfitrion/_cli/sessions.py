@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from ..store import SessionState, Store
+from ..store import SessionState, SessionStore
 from ._common import resolve_url, run_with_store, shown, store_option
 
 STATES = ("running", "suspended", "completed", "failed")
@@ -41,7 +41,7 @@ def _row(state: SessionState) -> dict[str, Any]:
 def list_sessions(store_url: str | None, state: str | None, principal_id: str | None,
                   as_json: bool) -> None:
     """List the sessions, newest first."""
-    async def work(store: Store) -> Sequence[SessionState]:
+    async def work(store: SessionStore) -> Sequence[SessionState]:
         return await store.list_sessions(state)
 
     found = [s for s in run_with_store(store_url, work)
@@ -86,7 +86,7 @@ def _transcript_lines(messages: Sequence[Mapping[str, Any]]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (the transcript as stored).")
 def show(session_id: str, store_url: str | None, as_json: bool) -> None:
     """Show one session (ID or a unique prefix): its state, what waits, its transcript."""
-    async def work(store: Store) -> SessionState:
+    async def work(store: SessionStore) -> SessionState:
         matches = [s.session_id for s in await store.list_sessions()
                    if s.session_id.startswith(session_id)]
         if len(matches) != 1:

@@ -52,7 +52,8 @@ from ..policy import WebhookTarget
 if TYPE_CHECKING:
     import httpx
 
-    from ..store import Store
+    from ..store import AuditStore, RecordStore
+
 
 __all__ = ["DELIVERY_HEADER", "SIGNATURE_HEADER", "TOLERANCE_SECONDS", "ApprovalWebhook",
            "CallbackVerifier", "Delivery", "sign", "signature_header",
@@ -151,7 +152,7 @@ class ApprovalWebhook:
         ...                                      secret="a-long-shared-secret"), MemoryStore())
     """
 
-    def __init__(self, target: WebhookTarget, store: Store, *,
+    def __init__(self, target: WebhookTarget, store: AuditStore, *,
                  transport: httpx.AsyncBaseTransport | None = None,
                  sleep: Sleep = asyncio.sleep,
                  clock: Callable[[], float] = time.time) -> None:
@@ -281,7 +282,8 @@ class ApprovalWebhook:
             log.exception("could not audit the webhook delivery of %s", request.id)
 
 
-def webhook_listeners(store: Store, targets: Sequence[WebhookTarget]) -> list[ApprovalWebhook]:
+def webhook_listeners(store: AuditStore, targets: Sequence[WebhookTarget]
+                      ) -> list[ApprovalWebhook]:
     """One listener per target (what a runtime adds for its policy's webhooks)."""
     return [ApprovalWebhook(t, store) for t in targets]
 
@@ -295,7 +297,7 @@ class CallbackVerifier:
         tolerance: seconds a timestamp may be away from now.
     """
 
-    def __init__(self, secrets: Sequence[str], store: Store, *,
+    def __init__(self, secrets: Sequence[str], store: RecordStore, *,
                  tolerance: int = TOLERANCE_SECONDS,
                  clock: Callable[[], float] = time.time) -> None:
         if not secrets or any(len(s) < MIN_SECRET_CHARS for s in secrets):

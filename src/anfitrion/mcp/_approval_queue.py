@@ -28,7 +28,7 @@ from .. import _answers as answers
 from .._approvals import ApprovalRequest, Reviewer
 from .._identity import identity_key, identity_problem, same_identity
 from ..exceptions import ConfigError, MissingDependencyError, UserError
-from ..store import Store
+from ..store import AnswerStore
 from ._queue_guard import (
     QUEUE_SERVER_NAME,
 )
@@ -72,7 +72,7 @@ _DECIDES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempot
                            open_world_hint=False)
 
 
-def approval_queue(store: Store, reviewer: Reviewer, *,
+def approval_queue(store: AnswerStore, reviewer: Reviewer, *,
                    principals: Iterable[str] = ()) -> MCPServer:
     """The queue's MCP server, acting as *reviewer* (module docstring).
 
@@ -104,7 +104,7 @@ def approval_queue(store: Store, reviewer: Reviewer, *,
 class _Queue:
     """The queue's four tools, acting as one reviewer."""
 
-    def __init__(self, store: Store, reviewer: Reviewer, refused_for: set[str]) -> None:
+    def __init__(self, store: AnswerStore, reviewer: Reviewer, refused_for: set[str]) -> None:
         self.store = store
         self.reviewer = reviewer
         self.refused_for = refused_for

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._home import environment, relative_to
+from .._home import environment, read_settings_text, relative_to
 from .._json import decode_strict
 from ..exceptions import ConfigError, JsonError
 from ._listing import DEFAULT_LISTING_TTL
@@ -658,20 +658,7 @@ def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -
         ConfigError: the file cannot be read or is invalid.
     """
     name = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the MCP config: {exc.strerror}", path=name) from None
-    except ValueError:  # a NUL in the name
-        raise ConfigError("cannot read the MCP config: the file name contains a NUL",
-                          path=_printable(name)) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        column = exc.start - raw.rfind(b"\n", 0, exc.start)
-        raise ConfigError(f"the MCP config is not UTF-8 text (byte 0x{raw[exc.start]:02x} at "
-                          f"column {column})", path=name,
-                          line=raw.count(b"\n", 0, exc.start) + 1) from None
+    text = read_settings_text(name, what="MCP config", required=True)
     lines = _KeyLines(text)
     data = _parse_json(text, name, lines)
     token = _LINES.set(lines)

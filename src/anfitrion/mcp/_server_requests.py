@@ -34,7 +34,7 @@ import mcp.types as mt
 from .._audit import event_record_data
 from .._events import EventType, HostEvent
 from ..exceptions import AnfitrionError
-from ..store import Store
+from ..store import AuditStore
 from ._elicitation import ElicitationHandler, answer_elicitation
 from ._pinning import suspicious_text
 from ._relay_routing import InFlight, PendingCall
@@ -89,7 +89,7 @@ class ServerRequests:
     connection's callbacks are bound to its calls in flight, so a message goes to the call
     that caused it."""
 
-    def __init__(self, toolset: ServerSide, store: Store,
+    def __init__(self, toolset: ServerSide, store: AuditStore,
                  elicitation: ElicitationHandler | None, *, reveal: Callable[[str], str]
                  ) -> None:
         self._toolset = toolset

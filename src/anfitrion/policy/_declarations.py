@@ -91,6 +91,9 @@ class ArgumentProvenance(Protocol):
     def proposed_after_taint(self, before: str | None = None
                              ) -> tuple[tuple[str, Any], ...]: ...
 
+    def refused_after_taint(self, before: str | None = None
+                            ) -> tuple[tuple[str, Any], ...]: ...
+
 T = TypeVar("T", bound="Tool")
 
 

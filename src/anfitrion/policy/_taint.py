@@ -21,11 +21,13 @@ from typing import Any
 from .._dataflow import AMOUNT_KINDS, Dataflow
 from .._json import as_written
 from .._provenance import (
+    ADDRESSED_MIN_WORDS,
     APPEARED,
     COPY_MIN_WORDS,
     EGRESS_WARNING,
     MAX_FLAGS_PER_ARGUMENT,
     MAX_OUTWARD_CALLS,
+    SPLIT_MIN_WORDS,
     egress_warnings,
     host_of,
     is_url,
@@ -78,6 +80,8 @@ PLAN_BEFORE_TAINT = "before-taint"
 untrusted result."""
 
 _COPIED_END = "to be the user's words"
+_ADDRESS_KINDS = frozenset({"recipient", "channel", "account", "phone", "url"})
+"""Sink kinds that say who reads a call's outward text."""
 _MAX_LEARNED = 4096
 _DATAFLOW_MODES = ("sinks", "proven")
 """The ``reads`` settings that read tools' data-flow declarations."""
@@ -181,8 +185,31 @@ class _DataflowCheck:
         for path in flow.outward if write else ():
             out += self._outward(provenance, path, _values(call.arguments, path))
         if write and self.proven and not any(w.endswith(_COPIED_END) for w in out):
-            out += self._split(call, flow, provenance)
+            addressed = _addressees(call.arguments, flow, own)
+            split = self._split(call, flow, provenance, bool(addressed))
+            out += split or self._after_refusal(call, provenance, addressed, own)
         return out
+
+    def _after_refusal(self, call: BoundCall, provenance: ArgumentProvenance,
+                       addressed: Mapping[str, tuple[str, str, str]],
+                       own: Collection[str]) -> list[str]:
+        """An outward call to a party an earlier outward call of the session (after taint)
+        was denied for — by the policy or a person: the rest of a payload split over calls,
+        each piece too short to tell, goes on to the reader the first pieces were for."""
+        if not addressed:
+            return []
+        refused = provenance.refused_after_taint(call.call_id)[-MAX_OUTWARD_CALLS:]
+        for tool, arguments in reversed(refused):
+            declared = self._declared(tool)
+            if declared is None or not declared.outward:
+                continue
+            for party in addressed.keys() & _addressees(arguments, declared, own).keys():
+                path, kind, value = addressed[party]
+                return [f"{FLAG_WARNING}{path} ({kind}): `{short(value)}` {UNPROVEN_WARNING} "
+                        f"to be the user's choice: an earlier {tool} to it after untrusted "
+                        f"content was read was denied in this session (the rest of a payload "
+                        f"split over calls goes to the same reader)"]
+        return []
 
     def _runs(self, provenance: ArgumentProvenance, flow: Dataflow,
               arguments: Any) -> list[tuple[str, int, str, bool]]:
@@ -192,46 +219,66 @@ class _DataflowCheck:
                 for value in _values(arguments, path)
                 for counted, shown, record in provenance.copied_runs(value)]
 
-    def _split(self, call: BoundCall, flow: Dataflow,
-               provenance: ArgumentProvenance) -> list[str]:
+    def _split(self, call: BoundCall, flow: Dataflow, provenance: ArgumentProvenance,
+               addressed: bool = True) -> list[str]:
         """A payload split over calls (``reads="proven"``). A copied run of this call's
         outward text cut from a longer untrusted text asks at once: it is what the first
-        piece of a split payload looks like. Runs that are whole records (a field's whole
-        value: an address, a name) add up with those of the session's earlier outward calls
-        (of any declared tool, proposed after the first untrusted result: at most
-        :data:`MAX_OUTWARD_CALLS`, newest first); the call asks when they reach
-        :data:`COPY_MIN_WORDS` words, this call adding one."""
+        piece of a split payload looks like — from :data:`SPLIT_MIN_WORDS` words, or from
+        :data:`ADDRESSED_MIN_WORDS` when the call is *addressed* to someone other than the
+        principal. Other runs add up with those of the session's earlier outward calls (of
+        any declared tool, proposed after the first untrusted result: at most
+        :data:`MAX_OUTWARD_CALLS`, newest first), in two totals: records (a field's whole
+        value: an address, a name) and short runs (fewer than :data:`SPLIT_MIN_WORDS`
+        words); the call asks when one reaches :data:`COPY_MIN_WORDS` words, this call
+        adding one."""
         current = self._runs(provenance, flow, call.arguments)
         if not current:
             return []
-        pieces = {shown: (path, counted) for path, counted, shown, _ in current}
-        cut = [(path, shown) for path, _, shown, record in current if not record]
+        least = ADDRESSED_MIN_WORDS if addressed else SPLIT_MIN_WORDS
+        cut = [(path, shown) for path, counted, shown, record in current
+               if not record and counted >= least]
         if cut:
             quoted = "; ".join(shown for _, shown in cut[:MAX_FLAGS_PER_ARGUMENT])
             paths = ", ".join(dict.fromkeys(path for path, _ in cut))
             return [f"{FLAG_WARNING}{paths} (outward): carries text {quoted}, which "
                     f"{UNPROVEN_WARNING} to be the user's words (a piece cut from a longer "
                     f"untrusted text, as a payload split over calls is sent)"]
-        earlier = [(tool, declared, arguments) for tool, arguments
-                   in provenance.proposed_after_taint(call.call_id)
-                   if (declared := self._declared(tool)) is not None and declared.outward]
-        if len(earlier) > MAX_OUTWARD_CALLS:
-            why = (f"this session made {len(earlier)} outward calls after reading untrusted "
-                   f"content, more than the {MAX_OUTWARD_CALLS} whose copied text is added up")
-        else:
-            for tool, declared, arguments in reversed(earlier):
-                if sum(c for _, c in pieces.values()) >= COPY_MIN_WORDS:
-                    break
-                for path, counted, shown, _ in self._runs(provenance, declared, arguments):
-                    pieces.setdefault(shown, (f"{path} of an earlier {tool}", counted))
-            if sum(c for _, c in pieces.values()) < COPY_MIN_WORDS:
-                return []
-            why = "pieces of it add up to a copied payload"
+        pieces = {shown: (path, counted) for path, counted, shown, _ in current}
+        why = self._added_up(call, provenance, pieces)
+        if why is None:
+            return []
         quoted = "; ".join(f"{shown} (in {where})" for shown, (where, _) in
                            list(pieces.items())[:MAX_FLAGS_PER_ARGUMENT + 1])
         paths = ", ".join(dict.fromkeys(path for path, _, _, _ in current))
         return [f"{FLAG_WARNING}{paths} (outward): carries text {quoted}, which "
                 f"{UNPROVEN_WARNING} to be the user's words ({why})"]
+
+    def _added_up(self, call: BoundCall, provenance: ArgumentProvenance,
+                  pieces: dict[str, tuple[str, int]]) -> str | None:
+        """Why this call's runs (*pieces*: quoted run → where, words), with the earlier
+        calls' added to *pieces*, make a copied payload, or ``None``: the records' total or
+        the short runs' total reaches :data:`COPY_MIN_WORDS`."""
+        short_now = any(c < SPLIT_MIN_WORDS for _, c in pieces.values())
+        short_before = False
+
+        def reached() -> bool:
+            longer = sum(c for _, c in pieces.values() if c >= SPLIT_MIN_WORDS)
+            shorter = sum(c for _, c in pieces.values() if c < SPLIT_MIN_WORDS)
+            return max(longer, shorter) >= COPY_MIN_WORDS or (short_now and short_before)
+
+        earlier = [(tool, declared, arguments) for tool, arguments
+                   in provenance.proposed_after_taint(call.call_id)
+                   if (declared := self._declared(tool)) is not None and declared.outward]
+        if len(earlier) > MAX_OUTWARD_CALLS:
+            return (f"this session made {len(earlier)} outward calls after reading untrusted "
+                    f"content, more than the {MAX_OUTWARD_CALLS} whose copied text is added up")
+        for tool, declared, arguments in reversed(earlier):
+            if reached():
+                break
+            for path, counted, shown, _ in self._runs(provenance, declared, arguments):
+                pieces.setdefault(shown, (f"{path} of an earlier {tool}", counted))
+                short_before = short_before or counted < SPLIT_MIN_WORDS
+        return "pieces of it add up to a copied payload" if reached() else None
 
     def _outward(self, provenance: ArgumentProvenance, path: str,
                  values: list[str]) -> list[str]:
@@ -252,6 +299,17 @@ class _DataflowCheck:
                            f"{'; '.join(copied[:MAX_FLAGS_PER_ARGUMENT])}, which "
                            f"{UNPROVEN_WARNING} to be the user's words")
         return out
+
+
+def _addressees(arguments: Any, flow: Dataflow, own: Collection[str]
+                ) -> dict[str, tuple[str, str, str]]:
+    """Who reads a call's outward text besides the principal: each value (normalised) of a
+    recipient, channel, account, phone or URL sink not among *own*, with its path, kind and
+    value as written."""
+    return {normalise(value): (path, kind, value)
+            for path, kind in flow.sinks.items() if kind in _ADDRESS_KINDS
+            for value in _values(arguments, path)
+            if value.strip() and normalise(value) not in own}
 
 
 def _own_addresses(context: PolicyContext) -> frozenset[str]:
@@ -436,12 +494,16 @@ def taint_rule(*, allowed_hosts: Iterable[str] | None = None, deny_flagged: bool
             that copies :data:`~anfitrion._provenance.COPY_MIN_WORDS` or more words of
             untrusted text asks, quoting them and their source — as does one carrying a run
             of :data:`~anfitrion._provenance.SPLIT_MIN_WORDS` or more copied words cut from
-            a longer untrusted text (a piece of a payload split over calls), or runs that
-            are a field's whole value (a record: an address) which, added to those of the
-            session's earlier outward calls, reach that many. In both, a number the user
-            wrote proves an id only written as one (``file 13``), and a declared amount
-            (``sinks = {amount = "money"}``) is proven only by the user's or a trusted
-            result's figure.
+            a longer untrusted text (a piece of a payload split over calls; from
+            :data:`~anfitrion._provenance.ADDRESSED_MIN_WORDS` words in a call to another
+            party), or runs that are a field's whole value (a record: an address) which,
+            added to those of the session's earlier outward calls, reach that many; runs of
+            :data:`~anfitrion._provenance.PIECE_MIN_WORDS` to 3 words may go out in one call
+            (fewer than that many words), every later call carrying one asks; and an
+            outward call to a reader an earlier outward call was denied for asks. In both,
+            a number the user wrote proves an id only written as one (``file 13``), and a
+            declared amount (``sinks = {amount = "money"}``) is proven only by the user's
+            or a trusted result's figure.
         free_reads: tool-name globs of reads that stay free in a tainted session under
             ``reads="all"`` (a clock, a unit converter: nothing private comes back and
             nothing leaves). A flagged URL argument still asks. Writes are never exempt.

@@ -387,6 +387,25 @@ class Store(SessionStore, ApprovalStore, LedgerStore, AuditStore, CallCounterSto
     async def close(self) -> None: ...
 
 
+class DraftStore(RecordStore, LedgerStore, Protocol):
+    """The roles of propose-then-confirm (:class:`anfitrion.drafts.Drafts`): the drafts as
+    records, each commit claimed and settled in the ledger so it runs once."""
+
+
+class AuditedRecordStore(RecordStore, AuditStore, Protocol):
+    """The roles of a change to a record that is audited (an entitlement granted or revoked)."""
+
+
+class AnswerStore(ApprovalStore, AuditedRecordStore, Protocol):
+    """The roles of answering an approval request (:mod:`anfitrion.answers`): the requests
+    and votes, the audit, and the entitlements records an answer is checked against."""
+
+
+class ResolutionStore(LedgerStore, SessionStore, AuditStore, Protocol):
+    """The roles of settling an unknown effect by hand: the ledger, the session whose lease
+    is released, and the audit of who settled it."""
+
+
 @runtime_checkable
 class SessionAuditStore(Protocol):
     """An optional role: a session's save and the audit records buffered with it, in one

@@ -41,7 +41,7 @@ from .._conversation import Provenance
 from .._drafts import Draft, Drafts
 from .._tools import Effect, Tool, Toolbox, ToolContext
 from ..exceptions import ArgumentError, ToolDefinitionError, ToolNotExecuted
-from ..store import Store
+from ..store import DraftStore
 
 __all__ = ["SmtpSettings", "check_address", "mail"]
 
@@ -101,7 +101,7 @@ def _domain_allowed(domain: str, allowed: frozenset[str]) -> bool:
     return any(domain == d or domain.endswith("." + d) for d in allowed)
 
 
-def mail(store: Store, *, sender: str, maildir: str | Path | None = None,
+def mail(store: DraftStore, *, sender: str, maildir: str | Path | None = None,
          smtp: SmtpSettings | None = None, allowed_domains: Iterable[str] | None = None,
          max_recipients: int = 10, max_body_chars: int = 20_000,
          namespace: str = "drafts") -> Toolbox:

@@ -141,7 +141,7 @@ def _audit_throttled(store: AuditStore) -> OnThrottled:
     return audit
 
 
-def _audit_event(store: Store, session: str) -> Any:
+def _audit_event(store: AuditStore, session: str) -> Any:
     async def audit(kind: str, data: Mapping[str, Any]) -> None:
         try:
             await store.append_audit(kind, session, time.time(), dict(data))

@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from .. import _resolutions as resolutions
 from ..exceptions import ConflictError
-from ..store import EffectEntry, Store
+from ..store import EffectEntry, ResolutionStore
 from . import _pages as pages
 from ._security import SignedIn
 from ._signin import SignIn, to_login
@@ -59,7 +59,7 @@ def effect_page(entry: EffectEntry, *, csrf: str, user: str) -> str:
 class EffectPages:
     """The effects pages over *store*, with the inbox's sign-in and CSRF checks (*sign_in*)."""
 
-    store: Store
+    store: ResolutionStore
     sign_in: SignIn
 
     def routes(self) -> list[Route]:
