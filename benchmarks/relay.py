@@ -10,7 +10,10 @@ Targets (each a real process tree on loopback):
   (sandbox off, as mcp-proxy runs it), the gate, the execution ledger and the audit on, a
   durable SQLite store (``synchronous=full``); the tool is a write allowed by the policy;
 - ``replicas``: with ``--replicas``, ``anfitrion gateway --http --replica`` ×1 and ×2 on one
-  PostgreSQL schema behind ``haproxy`` (round robin, no affinity).
+  PostgreSQL schema behind ``haproxy`` (round robin, no affinity);
+- ``gateway-base``: with ``--baseline DIR``, the same gateway run from another source tree
+  (``DIR/anfitrion``, e.g. ``git archive <commit> src | tar -x -C /tmp/base`` and
+  ``--baseline /tmp/base/src``), interleaved with this one: before and after in one run.
 
 Passes are interleaved (round by round, every target at every client count), each a fixed
 number of seconds after every client has connected and made one call. Per target and client
@@ -19,6 +22,7 @@ process(es) per call (``/proc``: the gateway or mcp-proxy, not its upstream chil
 
     bash benchmarks/install_mcp_proxy.sh      # mcp-proxy in its own venv (it pins mcp<2)
     .venv/bin/python benchmarks/relay.py --rounds 3 --seconds 3 [--replicas] [--json out.json]
+        [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -145,16 +149,19 @@ async def approve(config: Path, store_url: str) -> None:
         await store.close()
 
 
-async def start_gateway(procs: Processes, name: str, store_url: str, *, replica: bool
-                        ) -> Target:
+async def start_gateway(procs: Processes, name: str, store_url: str, *, replica: bool,
+                        source: str | None = None) -> Target:
+    """``anfitrion gateway --http`` (from the source tree *source*, if given)."""
     config = gateway_config(procs.tmp, name)
     port = free_port()
     argv = [ANFITRION, "gateway", "--config", str(config), "--http", "--port", str(port),
             "--store", store_url, "--policy", str(procs.tmp / "policy.toml"),
             "--approval-wait", "1"]
-    process = procs.spawn(name, argv + (["--replica"] if replica else []),
-                          {"ANFITRION_GATEWAY_TOKEN": TOKEN,
-                           "ANFITRION_GATEWAY_KEY": "relay-bench-key-0123456789abcdef0123"})
+    env = {"ANFITRION_GATEWAY_TOKEN": TOKEN,
+           "ANFITRION_GATEWAY_KEY": "relay-bench-key-0123456789abcdef0123"}
+    if source is not None:
+        env["PYTHONPATH"] = source
+    process = procs.spawn(name, argv + (["--replica"] if replica else []), env)
     await wait_http(f"http://127.0.0.1:{port}/healthz", process, procs.tmp / f"{name}.log")
     return Target(name, f"http://127.0.0.1:{port}/mcp", [process.pid],
                   {"Authorization": f"Bearer {TOKEN}"})
@@ -186,8 +193,8 @@ def pg_schema() -> Iterator[str]:
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
-async def start_targets(procs: Processes, stack: AsyncExitStack, replicas: bool
-                        ) -> list[Target]:
+async def start_targets(procs: Processes, stack: AsyncExitStack, replicas: bool,
+                        baseline: str | None = None) -> list[Target]:
     tmp = procs.tmp
     targets = []
     port = free_port()
@@ -206,6 +213,11 @@ async def start_targets(procs: Processes, stack: AsyncExitStack, replicas: bool
     sqlite = f"sqlite:///{tmp / 'gateway.db'}"
     await approve(gateway_config(tmp, "gateway"), sqlite)
     targets.append(await start_gateway(procs, "gateway", sqlite, replica=False))
+    if baseline is not None:
+        base_sqlite = f"sqlite:///{tmp / 'gateway-base.db'}"
+        await approve(gateway_config(tmp, "gateway-base"), base_sqlite)
+        targets.append(await start_gateway(procs, "gateway-base", base_sqlite, replica=False,
+                                           source=str(Path(baseline).resolve())))
     if replicas:
         url = stack.enter_context(pg_schema())
         await approve(gateway_config(tmp, "replica"), url)
@@ -318,6 +330,8 @@ async def main() -> None:
     parser.add_argument("--replicas", action="store_true",
                         help="also 1 and 2 --replica gateways on PostgreSQL behind haproxy")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also the gateway from the source tree DIR (holding anfitrion/)")
     args = parser.parse_args()
     levels = [int(n) for n in args.clients.split(",")]
     load_start = os.getloadavg()
@@ -325,7 +339,7 @@ async def main() -> None:
         procs = Processes(Path(tmp))
         try:
             async with AsyncExitStack() as stack:
-                targets = await start_targets(procs, stack, args.replicas)
+                targets = await start_targets(procs, stack, args.replicas, args.baseline)
                 if args.only:
                     wanted = set(args.only.split(","))
                     targets = [t for t in targets if t.name in wanted]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -123,5 +124,55 @@ async def test_over_stdio_reads_pass_and_writes_wait_for_a_person_via_the_store(
         assert (tmp_path / "precious.txt").exists()
         kinds = {r.type for r in await store.audit_records()}
         assert {"approval.requested", "approval.answered", "execution.settled"} <= kinds
+    finally:
+        await store.close()
+
+
+def _gateway_pid(config: Path) -> int:
+    """The gateway process the stdio client spawned (its command line names *config*)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"gateway" in argv and str(config).encode() in argv:
+            return int(entry.name)
+    raise AssertionError("the gateway process is not running")
+
+
+@needs_sqlite
+@pytest.mark.skipif(sys.platform != "linux", reason="finds the gateway's pid in /proc")
+async def test_sigterm_answers_a_call_waiting_for_a_person_before_the_stdio_gateway_ends(
+        config_file: Path, tmp_path: Path) -> None:
+    """A stdio gateway stopped by SIGTERM drains: the call waiting for a person is answered
+    (nothing run) instead of its pipe being cut, and its request is withdrawn with the
+    session, as the answer says."""
+    url = f"sqlite:///{tmp_path / 'anfitrion.db'}"
+    store = open_store(url)
+    waiting: list[ApprovalRequest] = []
+
+    async def stop_it() -> None:
+        waiting.append(await wait_for_request(store, "mal.rug"))
+        os.kill(_gateway_pid(config_file), signal.SIGTERM)
+
+    try:
+        async with McpServers(load_config(config_file), store) as servers:
+            await servers.refresh()
+        await PinBook(store).approve("mal.rug", by="operator")
+        with anyio.fail_after(60):
+            async with stdio_gateway(config_file, url) as client, \
+                    anyio.create_task_group() as tg:
+                tg.start_soon(stop_it)
+                answered = await client.call_tool("mal.rug", {"a": 20, "b": 22})
+            while (found := await store.get_approval(waiting[0].id)) is not None \
+                    and found.answer is None:
+                await anyio.sleep(0.05)
+        assert answered.is_error
+        assert "shutting down" in answered.content[0].text
+        assert "withdrawn" in answered.content[0].text
+        assert found is not None and found.answer is not None and found.answer.withdrawn
+        assert "execution.settled" not in {r.type for r in await store.audit_records()}
     finally:
         await store.close()

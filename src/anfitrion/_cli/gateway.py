@@ -86,7 +86,7 @@ def command(config_path: str, store_url: str | None, use_http: bool, port: int |
                                   inbox_url=settings.inbox_url)
                 await servers.start()  # all at once, while the client connects
                 if not use_http:
-                    await gateway.serve_stdio()
+                    await gateway.serve_stdio(drain_seconds=settings.drain_seconds)
                     return
                 token = None if settings.auth is not None else environment().get(
                     settings.token_env)

@@ -35,6 +35,7 @@ import contextvars
 import dataclasses
 import json
 import logging
+import signal
 import socket
 import time
 import uuid
@@ -387,7 +388,7 @@ class Gateway:
                 if state.principal_id != who.id or state.data.get("app") != GATEWAY_APP:
                     raise UserError(f"session {sid!r} is not a gateway conversation of "
                                     f"{who.id!r}")
-                return await self._take_over(sid)
+                return await self._take_over(sid, state)
             try:
                 gated = await self.runtime.open(who, sid, app=GATEWAY_APP)
             except UserError:  # stored by another process since it was looked up: take it
@@ -400,13 +401,17 @@ class Gateway:
             except ConflictError:  # another process opened it at this moment: take it over
                 continue
 
-    async def _take_over(self, session_id: str) -> GatedSession:
+    async def _take_over(self, session_id: str, loaded: SessionState | None = None
+                         ) -> GatedSession:
         """The stored conversation *session_id*, its lease taken once another process
-        releases it (retried with backoff for up to :attr:`lease_wait` seconds)."""
+        releases it (retried with backoff for up to :attr:`lease_wait` seconds). *loaded*:
+        its state as just read (the first try looks at its lease, not at another copy)."""
         delay = 0.02
         with anyio.move_on_after(self.lease_wait):
             while True:
-                before = await self.store.load_session(session_id)
+                before = loaded if loaded is not None else \
+                    await self.store.load_session(session_id)
+                loaded = None
                 try:
                     gated = await self.runtime.resume(session_id, force=True)
                 except ConflictError:
@@ -852,7 +857,8 @@ class Gateway:
                     self.servers.mark_stale()  # what a person approved: offered afresh
                     outcome = await gated.submit(name, arguments, call_id)
                 if outcome.status is SubmissionStatus.WAITING and self.draining.is_set():
-                    return _text_result(_handed_over(name, request.id), is_error=True)
+                    return _text_result(_handed_over(name, request.id, client.named),
+                                        is_error=True)
                 if outcome.status is SubmissionStatus.WAITING:
                     return _text_result(
                         f"{name} needs a person's approval and none came within "
@@ -1285,19 +1291,46 @@ class Gateway:
         server.add_request_handler("tasks/cancel", mt.CancelTaskRequestParams, _task_cancel)
         server.add_request_handler("tasks/update", _TaskUpdateParams, _task_update)
 
-    async def serve_stdio(self) -> None:
-        """Serve one MCP client on this process's stdin and stdout."""
+    async def serve_stdio(self, *, drain_seconds: float = 2.0) -> None:
+        """Serve one MCP client on this process's stdin and stdout.
+
+        SIGTERM (or Ctrl-C) drains as over HTTP: the calls waiting for a person stop waiting
+        and are answered at once (nothing run), the calls running get *drain_seconds* to
+        finish and be answered, then the session ends (a second signal ends it at once).
+        """
         server = self.build_server()
         await self.refresh_instructions()
         async with stdio_server() as (read, write), anyio.create_task_group() as tg:
             tg.start_soon(self._keep_leases)
             tg.start_soon(self._watch_offer)
             self.rounds.tasks = tg
-            try:
-                await server.run(read, write, server.create_initialization_options())
-            finally:
-                self.rounds.tasks = None
+            with anyio.CancelScope() as serving:
+                tg.start_soon(self._drain_stdio_on_signal, serving, drain_seconds)
+                try:
+                    await server.run(read, write, server.create_initialization_options())
+                finally:
+                    self.rounds.tasks = None
             tg.cancel_scope.cancel()
+
+    async def _drain_stdio_on_signal(self, serving: anyio.CancelScope,
+                                     drain_seconds: float) -> None:
+        """The first SIGTERM or SIGINT: drain (:attr:`draining`), then end *serving* after
+        *drain_seconds*, or at the next signal."""
+        with contextlib.ExitStack() as stack:
+            try:
+                signals = stack.enter_context(
+                    anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT))
+            except (NotImplementedError, RuntimeError, ValueError):  # no signals here
+                return  # (Windows, a thread other than the main one): the default stays
+            async for _ in signals:
+                log.warning("anfitrion gateway: draining for %g seconds, then stopping",
+                            drain_seconds)
+                self.draining.set()
+                with anyio.move_on_after(drain_seconds):
+                    async for _ in signals:
+                        break
+                break
+        serving.cancel()
 
     def http_app(self, manager: StreamableHTTPSessionManager, *, token: str | None, port: int,
                  allowed_origins: Iterable[str] = (), max_body_bytes: int = 1024 * 1024,
@@ -1377,6 +1410,10 @@ class Gateway:
             sock = socket.socket(socket.AF_INET6 if host == "::1" else socket.AF_INET)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
+        # Nagle off for every connection accepted (Linux: inherited from the listening
+        # socket): asyncio sets it only on sockets made with IPPROTO_TCP, and an answer
+        # written as headers then body would otherwise wait for the client's delayed ACK
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.listen(128)  # connections wait in the backlog until the server accepts them
         port = sock.getsockname()[1]
         self.stateless = stateless
@@ -1460,11 +1497,17 @@ class _GatewayServer(Server[Any]):
             experimental_capabilities, extensions)
 
 
-def _handed_over(name: str, request_id: str) -> str:
-    return (f"{name} waits for a person's approval (request {request_id}), and this gateway "
-            "process is shutting down, so it stopped waiting here. Nothing was run. Call the "
-            "tool again with the same arguments: any gateway process continues this same "
-            "request, and the person's answer counts.")
+def _handed_over(name: str, request_id: str, continued: bool) -> str:
+    """What a call waiting for a person answers when the process drains: *continued*, the
+    client named its conversation (it is stored for a re-send to continue); else it ends
+    with the session, its request withdrawn."""
+    said = (f"{name} waits for a person's approval (request {request_id}), and this gateway "
+            "process is shutting down, so it stopped waiting here. Nothing was run. ")
+    if continued:
+        return said + ("Call the tool again with the same arguments: any gateway process "
+                       "continues this same request, and the person's answer counts.")
+    return said + ("The request is withdrawn as this session ends: call the tool again once "
+                   "reconnected to ask anew.")
 
 
 def _draining_server(config: Any) -> Any:

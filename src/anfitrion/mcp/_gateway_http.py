@@ -17,7 +17,8 @@ import anyio
 
 from .._throttle import GuessThrottle, OnThrottled, Throttled, client_key
 from ..exceptions import UserError
-from ._http_body import check_body, send_refusal
+from ._gateway_framing import STREAMED_METHODS, lone_answer_as_json
+from ._http_body import read_body, send_refusal
 
 __all__ = ["THROTTLED_AUDIT", "ASGIApp", "Authenticator", "HttpGuard", "SessionCloseRace",
            "respond", "with_health"]
@@ -170,10 +171,13 @@ class HttpGuard:
             if not message.get("more_body", False):
                 break
         # strict JSON and one JSON-RPC message, before the SDK (which answers 500 otherwise)
-        refusal = check_body(bytes(body), max_bytes=self.max_body_bytes)
+        parsed, refusal = read_body(bytes(body), max_bytes=self.max_body_bytes)
         if refusal is not None:
             await send_refusal(send, refusal)
             return
+        answer = _one_response(send)
+        if "id" in parsed and "method" in parsed and parsed["method"] not in STREAMED_METHODS:
+            answer = lone_answer_as_json(answer, parsed["id"])  # a request: JSON if alone
         replayed = False
 
         async def replay() -> dict[str, Any]:
@@ -184,7 +188,7 @@ class HttpGuard:
             message: dict[str, Any] = await receive()
             return message
 
-        await self.app(scope, replay, _one_response(send))
+        await self.app(scope, replay, answer)
 
 
 def _one_response(send: Any) -> Any:

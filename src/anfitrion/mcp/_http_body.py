@@ -39,7 +39,7 @@ from ..exceptions import JsonError
 
 __all__ = ["EXTENSION_REQUEST_METHODS", "INVALID_REQUEST", "MAX_BODY_DEPTH",
            "MCP_REQUEST_METHODS", "METHOD_NOT_FOUND", "PARSE_ERROR", "BodyRefusal", "check_body",
-           "send_refusal"]
+           "read_body", "send_refusal"]
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -99,16 +99,22 @@ def check_body(body: bytes, *, max_bytes: int) -> BodyRefusal | None:
         >>> check_body(b'[]', max_bytes=1024).code
         -32600
     """
+    return read_body(body, max_bytes=max_bytes)[1]
+
+
+def read_body(body: bytes, *, max_bytes: int) -> tuple[Any, BodyRefusal | None]:
+    """The message a POSTed *body* holds (``None`` when it is no JSON) and its refusal, or
+    ``None`` when the SDK may have it (:func:`check_body`)."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return BodyRefusal(400, PARSE_ERROR,
-                           f"Parse error: the body is not valid UTF-8 (byte {exc.start})")
+        return None, BodyRefusal(400, PARSE_ERROR,
+                                 f"Parse error: the body is not valid UTF-8 (byte {exc.start})")
     try:
         message = parse_json_strict(text, max_bytes=max_bytes, max_depth=MAX_BODY_DEPTH)
     except JsonError as exc:
-        return BodyRefusal(400, PARSE_ERROR, f"Parse error: {exc}")
-    return _envelope_problem(message) or _sdk_problem(message)
+        return None, BodyRefusal(400, PARSE_ERROR, f"Parse error: {exc}")
+    return message, _envelope_problem(message) or _sdk_problem(message)
 
 
 def _envelope_problem(message: Any) -> BodyRefusal | None:

@@ -247,6 +247,8 @@ class _Connection:
     them (:mod:`anfitrion.mcp._relay_routing`)."""
     forward: Callable[[mt.ServerNotification], Awaitable[None]] | None = None
     """Where the server's other notifications go (resources, prompts: the gateway)."""
+    waiting: set[anyio.CancelScope] = field(default_factory=set)
+    """The requests waiting for an answer (:meth:`request`), cancelled when it ends."""
 
     def takes_tasks(self) -> bool:
         """Whether a call on this connection may be answered with a task the toolset polls:
@@ -275,34 +277,31 @@ class _Connection:
     def close(self, reason: str) -> None:
         self.dead = True
         self.error = self.error or reason
-        self.stop.set()
+        self.stopped()
 
     async def request(self, make: Callable[[], Awaitable[_T]]) -> _T:
         """Run one request, but give up as soon as the connection dies.
 
         The SDK answers requests that are pending when its transport ends, but a request sent
         in the instant after (the server died while idle) would wait for its own timeout: the
-        connection's end is raced here, and reported as the SDK reports a closed connection.
+        connection's end cancels the requests waiting on it (:meth:`stopped`), reported as
+        the SDK reports a closed connection.
         """
         if self.dead:
             raise _closed()
-        box: list[_T] = []
-        failure: list[Exception] = []
-        async with anyio.create_task_group() as tg:
-            async def watch() -> None:
-                await self.stop.wait()
-                tg.cancel_scope.cancel()
-            tg.start_soon(watch)
-            try:  # raised here, an error would reach the caller wrapped in an ExceptionGroup
-                box.append(await make())
-            except Exception as exc:  # noqa: BLE001 - re-raised as it is, below
-                failure.append(exc)
-            tg.cancel_scope.cancel()
-        if failure:
-            raise failure[0]
-        if not box:
-            raise _closed()
-        return box[0]
+        with anyio.CancelScope() as scope:
+            self.waiting.add(scope)
+            try:
+                return await make()
+            finally:
+                self.waiting.discard(scope)
+        raise _closed()  # cancelled by the connection's end
+
+    def stopped(self) -> None:
+        """The connection ended: its requests stop waiting (:meth:`request`)."""
+        self.stop.set()
+        for scope in list(self.waiting):
+            scope.cancel()
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -786,7 +785,7 @@ class McpToolset:
             log.warning("MCP server %r stopped: %s", cfg.id, conn.error)
         finally:
             conn.dead = True
-            conn.stop.set()  # wakes requests still waiting on this connection
+            conn.stopped()  # wakes requests still waiting on this connection
             if not started:
                 conn.error = conn.error or "the server ended before it was ready"
                 task_status.started()
