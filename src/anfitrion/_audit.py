@@ -421,6 +421,15 @@ class AuditRecorder:
         except Exception:
             log.exception("the audit recorder failed on %s", event.type)
 
+    def entry(self, event: HostEvent) -> tuple[str, str, float, dict[str, Any]] | None:
+        """The record of *event*, not buffered (``None`` for a kind it skips): for a caller
+        that writes it in a transaction of its own (the gate's claim), then calls
+        :meth:`written`."""
+        if event.type in self._skip:
+            return None
+        return (str(event.type), event.session_id, event.at, event_record_data(
+            event, self._sensitive.get(event.tool or "", ())))
+
     def forget(self, event: HostEvent) -> None:
         """Drop the record of *event* if it is still buffered (what it reported did not
         happen: the save it went with failed)."""

@@ -21,7 +21,7 @@ import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import pydantic
@@ -37,7 +37,7 @@ from ._approvals import (
 from ._canonical import canonical_json
 from ._conversation import Media, Provenance, ToolCall, ToolResult
 from ._effects import EffectKey, effect_key
-from ._events import EventType, HostEvent, Router
+from ._events import EventType, HostEvent, Router, hand_out
 from ._json import DEFAULT_MAX_BYTES, DEFAULT_MAX_DEPTH, parse_json_strict
 from ._media import MediaResult, MediaSettings, admit
 from ._resolutions import ask_reconcile_hook
@@ -52,6 +52,7 @@ from .exceptions import (
 from .policy import Decision, Policy, PolicyContext, RateKey, Verdict, arguments_digest
 from .store import (
     PRE_CLAIM,
+    AuditEntry,
     Claim,
     ClaimState,
     EffectEntry,
@@ -59,14 +60,31 @@ from .store import (
     LedgerState,
     Store,
     StoredApproval,
+    claim_audit_role,
 )
 
 if TYPE_CHECKING:
     from ._session import Session
+    from .store import ClaimAuditStore
 
 __all__ = ["CallLedger", "CallOutcome", "Gate", "GateLimits", "GatedCall", "shape_result"]
 
 log = logging.getLogger("anfitrion.gate")
+
+
+class ClaimRecorder(Protocol):
+    """What the gate needs of the audit recorder (:class:`anfitrion._audit.AuditRecorder`)
+    to store the records before an effect in the claim's own transaction."""
+
+    def record(self, event: HostEvent) -> Awaitable[None] | None: ...
+
+    def entry(self, event: HostEvent) -> AuditEntry | None: ...
+
+    def take(self) -> list[tuple[str, str, float, dict[str, Any]]]: ...
+
+    def give_back(self, batch: list[tuple[str, str, float, dict[str, Any]]]) -> None: ...
+
+    async def written(self, count: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,6 +340,15 @@ class CallLedger:
             rec.session.id, rec.call.id, rec.digest, retry_unknown=rec.resolved.idempotent,
             effect=rec.effect, repeat_of=repeat_of, owner=rec.session.lease_owner)
 
+    async def claim_and_audit(self, both: ClaimAuditStore, rec: GatedCall,
+                              repeat_of: tuple[str, str] | None,
+                              audit: Callable[[Claim], list[AuditEntry]]) -> Claim:
+        """:meth:`claim`, with the records ``audit(claim)`` in the claim's transaction."""
+        return await both.claim_execution_and_audit(
+            rec.session.id, rec.call.id, rec.digest, audit=audit,
+            retry_unknown=rec.resolved.idempotent, effect=rec.effect, repeat_of=repeat_of,
+            owner=rec.session.lease_owner)
+
     async def settle(self, rec: GatedCall, result: ToolResult, token: str) -> None:
         """Record the outcome under the claim *token*.
 
@@ -343,8 +370,12 @@ class Gate:
     """
 
     def __init__(self, *, policy: Policy, approver: Approver, store: Store, emit: Emit,
-                 limits: GateLimits | None = None, shadow_policy: Policy | None = None) -> None:
+                 limits: GateLimits | None = None, shadow_policy: Policy | None = None,
+                 recorder: ClaimRecorder | None = None) -> None:
         self.policy = policy
+        self.recorder = recorder
+        """The audit recorder among the listeners, if any: with a store that can, a write's
+        claim stores the records before its effect in its own transaction."""
         self.shadow_policy = shadow_policy
         """Evaluated beside :attr:`policy` on every decision and recorded; never enforced."""
         self.approver = approver
@@ -875,14 +906,8 @@ class Gate:
     async def _claim(self, rec: GatedCall,
                      repeat_of: tuple[str, str] | None) -> ToolResult | str:
         """Claim a write: its claim token, or the result to give instead of running it."""
-        claim = await self.ledger.claim(rec, repeat_of)
         effect, call, tool = rec.effect, rec.call, rec.resolved
-        status = claim.state.value
-        if repeat_of is not None and claim.state is ClaimState.CLAIMED:
-            status = "claimed_repeat"  # a person approved running this effect again
-        await self._event(EventType.EXECUTION_CLAIMED, rec, status=status,
-                          effect_key=effect.key if effect else None,
-                          detail=f"repeat of call {repeat_of[1]}" if repeat_of else None)
+        claim = await self._claimed(rec, repeat_of)
         if claim.state is ClaimState.CLAIMED and claim.token is not None:
             return claim.token
         if claim.state is ClaimState.DUPLICATE and claim.effect is not None:
@@ -897,6 +922,62 @@ class Gate:
         return _error(call, "outcome_unknown", "outcome unknown — the action may have "
                       "happened; it was not run again. A person must resolve it "
                       "(anfitrion effects).", tool)
+
+    def _claimed_event(self, rec: GatedCall, repeat_of: tuple[str, str] | None,
+                       claim: Claim) -> HostEvent:
+        """The ``execution.claimed`` event of *claim*."""
+        status = claim.state.value
+        if repeat_of is not None and claim.state is ClaimState.CLAIMED:
+            status = "claimed_repeat"  # a person approved running this effect again
+        session, call, effect = rec.session, rec.call, rec.effect
+        return HostEvent(EventType.EXECUTION_CLAIMED, session.id, session.turn,
+                         session.principal.id, call.id, call.name, status=status,
+                         effect_key=effect.key if effect else None,
+                         detail=f"repeat of call {repeat_of[1]}" if repeat_of else None)
+
+    async def _claimed(self, rec: GatedCall, repeat_of: tuple[str, str] | None) -> Claim:
+        """Claim a write and announce it. With the audit recorder and a store that can, the
+        records buffered so far (the call's proposal, validation, decision) and the claim's own
+        record are stored in the claim's transaction — one commit, before the effect — and the
+        other listeners are told; else the recorder flushes them after the claim, as any
+        listener told of it."""
+        recorder, router = self.recorder, self._router
+        kind = EventType.EXECUTION_CLAIMED
+        both = claim_audit_role(self.store) if recorder is not None else None
+        if recorder is None or both is None or recorder.record not in router.listeners(kind):
+            claim = await self.ledger.claim(rec, repeat_of)
+            if kind in router.kinds:
+                await self._deliver(router(self._claimed_event(rec, repeat_of, claim)))
+            return claim
+        batch = recorder.take()
+        told: dict[ClaimState, tuple[HostEvent, list[AuditEntry]]] = {}
+
+        def audit(claim: Claim) -> list[AuditEntry]:
+            # the same records each time: a retried transaction writes what the first would
+            if claim.state not in told:
+                event = self._claimed_event(rec, repeat_of, claim)
+                record = recorder.entry(event)
+                told[claim.state] = event, [*batch, record] if record is not None else [*batch]
+            return told[claim.state][1]
+
+        try:
+            claim = await self.ledger.claim_and_audit(both, rec, repeat_of, audit)
+        except BaseException:
+            recorder.give_back(batch)  # not written: they go with the next write
+            raise
+        event, written = told.get(claim.state) or (
+            self._claimed_event(rec, repeat_of, claim), [])
+        if written:
+            await recorder.written(len(written))
+        others = [listener for listener in router.listeners(kind)
+                  if listener != recorder.record]
+        await self._deliver(hand_out(others, event) if others else None)
+        return claim
+
+    @staticmethod
+    async def _deliver(pending: Awaitable[None] | None) -> None:
+        if pending is not None:
+            await pending
 
     async def _reconciled_own(self, rec: GatedCall) -> ToolResult | None:
         """The result the tool's reconcile hook settled this very call with, if it could."""

@@ -191,7 +191,8 @@ class Runtime:
         # listener takes is never built; listeners added later join this same router.
         self._router = Router(listening, quiet=(self._record,) if self._record else ())
         self.gate = Gate(policy=self.policy, approver=self.approver, store=self.store,
-                         emit=self._router, limits=limits, shadow_policy=self.shadow_policy)
+                         emit=self._router, limits=limits, shadow_policy=self.shadow_policy,
+                         recorder=self._recorder)
 
     def wants(self, kind: EventType) -> bool:
         """Whether some listener takes events of *kind* (else none need be built)."""

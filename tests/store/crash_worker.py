@@ -88,6 +88,15 @@ class StoppingStore:
             stop_here("claimed")
         return claim
 
+    async def claim_execution_and_audit(self, session_id: str, call_id: str, digest: str,
+                                        **kwargs: Any) -> Any:
+        # the claim with the records before the effect, in one transaction (the gate's path)
+        claim = await self._store.claim_execution_and_audit(session_id, call_id, digest,
+                                                            **kwargs)
+        if claim.state is ClaimState.CLAIMED:
+            stop_here("claimed")
+        return claim
+
     async def settle_execution(self, session_id: str, call_id: str, result: Any,
                                token: str) -> bool:
         settled: bool = await self._store.settle_execution(session_id, call_id, result, token)

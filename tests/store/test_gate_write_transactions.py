@@ -4,19 +4,24 @@ guarantees hold in that order.
 Each is a commit (an fsync with ``synchronous=full``). An allowed write used to cost six: the
 ledger's ``proposed``, its ``decided``, the claim, the audit records before the effect, the
 settlement, and the session's save. The gate now writes ``decided`` only for a call that stops
-after the policy or is put to a person; an allowed call's first ledger write is its claim.
+after the policy or is put to a person; an allowed call's first ledger write is its claim, and
+the claim's transaction also stores the audit records before the effect (three in all).
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from anfitrion import Effect, Policy, Runtime, Toolbox
+from anfitrion import Effect, Host, Policy, Runtime, ScriptedModel, Toolbox
+from anfitrion._audit import verify_chain
+from anfitrion._effects import effect_key
+from anfitrion.exceptions import ConflictError
 from anfitrion.policy import Decision
-from anfitrion.store import LedgerState
+from anfitrion.store import Claim, ClaimState, LedgerState, Store, claim_audit_role
 from anfitrion.store._sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
@@ -51,7 +56,7 @@ def _tools(ran: list[str], store: CountingStore, where: dict[str, str]) -> Toolb
     return tools
 
 
-async def test_an_allowed_write_costs_four_transactions(tmp_path: Path) -> None:
+async def test_an_allowed_write_costs_three_transactions(tmp_path: Path) -> None:
     store = CountingStore(tmp_path / "a.db")
     await store.migrate()
     ran: list[str] = []
@@ -63,8 +68,8 @@ async def test_an_allowed_write_costs_four_transactions(tmp_path: Path) -> None:
     store.writes.clear()
     submitted = await session.submit("send", {"to": "ana"}, call_id="c1")
     assert submitted.status.value == "executed" and ran == ["ana"]
-    # the claim, the records before the effect, the settlement, the save with the rest
-    assert len(store.writes) == 4, store.writes
+    # the claim with the records before the effect, the settlement, the save with the rest
+    assert len(store.writes) == 3, store.writes
     entry = await store.execution_state(session.id, "c1")
     assert entry is not None and entry.state is LedgerState.DONE
     await store.close()
@@ -82,4 +87,84 @@ async def test_a_denied_write_records_decided_once(tmp_path: Path) -> None:
     entry = await store.execution_state(session.id, "c1")
     assert entry is not None and entry.state is LedgerState.DECIDED
     assert len(store.writes) == 2, store.writes  # decided, then the save with the records
+    await store.close()
+
+
+def _entries(call_id: str) -> list[tuple[str, str, float, dict[str, Any]]]:
+    return [("call.decided", "s1", 1.0, {"call_id": call_id}),
+            ("execution.claimed", "s1", 2.0, {"call_id": call_id})]
+
+
+async def test_a_refused_claim_still_stores_its_records(store: Store) -> None:
+    """The records say what happened: a claim refused (the effect held by another call)
+    writes them in its transaction as a granted one does, and the chain stays whole."""
+    both = claim_audit_role(store)
+    if both is None:
+        pytest.skip("the store does not claim and append in one transaction")
+    key = effect_key(tool="send", arguments={"to": "ana"}, principal_id="alice",
+                     session_id="s1", template="send:{to}", scope="principal")
+    seen: list[ClaimState] = []
+
+    def audit(call_id: str) -> Any:
+        def entries(claim: Claim) -> list[tuple[str, str, float, dict[str, Any]]]:
+            seen.append(claim.state)
+            return _entries(call_id)
+        return entries
+
+    first = await both.claim_execution_and_audit("s1", "c1", "d1", audit=audit("c1"),
+                                                 effect=key)
+    second = await both.claim_execution_and_audit("s1", "c2", "d2", audit=audit("c2"),
+                                                  effect=key)
+    assert (first.state, second.state) == (ClaimState.CLAIMED, ClaimState.DUPLICATE)
+    assert seen == [ClaimState.CLAIMED, ClaimState.DUPLICATE]
+    records = await store.audit_records()
+    assert [r.data["call_id"] for r in records] == ["c1", "c1", "c2", "c2"]
+    assert verify_chain(records).ok
+
+
+async def test_a_fenced_claim_stores_nothing_and_the_gate_keeps_its_records(
+        store: Store) -> None:
+    """A claim refused by the lease's fence writes neither the claim nor the records; the
+    gate hands them back to the recorder, so they go with the run's next write."""
+    both = claim_audit_role(store)
+    if both is None:
+        pytest.skip("the store does not claim and append in one transaction")
+    host = Host(model=ScriptedModel(["hi"]), store=store)
+    await host.run("hi", session_id="s-fenced")
+    assert await store.acquire_lease("s-fenced", "other/1:1:x", time.time() + 60,
+                                     now=time.time())
+    before = len(await store.audit_records())
+    with pytest.raises(ConflictError):
+        await both.claim_execution_and_audit("s-fenced", "c1", "d", audit=lambda c: _entries(
+            "c1"), owner="mine/1:1:y")
+    assert await store.execution_state("s-fenced", "c1") is None
+    assert len(await store.audit_records()) == before
+
+
+class _FencedOnce(SQLiteStore):
+    """The real SQLite store, whose first claim finds the session taken over."""
+
+    fenced = False
+
+    async def claim_execution_and_audit(self, *args: Any, **kwargs: Any) -> Claim:
+        if not self.fenced:
+            self.fenced = True
+            raise ConflictError("session leased by another run")
+        return await super().claim_execution_and_audit(*args, **kwargs)
+
+
+async def test_the_records_of_a_refused_claim_go_with_the_next_write(tmp_path: Path) -> None:
+    store = _FencedOnce(tmp_path / "a.db")
+    await store.migrate()
+    ran: list[str] = []
+    policy = Policy([lambda call, ctx: Decision.allow("test", "allow")])
+    runtime = Runtime(tools=_tools(ran, store, {}), policy=policy, store=store)
+    session = await runtime.open("alice")
+    with pytest.raises(ConflictError):
+        await session.submit("send", {"to": "ana"}, call_id="c1")
+    assert ran == []
+    await runtime.flush()
+    kinds = [r.type for r in await store.audit_records() if r.data.get("call_id") == "c1"]
+    assert kinds == ["call.proposed", "call.validated", "call.decided"], kinds
+    assert verify_chain(await store.audit_records()).ok
     await store.close()

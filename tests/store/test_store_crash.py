@@ -132,6 +132,53 @@ def test_a_host_killed_during_its_first_run_is_resumed_without_running_twice(
     assert intact
 
 
+async def log_and_ledger(url: str, session_id: str) -> tuple[LedgerState | None,
+                                                             list[tuple[str, Any]], bool]:
+    store = open_store(url)
+    try:
+        entry = await store.execution_state(session_id, "w1")
+        records = await store.audit_records()
+        kinds = [(r.type, r.data.get("status")) for r in records
+                 if r.session_id == session_id and r.data.get("call_id") == "w1"]
+        return (entry.state if entry else None), kinds, verify_chain(records).ok
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres",
+                                                            marks=pytest.mark.postgres)])
+def test_a_host_killed_right_after_its_claim_leaves_the_claim_and_its_records(
+        tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    """The claim and the audit records before the effect share one transaction: a kill right
+    after it leaves both — the proposal, validation, decision and the claim's own record —
+    and the call, never run, is answered "outcome unknown" when the run is resumed."""
+    url = (f"sqlite:///{tmp_path / 'host.db'}" if backend == "sqlite"
+           else request.getfixturevalue("pg_url"))
+    effects = tmp_path / "effects.log"
+    doomed = worker(url, effects, "run-approving", "-", "claimed")
+    assert doomed.stdout is not None
+    session_id = doomed.stdout.readline().split()[1]
+    assert doomed.stdout.readline().strip() == "AT claimed"
+    doomed.send_signal(signal.SIGKILL)
+    doomed.communicate(timeout=60)
+    assert doomed.returncode == -signal.SIGKILL
+
+    state, kinds, intact = anyio.run(log_and_ledger, url, session_id)
+    assert state is LedgerState.CLAIMED
+    assert intact
+    stages = [kind for kind, _ in kinds]
+    for stage in ("call.proposed", "call.validated", "call.decided", "execution.claimed"):
+        assert stage in stages, kinds
+    assert ("execution.claimed", "claimed") in kinds
+
+    restarted = finish(worker(url, effects, "resume", session_id, "none"))
+    assert "outcome unknown" in restarted["output"]
+    assert not effects.exists()  # the send never ran, and was not run on resume
+    state, kinds, intact = anyio.run(log_and_ledger, url, session_id)
+    assert state is LedgerState.UNKNOWN and intact
+    assert ("execution.claimed", "unknown") in kinds
+
+
 async def approve_via_answers(url: str, session_id: str) -> list[str]:
     """A person approves every request of the session (the one answer path); their ids."""
     from anfitrion import _answers as answers

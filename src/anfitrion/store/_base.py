@@ -442,6 +442,41 @@ def session_audit_role(store: object) -> SessionAuditStore | None:
 
 _PLAYS_SESSION_AUDIT: dict[type, bool] = {}
 
+AuditEntry = tuple[str, str, float, Mapping[str, Any]]
+"""One audit record to append: (type, session id, at, data)."""
+
+
+@runtime_checkable
+class ClaimAuditStore(Protocol):
+    """An optional role: a write's claim and the audit records that must be stored before
+    its effect, in one transaction (the SQLite and PostgreSQL stores). The gate uses it where
+    the store class has it: one commit where it would take two."""
+
+    async def claim_execution_and_audit(
+            self, session_id: str, call_id: str, digest: str, *,
+            audit: Callable[[Claim], Sequence[AuditEntry]], retry_unknown: bool = False,
+            effect: EffectKey | None = None, repeat_of: tuple[str, str] | None = None,
+            owner: str | None = None) -> Claim:
+        """:meth:`LedgerStore.claim_execution`, and in the same transaction
+        :meth:`AuditStore.append_audit_many` of ``audit(claim)`` — the records as they are
+        once the claim's outcome is known (a refused claim's records too). *audit* must be
+        pure: it may run on the store's thread, and again if the transaction is retried.
+        If the claim raises (a fenced :class:`ConflictError`), nothing is written."""
+        ...
+
+
+def claim_audit_role(store: object) -> ClaimAuditStore | None:
+    """*store* as a :class:`ClaimAuditStore` when its class plays the role, else ``None``
+    (checked on the class, as :func:`session_audit_role`)."""
+    cls = type(store)
+    plays = _PLAYS_CLAIM_AUDIT.get(cls)
+    if plays is None:
+        plays = _PLAYS_CLAIM_AUDIT[cls] = issubclass(cls, ClaimAuditStore)
+    return cast(ClaimAuditStore, store) if plays else None
+
+
+_PLAYS_CLAIM_AUDIT: dict[type, bool] = {}
+
 
 @runtime_checkable
 class ApprovalWatchStore(Protocol):

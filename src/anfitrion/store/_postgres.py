@@ -40,6 +40,7 @@ from .._conversation import ToolResult
 from .._effects import EffectKey
 from ..exceptions import ConflictError, MissingDependencyError, StoreError, map_exceptions
 from ._base import (
+    AuditEntry,
     AuditRecord,
     Claim,
     ClaimState,
@@ -491,26 +492,41 @@ class PostgresStore:
         sql = _CLAIM_RETRY if retry_unknown else _CLAIM
         if effect is None and owner is None:
             rows = await self._fetch(sql, args)
-        else:
+            state, result, stored_token = rows[0]
+            # the token is fresh: the entry holds it only if this statement claimed it
+            claimed = ClaimState(state) is ClaimState.CLAIMED and stored_token == token
+            return Claim(ClaimState(state), load_result(result), token if claimed else None)
+        async with self._connection(transaction=True) as conn:
+            return await _claim_on(conn, (session_id, call_id), sql, args, effect=effect,
+                                   repeat_of=repeat_of, owner=owner,
+                                   retry_unknown=retry_unknown)
+
+    async def claim_execution_and_audit(
+            self, session_id: str, call_id: str, digest: str, *,
+            audit: Callable[[Claim], Sequence[AuditEntry]], retry_unknown: bool = False,
+            effect: EffectKey | None = None, repeat_of: tuple[str, str] | None = None,
+            owner: str | None = None) -> Claim:
+        """:meth:`claim_execution` and the records *audit* gives for its outcome, in one
+        transaction (one commit instead of two: the gate's records before the effect). The
+        records are chained last, as in :meth:`save_session_and_audit`."""
+        token = new_claim_token()
+        args = (session_id, call_id, LedgerState.CLAIMED.value, digest, now_iso(), token)
+        sql = _CLAIM_RETRY if retry_unknown else _CLAIM
+        chained = None
+        try:
             async with self._connection(transaction=True) as conn:
-                if owner is not None:
-                    # FOR SHARE: a takeover (an UPDATE of the row) waits for this claim
-                    cur = await conn.execute(
-                        "SELECT lease_owner FROM anfitrion_sessions WHERE session_id = %s "
-                        "FOR SHARE", (session_id,))
-                    if (leased := await cur.fetchone()) is not None:
-                        fence_claim(session_id, call_id, leased[0], owner)
-                if effect is not None:
-                    duplicate = await _reserve_effect(conn, effect, (session_id, call_id),
-                                                      repeat_of, retry_unknown)
-                    if duplicate is not None:
-                        return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
-                cur = await conn.execute(sql, args)  # type: ignore[arg-type]
-                rows = list(await cur.fetchall())
-        state, result, stored_token = rows[0]
-        # the token is fresh: the entry holds it only if this statement claimed it
-        claimed = ClaimState(state) is ClaimState.CLAIMED and stored_token == token
-        return Claim(ClaimState(state), load_result(result), token if claimed else None)
+                claim = await _claim_on(conn, (session_id, call_id), sql, args, effect=effect,
+                                        repeat_of=repeat_of, owner=owner,
+                                        retry_unknown=retry_unknown)
+                rows = [(kind, sid, at, dump_json(fields))
+                        for kind, sid, at, fields in audit(claim)]
+                chained = await _chain_on(conn, rows, self._audit_head) if rows else None
+        except BaseException:
+            self._audit_head = None  # not known any more: the next append locks the head
+            raise
+        if chained:
+            self._audit_head = (chained[-1][0], chained[-1][6])
+        return claim
 
     async def effect_state(self, key: str) -> EffectEntry | None:
         rows = await self._fetch(EFFECTS + " WHERE e.key = %s", (key,))
@@ -799,6 +815,30 @@ async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str,
     with _pg_errors():
         async with pool.connection() as conn:
             return await _chain_on(conn, rows, head)
+
+
+async def _claim_on(conn: _Conn, call: tuple[str, str], sql: str, args: tuple[Any, ...], *,
+                    effect: EffectKey | None, repeat_of: tuple[str, str] | None,
+                    owner: str | None, retry_unknown: bool) -> Claim:
+    """The claim of :meth:`PostgresStore.claim_execution`, inside the caller's transaction:
+    fenced by the session's lease, the effect key reserved, then the ledger's upsert."""
+    session_id, call_id = call
+    if owner is not None:
+        # FOR SHARE: a takeover (an UPDATE of the row) waits for this claim
+        cur = await conn.execute(
+            "SELECT lease_owner FROM anfitrion_sessions WHERE session_id = %s "
+            "FOR SHARE", (session_id,))
+        if (leased := await cur.fetchone()) is not None:
+            fence_claim(session_id, call_id, leased[0], owner)
+    if effect is not None:
+        duplicate = await _reserve_effect(conn, effect, call, repeat_of, retry_unknown)
+        if duplicate is not None:
+            return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
+    cur = await conn.execute(sql, args)  # type: ignore[arg-type]
+    state, result, stored_token = (await cur.fetchone()) or ("", None, None)
+    # the token is fresh: the entry holds it only if this statement claimed it
+    claimed = ClaimState(state) is ClaimState.CLAIMED and stored_token == args[5]
+    return Claim(ClaimState(state), load_result(result), args[5] if claimed else None)
 
 
 async def _chain_on(conn: _Conn, rows: Sequence[tuple[str, str, float, str]],

@@ -44,6 +44,7 @@ from .._conversation import ToolResult
 from .._effects import EffectKey
 from ..exceptions import AnfitrionError, ConflictError, StoreError, UserError
 from ._base import (
+    AuditEntry,
     AuditRecord,
     Claim,
     ClaimState,
@@ -438,36 +439,26 @@ class SQLiteStore:
                               retry_unknown: bool = False, effect: EffectKey | None = None,
                               repeat_of: tuple[str, str] | None = None,
                               owner: str | None = None) -> Claim:
-        def claim(c: Conn) -> Claim:
-            if owner is not None and (leased := c.execute(
-                    "SELECT lease_owner FROM anfitrion_sessions WHERE session_id = ?",
-                    (session_id,)).fetchone()) is not None:
-                fence_claim(session_id, call_id, leased[0], owner)
-            if effect is not None:
-                duplicate = _reserve_effect(c, effect, (session_id, call_id), repeat_of,
-                                            retry_unknown)
-                if duplicate is not None:
-                    return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
-            row = c.execute("SELECT state, result FROM anfitrion_ledger "
-                            "WHERE session_id = ? AND call_id = ?",
-                            (session_id, call_id)).fetchone()
-            current = _state(row[0]) if row else None
-            new, answer = claim_transition(current, retry_unknown=retry_unknown)
-            token = new_claim_token() if new is LedgerState.CLAIMED else None
-            if new is not None and row is None:
-                c.execute("INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, "
-                          "updated_at, claim_token) VALUES (?, ?, ?, ?, ?, ?)",
-                          (session_id, call_id, new.value, digest, now_iso(), token))
-            elif new is not None:
-                # compare-and-set: only from the state just read (we hold the write lock)
-                cur = c.execute("UPDATE anfitrion_ledger SET state = ?, updated_at = ?, "
-                                "claim_token = coalesce(?, claim_token) "
-                                "WHERE session_id = ? AND call_id = ? AND state = ?",
-                                (new.value, now_iso(), token, session_id, call_id, row[0]))
-                if cur.rowcount != 1:  # pragma: no cover - impossible under BEGIN IMMEDIATE
-                    raise ConflictError(f"ledger entry {call_id!r} changed during its claim")
-            return Claim(answer, load_result(row[1]) if row else None, token)
-        return await self._write(claim)
+        return await self._write(_claimer(session_id, call_id, digest, retry_unknown, effect,
+                                          repeat_of, owner))
+
+    async def claim_execution_and_audit(
+            self, session_id: str, call_id: str, digest: str, *,
+            audit: Callable[[Claim], Sequence[AuditEntry]], retry_unknown: bool = False,
+            effect: EffectKey | None = None, repeat_of: tuple[str, str] | None = None,
+            owner: str | None = None) -> Claim:
+        """:meth:`claim_execution` and the records *audit* gives for its outcome, in one
+        transaction (one commit instead of two: the gate's records before the effect)."""
+        claim = _claimer(session_id, call_id, digest, retry_unknown, effect, repeat_of, owner)
+
+        def both(c: Conn) -> Claim:
+            claimed = claim(c)
+            rows = _audit_rows(audit(claimed))
+            if rows:
+                _append_audit(c, rows)
+            return claimed
+
+        return await self._write(both)
 
     async def effect_state(self, key: str) -> EffectEntry | None:
         return await self._run(lambda c: _effect(c, key))
@@ -908,6 +899,42 @@ def _apply_migrations(conn: Conn) -> list[str]:
 
     _write(conn, apply)
     return done
+
+
+def _claimer(session_id: str, call_id: str, digest: str, retry_unknown: bool,
+             effect: EffectKey | None, repeat_of: tuple[str, str] | None,
+             owner: str | None) -> Callable[[Conn], Claim]:
+    """The claim of :meth:`SQLiteStore.claim_execution`, to run in a write transaction."""
+    def claim(c: Conn) -> Claim:
+        if owner is not None and (leased := c.execute(
+                "SELECT lease_owner FROM anfitrion_sessions WHERE session_id = ?",
+                (session_id,)).fetchone()) is not None:
+            fence_claim(session_id, call_id, leased[0], owner)
+        if effect is not None:
+            duplicate = _reserve_effect(c, effect, (session_id, call_id), repeat_of,
+                                        retry_unknown)
+            if duplicate is not None:
+                return Claim(ClaimState.DUPLICATE, duplicate.result, effect=duplicate)
+        row = c.execute("SELECT state, result FROM anfitrion_ledger "
+                        "WHERE session_id = ? AND call_id = ?",
+                        (session_id, call_id)).fetchone()
+        current = _state(row[0]) if row else None
+        new, answer = claim_transition(current, retry_unknown=retry_unknown)
+        token = new_claim_token() if new is LedgerState.CLAIMED else None
+        if new is not None and row is None:
+            c.execute("INSERT INTO anfitrion_ledger (session_id, call_id, state, digest, "
+                      "updated_at, claim_token) VALUES (?, ?, ?, ?, ?, ?)",
+                      (session_id, call_id, new.value, digest, now_iso(), token))
+        elif new is not None:
+            # compare-and-set: only from the state just read (we hold the write lock)
+            cur = c.execute("UPDATE anfitrion_ledger SET state = ?, updated_at = ?, "
+                            "claim_token = coalesce(?, claim_token) "
+                            "WHERE session_id = ? AND call_id = ? AND state = ?",
+                            (new.value, now_iso(), token, session_id, call_id, row[0]))
+            if cur.rowcount != 1:  # pragma: no cover - impossible under BEGIN IMMEDIATE
+                raise ConflictError(f"ledger entry {call_id!r} changed during its claim")
+        return Claim(answer, load_result(row[1]) if row else None, token)
+    return claim
 
 
 def _audit_rows(entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]
