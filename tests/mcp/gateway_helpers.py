@@ -3,9 +3,11 @@ and an official SDK client connected to it in memory (the stdio code path)."""
 
 from __future__ import annotations
 
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +72,20 @@ async def connected(server: Any, **client: Any) -> AsyncIterator[ClientSession]:
             await session.initialize()
             yield session
         tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def serving_http(gateway: Gateway, token: str) -> AsyncIterator[socket.socket]:
+    """*gateway* served over HTTP (bearer *token*) on a free local port until the block ends;
+    yields its listening socket."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    ready, stop = anyio.Event(), anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(gateway.serve_http, token=token, sock=sock, stop=stop,
+                              started=lambda _: ready.set()))
+        await ready.wait()
+        try:
+            yield sock
+        finally:
+            stop.set()

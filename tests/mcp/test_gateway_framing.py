@@ -7,7 +7,6 @@ import json
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 import anyio
@@ -15,7 +14,7 @@ import pytest
 
 pytest.importorskip("mcp")
 import httpx2
-from gateway_helpers import approve_all, protocol_server, writes_allowed
+from gateway_helpers import approve_all, protocol_server, serving_http, writes_allowed
 
 from anfitrion.mcp._gateway import Gateway
 from anfitrion.mcp._gateway_framing import lone_answer_as_json
@@ -90,17 +89,8 @@ async def gateway_url(store: MemoryStore) -> AsyncIterator[tuple[str, socket.soc
     await approve_all(configs, store)
     async with McpServers(configs, store) as servers:
         gateway = Gateway(servers, store=store, policy=writes_allowed(), own_names=True)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        ready, stop = anyio.Event(), anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(partial(gateway.serve_http, token=TOKEN, sock=sock, stop=stop,
-                                  started=lambda _: ready.set()))
-            await ready.wait()
-            try:
-                yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", sock
-            finally:
-                stop.set()
+        async with serving_http(gateway, TOKEN) as sock:
+            yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp", sock
 
 
 def rpc(method: str, request_id: int | None, **params: Any) -> dict[str, Any]:

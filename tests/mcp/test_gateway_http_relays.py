@@ -4,10 +4,8 @@ serves rich content, resources and prompts."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 import anyio
@@ -16,7 +14,7 @@ import pytest
 pytest.importorskip("mcp")
 import httpx2
 import mcp.types as mt
-from gateway_helpers import approve_all, protocol_server, writes_allowed
+from gateway_helpers import approve_all, protocol_server, serving_http, writes_allowed
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -35,24 +33,15 @@ async def http_client(store: MemoryStore, **callbacks: Any) -> AsyncIterator[Cli
     await approve_all(configs, store)
     async with McpServers(configs, store) as servers:
         gateway = Gateway(servers, store=store, policy=writes_allowed(), own_names=True)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-        ready, stop = anyio.Event(), anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(partial(gateway.serve_http, token=TOKEN, sock=sock, stop=stop,
-                                  started=lambda _: ready.set()))
-            await ready.wait()
-            try:
-                async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300),
-                                  headers={"Authorization": f"Bearer {TOKEN}"}) \
-                        as http, streamable_http_client(f"http://127.0.0.1:{port}/mcp",
-                                                        http_client=http) as (read, write), \
-                        ClientSession(read, write, **callbacks) as session:
-                    await session.initialize()
-                    yield session
-            finally:
-                stop.set()
+        async with serving_http(gateway, TOKEN) as sock:
+            port = sock.getsockname()[1]
+            async with httpx2.AsyncClient(timeout=httpx2.Timeout(30, read=300),
+                                          headers={"Authorization": f"Bearer {TOKEN}"}) \
+                    as http, streamable_http_client(f"http://127.0.0.1:{port}/mcp",
+                                                    http_client=http) as (read, write), \
+                    ClientSession(read, write, **callbacks) as session:
+                await session.initialize()
+                yield session
 
 
 async def test_progress_logs_and_sampling_reach_the_http_client_during_its_call() -> None:

@@ -9,12 +9,10 @@ the stdio code path (in-memory sessions of the same gateway)."""
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ import pytest
 pytest.importorskip("mcp")
 import httpx2
 import mcp.types as mt
-from gateway_helpers import approve_all, connected, writes_allowed
+from gateway_helpers import approve_all, connected, serving_http, writes_allowed
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
@@ -92,18 +90,8 @@ async def two_clients(store: MemoryStore, transport: str, seen: list[Seen]
 
 @asynccontextmanager
 async def serving(gateway: Gateway) -> AsyncIterator[int]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    ready, stop = anyio.Event(), anyio.Event()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(partial(gateway.serve_http, token=TOKEN, sock=sock, stop=stop,
-                              started=lambda _: ready.set()))
-        await ready.wait()
-        try:
-            yield port
-        finally:
-            stop.set()
+    async with serving_http(gateway, TOKEN) as sock:
+        yield sock.getsockname()[1]
 
 
 async def relayed(store: MemoryStore) -> list[tuple[str, str, str]]:
