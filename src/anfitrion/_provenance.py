@@ -329,8 +329,13 @@ class TaintIndex:
         self._untrusted_count = 0
         self._sources: list[str] = []  # tools whose untrusted results arrived, first seen first
         self._untrusted_keys: dict[str, Origin] = {}
-        self._trusted_keys: set[str] = set()
+        self._trusted_keys: dict[str, list[int]] = {}  # key -> trusted results holding it
         self._tools: list[str] = []  # the tool of each result
+        self._chunk_calls: list[str] = []  # the call id of each result
+        # call id -> arguments of each call proposed after the first untrusted result: a
+        # look-up whose arguments an injection chose (``reads="proven"``) mints nothing
+        self._after_taint: dict[str, Any] = {}
+        self._steering: dict[int, str | None] | None = None  # per question: chunk -> why
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         # (result id, words of a field value) of each untrusted result: the runs that are a
@@ -401,6 +406,7 @@ class TaintIndex:
         self._chunks.append(norm)
         self._origins.append(origin)
         self._tools.append(result.name)
+        self._chunk_calls.append(result.call_id)
         postings = self._words[untrusted]
         tokens = _WORD.findall(norm)
         for key in {*tokens, *map(" ".join, itertools.pairwise(tokens))}:
@@ -424,7 +430,8 @@ class TaintIndex:
             for key in keys:
                 self._untrusted_keys.setdefault(key, origin)
         else:
-            self._trusted_keys.update(keys)
+            for key in keys:
+                self._trusted_keys.setdefault(key, []).append(chunk)
         return origin is not None
 
     def add_reply(self, reply: Reply) -> None:
@@ -434,6 +441,7 @@ class TaintIndex:
         """
         if self._untrusted_count:
             self._proposed += [(c.id, c.name, c.arguments) for c in reply.tool_calls]
+            self._after_taint.update((c.id, c.arguments) for c in reply.tool_calls)
             return
         for call in reply.tool_calls:
             if call.name not in self._planned and self._within_limits(call.name):
@@ -583,7 +591,8 @@ class TaintIndex:
                  service_ids: Callable[[str], Collection[str]] | None = None,
                  minted: bool = True, trusted: bool = True,
                  parties: Callable[[str], Collection[str]] | None = None,
-                 id_nouns: Collection[str] | None = None) -> str | None:
+                 id_nouns: Collection[str] | None = None,
+                 directories: Callable[[str], bool] | None = None) -> str | None:
         """Why *value* is not proven trusted, or ``None`` when it is.
 
         A value is proven when the principal wrote it, a trusted result holds it, or — with
@@ -600,6 +609,12 @@ class TaintIndex:
         object noun, :data:`ID_NOUNS`); the ``1.`` of a numbered list, ``4 hours`` or
         ``June 13`` prove nothing. *parties* maps a tool to its result fields that name a
         party (a sender, a participant): read from an untrusted result, they mint nothing.
+
+        *directories* (``reads="proven"``) tells which tools are directories (an address
+        book): a directory's answer proves nothing when the look-up was chosen by what the
+        session read — a call proposed after the first untrusted result with an argument
+        nothing proves (:meth:`_steered`): the contact is real, the choice of them is not the
+        user's.
         """
         self._ready()
         norm = normalise(value)
@@ -612,25 +627,31 @@ class TaintIndex:
                 return None
         elif any(pattern.search(p) for p in self._principal):
             return None
-        if trusted and not numeric and any(pattern.search(self._chunks[c])
+        proving = partial(self._proving, service_ids=service_ids, parties=parties,
+                          directories=directories)
+        if trusted and not numeric and any(pattern.search(self._chunks[c]) and proving(c)
                                            for c in self._chunks_with(norm, False)):
             return None
         for _, key, _ in _entities(norm):
-            if key == norm.replace(" ", "") and (key in self._principal_keys
-                                                 or (trusted and key in self._trusted_keys)):
+            if key == norm.replace(" ", "") and (
+                    key in self._principal_keys
+                    or (trusted and any(map(proving, self._trusted_keys.get(key, ()))))):
                 return None
         origin = self._origin_on_boundary(norm, pattern)
-        if minted and service_ids is not None and self._minted(norm, pattern, service_ids,
-                                                               parties):
-            return None
+        if minted and service_ids is not None:
+            found = self._minted(norm, pattern, service_ids, parties, directories)
+            if found is True:
+                return None
+            if isinstance(found, str):
+                return found
         if origin is not None:
             return f"{APPEARED}{origin.describe()}"
         return "nothing the user or a trusted tool wrote holds it"
 
     def unproven_entities(self, text: str, *,
                           service_ids: Callable[[str], Collection[str]] | None = None,
-                          parties: Callable[[str], Collection[str]] | None = None
-                          ) -> list[str]:
+                          parties: Callable[[str], Collection[str]] | None = None,
+                          directories: Callable[[str], bool] | None = None) -> list[str]:
         """The e-mail addresses, URLs, account and phone numbers in *text* that are not
         proven (each with where it came from): what an outward payload must not carry."""
         self._ready()
@@ -645,7 +666,7 @@ class TaintIndex:
             if key in self._principal_keys or (not numbers and key in self._trusted_keys):
                 continue
             why = self.unproven(shown, service_ids=service_ids, trusted=not numbers,
-                                parties=parties)
+                                parties=parties, directories=directories)
             if why is not None:
                 found.append(f"{kind} `{shown}` ({why})")
         return found
@@ -810,12 +831,19 @@ class TaintIndex:
 
     def _minted(self, norm: str, pattern: re.Pattern[str],
                 service_ids: Callable[[str], Collection[str]],
-                parties: Callable[[str], Collection[str]] | None = None) -> bool:
+                parties: Callable[[str], Collection[str]] | None = None,
+                directories: Callable[[str], bool] | None = None) -> bool | str:
         """Whether a service-id field holds *norm*, and no untrusted text repeats it elsewhere
         (an injected ``delete file 13`` beside a listing that has a file 13). A party field
-        of an untrusted result (*parties*) mints nothing: its sender is whoever wrote it."""
+        of an untrusted result (*parties*) mints nothing: its sender is whoever wrote it.
+
+        Nor does a directory's answer to a look-up the session's reading chose
+        (*directories*, :meth:`_steered`: ``search_contacts("David")`` because an e-mail
+        said so finds a real contact, whom the user never chose); then the answer is why (a
+        string), when no other result mints *norm*."""
         self._ready()
         minted_in: dict[int, int] = {}
+        steered: str | None = None
         for chunk, name in self._fields.get(norm, ()):
             tool = self._tools[chunk]
             if parties is not None and self._origins[chunk] is not None and (
@@ -823,13 +851,72 @@ class TaintIndex:
                 continue
             fields = service_ids(tool)
             if name in fields or "*" in fields:
+                why = self._steered(chunk, service_ids, parties, directories) \
+                    if directories is not None and directories(tool) else None
+                if why is not None:
+                    steered = steered or why or None
+                    continue
                 minted_in[chunk] = minted_in.get(chunk, 0) + 1
         if not minted_in:
-            return False
+            return steered or False
         for chunk in self._chunks_with(norm, True):
             if len(pattern.findall(self._chunks[chunk])) > minted_in.get(chunk, 0):
                 return False  # the value also stands in text a third party wrote
         return True
+
+    def _proving(self, chunk: int, *, service_ids: Callable[[str], Collection[str]] | None,
+                 parties: Callable[[str], Collection[str]] | None,
+                 directories: Callable[[str], bool] | None) -> bool:
+        """Whether the trusted result *chunk* proves what it holds: not a directory's answer
+        to a look-up the session's reading chose (see :meth:`unproven`)."""
+        if directories is None or not directories(self._tools[chunk]):
+            return True
+        return self._steered(chunk, service_ids, parties, directories) is None
+
+    def _steered(self, chunk: int, service_ids: Callable[[str], Collection[str]] | None,
+                 parties: Callable[[str], Collection[str]] | None,
+                 directories: Callable[[str], bool]) -> str | None:
+        """Why the result *chunk* answers a look-up the session's reading chose, or ``None``:
+        the first argument of its call, when the call was proposed after the first untrusted
+        result, that nothing proves (the user did not write it, no trusted result or
+        unsteered service id holds it — an injection's name, a party field's sender, a name
+        the model made up). Answers are kept for one question; a result whose call is being
+        judged proves nothing for it (no cycle)."""
+        arguments = self._after_taint.get(self._chunk_calls[chunk], _NOT_STEERED)
+        if arguments is _NOT_STEERED:
+            return None  # proposed before any untrusted result: the user's look-up
+        memo = self._steering
+        outermost = memo is None
+        if memo is None:
+            memo = self._steering = {}
+        elif chunk in memo:
+            return memo[chunk]
+        memo[chunk] = ""  # while judged, it proves nothing (and is no reason of its own)
+        try:
+            why = None
+            for _, value in _argument_values(arguments):
+                reason = self.unproven(value, service_ids=service_ids, parties=parties,
+                                       directories=directories)
+                if reason is not None:
+                    why = (f"{APPEARED}a result of {self._tools[chunk]} looked up with "
+                           f"`{short(value, 40)}`, {self._chosen_by(value, chunk)}")
+                    break
+            memo[chunk] = why
+            return why
+        finally:
+            if outermost:
+                self._steering = None
+
+    def _chosen_by(self, value: str, chunk: int) -> str:
+        """Who chose a look-up's unproven argument *value*: the untrusted result before the
+        look-up's own (*chunk*) that holds it, if one does."""
+        norm = normalise(value)
+        pattern = _token_pattern(norm, bool(_NUMBER.fullmatch(norm)))
+        for earlier in self._chunks_with(norm, True):
+            origin = self._origins[earlier]
+            if earlier < chunk and origin is not None and pattern.search(self._chunks[earlier]):
+                return f"which came from {origin.describe()}, not from the user"
+        return "which nothing the user wrote or a trusted tool holds"
 
     def flag(self, arguments: Mapping[str, Any]) -> dict[str, str]:
         """Argument paths whose values came only from untrusted results, with the reason.
@@ -976,6 +1063,7 @@ def _amounts(norm: str) -> set[float]:
     text = _DATES_AND_TIMES.sub(_blank, norm)
     return {round(float(m.replace(",", "")), 2) for m in _AMOUNT.findall(text)}
 APPEARED = "it appeared in "
+_NOT_STEERED = object()
 MAX_JSON_FIELDS = 4096
 """At most this many fields of one JSON result are indexed for service ids."""
 MAX_FIELD_CHARS = 256
@@ -1007,6 +1095,15 @@ def _json_fields(content: str) -> Iterator[tuple[str, str]]:
             yield name or "*", text
             if count >= MAX_JSON_FIELDS:
                 return
+
+
+def _argument_values(arguments: Any) -> Iterator[tuple[str, str]]:
+    """Every string and number of a call's arguments, with its path."""
+    for path, value in walk_json(arguments):
+        if isinstance(value, str):
+            yield path, value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            yield path, str(value)
 
 
 def _field_name(_parent: str, key: object) -> str:
