@@ -336,6 +336,7 @@ class TaintIndex:
         # look-up whose arguments an injection chose (``reads="proven"``) mints nothing
         self._after_taint: dict[str, Any] = {}
         self._steering: dict[int, str | None] | None = None  # per question: chunk -> why
+        self._listings: dict[int, str] = {}  # chunk -> raw text, of calls after taint
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         # (result id, words of a field value) of each untrusted result: the runs that are a
@@ -407,6 +408,8 @@ class TaintIndex:
         self._origins.append(origin)
         self._tools.append(result.name)
         self._chunk_calls.append(result.call_id)
+        if result.call_id in self._after_taint:  # a directory's listing's records, if asked
+            self._listings[chunk] = result.content
         postings = self._words[untrusted]
         tokens = _WORD.findall(norm)
         for key in {*tokens, *map(" ".join, itertools.pairwise(tokens))}:
@@ -851,8 +854,7 @@ class TaintIndex:
                 continue
             fields = service_ids(tool)
             if name in fields or "*" in fields:
-                why = self._steered(chunk, service_ids, parties, directories) \
-                    if directories is not None and directories(tool) else None
+                why = self._chosen(chunk, norm, service_ids, parties, directories)
                 if why is not None:
                     steered = steered or why or None
                     continue
@@ -869,9 +871,42 @@ class TaintIndex:
                  directories: Callable[[str], bool] | None) -> bool:
         """Whether the trusted result *chunk* proves what it holds: not a directory's answer
         to a look-up the session's reading chose (see :meth:`unproven`)."""
+        return self._chosen(chunk, None, service_ids, parties, directories) is None
+
+    def _chosen(self, chunk: int, norm: str | None,
+                service_ids: Callable[[str], Collection[str]] | None,
+                parties: Callable[[str], Collection[str]] | None,
+                directories: Callable[[str], bool] | None) -> str | None:
+        """Why the party *norm* of the result *chunk* is not the user's choice, or ``None``:
+        *chunk* is a directory's answer to a look-up the session's reading chose
+        (:meth:`_steered`), and the user's words do not name the record holding *norm* (its
+        whole name or address as the user wrote it)."""
         if directories is None or not directories(self._tools[chunk]):
-            return True
-        return self._steered(chunk, service_ids, parties, directories) is None
+            return None
+        why = self._steered(chunk, service_ids, parties, directories)
+        if why and norm is not None and self._named_by_user(chunk, norm):
+            return None
+        return why
+
+    def _named_by_user(self, chunk: int, norm: str) -> bool:
+        """Whether a record (a JSON object) of the result *chunk* that holds *norm* has a
+        value the principal wrote whole (``Dave Lee`` of ``{"name": "Dave Lee", ...}``) that
+        no other record of it holds: a team name shared by many picks nobody."""
+        try:
+            data = json.loads(self._listings.get(chunk, ""))
+        except (ValueError, RecursionError):
+            return False
+        records = [{normalise(str(v)) for v in record.values()
+                    if isinstance(v, str | int | float) and not isinstance(v, bool)} - {""}
+                   for record in _records(data)]
+        held: dict[str, int] = {}
+        for values in records:
+            for value in values:
+                held[value] = held.get(value, 0) + 1
+        return any(
+            held[value] == 1 and _token_pattern(value, bool(_NUMBER.fullmatch(value))).search(p)
+            for values in records if norm in values for value in values
+            for p in self._principal)
 
     def _steered(self, chunk: int, service_ids: Callable[[str], Collection[str]] | None,
                  parties: Callable[[str], Collection[str]] | None,
@@ -885,6 +920,9 @@ class TaintIndex:
         arguments = self._after_taint.get(self._chunk_calls[chunk], _NOT_STEERED)
         if arguments is _NOT_STEERED:
             return None  # proposed before any untrusted result: the user's look-up
+        if next(_argument_values(arguments), None) is None:
+            return (f"{APPEARED}a listing of {self._tools[chunk]} read after untrusted "
+                    f"content: which of its entries to use is not the user's choice")
         memo = self._steering
         outermost = memo is None
         if memo is None:
@@ -1095,6 +1133,19 @@ def _json_fields(content: str) -> Iterator[tuple[str, str]]:
             yield name or "*", text
             if count >= MAX_JSON_FIELDS:
                 return
+
+
+def _records(data: Any) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a parsed result, any depth, the first :data:`MAX_JSON_FIELDS`."""
+    stack, seen = [data], 0
+    while stack and seen < MAX_JSON_FIELDS:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _argument_values(arguments: Any) -> Iterator[tuple[str, str]]:

@@ -33,8 +33,8 @@ INBOX = [
 ]
 FILES = [{"id": "4", "name": "budget.xlsx", "owner": "mallory@partner.example"},
          {"id": "13", "name": "notes.txt", "owner": ME}]
-CONTACTS = [{"name": "Dave Lee", "email": "dave@corp.example"},
-            {"name": "Bob Stone", "email": "bob@corp.example"}]
+CONTACTS = [{"name": "Dave Lee", "email": "dave@corp.example", "team": "Q3"},
+            {"name": "Bob Stone", "email": "bob@corp.example", "team": "Q3"}]
 POLICY = """
 [taint]
 reads = "proven"

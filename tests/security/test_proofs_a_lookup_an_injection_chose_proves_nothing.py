@@ -5,7 +5,9 @@ a real contact, a value a directory proves. The contact is real; the *choice* of
 attacker's. Under the recommended preset a look-up proposed after untrusted content was read,
 with an argument that came from that content and nothing the user wrote proves, proves nothing:
 the outward call to whoever it found asks, and the warning names the look-up and its argument.
-The same look-up with the user's own words, or the whole address book, still proves."""
+The same look-up with the user's own words, or made before anything untrusted was read,
+still proves; an entry picked from a listing read after untrusted content proves only when
+the user's words name it."""
 
 from __future__ import annotations
 
@@ -84,3 +86,20 @@ async def test_the_attackers_own_address_found_nowhere_still_asks() -> None:
         call("find_contact", {"name": ATTACKER}),
         call("send_email", {"to": [ATTACKER], **MAIL})])
     assert office.done == [] and len(asked) == 1
+
+
+@pytest.mark.parametrize("prompt", [
+    PROMPT,
+    "Go through my inbox and send the Q3 team what is urgent",  # a value every entry holds
+])
+async def test_an_entry_picked_from_a_listing_read_after_untrusted_content_asks(
+        prompt: str) -> None:
+    """The look-up without an argument: the whole address book, listed after the inbox was
+    read — which entry to write to is the model's pick, and by then the attacker's (a value
+    the user wrote that many entries share names none of them)."""
+    office, _, asked = await attack(prompt, [
+        call("send_email", {"to": ["bob@corp.example"], **MAIL})],
+        first=("read_inbox", "contacts"))
+    assert office.done == [] and len(asked) == 1
+    warning = next(w for w in asked[0].warnings if w.startswith(f"{FLAG_WARNING}to "))
+    assert "a listing of contacts read after untrusted content" in warning
