@@ -402,6 +402,17 @@ def test_a_directorys_answer_to_a_look_up_the_reading_chose_proves_no_recipient(
         _looked_up("Dave Lee", provenance=provenance)) is None
 
 
+def test_a_reused_call_id_does_not_make_a_steered_look_up_the_users() -> None:
+    """The host refuses a re-used call id, but the index does not rely on it (a stored
+    transcript, another door): every call proposed with an id counts, not the last."""
+    rule = taint_rule(reads="proven", declarations={
+        "contacts": {"service_ids": ["email"], "directory": True}})
+    index = _looked_up("Dave Lee", provenance=Provenance.UNTRUSTED, prompt="Tell Ann the plan")
+    index.add_reply(Reply((ToolCall.from_object("c3", "contacts", {"name": "Ann"}),)))
+    decision = _decide(rule, SEND, {"to": "dave@corp.example", "body": "hi"}, index)
+    assert decision is not None and decision.verdict is Verdict.ASK
+
+
 def test_the_principals_own_address_is_proven() -> None:
     index = _tainted()
     index.add_result(untrusted(json.dumps([{"sender": "emma@corp.example"}]), name="inbox",

@@ -332,9 +332,10 @@ class TaintIndex:
         self._trusted_keys: dict[str, list[int]] = {}  # key -> trusted results holding it
         self._tools: list[str] = []  # the tool of each result
         self._chunk_calls: list[str] = []  # the call id of each result
-        # call id -> arguments of each call proposed after the first untrusted result: a
+        # call id -> the arguments of every call proposed with it after the first untrusted
+        # result (a reused id keeps them all: one steered look-up among them is enough): a
         # look-up whose arguments an injection chose (``reads="proven"``) mints nothing
-        self._after_taint: dict[str, Any] = {}
+        self._after_taint: dict[str, list[Any]] = {}
         self._steering: dict[int, str | None] | None = None  # per question: chunk -> why
         self._listings: dict[int, str] = {}  # chunk -> raw text, of calls after taint
         # normalised value -> (result id, field name) of every JSON field holding it
@@ -444,7 +445,8 @@ class TaintIndex:
         """
         if self._untrusted_count:
             self._proposed += [(c.id, c.name, c.arguments) for c in reply.tool_calls]
-            self._after_taint.update((c.id, c.arguments) for c in reply.tool_calls)
+            for c in reply.tool_calls:
+                self._after_taint.setdefault(c.id, []).append(c.arguments)
             return
         for call in reply.tool_calls:
             if call.name not in self._planned and self._within_limits(call.name):
@@ -917,10 +919,10 @@ class TaintIndex:
         unsteered service id holds it — an injection's name, a party field's sender, a name
         the model made up). Answers are kept for one question; a result whose call is being
         judged proves nothing for it (no cycle)."""
-        arguments = self._after_taint.get(self._chunk_calls[chunk], _NOT_STEERED)
-        if arguments is _NOT_STEERED:
+        calls = self._after_taint.get(self._chunk_calls[chunk])
+        if not calls:
             return None  # proposed before any untrusted result: the user's look-up
-        if next(_argument_values(arguments), None) is None:
+        if any(next(_argument_values(arguments), None) is None for arguments in calls):
             return (f"{APPEARED}a listing of {self._tools[chunk]} read after untrusted "
                     f"content: which of its entries to use is not the user's choice")
         memo = self._steering
@@ -932,7 +934,7 @@ class TaintIndex:
         memo[chunk] = ""  # while judged, it proves nothing (and is no reason of its own)
         try:
             why = None
-            for _, value in _argument_values(arguments):
+            for _, value in (v for arguments in calls for v in _argument_values(arguments)):
                 reason = self.unproven(value, service_ids=service_ids, parties=parties,
                                        directories=directories)
                 if reason is not None:
@@ -1101,7 +1103,6 @@ def _amounts(norm: str) -> set[float]:
     text = _DATES_AND_TIMES.sub(_blank, norm)
     return {round(float(m.replace(",", "")), 2) for m in _AMOUNT.findall(text)}
 APPEARED = "it appeared in "
-_NOT_STEERED = object()
 MAX_JSON_FIELDS = 4096
 """At most this many fields of one JSON result are indexed for service ids."""
 MAX_FIELD_CHARS = 256

@@ -103,3 +103,4 @@ async def test_an_entry_picked_from_a_listing_read_after_untrusted_content_asks(
     assert office.done == [] and len(asked) == 1
     warning = next(w for w in asked[0].warnings if w.startswith(f"{FLAG_WARNING}to "))
     assert "a listing of contacts read after untrusted content" in warning
+
