@@ -402,6 +402,26 @@ def test_a_directorys_answer_to_a_look_up_the_reading_chose_proves_no_recipient(
         _looked_up("Dave Lee", provenance=provenance)) is None
 
 
+@pytest.mark.parametrize("provenance", [Provenance.UNTRUSTED, Provenance.TRUSTED])
+def test_an_entry_of_a_listing_after_taint_proves_only_when_the_user_names_it(
+        provenance: Provenance) -> None:
+    rule = taint_rule(reads="proven", declarations={
+        "contacts": {"service_ids": ["email"], "directory": True}})
+    send = {"to": "dave@corp.example", "body": "hi"}
+
+    def listed(prompt: str) -> TaintIndex:
+        index = TaintIndex()
+        index.add_principal_text(prompt)
+        index.add_result(untrusted(INBOX, name="inbox", call_id="c2"), turn=1)
+        index.add_reply(Reply((ToolCall.from_object("c3", "contacts", {}),)))
+        index.add_result(ToolResult("c3", "contacts", CONTACT, provenance=provenance), turn=2)
+        return index
+
+    decision = _decide(rule, SEND, send, listed("Deal with my inbox"))
+    assert decision.verdict is Verdict.ASK and "a listing of contacts" in decision.warnings[0]
+    assert _decide(rule, SEND, send, listed("Deal with my inbox, then tell Dave Lee")) is None
+
+
 def test_a_reused_call_id_does_not_make_a_steered_look_up_the_users() -> None:
     """The host refuses a re-used call id, but the index does not rely on it (a stored
     transcript, another door): every call proposed with an id counts, not the last."""

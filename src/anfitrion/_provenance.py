@@ -632,8 +632,11 @@ class TaintIndex:
                 return None
         elif any(pattern.search(p) for p in self._principal):
             return None
-        proving = partial(self._proving, service_ids=service_ids, parties=parties,
-                          directories=directories)
+        def proving(chunk: int) -> bool:
+            """Whether the trusted result *chunk* proves *norm*: not a directory's answer to
+            a look-up the session's reading chose, unless the user named the entry."""
+            return self._chosen(chunk, norm, service_ids, parties, directories) is None
+
         if trusted and not numeric and any(pattern.search(self._chunks[c]) and proving(c)
                                            for c in self._chunks_with(norm, False)):
             return None
@@ -868,14 +871,7 @@ class TaintIndex:
                 return False  # the value also stands in text a third party wrote
         return True
 
-    def _proving(self, chunk: int, *, service_ids: Callable[[str], Collection[str]] | None,
-                 parties: Callable[[str], Collection[str]] | None,
-                 directories: Callable[[str], bool] | None) -> bool:
-        """Whether the trusted result *chunk* proves what it holds: not a directory's answer
-        to a look-up the session's reading chose (see :meth:`unproven`)."""
-        return self._chosen(chunk, None, service_ids, parties, directories) is None
-
-    def _chosen(self, chunk: int, norm: str | None,
+    def _chosen(self, chunk: int, norm: str,
                 service_ids: Callable[[str], Collection[str]] | None,
                 parties: Callable[[str], Collection[str]] | None,
                 directories: Callable[[str], bool] | None) -> str | None:
@@ -886,7 +882,7 @@ class TaintIndex:
         if directories is None or not directories(self._tools[chunk]):
             return None
         why = self._steered(chunk, service_ids, parties, directories)
-        if why and norm is not None and self._named_by_user(chunk, norm):
+        if why and self._named_by_user(chunk, norm):
             return None
         return why
 
