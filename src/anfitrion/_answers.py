@@ -352,7 +352,9 @@ async def wait_for_answer(store: ApprovalStore, request_id: str, *, timeout: flo
     A store with wake-ups (``watch_approval``: PostgreSQL ``LISTEN``/``NOTIFY``) wakes the
     wait as soon as an answer is committed anywhere; every store is also looked at, the pause
     growing from *poll* seconds to :data:`MAX_POLL_SECONDS` (SQLite, memory, or PostgreSQL
-    whose listening connection is down) or :data:`MAX_POLL_WOKEN`.
+    whose listening connection is down: the process opens it again meanwhile) or
+    :data:`MAX_POLL_WOKEN` (the cap is read at each pause: a wait that began, or went on,
+    without the connection spaces its looks out again once it is up).
     """
     delay = poll
     with anyio.move_on_after(timeout):

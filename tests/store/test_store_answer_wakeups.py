@@ -96,6 +96,38 @@ async def test_a_forged_notification_answers_nothing(store: Store, store_url: st
     assert found is not None and found.answer is None
 
 
+async def _terminate(store_url: str, pid: int) -> None:
+    """End server process *pid* as an operator, a restart or a network cut would."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(store_url, autocommit=True) as admin:
+        await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("store_url", ["postgres"], indirect=True)
+async def test_a_listening_connection_cut_while_a_call_waits_is_opened_again(
+        store: Store, store_url: str, other_handle: Callable[[], Store]) -> None:
+    """The listening connection breaks while a call waits: the waiter looks at once and
+    polls meanwhile, the process listens again by itself (not only at the next wait), and
+    the answer given after that wakes the same waiter."""
+    request = _request()
+    await store.create_approval(request)
+    listener = store._listener  # type: ignore[attr-defined]
+    with anyio.fail_after(60):  # a hang guard, not a bound: nothing here is timed
+        async with store.watch_approval(request.id) as watch:  # type: ignore[attr-defined]
+            assert watch.live
+            cut = listener.backend_pid
+            await _terminate(store_url, cut)
+            assert await watch.wait(30)  # woken by the cut: look at the store now
+            while not (watch.live and listener.backend_pid not in (None, cut)):
+                await watch.wait(30)  # woken again once it listens: look once more
+            assert await other_handle().answer_approval(ApprovalAnswer.to(request, True, "bob"))
+            assert await watch.wait(30)
+    found = await store.get_approval(request.id)
+    assert found is not None and found.answer is not None
+
+
 async def test_every_store_finds_an_answer_by_polling(
         store: Store, other_handle: Callable[[], Store]) -> None:
     request = _request()
