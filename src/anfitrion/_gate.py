@@ -58,6 +58,7 @@ from .store import (
     EffectEntry,
     LedgerEntry,
     LedgerState,
+    Settlement,
     Store,
     StoredApproval,
     claim_audit_role,
@@ -242,6 +243,9 @@ class GatedCall:
     """approve: the request a person approved."""
     edit: GatedCall | None = None
     """approve: an approver's edit, to go through the stages next."""
+    settle_later: list[Settlement] | None = None
+    """Where a write's settlement goes to be stored with the session's next save (in its
+    transaction), instead of being stored at once; ``None``: at once."""
 
     @property
     def resolved(self) -> Tool:
@@ -390,19 +394,24 @@ class Gate:
         return self._router
 
     async def process(self, call: ToolCall, offered: Mapping[str, Tool], session: Session, *,
-                      handler: Handler | None = None) -> CallOutcome:
+                      handler: Handler | None = None,
+                      settle_later: list[Settlement] | None = None) -> CallOutcome:
         """Take one proposed call through the stages; never raises for bad input.
 
         The session says whether the call waits for an approval already, and is told what
         happened (proposals, invalid calls, requests); the caller records the result.
         *handler*, if given, runs in the execute stage instead of the tool's own (code that
-        runs its own tools: the ledger's claim and settle still wrap it).
+        runs its own tools: the ledger's claim and settle still wrap it). With
+        *settle_later*, a write's settlement is appended there instead of being stored: the
+        caller stores it with the session's save that follows at once, in one transaction
+        (:class:`~anfitrion.store.SettleSaveStore`), and must store it even if it does not save.
 
         Raises:
             ConflictError: the run lost its claim on a side effect to another run (its
                 lease lapsed): it must stop and write nothing more.
         """
-        rec = GatedCall(call, session, offered, handler, session.pending_request(call.id))
+        rec = GatedCall(call, session, offered, handler, session.pending_request(call.id),
+                        settle_later=settle_later)
         outcome = await self._through(rec)
         if outcome.result is not None and EventType.RESULT_RETURNED in self._router.kinds:
             pending = self._router(HostEvent(
@@ -802,7 +811,8 @@ class Gate:
                                       call.provider_details)
         rec.edit = GatedCall(edited, rec.session, rec.offered, rec.handler, None,
                              edit_of=request.id, edits=rec.edits + 1,
-                             approved_by=answer.approver if answer.approved else None)
+                             approved_by=answer.approver if answer.approved else None,
+                             settle_later=rec.settle_later)
         return CallOutcome(call, "approve", None, rec.decision, request)  # the edit goes on
 
     async def _stored_answer(
@@ -1032,7 +1042,10 @@ class Gate:
                           f"{unknown}", tool)
 
     async def _settle(self, rec: GatedCall, result: ToolResult, token: str) -> None:
-        await self.ledger.settle(rec, result, token)
+        if rec.settle_later is not None:  # stored with the save that follows, in its commit
+            rec.settle_later.append((rec.session.id, rec.call.id, result, token))
+        else:
+            await self.ledger.settle(rec, result, token)
         status = "failed" if result.is_error else "done"
         if result.error_kind == "outcome_unknown":
             status = "unknown"
