@@ -639,7 +639,11 @@ class Gate:
     async def _held(self, rec: GatedCall) -> CallOutcome | None:
         """The same effect run by another call: refused, or (done, and a person will be
         asked) a repeat with its warning — looked up before asking."""
-        if rec.effect is None:
+        if rec.effect is None or not (rec.asked or rec.resolved.reconcile is not None
+                                      or rec.resolved.precheck is not None):
+            # a write the policy allows, with no hook to ask first: its claim reserves the
+            # key, or finds it held and refuses it as this check would, in one atomic step —
+            # a store read fewer per call
             return None
         held = await self._held_elsewhere(rec)
         decision = rec.decision
@@ -940,10 +944,14 @@ class Gate:
         if repeat_of is not None and claim.state is ClaimState.CLAIMED:
             status = "claimed_repeat"  # a person approved running this effect again
         session, call, effect = rec.session, rec.call, rec.effect
+        detail = f"repeat of call {repeat_of[1]}" if repeat_of else None
+        held = claim.effect
+        if claim.state is ClaimState.DUPLICATE and held is not None:  # as the check says it
+            detail = (f"effect held by call {held.call_id} "
+                      f"({held.state.value if held.state else 'unclaimed'})")
         return HostEvent(EventType.EXECUTION_CLAIMED, session.id, session.turn,
                          session.principal.id, call.id, call.name, status=status,
-                         effect_key=effect.key if effect else None,
-                         detail=f"repeat of call {repeat_of[1]}" if repeat_of else None)
+                         effect_key=effect.key if effect else None, detail=detail)
 
     async def _claimed(self, rec: GatedCall, repeat_of: tuple[str, str] | None) -> Claim:
         """Claim a write and announce it. With the audit recorder and a store that can, the

@@ -43,10 +43,16 @@ class CountingStore(SQLiteStore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.writes: list[str] = []
+        self.reads: list[str] = []
 
     async def _write(self, fn):  # type: ignore[no-untyped-def]
         self.writes.append(getattr(fn, "__qualname__", repr(fn)))
         return await super()._write(fn)
+
+    async def _run(self, fn, *, write=False, migrate=True):  # type: ignore[no-untyped-def]
+        if not write:
+            self.reads.append(getattr(fn, "__qualname__", repr(fn)))
+        return await super()._run(fn, write=write, migrate=migrate)
 
 
 def _tools(ran: list[str], store: CountingStore, where: dict[str, str]) -> Toolbox:
@@ -76,10 +82,15 @@ async def test_an_allowed_write_costs_two_transactions(tmp_path: Path) -> None:
     session = await runtime.open("alice")
     where["session"] = session.id
     store.writes.clear()
+    store.reads.clear()
     submitted = await session.submit("send", {"to": "ana"}, call_id="c1")
     assert submitted.status.value == "executed" and ran == ["ana"]
     # the claim with the records before the effect; the settlement with the save and the rest
     assert len(store.writes) == 2, store.writes
+    # nothing read before the claim: the claim itself finds the effect free or held (the
+    # reads below are the tool's own)
+    assert store.reads == ["SQLiteStore.execution_state.<locals>.<lambda>",
+                           "SQLiteStore.audit_records.<locals>.<lambda>"], store.reads
     entry = await store.execution_state(session.id, "c1")
     assert entry is not None and entry.state is LedgerState.DONE and entry.result is not None
     kinds = [r.type for r in await store.audit_records() if r.data.get("call_id") == "c1"]
@@ -142,6 +153,37 @@ async def test_a_settlement_taken_over_writes_nothing(store: Store) -> None:
     assert saved.version == state.version + 1
     entry = await store.execution_state(session.id, "c1")
     assert entry is not None and entry.state is LedgerState.DONE
+
+
+async def test_an_allowed_write_held_by_another_call_is_refused_by_its_claim(
+        tmp_path: Path) -> None:
+    """No check reads the effect before the claim of an allowed write: the claim finds the
+    effect held, and the call is refused as the check refused it, with the same record."""
+    store = CountingStore(tmp_path / "a.db")
+    await store.migrate()
+    ran: list[str] = []
+    tools = Toolbox()
+
+    @tools.tool(effect=Effect.WRITE, effect_key="send:{to}", effect_scope="principal")
+    async def send(to: str) -> str:
+        """Send a note."""
+        ran.append(to)
+        return f"sent to {to}"
+
+    policy = Policy([lambda call, ctx: Decision.allow("test", "allow")])
+    runtime = Runtime(tools=tools, policy=policy, store=store)
+    first, second = await runtime.open("alice"), await runtime.open("alice")
+    assert (await first.submit("send", {"to": "ana"}, call_id="c1")).status.value == "executed"
+    store.reads.clear()
+    again = await second.submit("send", {"to": "ana"}, call_id="c2")
+    assert again.status.value == "executed" and again.result is not None
+    assert again.result.content.startswith("[not run again: this exact effect"), again.result
+    assert ran == ["ana"] and store.reads == [], store.reads
+    claimed = [r.data for r in await store.audit_records()
+               if r.type == "execution.claimed" and r.data.get("call_id") == "c2"]
+    assert [(d["status"], d["detail"]) for d in claimed] == [
+        ("duplicate", "effect held by call c1 (done)")], claimed
+    await store.close()
 
 
 async def test_a_denied_write_records_decided_once(tmp_path: Path) -> None:
