@@ -72,7 +72,9 @@ class Dataflow:
             ``None``: the service ids named as in :data:`PARTY_FIELDS` (declare ``[]`` or a
             list when a field so named holds an object, as a chat's channel ``recipient``).
         directory: the tool lists the user's own contacts or a directory the operator
-            trusts: its party fields prove recipients even under ``reads="proven"``.
+            trusts: its party fields prove recipients even under ``reads="proven"`` — unless
+            the look-up was chosen by what the session read (a call proposed after the first
+            untrusted result with an argument nothing proves: an injection's "David").
         id_nouns: argument path → the nouns a person writes before such an id (``file`` for
             ``file_id``; derived from the path when not declared). A number the user wrote
             proves an id only next to one of them (``file 13``, ``file id 13``, ``#13``):

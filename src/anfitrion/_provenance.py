@@ -329,8 +329,15 @@ class TaintIndex:
         self._untrusted_count = 0
         self._sources: list[str] = []  # tools whose untrusted results arrived, first seen first
         self._untrusted_keys: dict[str, Origin] = {}
-        self._trusted_keys: set[str] = set()
+        self._trusted_keys: dict[str, list[int]] = {}  # key -> trusted results holding it
         self._tools: list[str] = []  # the tool of each result
+        self._chunk_calls: list[str] = []  # the call id of each result
+        # call id -> the arguments of every call proposed with it after the first untrusted
+        # result (a reused id keeps them all: one steered look-up among them is enough): a
+        # look-up whose arguments an injection chose (``reads="proven"``) mints nothing
+        self._after_taint: dict[str, list[Any]] = {}
+        self._steering: dict[int, str | None] | None = None  # per question: chunk -> why
+        self._listings: dict[int, str] = {}  # chunk -> raw text, of calls after taint
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         # (result id, words of a field value) of each untrusted result: the runs that are a
@@ -401,6 +408,9 @@ class TaintIndex:
         self._chunks.append(norm)
         self._origins.append(origin)
         self._tools.append(result.name)
+        self._chunk_calls.append(result.call_id)
+        if result.call_id in self._after_taint:  # a directory's listing's records, if asked
+            self._listings[chunk] = result.content
         postings = self._words[untrusted]
         tokens = _WORD.findall(norm)
         for key in {*tokens, *map(" ".join, itertools.pairwise(tokens))}:
@@ -424,7 +434,8 @@ class TaintIndex:
             for key in keys:
                 self._untrusted_keys.setdefault(key, origin)
         else:
-            self._trusted_keys.update(keys)
+            for key in keys:
+                self._trusted_keys.setdefault(key, []).append(chunk)
         return origin is not None
 
     def add_reply(self, reply: Reply) -> None:
@@ -434,6 +445,8 @@ class TaintIndex:
         """
         if self._untrusted_count:
             self._proposed += [(c.id, c.name, c.arguments) for c in reply.tool_calls]
+            for c in reply.tool_calls:
+                self._after_taint.setdefault(c.id, []).append(c.arguments)
             return
         for call in reply.tool_calls:
             if call.name not in self._planned and self._within_limits(call.name):
@@ -583,7 +596,8 @@ class TaintIndex:
                  service_ids: Callable[[str], Collection[str]] | None = None,
                  minted: bool = True, trusted: bool = True,
                  parties: Callable[[str], Collection[str]] | None = None,
-                 id_nouns: Collection[str] | None = None) -> str | None:
+                 id_nouns: Collection[str] | None = None,
+                 directories: Callable[[str], bool] | None = None) -> str | None:
         """Why *value* is not proven trusted, or ``None`` when it is.
 
         A value is proven when the principal wrote it, a trusted result holds it, or — with
@@ -600,6 +614,12 @@ class TaintIndex:
         object noun, :data:`ID_NOUNS`); the ``1.`` of a numbered list, ``4 hours`` or
         ``June 13`` prove nothing. *parties* maps a tool to its result fields that name a
         party (a sender, a participant): read from an untrusted result, they mint nothing.
+
+        *directories* (``reads="proven"``) tells which tools are directories (an address
+        book): a directory's answer proves nothing when the look-up was chosen by what the
+        session read — a call proposed after the first untrusted result with an argument
+        nothing proves (:meth:`_steered`): the contact is real, the choice of them is not the
+        user's.
         """
         self._ready()
         norm = normalise(value)
@@ -612,25 +632,34 @@ class TaintIndex:
                 return None
         elif any(pattern.search(p) for p in self._principal):
             return None
-        if trusted and not numeric and any(pattern.search(self._chunks[c])
+        def proving(chunk: int) -> bool:
+            """Whether the trusted result *chunk* proves *norm*: not a directory's answer to
+            a look-up the session's reading chose, unless the user named the entry."""
+            return self._chosen(chunk, norm, service_ids, parties, directories) is None
+
+        if trusted and not numeric and any(pattern.search(self._chunks[c]) and proving(c)
                                            for c in self._chunks_with(norm, False)):
             return None
         for _, key, _ in _entities(norm):
-            if key == norm.replace(" ", "") and (key in self._principal_keys
-                                                 or (trusted and key in self._trusted_keys)):
+            if key == norm.replace(" ", "") and (
+                    key in self._principal_keys
+                    or (trusted and any(map(proving, self._trusted_keys.get(key, ()))))):
                 return None
         origin = self._origin_on_boundary(norm, pattern)
-        if minted and service_ids is not None and self._minted(norm, pattern, service_ids,
-                                                               parties):
-            return None
+        if minted and service_ids is not None:
+            found = self._minted(norm, pattern, service_ids, parties, directories)
+            if found is True:
+                return None
+            if isinstance(found, str):
+                return found
         if origin is not None:
             return f"{APPEARED}{origin.describe()}"
         return "nothing the user or a trusted tool wrote holds it"
 
     def unproven_entities(self, text: str, *,
                           service_ids: Callable[[str], Collection[str]] | None = None,
-                          parties: Callable[[str], Collection[str]] | None = None
-                          ) -> list[str]:
+                          parties: Callable[[str], Collection[str]] | None = None,
+                          directories: Callable[[str], bool] | None = None) -> list[str]:
         """The e-mail addresses, URLs, account and phone numbers in *text* that are not
         proven (each with where it came from): what an outward payload must not carry."""
         self._ready()
@@ -645,7 +674,7 @@ class TaintIndex:
             if key in self._principal_keys or (not numbers and key in self._trusted_keys):
                 continue
             why = self.unproven(shown, service_ids=service_ids, trusted=not numbers,
-                                parties=parties)
+                                parties=parties, directories=directories)
             if why is not None:
                 found.append(f"{kind} `{shown}` ({why})")
         return found
@@ -810,12 +839,19 @@ class TaintIndex:
 
     def _minted(self, norm: str, pattern: re.Pattern[str],
                 service_ids: Callable[[str], Collection[str]],
-                parties: Callable[[str], Collection[str]] | None = None) -> bool:
+                parties: Callable[[str], Collection[str]] | None = None,
+                directories: Callable[[str], bool] | None = None) -> bool | str:
         """Whether a service-id field holds *norm*, and no untrusted text repeats it elsewhere
         (an injected ``delete file 13`` beside a listing that has a file 13). A party field
-        of an untrusted result (*parties*) mints nothing: its sender is whoever wrote it."""
+        of an untrusted result (*parties*) mints nothing: its sender is whoever wrote it.
+
+        Nor does a directory's answer to a look-up the session's reading chose
+        (*directories*, :meth:`_steered`: ``search_contacts("David")`` because an e-mail
+        said so finds a real contact, whom the user never chose); then the answer is why (a
+        string), when no other result mints *norm*."""
         self._ready()
         minted_in: dict[int, int] = {}
+        steered: str | None = None
         for chunk, name in self._fields.get(norm, ()):
             tool = self._tools[chunk]
             if parties is not None and self._origins[chunk] is not None and (
@@ -823,13 +859,100 @@ class TaintIndex:
                 continue
             fields = service_ids(tool)
             if name in fields or "*" in fields:
+                why = self._chosen(chunk, norm, service_ids, parties, directories)
+                if why is not None:
+                    steered = steered or why or None
+                    continue
                 minted_in[chunk] = minted_in.get(chunk, 0) + 1
         if not minted_in:
-            return False
+            return steered or False
         for chunk in self._chunks_with(norm, True):
             if len(pattern.findall(self._chunks[chunk])) > minted_in.get(chunk, 0):
                 return False  # the value also stands in text a third party wrote
         return True
+
+    def _chosen(self, chunk: int, norm: str,
+                service_ids: Callable[[str], Collection[str]] | None,
+                parties: Callable[[str], Collection[str]] | None,
+                directories: Callable[[str], bool] | None) -> str | None:
+        """Why the party *norm* of the result *chunk* is not the user's choice, or ``None``:
+        *chunk* is a directory's answer to a look-up the session's reading chose
+        (:meth:`_steered`), and the user's words do not name the record holding *norm* (its
+        whole name or address as the user wrote it)."""
+        if directories is None or not directories(self._tools[chunk]):
+            return None
+        why = self._steered(chunk, service_ids, parties, directories)
+        if why and self._named_by_user(chunk, norm):
+            return None
+        return why
+
+    def _named_by_user(self, chunk: int, norm: str) -> bool:
+        """Whether a record (a JSON object) of the result *chunk* that holds *norm* has a
+        value the principal wrote whole (``Dave Lee`` of ``{"name": "Dave Lee", ...}``) that
+        no other record of it holds: a team name shared by many picks nobody."""
+        try:
+            data = json.loads(self._listings.get(chunk, ""))
+        except (ValueError, RecursionError):
+            return False
+        records = [{normalise(str(v)) for v in record.values()
+                    if isinstance(v, str | int | float) and not isinstance(v, bool)} - {""}
+                   for record in _records(data)]
+        held: dict[str, int] = {}
+        for values in records:
+            for value in values:
+                held[value] = held.get(value, 0) + 1
+        return any(
+            held[value] == 1 and _token_pattern(value, bool(_NUMBER.fullmatch(value))).search(p)
+            for values in records if norm in values for value in values
+            for p in self._principal)
+
+    def _steered(self, chunk: int, service_ids: Callable[[str], Collection[str]] | None,
+                 parties: Callable[[str], Collection[str]] | None,
+                 directories: Callable[[str], bool]) -> str | None:
+        """Why the result *chunk* answers a look-up the session's reading chose, or ``None``:
+        the first argument of its call, when the call was proposed after the first untrusted
+        result, that nothing proves (the user did not write it, no trusted result or
+        unsteered service id holds it — an injection's name, a party field's sender, a name
+        the model made up). Answers are kept for one question; a result whose call is being
+        judged proves nothing for it (no cycle)."""
+        calls = self._after_taint.get(self._chunk_calls[chunk])
+        if not calls:
+            return None  # proposed before any untrusted result: the user's look-up
+        if any(next(_argument_values(arguments), None) is None for arguments in calls):
+            return (f"{APPEARED}a listing of {self._tools[chunk]} read after untrusted "
+                    f"content: which of its entries to use is not the user's choice")
+        memo = self._steering
+        outermost = memo is None
+        if memo is None:
+            memo = self._steering = {}
+        elif chunk in memo:
+            return memo[chunk]
+        memo[chunk] = ""  # while judged, it proves nothing (and is no reason of its own)
+        try:
+            why = None
+            for _, value in (v for arguments in calls for v in _argument_values(arguments)):
+                reason = self.unproven(value, service_ids=service_ids, parties=parties,
+                                       directories=directories)
+                if reason is not None:
+                    why = (f"{APPEARED}a result of {self._tools[chunk]} looked up with "
+                           f"`{short(value, 40)}`, {self._chosen_by(value, chunk)}")
+                    break
+            memo[chunk] = why
+            return why
+        finally:
+            if outermost:
+                self._steering = None
+
+    def _chosen_by(self, value: str, chunk: int) -> str:
+        """Who chose a look-up's unproven argument *value*: the untrusted result before the
+        look-up's own (*chunk*) that holds it, if one does."""
+        norm = normalise(value)
+        pattern = _token_pattern(norm, bool(_NUMBER.fullmatch(norm)))
+        for earlier in self._chunks_with(norm, True):
+            origin = self._origins[earlier]
+            if earlier < chunk and origin is not None and pattern.search(self._chunks[earlier]):
+                return f"which came from {origin.describe()}, not from the user"
+        return "which nothing the user wrote or a trusted tool holds"
 
     def flag(self, arguments: Mapping[str, Any]) -> dict[str, str]:
         """Argument paths whose values came only from untrusted results, with the reason.
@@ -1007,6 +1130,28 @@ def _json_fields(content: str) -> Iterator[tuple[str, str]]:
             yield name or "*", text
             if count >= MAX_JSON_FIELDS:
                 return
+
+
+def _records(data: Any) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a parsed result, any depth, the first :data:`MAX_JSON_FIELDS`."""
+    stack, seen = [data], 0
+    while stack and seen < MAX_JSON_FIELDS:
+        item = stack.pop()
+        seen += 1
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _argument_values(arguments: Any) -> Iterator[tuple[str, str]]:
+    """Every string and number of a call's arguments, with its path."""
+    for path, value in walk_json(arguments):
+        if isinstance(value, str):
+            yield path, value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            yield path, str(value)
 
 
 def _field_name(_parent: str, key: object) -> str:

@@ -75,17 +75,27 @@ async def connected(server: Any, **client: Any) -> AsyncIterator[ClientSession]:
 
 
 @asynccontextmanager
-async def serving_http(gateway: Gateway, token: str) -> AsyncIterator[socket.socket]:
-    """*gateway* served over HTTP (bearer *token*) on a free local port until the block ends;
-    yields its listening socket."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+async def serving_http(gateway: Gateway, token: str | None, *,
+                       sock: socket.socket | None = None, **options: Any
+                       ) -> AsyncIterator[socket.socket]:
+    """*gateway* served over HTTP (bearer *token*; other ``serve_http`` *options*, e.g.
+    ``auth``) on *sock* or a free local port until the block ends; yields the listening
+    socket."""
+    if sock is None:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
     ready, stop = anyio.Event(), anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(gateway.serve_http, token=token, sock=sock, stop=stop,
-                              started=lambda _: ready.set()))
-        await ready.wait()
+                              started=lambda _: ready.set(), **options))
+        with anyio.fail_after(30):
+            await ready.wait()
         try:
             yield sock
         finally:
             stop.set()
+
+
+def url_of(sock: socket.socket) -> str:
+    """The MCP URL of a gateway served on *sock*."""
+    return f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"

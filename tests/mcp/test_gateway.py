@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from functools import partial
 from typing import Any
 
 import anyio
@@ -18,6 +16,7 @@ pytest.importorskip("mcp")
 import httpx
 import httpx2
 import mcp.types as mt
+from gateway_helpers import serving_http, url_of
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp_helpers import through_gate
@@ -55,24 +54,8 @@ async def http_gateway(configs: Sequence[ServerConfig], store: MemoryStore, *,
         gateway = Gateway(servers, store=store, policy=policy, approval_wait=approval_wait,
                           poll_interval=0.05, listeners=[on_event] if on_event else [],
                           store_url=store_url)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        ready = anyio.Event()
-        ports: list[int] = []
-
-        def started(port: int) -> None:
-            ports.append(port)
-            ready.set()
-
-        stop = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(partial(gateway.serve_http, token=TOKEN, sock=sock, started=started,
-                                  stop=stop, max_body_bytes=64 * 1024))
-            await ready.wait()
-            try:
-                yield gateway, f"http://127.0.0.1:{ports[0]}/mcp"
-            finally:
-                stop.set()
+        async with serving_http(gateway, TOKEN, max_body_bytes=64 * 1024) as sock:
+            yield gateway, url_of(sock)
 
 
 @asynccontextmanager

@@ -14,11 +14,9 @@ arguments after an approval, a client "accepting" the URL elicitation as if it a
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from functools import partial
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +26,7 @@ import pytest
 pytest.importorskip("mcp")
 import httpx2
 import mcp.types as mt
+from gateway_helpers import serving_http, url_of
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
@@ -117,28 +116,15 @@ async def gateways(store: Store, effects: Path, principals: tuple[str, ...] = ("
         await servers.refresh()
     for pin in await PinBook(store).pins():
         await PinBook(store).approve(pin.name, by="operator")
-    async with anyio.create_task_group() as tg:
+    async with McpServers(configs, store) as servers, AsyncExitStack() as stack:
         served: list[tuple[Gateway, str]] = []
-        stops: list[anyio.Event] = []
-        async with McpServers(configs, store) as servers:
-            for principal in principals:
-                gateway = Gateway(servers, store=store, principal=principal,
-                                  approval_wait=approval_wait, poll_interval=0.02,
-                                  inbox_url=inbox_url)
-                sock = socket.socket()
-                sock.bind(("127.0.0.1", 0))
-                ready, stop = anyio.Event(), anyio.Event()
-                stops.append(stop)
-                tg.start_soon(partial(gateway.serve_http, token=TOKEN, sock=sock,
-                                      started=lambda _port, ready=ready: ready.set(),
-                                      stop=stop))
-                await ready.wait()
-                served.append((gateway, f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"))
-            try:
-                yield served
-            finally:
-                for stop in stops:
-                    stop.set()
+        for principal in principals:
+            gateway = Gateway(servers, store=store, principal=principal,
+                              approval_wait=approval_wait, poll_interval=0.02,
+                              inbox_url=inbox_url)
+            sock = await stack.enter_async_context(serving_http(gateway, TOKEN))
+            served.append((gateway, url_of(sock)))
+        yield served
 
 
 @asynccontextmanager

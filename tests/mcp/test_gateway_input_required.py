@@ -33,7 +33,7 @@ import jwt
 import mcp.types as mt
 import uvicorn
 from cryptography.hazmat.primitives.asymmetric import rsa
-from gateway_helpers import approve_all, writes_allowed
+from gateway_helpers import approve_all, serving_http, writes_allowed
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -85,16 +85,8 @@ async def gateway_of(store: MemoryStore, *, wait: float | None = None,
                           own_names=True)
         if wait is not None:
             gateway.rounds = InputRounds(gateway._request_principal, wait=wait)
-        ready, stop = anyio.Event(), anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(partial(gateway.serve_http, token=None if auth else TOKEN, auth=auth,
-                                  sock=sock, stop=stop, started=lambda _: ready.set()))
-            with anyio.fail_after(30):
-                await ready.wait()
-            try:
-                yield gateway, f"http://127.0.0.1:{port}/mcp"
-            finally:
-                stop.set()
+        async with serving_http(gateway, None if auth else TOKEN, auth=auth, sock=sock):
+            yield gateway, f"http://127.0.0.1:{port}/mcp"
 
 
 @asynccontextmanager

@@ -4,11 +4,9 @@ server with instructions, the gateway over HTTP, the official client in both era
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
 
 import anyio
@@ -16,6 +14,7 @@ import pytest
 
 pytest.importorskip("mcp")
 import httpx2
+from gateway_helpers import serving_http, url_of
 from mcp.client.streamable_http import streamable_http_client
 
 from anfitrion.exceptions import StoreError
@@ -41,18 +40,10 @@ def server(server_id: str, instructions: str) -> ServerConfig:
 
 @asynccontextmanager
 async def gateway_url(configs: list[ServerConfig], store: Store) -> AsyncIterator[str]:
-    async with McpServers(configs, store) as servers, anyio.create_task_group() as tg:
+    async with McpServers(configs, store) as servers:
         gateway = Gateway(servers, store=store, approval_wait=0.05)
-        sock = socket.socket()
-        sock.bind(("127.0.0.1", 0))
-        ready, stop = anyio.Event(), anyio.Event()
-        tg.start_soon(partial(gateway.serve_http, token=TOKEN, sock=sock,
-                              started=lambda port: ready.set(), stop=stop))
-        await ready.wait()
-        try:
-            yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-        finally:
-            stop.set()
+        async with serving_http(gateway, TOKEN) as sock:
+            yield url_of(sock)
 
 
 async def instructions_seen(url: str, mode: str) -> str | None:

@@ -11,11 +11,9 @@ approvals) in front of a real server process (``tests/parity/parity_server.py``,
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ import anyio
 import pytest
 
 pytest.importorskip("mcp")
-from gateway_helpers import approve_all
+from gateway_helpers import approve_all, serving_http, url_of
 from mcp_helpers import through_gate
 
 from anfitrion import _answers as answers
@@ -51,20 +49,10 @@ async def gateway_over(store: Store, effects: Path | list[ServerConfig]
         env={"PARITY_EFFECTS": str(effects)}, trusted=True,
         sandbox=SandboxProfile(paths=(PathGrant(str(effects.parent), "rw"),)))]
     await approve_all(upstreams, store)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
     async with McpServers(upstreams, store) as servers:
         gateway = Gateway(servers, store=store, approval_wait=0.2, poll_interval=0.02)
-        ready, stop = anyio.Event(), anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(partial(gateway.serve_http, token=TOKEN, sock=sock, stop=stop,
-                                  started=lambda _: ready.set()))
-            with anyio.fail_after(30):
-                await ready.wait()
-            try:
-                yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
-            finally:
-                stop.set()
+        async with serving_http(gateway, TOKEN) as sock:
+            yield url_of(sock)
 
 
 async def pending(store: Store) -> str:

@@ -33,7 +33,8 @@ INBOX = [
 ]
 FILES = [{"id": "4", "name": "budget.xlsx", "owner": "mallory@partner.example"},
          {"id": "13", "name": "notes.txt", "owner": ME}]
-CONTACTS = [{"name": "Dave Lee", "email": "dave@corp.example"}]
+CONTACTS = [{"name": "Dave Lee", "email": "dave@corp.example", "team": "Q3"},
+            {"name": "Bob Stone", "email": "bob@corp.example", "team": "Q3"}]
 POLICY = """
 [taint]
 reads = "proven"
@@ -50,6 +51,10 @@ service_ids = ["id", "sender", "recipients"]
 service_ids = ["id", "owner"]
 
 [tools.contacts]
+service_ids = ["email"]
+directory = true
+
+[tools.find_contact]
 service_ids = ["email"]
 directory = true
 
@@ -96,6 +101,13 @@ class Office:
         def contacts() -> str:
             """The user's address book."""
             return json.dumps(CONTACTS)
+
+        @tools.tool(effect=Effect.READ)
+        def find_contact(name: str) -> str:
+            """The user's address book entries whose name or address holds *name*."""
+            wanted = name.casefold()
+            return json.dumps([c for c in CONTACTS if wanted in c["name"].casefold()
+                               or wanted in c["email"].casefold()])
 
         @tools.tool(effect=Effect.READ)
         def statement() -> str:

@@ -41,10 +41,14 @@ async def test_under_plain_sinks_the_same_party_field_proved_the_recipient() -> 
     assert asked == [] and len(office.done) == 1
 
 
-@pytest.mark.parametrize("recipient", ["dave@corp.example", ME])
+@pytest.mark.parametrize(("prompt", "recipient", "first"), [
+    ("Tell Dave Lee the Q3 news after you go through my inbox", "dave@corp.example",
+     ("read_inbox", "contacts")),                 # the user named the contact's record
+    (PROMPT, "dave@corp.example", ("contacts", "read_inbox")),  # listed before any reading
+    (PROMPT, ME, ("read_inbox",)),                # the user's own address
+])
 async def test_the_users_directory_and_own_address_still_prove_a_recipient(
-        recipient: str) -> None:
-    office, _, asked = await attack(PROMPT, [call("send_email", {
-        "to": [recipient], "subject": "Q3", "body": "Good news on Q3."})],
-        first=("read_inbox", "contacts"))
+        prompt: str, recipient: str, first: tuple[str, ...]) -> None:
+    office, _, asked = await attack(prompt, [call("send_email", {
+        "to": [recipient], "subject": "Q3", "body": "Good news on Q3."})], first=first)
     assert asked == [] and office.done[0][1]["to"] == [recipient]

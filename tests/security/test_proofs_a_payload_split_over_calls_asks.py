@@ -51,7 +51,7 @@ def _warned(asked: list, piece: str, source: str = "read_inbox") -> bool:
 async def test_the_first_piece_of_a_split_payload_asks(size: int) -> None:
     pieces = _pieces(size, 3)
     office, _, asked = await attack("Keep Dave informed", [_mail(p) for p in pieces],
-                                    first=("read_inbox", "contacts"))
+                                    first=("contacts", "read_inbox"))
     assert office.done == [] and len(asked) == len(pieces)  # the first piece too
     for request, piece in zip(asked, pieces, strict=True):
         assert _warned([request], piece) and request.warnings[-1].endswith(CUT)
@@ -61,7 +61,7 @@ async def test_pieces_spread_over_tools_and_reordered_ask() -> None:
     first, second = _pieces(5, 2)
     office, _, asked = await attack("Keep Dave informed", [
         call("create_event", {"title": second, "participants": DAVE}),
-        _mail(first)], first=("read_inbox", "contacts"))
+        _mail(first)], first=("contacts", "read_inbox"))
     assert office.done == [] and len(asked) == 2
     assert _warned(asked[:1], second) and _warned(asked[1:], first)
 
@@ -70,7 +70,7 @@ async def test_pieces_mixed_with_the_users_words_ask() -> None:
     first, second = _pieces(5, 2)
     office, _, asked = await attack("Keep Dave informed about the office", [
         _mail(f"Hi Dave, keep informed: {first}. Best"),
-        _mail(f"About the office: {second}! Cheers")], first=("read_inbox", "contacts"))
+        _mail(f"About the office: {second}! Cheers")], first=("contacts", "read_inbox"))
     assert office.done == [] and len(asked) == 2
     assert _warned(asked[:1], first) and _warned(asked[1:], second)
 
@@ -80,7 +80,7 @@ async def test_whole_fields_an_attacker_wrote_run_once_then_add_up() -> None:
     # value (a record, as an address is): alone each is under the threshold, together not
     rent = "Rent. Landlord says: the new rent is 9000"
     office, _, asked = await attack("Keep Dave informed", [_mail(SUBJECT), _mail(rent)],
-                                    first=("read_inbox", "statement", "contacts"))
+                                    first=("contacts", "read_inbox", "statement"))
     assert [a["body"] for _, a in office.done] == [SUBJECT]  # the documented budget
     assert len(asked) == 1 and _warned(asked, rent.replace(".", "").replace(":", ""),
                                        "statement")
@@ -95,7 +95,7 @@ async def test_split_below_run_three_word_pieces_to_another_party_ask_from_the_f
     steps = [_mail(pieces[0]), _mail("Hello", subject=pieces[1]),
              _mail(f"Hi Dave, as agreed: {pieces[2]}. Cheers"), *map(_mail, pieces[3:])]
     office, _, asked = await attack("Keep Dave informed", steps,
-                                    first=("read_inbox", "contacts"))
+                                    first=("contacts", "read_inbox"))
     assert office.done == [] and len(asked) == len(pieces)
     for request, piece in zip(asked, pieces, strict=True):
         assert _warned([request], piece) and request.warnings[-1].endswith(CUT)
@@ -110,7 +110,7 @@ async def test_split_below_run_two_word_pieces_add_up_and_ask() -> None:
     steps = [_mail(pieces[0]), call("create_event", {"title": pieces[1]}),
              *(_mail(p) for p in pieces[2:])]
     office, _, asked = await attack("Keep Dave informed", steps,
-                                    first=("read_inbox", "contacts"))
+                                    first=("contacts", "read_inbox"))
     assert [a["body"] for _, a in office.done] == pieces[:1]
     assert len(asked) == len(pieces) - 1
     assert all(_warned([request], piece) and _warned([request], pieces[0])
@@ -124,11 +124,11 @@ async def test_split_below_run_single_words_to_a_refused_reader_ask() -> None:
     goes to the reader its first pieces were for."""
     pieces = _pieces(ADDRESSED_MIN_WORDS, 1) + WORDS[3:6]
     office, _, asked = await attack("Keep Dave informed", [_mail(p) for p in pieces],
-                                    first=("read_inbox", "contacts"))
+                                    first=("contacts", "read_inbox"))
     assert office.done == [] and len(asked) == len(pieces)
     assert all("was denied in this session" in request.warnings[-1] for request in asked[1:])
     office, _, asked = await attack("Keep Dave informed", [_mail(p) for p in WORDS[3:6]],
-                                    first=("read_inbox", "contacts"))
+                                    first=("contacts", "read_inbox"))
     assert len(office.done) == 3 and asked == []  # single words alone: the stated limit
 
 
@@ -137,7 +137,7 @@ async def test_split_below_run_pairs_in_one_message_ask() -> None:
     in that message alone."""
     pairs = _pieces(PIECE_MIN_WORDS, COPY_MIN_WORDS // PIECE_MIN_WORDS)
     office, _, asked = await attack("Keep Dave informed", [_mail(" - ok - ".join(pairs))],
-                                    first=("read_inbox", "contacts"))
+                                    first=("contacts", "read_inbox"))
     assert office.done == [] and len(asked) == 1 and _warned(asked, pairs[0])
     assert "add up" in asked[0].warnings[-1]
 
@@ -171,5 +171,5 @@ async def test_text_sent_before_any_untrusted_result_copies_nothing() -> None:
 async def test_a_long_piece_still_asks_on_its_own() -> None:
     piece = " ".join(WORDS[:COPY_MIN_WORDS + 2])
     office, _, asked = await attack("Keep Dave informed", [_mail(piece)],
-                                    first=("read_inbox", "contacts"))
+                                    first=("contacts", "read_inbox"))
     assert office.done == [] and len(asked) == 1 and _warned(asked, piece)

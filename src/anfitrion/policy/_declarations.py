@@ -73,11 +73,13 @@ class ArgumentProvenance(Protocol):
                  service_ids: Callable[[str], Collection[str]] | None = None,
                  minted: bool = True,
                  parties: Callable[[str], Collection[str]] | None = None,
-                 id_nouns: Collection[str] | None = None) -> str | None: ...
+                 id_nouns: Collection[str] | None = None,
+                 directories: Callable[[str], bool] | None = None) -> str | None: ...
 
     def unproven_entities(self, text: str, *,
                           service_ids: Callable[[str], Collection[str]] | None = None,
-                          parties: Callable[[str], Collection[str]] | None = None
+                          parties: Callable[[str], Collection[str]] | None = None,
+                          directories: Callable[[str], bool] | None = None
                           ) -> list[str]: ...
 
     def unproven_amount(self, value: str, *,

@@ -70,7 +70,8 @@ TRADE_OFFS = {
              "and so may an attacker's; undeclared writes still ask",
     "proven": "the recommended preset: \"sinks\" with proofs that hold against an attacker "
               "who knows them — a party field (sender, participants, owner) of untrusted "
-              "content proves no recipient, outward text copied from untrusted content asks; "
+              "content proves no recipient, nor does a directory's answer to a look-up the "
+              "session's reading chose; outward text copied from untrusted content asks; "
               "other reads run unseen and so may an attacker's; undeclared writes still ask",
 }
 """What each mode lets through, in a phrase (shown by ``anfitrion policy validate``)."""
@@ -142,6 +143,17 @@ class _DataflowCheck:
             return ()
         return tuple(f for f in (*(flow.parties or ()), *flow.service_ids) if flow.is_party(f))
 
+    def directory(self, tool: str) -> bool:
+        """Whether *tool* is a declared directory (whose answers prove parties)."""
+        flow = self._declared(tool)
+        return flow is not None and flow.directory
+
+    @property
+    def _directories(self) -> Any:
+        """``reads="proven"``: a directory's answer to a look-up the session's reading chose
+        proves nothing (:meth:`TaintIndex.unproven`)."""
+        return self.directory if self.proven else None
+
     def _unproven(self, provenance: ArgumentProvenance, flow: Dataflow, path: str, kind: str,
                   value: str, write: bool, own: Collection[str] = ()) -> str | None:
         if kind in AMOUNT_KINDS:
@@ -151,7 +163,8 @@ class _DataflowCheck:
             return None  # the principal's own address: theirs, whoever else names it
         return provenance.unproven(value, service_ids=self.service_ids,
                                    parties=self.parties if self.proven else None,
-                                   id_nouns=flow.nouns_for(path))
+                                   id_nouns=flow.nouns_for(path),
+                                   directories=self._directories)
 
     def warnings(self, call: BoundCall, flow: Dataflow, provenance: ArgumentProvenance,
                  own: Collection[str] = ()) -> list[str]:
@@ -177,7 +190,8 @@ class _DataflowCheck:
         for path in flow.destructive if write else ():
             for value in _values(call.arguments, path):
                 why = provenance.unproven(value, service_ids=self.service_ids, minted=False,
-                                          id_nouns=flow.nouns_for(path))
+                                          id_nouns=flow.nouns_for(path),
+                                          directories=self._directories)
                 if why is not None:
                     out.append(f"{FLAG_WARNING}{path} (destructive target): `{short(value)}` "
                                f"{UNPROVEN_WARNING} to come from the user or a trusted result: "
@@ -288,7 +302,8 @@ class _DataflowCheck:
         for value in values:
             found = provenance.unproven_entities(
                 value, service_ids=self.service_ids,
-                parties=self.parties if self.proven else None)
+                parties=self.parties if self.proven else None,
+                directories=self._directories)
             if found:
                 out.append(f"{FLAG_WARNING}{path} (outward): carries "
                            f"{'; '.join(found[:MAX_FLAGS_PER_ARGUMENT])}, which "
