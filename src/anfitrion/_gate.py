@@ -58,6 +58,7 @@ from .store import (
     EffectEntry,
     LedgerEntry,
     LedgerState,
+    Settlement,
     Store,
     StoredApproval,
     claim_audit_role,
@@ -242,6 +243,9 @@ class GatedCall:
     """approve: the request a person approved."""
     edit: GatedCall | None = None
     """approve: an approver's edit, to go through the stages next."""
+    settle_later: list[Settlement] | None = None
+    """Where a write's settlement goes to be stored with the session's next save (in its
+    transaction), instead of being stored at once; ``None``: at once."""
 
     @property
     def resolved(self) -> Tool:
@@ -390,19 +394,24 @@ class Gate:
         return self._router
 
     async def process(self, call: ToolCall, offered: Mapping[str, Tool], session: Session, *,
-                      handler: Handler | None = None) -> CallOutcome:
+                      handler: Handler | None = None,
+                      settle_later: list[Settlement] | None = None) -> CallOutcome:
         """Take one proposed call through the stages; never raises for bad input.
 
         The session says whether the call waits for an approval already, and is told what
         happened (proposals, invalid calls, requests); the caller records the result.
         *handler*, if given, runs in the execute stage instead of the tool's own (code that
-        runs its own tools: the ledger's claim and settle still wrap it).
+        runs its own tools: the ledger's claim and settle still wrap it). With
+        *settle_later*, a write's settlement is appended there instead of being stored: the
+        caller stores it with the session's save that follows at once, in one transaction
+        (:class:`~anfitrion.store.SettleSaveStore`), and must store it even if it does not save.
 
         Raises:
             ConflictError: the run lost its claim on a side effect to another run (its
                 lease lapsed): it must stop and write nothing more.
         """
-        rec = GatedCall(call, session, offered, handler, session.pending_request(call.id))
+        rec = GatedCall(call, session, offered, handler, session.pending_request(call.id),
+                        settle_later=settle_later)
         outcome = await self._through(rec)
         if outcome.result is not None and EventType.RESULT_RETURNED in self._router.kinds:
             pending = self._router(HostEvent(
@@ -630,7 +639,11 @@ class Gate:
     async def _held(self, rec: GatedCall) -> CallOutcome | None:
         """The same effect run by another call: refused, or (done, and a person will be
         asked) a repeat with its warning — looked up before asking."""
-        if rec.effect is None:
+        if rec.effect is None or not (rec.asked or rec.resolved.reconcile is not None
+                                      or rec.resolved.precheck is not None):
+            # a write the policy allows, with no hook to ask first: its claim reserves the
+            # key, or finds it held and refuses it as this check would, in one atomic step —
+            # a store read fewer per call
             return None
         held = await self._held_elsewhere(rec)
         decision = rec.decision
@@ -802,7 +815,8 @@ class Gate:
                                       call.provider_details)
         rec.edit = GatedCall(edited, rec.session, rec.offered, rec.handler, None,
                              edit_of=request.id, edits=rec.edits + 1,
-                             approved_by=answer.approver if answer.approved else None)
+                             approved_by=answer.approver if answer.approved else None,
+                             settle_later=rec.settle_later)
         return CallOutcome(call, "approve", None, rec.decision, request)  # the edit goes on
 
     async def _stored_answer(
@@ -930,10 +944,14 @@ class Gate:
         if repeat_of is not None and claim.state is ClaimState.CLAIMED:
             status = "claimed_repeat"  # a person approved running this effect again
         session, call, effect = rec.session, rec.call, rec.effect
+        detail = f"repeat of call {repeat_of[1]}" if repeat_of else None
+        held = claim.effect
+        if claim.state is ClaimState.DUPLICATE and held is not None:  # as the check says it
+            detail = (f"effect held by call {held.call_id} "
+                      f"({held.state.value if held.state else 'unclaimed'})")
         return HostEvent(EventType.EXECUTION_CLAIMED, session.id, session.turn,
                          session.principal.id, call.id, call.name, status=status,
-                         effect_key=effect.key if effect else None,
-                         detail=f"repeat of call {repeat_of[1]}" if repeat_of else None)
+                         effect_key=effect.key if effect else None, detail=detail)
 
     async def _claimed(self, rec: GatedCall, repeat_of: tuple[str, str] | None) -> Claim:
         """Claim a write and announce it. With the audit recorder and a store that can, the
@@ -1032,7 +1050,10 @@ class Gate:
                           f"{unknown}", tool)
 
     async def _settle(self, rec: GatedCall, result: ToolResult, token: str) -> None:
-        await self.ledger.settle(rec, result, token)
+        if rec.settle_later is not None:  # stored with the save that follows, in its commit
+            rec.settle_later.append((rec.session.id, rec.call.id, result, token))
+        else:
+            await self.ledger.settle(rec, result, token)
         status = "failed" if result.is_error else "done"
         if result.error_kind == "outcome_unknown":
             status = "unknown"

@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -59,12 +60,22 @@ from ._session import Session
 from ._tools import Handler, OfferContext, Tool, Toolbox, ToolContext, ToolSource
 from .exceptions import ConflictError, SessionNotFound, UserError
 from .policy import Decision, Policy
-from .store import SessionState, SessionStore, Store, open_store, session_audit_role
+from .store import (
+    SessionState,
+    SessionStore,
+    Settlement,
+    Store,
+    open_store,
+    session_audit_role,
+    settle_save_role,
+)
 
 __all__ = ["GatedSession", "Runtime", "Submission", "SubmissionStatus", "SyncRuntime",
            "SyncSession", "reap_dead_leases"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("anfitrion.runtime")
 
 DEFAULT_LEASE_SECONDS = 60.0
 
@@ -324,6 +335,8 @@ class GatedSession:
         self._saving = anyio.Lock()
         self._asked = 0
         self._written = 0
+        self._settlements: list[Settlement] = []
+        """Writes that ran, whose settlements go with the next save (:meth:`submit`)."""
 
     @property
     def id(self) -> str:
@@ -345,8 +358,10 @@ class GatedSession:
         return await self.runtime.offered(self.session)
 
     async def process(self, call: ToolCall, offered: Mapping[str, Tool], *,
-                      handler: Handler | None = None) -> CallOutcome:
-        """Gate one call of the open turn and record its outcome in the session."""
+                      handler: Handler | None = None,
+                      settle_later: list[Settlement] | None = None) -> CallOutcome:
+        """Gate one call of the open turn and record its outcome in the session (with
+        *settle_later*: see :meth:`Gate.process`)."""
         session = self.session
         budget = self.runtime.max_tool_calls
         if budget is not None and session.pending_request(call.id) is None and \
@@ -355,7 +370,8 @@ class GatedSession:
                                 is_error=True, error_kind="budget_exhausted")
             session.record_result(result, executed=False)
             return CallOutcome(call, "budget", result, exhausted=True)
-        outcome = await self.runtime.gate.process(call, offered, session, handler=handler)
+        outcome = await self.runtime.gate.process(call, offered, session, handler=handler,
+                                                  settle_later=settle_later)
         if outcome.result is None:
             assert outcome.request is not None
             session.record_waiting(call.id, outcome.request.id)
@@ -395,8 +411,16 @@ class GatedSession:
         if not resuming:
             session.begin_turn()
             session.add(Reply((call,)))
-        outcome = await self.process(call, await self.offered(),
-                                     handler=_as_handler(execute) if execute else None)
+        # a write's settlement is stored with the save that follows at once, in its
+        # transaction (one commit fewer), where the store can
+        later = self._settlements if settle_save_role(self.runtime.store) is not None else None
+        try:
+            outcome = await self.process(call, await self.offered(),
+                                         handler=_as_handler(execute) if execute else None,
+                                         settle_later=later)
+        except BaseException:  # no save follows: what ran is settled on its own
+            await self._settle_alone([s for s in self._settlements if s[1] == call_id])
+            raise
         if outcome.result is not None:
             session.close_turn([call])
         await self.save()
@@ -433,6 +457,9 @@ class GatedSession:
 
     async def _write(self) -> None:
         store, recorder = self.runtime.store, self.runtime._recorder
+        if self._settlements:
+            await self._settle_and_write()
+            return
         both = session_audit_role(store)  # on the class: a forwarding wrapper is not one
         if both is None or recorder is None:
             self.session.saved(await store.save_session(self.session.to_state()))
@@ -447,6 +474,44 @@ class GatedSession:
         self.session.saved(state)
         if batch and recorder.checkpoints is not None:
             await recorder.written(len(batch))
+
+    async def _settle_and_write(self) -> None:
+        """The settlements of the writes that ran, the session and the records buffered so
+        far, in one transaction. If it fails, the settlements are stored on their own: the
+        ledger keeps what ran (a re-send is answered with the stored result) even when the
+        session could not be saved."""
+        store, recorder = self.runtime.store, self.runtime._recorder
+        together = settle_save_role(store)
+        assert together is not None, "settlements wait for a save only where the store can"
+        settlements, self._settlements[:] = list(self._settlements), []
+        batch = recorder.take() if recorder is not None else []
+        try:
+            state = await together.settle_and_save_session(settlements,
+                                                           self.session.to_state(), batch)
+        except BaseException:
+            if recorder is not None:
+                recorder.give_back(batch)  # not written: they go with the next write
+            await self._settle_alone(settlements)
+            raise
+        self.session.saved(state)
+        if recorder is None:
+            return
+        if batch and recorder.checkpoints is not None:
+            await recorder.written(len(batch))
+
+    async def _settle_alone(self, settlements: Sequence[Settlement]) -> None:
+        """Store *settlements* one by one (no save follows, or it failed); one whose claim
+        another run took over stays unknown, as :meth:`CallLedger.settle` leaves it."""
+        store = self.runtime.store
+        with anyio.CancelScope(shield=True):
+            for settlement in settlements:
+                with contextlib.suppress(ValueError):
+                    self._settlements.remove(settlement)
+                try:
+                    await store.settle_execution(*settlement)
+                except Exception:  # BLE001 - the caller's own error goes on; this is logged
+                    log.exception("the settlement of call %s could not be stored",
+                                  settlement[1])
 
     async def renew(self) -> bool:
         """Extend the lease; False (and :attr:`lease_lost`) if another run took it."""

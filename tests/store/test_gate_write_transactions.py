@@ -5,7 +5,9 @@ Each is a commit (an fsync with ``synchronous=full``). An allowed write used to 
 ledger's ``proposed``, its ``decided``, the claim, the audit records before the effect, the
 settlement, and the session's save. The gate now writes ``decided`` only for a call that stops
 after the policy or is put to a person; an allowed call's first ledger write is its claim, and
-the claim's transaction also stores the audit records before the effect (three in all).
+the claim's transaction also stores the audit records before the effect, and
+:meth:`GatedSession.submit` stores the write's settlement in the transaction of the session's
+save that follows it at once (two in all).
 """
 
 from __future__ import annotations
@@ -18,10 +20,18 @@ import pytest
 
 from anfitrion import Effect, Host, Policy, Runtime, ScriptedModel, Toolbox
 from anfitrion._audit import verify_chain
+from anfitrion._conversation import ToolResult
 from anfitrion._effects import effect_key
 from anfitrion.exceptions import ConflictError
 from anfitrion.policy import Decision
-from anfitrion.store import Claim, ClaimState, LedgerState, Store, claim_audit_role
+from anfitrion.store import (
+    Claim,
+    ClaimState,
+    LedgerState,
+    Store,
+    claim_audit_role,
+    settle_save_role,
+)
 from anfitrion.store._sqlite import SQLiteStore
 
 pytestmark = pytest.mark.anyio
@@ -33,10 +43,16 @@ class CountingStore(SQLiteStore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.writes: list[str] = []
+        self.reads: list[str] = []
 
     async def _write(self, fn):  # type: ignore[no-untyped-def]
         self.writes.append(getattr(fn, "__qualname__", repr(fn)))
         return await super()._write(fn)
+
+    async def _run(self, fn, *, write=False, migrate=True):  # type: ignore[no-untyped-def]
+        if not write:
+            self.reads.append(getattr(fn, "__qualname__", repr(fn)))
+        return await super()._run(fn, write=write, migrate=migrate)
 
 
 def _tools(ran: list[str], store: CountingStore, where: dict[str, str]) -> Toolbox:
@@ -56,7 +72,7 @@ def _tools(ran: list[str], store: CountingStore, where: dict[str, str]) -> Toolb
     return tools
 
 
-async def test_an_allowed_write_costs_three_transactions(tmp_path: Path) -> None:
+async def test_an_allowed_write_costs_two_transactions(tmp_path: Path) -> None:
     store = CountingStore(tmp_path / "a.db")
     await store.migrate()
     ran: list[str] = []
@@ -66,12 +82,107 @@ async def test_an_allowed_write_costs_three_transactions(tmp_path: Path) -> None
     session = await runtime.open("alice")
     where["session"] = session.id
     store.writes.clear()
+    store.reads.clear()
     submitted = await session.submit("send", {"to": "ana"}, call_id="c1")
     assert submitted.status.value == "executed" and ran == ["ana"]
-    # the claim with the records before the effect, the settlement, the save with the rest
-    assert len(store.writes) == 3, store.writes
+    # the claim with the records before the effect; the settlement with the save and the rest
+    assert len(store.writes) == 2, store.writes
+    # nothing read before the claim: the claim itself finds the effect free or held (the
+    # reads below are the tool's own)
+    assert store.reads == ["SQLiteStore.execution_state.<locals>.<lambda>",
+                           "SQLiteStore.audit_records.<locals>.<lambda>"], store.reads
+    entry = await store.execution_state(session.id, "c1")
+    assert entry is not None and entry.state is LedgerState.DONE and entry.result is not None
+    kinds = [r.type for r in await store.audit_records() if r.data.get("call_id") == "c1"]
+    assert kinds[-2:] == ["execution.settled", "result.returned"], kinds
+    assert verify_chain(await store.audit_records()).ok
+    await store.close()
+
+
+async def test_a_save_that_conflicts_still_settles_the_write(tmp_path: Path) -> None:
+    """The session changed elsewhere meanwhile (another process took the conversation over):
+    the save fails, but the write that ran is settled on its own — a re-send is answered with
+    its stored result, never run again, as when the settlement was its own transaction."""
+    store = CountingStore(tmp_path / "a.db")
+    await store.migrate()
+    ran: list[str] = []
+    policy = Policy([lambda call, ctx: Decision.allow("test", "allow")])
+    where: dict[str, str] = {}
+    runtime = Runtime(tools=_tools(ran, store, where), policy=policy, store=store)
+    session = await runtime.open("alice")
+    where["session"] = session.id
+    await session.save()
+    stale = session.session.version
+    other = await store.load_session(session.id)
+    assert other is not None
+    await store.save_session(other)  # another process saved it: this one's copy is stale
+    assert session.session.version == stale
+    with pytest.raises(ConflictError):
+        await session.submit("send", {"to": "ana"}, call_id="c1")
+    assert ran == ["ana"]
+    entry = await store.execution_state(session.id, "c1")
+    assert entry is not None and entry.state is LedgerState.DONE and entry.result is not None
+    await store.close()
+
+
+async def test_a_settlement_taken_over_writes_nothing(store: Store) -> None:
+    """A settlement whose claim another run took over fails the whole transaction: neither
+    the settlement, nor the save, nor the records are written."""
+    together = settle_save_role(store)
+    if together is None:
+        pytest.skip("the store does not settle and save in one transaction")
+    runtime = Runtime(tools=Toolbox(), store=store)
+    session = await runtime.open("alice")
+    await session.save()
+    claim = await store.claim_execution(session.id, "c1", "d1")
+    assert claim.token is not None
+    state = session.session.to_state()
+    before = len(await store.audit_records())
+    result = ToolResult("c1", "send", "sent")
+    with pytest.raises(ConflictError):
+        await together.settle_and_save_session(
+            [(session.id, "c1", result, "not-the-token")], state,
+            [("run.note", session.id, 1.0, {"call_id": "c1"})])
+    entry = await store.execution_state(session.id, "c1")
+    assert entry is not None and entry.state is LedgerState.CLAIMED
+    assert len(await store.audit_records()) == before
+    loaded = await store.load_session(session.id)
+    assert loaded is not None and loaded.version == state.version
+    saved = await together.settle_and_save_session([(session.id, "c1", result, claim.token)],
+                                                   state, [])
+    assert saved.version == state.version + 1
     entry = await store.execution_state(session.id, "c1")
     assert entry is not None and entry.state is LedgerState.DONE
+
+
+async def test_an_allowed_write_held_by_another_call_is_refused_by_its_claim(
+        tmp_path: Path) -> None:
+    """No check reads the effect before the claim of an allowed write: the claim finds the
+    effect held, and the call is refused as the check refused it, with the same record."""
+    store = CountingStore(tmp_path / "a.db")
+    await store.migrate()
+    ran: list[str] = []
+    tools = Toolbox()
+
+    @tools.tool(effect=Effect.WRITE, effect_key="send:{to}", effect_scope="principal")
+    async def send(to: str) -> str:
+        """Send a note."""
+        ran.append(to)
+        return f"sent to {to}"
+
+    policy = Policy([lambda call, ctx: Decision.allow("test", "allow")])
+    runtime = Runtime(tools=tools, policy=policy, store=store)
+    first, second = await runtime.open("alice"), await runtime.open("alice")
+    assert (await first.submit("send", {"to": "ana"}, call_id="c1")).status.value == "executed"
+    store.reads.clear()
+    again = await second.submit("send", {"to": "ana"}, call_id="c2")
+    assert again.status.value == "executed" and again.result is not None
+    assert again.result.content.startswith("[not run again: this exact effect"), again.result
+    assert ran == ["ana"] and store.reads == [], store.reads
+    claimed = [r.data for r in await store.audit_records()
+               if r.type == "execution.claimed" and r.data.get("call_id") == "c2"]
+    assert [(d["status"], d["detail"]) for d in claimed] == [
+        ("duplicate", "effect held by call c1 (done)")], claimed
     await store.close()
 
 

@@ -40,12 +40,15 @@ from ._base import (
     SessionAuditStore,
     SessionState,
     SessionStore,
+    Settlement,
+    SettleSaveStore,
     Store,
     StoredApproval,
     VoteOutcome,
     VoteState,
     claim_audit_role,
     session_audit_role,
+    settle_save_role,
 )
 from ._memory import MemoryStore
 from ._rows import CorruptRow, CorruptRowError, skipped_rows
@@ -82,6 +85,8 @@ __all__ = [
     "SessionAuditStore",
     "SessionState",
     "SessionStore",
+    "SettleSaveStore",
+    "Settlement",
     "Store",
     "StoredApproval",
     "VoteOutcome",
@@ -89,6 +94,7 @@ __all__ = [
     "claim_audit_role",
     "open_store",
     "session_audit_role",
+    "settle_save_role",
     "skipped_rows",
     "sqlite_file",
 ]

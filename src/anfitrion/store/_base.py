@@ -442,6 +442,43 @@ def session_audit_role(store: object) -> SessionAuditStore | None:
 
 _PLAYS_SESSION_AUDIT: dict[type, bool] = {}
 
+Settlement = tuple[str, str, ToolResult, str]
+"""One write's outcome to record: (session id, call id, result, claim token)."""
+
+
+@runtime_checkable
+class SettleSaveStore(Protocol):
+    """An optional role: the settlements of writes that just ran, a session's save and the
+    audit records buffered with it, in one transaction (the SQLite and PostgreSQL stores).
+    :meth:`~anfitrion.GatedSession.submit` uses it where the store class has it: the write's
+    settlement goes with the save that follows it at once — one commit where it would take
+    two."""
+
+    async def settle_and_save_session(
+            self, settlements: Sequence[Settlement], state: SessionState,
+            entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> SessionState:
+        """:meth:`LedgerStore.settle_execution` of each settlement, then
+        :meth:`SessionAuditStore.save_session_and_audit`, in one transaction.
+
+        Raises:
+            ConflictError: a settlement's claim was taken over by another run (nothing is
+                written), or the save conflicts (nothing is written either).
+        """
+        ...
+
+
+def settle_save_role(store: object) -> SettleSaveStore | None:
+    """*store* as a :class:`SettleSaveStore` when its class plays the role, else ``None``
+    (checked on the class, as :func:`session_audit_role`)."""
+    cls = type(store)
+    plays = _PLAYS_SETTLE_SAVE.get(cls)
+    if plays is None:
+        plays = _PLAYS_SETTLE_SAVE[cls] = issubclass(cls, SettleSaveStore)
+    return cast(SettleSaveStore, store) if plays else None
+
+
+_PLAYS_SETTLE_SAVE: dict[type, bool] = {}
+
 AuditEntry = tuple[str, str, float, Mapping[str, Any]]
 """One audit record to append: (type, session id, at, data)."""
 

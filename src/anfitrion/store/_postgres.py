@@ -50,6 +50,7 @@ from ._base import (
     LedgerState,
     PrunePlan,
     SessionState,
+    Settlement,
     StoredApproval,
     VoteOutcome,
     VoteState,
@@ -83,6 +84,7 @@ from ._rows import (
     session_row,
     session_rows,
     settled_state,
+    settlement_conflict,
 )
 
 try:
@@ -287,13 +289,27 @@ class PostgresStore:
         The records are chained last, just before the commit, so the chain head's row lock
         (which orders every appender of every process) is held for one statement.
         """
+        return await self.settle_and_save_session((), state, entries)
+
+    async def settle_and_save_session(
+            self, settlements: Sequence[Settlement], state: SessionState,
+            entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> SessionState:
+        """The writes' settlements, then :meth:`save_session_and_audit`, in one transaction
+        (one commit instead of two: a write's settlement goes with the save that follows it).
+        If a settlement's claim was taken over or the save conflicts, nothing is written."""
         data, now = dump_json(state.data), now_iso()
         new = [(state.session_id, state.saved_messages + i, dump_json(m))
                for i, m in enumerate(state.messages[state.saved_messages:])]
         rows = [(kind, session_id, at, dump_json(fields))
                 for kind, session_id, at, fields in entries]
+        settles = [(settled_state(result).value, dump_result(result), now, session_id,
+                    call_id, token) for session_id, call_id, result, token in settlements]
         try:
             async with self._connection(transaction=True) as conn:
+                for settle in settles:
+                    cur = await conn.execute(_SETTLE, settle)
+                    if cur.rowcount != 1:
+                        raise ConflictError(settlement_conflict(settle[3], settle[4]))
                 await _save_session(conn, state, data, new, now)
                 chained = await _chain_on(conn, rows, self._audit_head) if rows else None
         except BaseException:

@@ -74,6 +74,7 @@ __all__ = [
     "session_row",
     "session_rows",
     "settled_state",
+    "settlement_conflict",
     "skipped_rows",
 ]
 
@@ -261,6 +262,12 @@ def settled_state(result: ToolResult) -> LedgerState:
     if result.is_error and result.error_kind == "outcome_unknown":
         return LedgerState.UNKNOWN
     return LedgerState.FAILED if result.is_error else LedgerState.DONE
+
+
+def settlement_conflict(session_id: str, call_id: str) -> str:
+    """What a settlement whose claim another run took over says (nothing was written)."""
+    return (f"session {session_id!r}: the claim on call {call_id!r} was taken over by "
+            "another run; its outcome stays unknown")
 
 
 def dump_result(result: ToolResult) -> str:

@@ -54,6 +54,7 @@ from ._base import (
     LedgerState,
     PrunePlan,
     SessionState,
+    Settlement,
     StoredApproval,
     VoteOutcome,
     VoteState,
@@ -96,6 +97,7 @@ from ._rows import (
     session_row,
     session_rows,
     settled_state,
+    settlement_conflict,
 )
 from ._sql import (
     APPROVAL,
@@ -244,15 +246,31 @@ class SQLiteStore:
         """:meth:`save_session` and :meth:`append_audit_many` in one transaction (one commit
         instead of two: the session runtime saves a session with the records buffered so far).
         If the save fails, neither is written."""
-        save, rows = self._saver(state), _audit_rows(entries)
+        return await self.settle_and_save_session((), state, entries)
 
-        def both(c: Conn) -> SessionState:
+    async def settle_and_save_session(
+            self, settlements: Sequence[Settlement], state: SessionState,
+            entries: Sequence[tuple[str, str, float, Mapping[str, Any]]]) -> SessionState:
+        """The writes' settlements, the session's save and the records, in one transaction
+        (one commit instead of two: a write's settlement goes with the save that follows it).
+        If a settlement's claim was taken over or the save conflicts, nothing is written."""
+        save, rows = self._saver(state), _audit_rows(entries)
+        settles = [(settled_state(result).value, dump_result(result), session_id, call_id,
+                    token) for session_id, call_id, result, token in settlements]
+
+        def all_of(c: Conn) -> SessionState:
+            if settles:
+                now = now_iso()
+                for (value, text, session_id, call_id, token) in settles:
+                    if c.execute(SETTLE, (value, text, now, session_id, call_id,
+                                          token)).rowcount != 1:
+                        raise ConflictError(settlement_conflict(session_id, call_id))
             saved = save(c)
             if rows:
                 _append_audit(c, rows)
             return saved
 
-        return await self._write(both)
+        return await self._write(all_of)
 
     def _saver(self, state: SessionState) -> Callable[[Conn], SessionState]:
         data = dump_json(state.data)
