@@ -427,20 +427,26 @@ class SessionAuditStore(Protocol):
         ...
 
 
+def _plays(store: object, role: type) -> bool:
+    """Whether the class of *store* plays the optional *role* (a runtime-checkable protocol).
+
+    Checked on the class (``issubclass``), not the instance: a wrapper that forwards unknown
+    attributes to a store inside it does not play a role by forwarding, so its own methods are
+    the ones called. The protocol check walks the class: once per class and role."""
+    key = (type(store), role)
+    plays = _PLAYS.get(key)
+    if plays is None:
+        plays = _PLAYS[key] = issubclass(type(store), role)
+    return plays
+
+
+_PLAYS: dict[tuple[type, type], bool] = {}
+
+
 def session_audit_role(store: object) -> SessionAuditStore | None:
-    """*store* as a :class:`SessionAuditStore` when its class plays the role, else ``None``.
-
-    Checked on the class (``issubclass`` of the runtime-checkable protocol), not the instance:
-    a wrapper that forwards unknown attributes to a store inside it does not play the role by
-    forwarding, so its own ``save_session`` is the one called."""
-    cls = type(store)
-    plays = _PLAYS_SESSION_AUDIT.get(cls)
-    if plays is None:  # the protocol check walks the class: once per class
-        plays = _PLAYS_SESSION_AUDIT[cls] = issubclass(cls, SessionAuditStore)
-    return cast(SessionAuditStore, store) if plays else None
-
-
-_PLAYS_SESSION_AUDIT: dict[type, bool] = {}
+    """*store* as a :class:`SessionAuditStore` when its class plays the role, else ``None``
+    (:func:`_plays`)."""
+    return cast(SessionAuditStore, store) if _plays(store, SessionAuditStore) else None
 
 Settlement = tuple[str, str, ToolResult, str]
 """One write's outcome to record: (session id, call id, result, claim token)."""
@@ -469,15 +475,8 @@ class SettleSaveStore(Protocol):
 
 def settle_save_role(store: object) -> SettleSaveStore | None:
     """*store* as a :class:`SettleSaveStore` when its class plays the role, else ``None``
-    (checked on the class, as :func:`session_audit_role`)."""
-    cls = type(store)
-    plays = _PLAYS_SETTLE_SAVE.get(cls)
-    if plays is None:
-        plays = _PLAYS_SETTLE_SAVE[cls] = issubclass(cls, SettleSaveStore)
-    return cast(SettleSaveStore, store) if plays else None
-
-
-_PLAYS_SETTLE_SAVE: dict[type, bool] = {}
+    (:func:`_plays`)."""
+    return cast(SettleSaveStore, store) if _plays(store, SettleSaveStore) else None
 
 AuditEntry = tuple[str, str, float, Mapping[str, Any]]
 """One audit record to append: (type, session id, at, data)."""
@@ -504,15 +503,8 @@ class ClaimAuditStore(Protocol):
 
 def claim_audit_role(store: object) -> ClaimAuditStore | None:
     """*store* as a :class:`ClaimAuditStore` when its class plays the role, else ``None``
-    (checked on the class, as :func:`session_audit_role`)."""
-    cls = type(store)
-    plays = _PLAYS_CLAIM_AUDIT.get(cls)
-    if plays is None:
-        plays = _PLAYS_CLAIM_AUDIT[cls] = issubclass(cls, ClaimAuditStore)
-    return cast(ClaimAuditStore, store) if plays else None
-
-
-_PLAYS_CLAIM_AUDIT: dict[type, bool] = {}
+    (:func:`_plays`)."""
+    return cast(ClaimAuditStore, store) if _plays(store, ClaimAuditStore) else None
 
 
 @runtime_checkable
