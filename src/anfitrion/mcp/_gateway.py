@@ -66,6 +66,7 @@ from ..store import LedgerState, SessionState, Store
 from ..telemetry import extracted_context
 from ._conversations import CONVERSATION_META_KEY, Conversations, HandleError
 from ._gateway_http import THROTTLED_AUDIT, HttpGuard, SessionCloseRace, respond, with_health
+from ._gateway_sse import lean_post_streams
 from ._listing import DEFAULT_LISTING_TTL, ListingReuse
 from ._oauth_settings import OAuthSettings
 from ._pinning import NAMESPACE as PIN_NAMESPACE
@@ -1434,20 +1435,21 @@ class Gateway:
         race = SessionCloseRace()
         sdk_log.addFilter(race)
         try:
-            async with manager.run(), anyio.create_task_group() as tg:
-                tg.start_soon(self._keep_leases)
-                tg.start_soon(self._watch_offer)
-                tg.start_soon(self._drain_on_signal, server, drain_seconds)
-                if stop is not None:
-                    tg.start_soon(stop_when_asked, stop)
-                self.rounds.tasks = tg
-                if started is not None:
-                    started(port)
-                try:
-                    await server.serve(sockets=[sock])
-                finally:
-                    self.rounds.tasks = None
-                tg.cancel_scope.cancel()
+            with lean_post_streams():  # the SDK's POST streams, two tasks each
+                async with manager.run(), anyio.create_task_group() as tg:
+                    tg.start_soon(self._keep_leases)
+                    tg.start_soon(self._watch_offer)
+                    tg.start_soon(self._drain_on_signal, server, drain_seconds)
+                    if stop is not None:
+                        tg.start_soon(stop_when_asked, stop)
+                    self.rounds.tasks = tg
+                    if started is not None:
+                        started(port)
+                    try:
+                        await server.serve(sockets=[sock])
+                    finally:
+                        self.rounds.tasks = None
+                    tg.cancel_scope.cancel()
         finally:
             sdk_log.removeFilter(race)
             sock.close()
