@@ -287,7 +287,13 @@ class Runtime:
                 process that died).
             ConflictError: another run holds its lease.
         """
-        state = await self.store.load_session(session_id)
+        return await self._resume(session_id, await self.store.load_session(session_id),
+                                  force=force, lease_from=lease_from)
+
+    async def _resume(self, session_id: str, state: SessionState | None, *, force: bool,
+                      lease_from: str | None = None) -> GatedSession:
+        """:meth:`resume` with the session's state as its caller just read it (its lease
+        is taken with a fresh copy: nothing is decided on *state* but whether to try)."""
         if state is None:
             raise SessionNotFound(session_id)
         if state.status != "suspended" and not force:

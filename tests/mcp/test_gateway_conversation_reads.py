@@ -1,5 +1,5 @@
 """A request continuing a stored conversation (a replica's, a 2026-07-28 client's) reads it
-from the store once to check whose it is and once to take its lease: no third copy."""
+from the store once to check whose it is, and takes its lease with a fresh copy: no other."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class CountingStore(MemoryStore):
         return await super().load_session(session_id)
 
 
-async def test_continuing_a_stored_conversation_reads_it_twice_not_three_times() -> None:
+async def test_continuing_a_stored_conversation_reads_it_once_before_its_lease() -> None:
     store = CountingStore()
     async with McpServers([], store) as servers:
         gateway = Gateway(servers, store=store)
@@ -32,5 +32,5 @@ async def test_continuing_a_stored_conversation_reads_it_twice_not_three_times()
         store.loads = 0
         again = await gateway._open_session("gateway-conversation-1")
         assert again.id == first.id
-        assert store.loads == 2
+        assert store.loads == 1
         await again.close()

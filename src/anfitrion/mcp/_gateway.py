@@ -413,8 +413,8 @@ class Gateway:
                 before = loaded if loaded is not None else \
                     await self.store.load_session(session_id)
                 loaded = None
-                try:
-                    gated = await self.runtime.resume(session_id, force=True)
+                try:  # the lease taken with a fresh copy: *before* is not read again
+                    gated = await self.runtime._resume(session_id, before, force=True)
                 except ConflictError:
                     await anyio.sleep(delay)
                     delay = min(delay * 2, 0.5)
