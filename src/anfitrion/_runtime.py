@@ -39,6 +39,7 @@ import inspect
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -65,6 +66,7 @@ from .store import (
     SessionStore,
     Settlement,
     Store,
+    lease_tail_role,
     open_store,
     session_audit_role,
     settle_save_role,
@@ -78,6 +80,10 @@ T = TypeVar("T")
 log = logging.getLogger("anfitrion.runtime")
 
 DEFAULT_LEASE_SECONDS = 60.0
+
+WARM_SESSIONS = 32
+"""How many released sessions a runtime keeps to continue from what it holds (the least
+recently released go first)."""
 
 
 async def reap_dead_leases(store: SessionStore) -> list[str]:
@@ -186,6 +192,9 @@ class Runtime:
         self.lease_seconds = lease_seconds
         self.app = app
         self.owner = mint_owner()
+        self._warm: OrderedDict[str, Session] = OrderedDict()
+        """Sessions this runtime stored and released, newest last (at most
+        :data:`WARM_SESSIONS`): the next lease of one reads only the messages it lacks."""
         """This runtime's lease owner id."""
         self._recorder = AuditRecorder(
             self.store, checkpoints=Checkpointer.from_env(self.store)) if audit else None
@@ -287,8 +296,16 @@ class Runtime:
                 process that died).
             ConflictError: another run holds its lease.
         """
-        return await self._resume(session_id, await self.store.load_session(session_id),
-                                  force=force, lease_from=lease_from)
+        return await self._resume(session_id, await self._row(session_id), force=force,
+                                  lease_from=lease_from)
+
+    async def _row(self, session_id: str) -> SessionState | None:
+        """The stored session *session_id* to decide on (whose it is, its status and lease):
+        without its messages where the store can (its lease then reads what is needed)."""
+        tails = lease_tail_role(self.store)
+        if tails is not None:
+            return await tails.session_row(session_id)
+        return await self.store.load_session(session_id)
 
     async def _resume(self, session_id: str, state: SessionState | None, *, force: bool,
                       lease_from: str | None = None) -> GatedSession:
@@ -304,19 +321,47 @@ class Runtime:
                      lease_from: str | None = None) -> Session:
         now = time.time()
         replace = state.lease_owner if dead_local_owner(state.lease_owner) else lease_from
-        taken = await self.store.acquire_lease(state.session_id, self.owner,
-                                               now + self.lease_seconds, now=now,
+        until = now + self.lease_seconds
+        warm = self._warm.pop(state.session_id, None)
+        tails = lease_tail_role(self.store)
+        if warm is not None and tails is not None and warm.continuable():
+            leased = await tails.acquire_lease_after(state.session_id, self.owner, until,
+                                                     now=now, known=warm.message_count,
+                                                     replace=replace)
+            if leased is None:
+                raise await self._held(state.session_id, doing, now)
+            row, tail, total = leased
+            if warm.catch_up(row, tail, total):
+                return warm
+            whole = await self.store.load_session(state.session_id)  # leased to us now
+            if whole is None:
+                raise SessionNotFound(state.session_id)
+            return Session.from_state(whole)
+        taken = await self.store.acquire_lease(state.session_id, self.owner, until, now=now,
                                                replace=replace)
         if taken is None:
-            current = await self.store.load_session(state.session_id)
-            if current is None:
-                raise SessionNotFound(state.session_id)
-            until = current.lease_expires or now
-            raise ConflictError(
-                f"cannot {doing} session {state.session_id!r}: it is running under the lease "
-                f"of {current.lease_owner} for {max(until - now, 0):.0f} more seconds (a "
-                "process that died frees it then, or at once on this machine)")
+            raise await self._held(state.session_id, doing, now)
         return Session.from_state(taken)
+
+    async def _held(self, session_id: str, doing: str, now: float) -> Exception:
+        """Why *session_id* could not be leased: another run's live lease (or no session)."""
+        current = await self.store.load_session(session_id)
+        if current is None:
+            return SessionNotFound(session_id)
+        until = current.lease_expires or now
+        return ConflictError(
+            f"cannot {doing} session {session_id!r}: it is running under the lease "
+            f"of {current.lease_owner} for {max(until - now, 0):.0f} more seconds (a "
+            "process that died frees it then, or at once on this machine)")
+
+    def _keep_warm(self, session: Session) -> None:
+        """*session* was stored with its lease released: kept for its next lease here."""
+        if lease_tail_role(self.store) is None or not session.continuable():
+            return
+        self._warm.pop(session.id, None)
+        self._warm[session.id] = session
+        while len(self._warm) > WARM_SESSIONS:
+            self._warm.popitem(last=False)
 
     def sync(self) -> SyncRuntime:
         """A synchronous facade (a context manager running an event loop in a thread)."""
@@ -553,6 +598,7 @@ class GatedSession:
         runtime = self.runtime
         if not announce or not runtime.wants(EventType.RUN_ENDED):
             await self.save()
+            runtime._keep_warm(session)
             return
         event = HostEvent(EventType.RUN_ENDED, session.id, session.turn, session.principal.id,
                           status=status, detail=detail)
@@ -566,6 +612,7 @@ class GatedSession:
             if recorder is not None and together:
                 recorder.forget(event)
             raise
+        runtime._keep_warm(session)
         pending = runtime.announce(event, recorded=together)
         if pending is not None:
             await pending

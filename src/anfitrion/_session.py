@@ -16,6 +16,7 @@ releases, one named step at a time, so they still resume.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import MappingProxyType
@@ -101,7 +102,8 @@ class Session:
             reference ``"module:attr"``, or ``None`` (the application's own code).
     """
 
-    __slots__ = ("_call_ids", "_counters", "_dumped", "_invalid_by_tool", "_pending", "_recent",
+    __slots__ = ("_born", "_call_ids", "_counters", "_dumped", "_invalid_by_tool", "_pending",
+                 "_recent",
                  "_retries", "_saved_messages", "_settled", "_taint", "_transcript", "_turn",
                  "_version", "app", "id", "lease_expires", "lease_owner", "principal", "status")
 
@@ -125,6 +127,9 @@ class Session:
         self._saved_messages = 0
         self._call_ids: set[str] = set()
         self._version = 0
+        self._born: str | None = secrets.token_hex(8)
+        """This session's own mark, stored with it: a session stored again under the same id
+        (pruned, then opened anew) is another one (:meth:`catch_up`)."""
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -276,6 +281,8 @@ class Session:
             "retries": [[t, d, c] for (t, d), c in self._retries.items()],
             "plan_limits": [list(g) for g in self._taint.plan_limits],
         }
+        if self._born is not None:
+            data["born"] = self._born
         return SessionState(self.id, self.principal.id, self.status, data, self._version,
                             messages=self._dumped[:], saved_messages=self._saved_messages,
                             lease_owner=self.lease_owner, lease_expires=self.lease_expires)
@@ -296,34 +303,119 @@ class Session:
             d = migrate_session_data(state.data)
             session = cls(state.session_id, Principal.from_dict(d["principal"]),
                           app=d.get("app"))
-            settled_msg = load_messages([{"kind": "user", "parts": d.get("settled", [])}])[0]
             session._dumped = [dict(m) for m in state.messages]
             session._transcript = Transcript(load_messages(session._dumped))
-            session._turn = int(d.get("turn", 0))
-            session._counters = {str(k): int(v) for k, v in d.get("counters", {}).items()}
-            session._invalid_by_tool = {str(k): int(v)
-                                        for k, v in d.get("invalid_by_tool", {}).items()}
-            session._recent = [(str(a), str(b)) for a, b in d.get("recent_calls", [])]
-            session._pending = {str(k): str(v) for k, v in d.get("pending", {}).items()}
-            session._retries = {(str(t), str(g)): str(c) for t, g, c in d.get("retries", [])}
-            session._settled = {p.call_id: p for p in settled_msg.parts
-                                if isinstance(p, ToolResult)}
+            session._take_fields(d)
         except StoreError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise StoreError(f"session {state.session_id!r}: the stored session cannot be "
                              f"read ({type(exc).__name__}: {exc})") from exc
-        session.status = state.status
-        session._version = state.version
-        session._saved_messages = state.saved_messages
-        session.lease_owner, session.lease_expires = state.lease_owner, state.lease_expires
+        session._take_row(state, state.saved_messages)
         transcript = session._transcript
         session._call_ids = {c.id for m in transcript if isinstance(m, Reply)
                              for c in m.tool_calls}
-        limits = [[str(g) for g in globs] for globs in d.get("plan_limits", [])]
         session._taint = TaintIndex.from_messages(transcript, session._settled.values(),
-                                                  turn=session._turn, plan_limits=limits)
+                                                  turn=session._turn,
+                                                  plan_limits=_plan_limits(d))
         return session
+
+    def _take_fields(self, d: Mapping[str, Any]) -> None:
+        """The stored fields of session data *d* (migrated), but the transcript's."""
+        settled_msg = load_messages([{"kind": "user", "parts": d.get("settled", [])}])[0]
+        self._turn = int(d.get("turn", 0))
+        self._counters = {str(k): int(v) for k, v in d.get("counters", {}).items()}
+        self._invalid_by_tool = {str(k): int(v)
+                                 for k, v in d.get("invalid_by_tool", {}).items()}
+        self._recent = [(str(a), str(b)) for a, b in d.get("recent_calls", [])]
+        self._pending = {str(k): str(v) for k, v in d.get("pending", {}).items()}
+        self._retries = {(str(t), str(g)): str(c) for t, g, c in d.get("retries", [])}
+        self._settled = {p.call_id: p for p in settled_msg.parts if isinstance(p, ToolResult)}
+        born = d.get("born")
+        self._born = born if isinstance(born, str) and born else None
+
+    def _take_row(self, state: SessionState, messages: int) -> None:
+        self.status = state.status
+        self._version = state.version
+        self._saved_messages = messages
+        self.lease_owner, self.lease_expires = state.lease_owner, state.lease_expires
+
+    # -- continuing a session kept in the process --------------------------------------------
+
+    @property
+    def message_count(self) -> int:
+        return len(self._dumped)
+
+    def continuable(self) -> bool:
+        """Whether :meth:`catch_up` may continue this object: it knows its own mark, every
+        message of it is stored, and no call of an open turn has settled (a settled result
+        is indexed ahead of the transcript, where a rebuild indexes it after)."""
+        return self._born is not None and not self._settled \
+            and len(self._dumped) == self._saved_messages
+
+    def catch_up(self, state: SessionState, tail: Sequence[Mapping[str, Any]],
+                 total: int) -> bool:
+        """Bring this session — as this process stored it last — up to the stored *state*
+        (no messages) and *tail*, its messages from :attr:`message_count` on, of *total*.
+
+        Done (True) only if the stored session is this one since (the same mark, principal,
+        app and plan narrowings, a later version, *total* = what it held plus the tail);
+        then the tail is indexed as :meth:`from_state` indexes a transcript, and the rest
+        read as it reads it. Otherwise nothing changes (False): read it whole.
+
+        Raises:
+            StoreError: the stored data is not a session this release can read.
+        """
+        known = len(self._dumped)
+        if not self.continuable() or total != known + len(tail) \
+                or state.version <= self._version:
+            return False
+        try:
+            d = migrate_session_data(state.data)
+            if d.get("born") != self._born or d.get("app") != self.app \
+                    or Principal.from_dict(d["principal"]) != self.principal \
+                    or _plan_limits(d) != [list(g) for g in self._taint.plan_limits]:
+                return False
+            dumped = [dict(m) for m in tail]
+            messages = load_messages(dumped)
+            fields = Session(self.id, self.principal, app=self.app)
+            fields._take_fields(d)
+        except StoreError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise StoreError(f"session {self.id!r}: the stored session cannot be read "
+                             f"({type(exc).__name__}: {exc})") from exc
+        self._index_tail(messages)
+        self._dumped.extend(dumped)
+        self._turn, self._counters = fields._turn, fields._counters
+        self._invalid_by_tool, self._recent = fields._invalid_by_tool, fields._recent
+        self._pending, self._retries = fields._pending, fields._retries
+        self._settled = fields._settled
+        for result in self._settled.values():
+            self._taint.add_result(result, self._turn)
+        self._take_row(state, total)
+        return True
+
+    def _index_tail(self, messages: Sequence[Message]) -> None:
+        """Append *messages* to the transcript, indexed as :meth:`TaintIndex.from_messages`
+        indexes them (a result by the number of replies before it)."""
+        replies = sum(1 for m in self._transcript if isinstance(m, Reply))
+        for message in messages:
+            self._transcript.append(message)
+            if isinstance(message, Reply):
+                replies += 1
+                self._call_ids.update(c.id for c in message.tool_calls)
+                self._taint.add_reply(message)
+            elif isinstance(message, UserMessage):
+                for part in message.parts:
+                    if isinstance(part, ToolResult):
+                        self._taint.add_result(part, replies)
+                    else:
+                        self._taint.add_principal_text(part.text)
+
+
+def _plan_limits(d: Mapping[str, Any]) -> list[list[str]]:
+    return [[str(g) for g in globs] for globs in d.get("plan_limits", [])]
 
 
 def untrusted_sources_of(state: SessionState) -> tuple[str, ...]:

@@ -77,6 +77,7 @@ async def test_the_optional_roles_are_protocols_each_backend_plays_or_not(
         CredentialStore,
         FileStore,
         MigratingStore,
+        lease_tail_role,
         session_audit_role,
     )
 
@@ -85,11 +86,14 @@ async def test_the_optional_roles_are_protocols_each_backend_plays_or_not(
                                         MigratingStore) if isinstance(store, role)}
     if session_audit_role(store) is not None:
         plays.add("SessionAuditStore")
+    if lease_tail_role(store) is not None:
+        plays.add("LeaseTailStore")
     assert plays == {
-        "memory": {"CredentialStore"},
-        "sqlite": {"CredentialStore", "FileStore", "MigratingStore", "SessionAuditStore"},
-        "postgresql": {"ApprovalWatchStore", "CredentialStore", "MigratingStore",
-                       "SessionAuditStore"},
+        "memory": {"CredentialStore", "LeaseTailStore"},
+        "sqlite": {"CredentialStore", "FileStore", "LeaseTailStore", "MigratingStore",
+                   "SessionAuditStore"},
+        "postgresql": {"ApprovalWatchStore", "CredentialStore", "LeaseTailStore",
+                       "MigratingStore", "SessionAuditStore"},
     }[kind]
 
 

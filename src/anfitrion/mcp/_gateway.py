@@ -385,7 +385,7 @@ class Gateway:
             return await self.runtime.open(who, f"gateway-{uuid.uuid4().hex[:16]}",
                                            app=GATEWAY_APP)
         while True:
-            if (state := await self.store.load_session(sid)) is not None:
+            if (state := await self.runtime._row(sid)) is not None:
                 if state.principal_id != who.id or state.data.get("app") != GATEWAY_APP:
                     raise UserError(f"session {sid!r} is not a gateway conversation of "
                                     f"{who.id!r}")
@@ -393,7 +393,7 @@ class Gateway:
             try:
                 gated = await self.runtime.open(who, sid, app=GATEWAY_APP)
             except UserError:  # stored by another process since it was looked up: take it
-                if await self.store.load_session(sid) is not None:  # over (checked above)
+                if await self.runtime._row(sid) is not None:  # over (checked above)
                     continue
                 raise
             try:  # stored with its lease before any call runs: no other process opens it
@@ -411,7 +411,7 @@ class Gateway:
         with anyio.move_on_after(self.lease_wait):
             while True:
                 before = loaded if loaded is not None else \
-                    await self.store.load_session(session_id)
+                    await self.runtime._row(session_id)
                 loaded = None
                 try:  # the lease taken with a fresh copy: *before* is not read again
                     gated = await self.runtime._resume(session_id, before, force=True)

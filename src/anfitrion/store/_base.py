@@ -483,6 +483,35 @@ AuditEntry = tuple[str, str, float, Mapping[str, Any]]
 
 
 @runtime_checkable
+class LeaseTailStore(Protocol):
+    """An optional role: a session's row without its messages, and a lease taken with only the
+    messages a process does not hold yet (all three stores). A runtime that keeps a
+    conversation it released (a gateway replica, whose every request takes the conversation's
+    lease and gives it back) continues it from there instead of reading and rebuilding every
+    message of it each time."""
+
+    async def acquire_lease_after(self, session_id: str, owner: str, until: float, *,
+                                  now: float, known: int, replace: str | None = None
+                                  ) -> tuple[SessionState, list[dict[str, Any]], int] | None:
+        """:meth:`Store.acquire_lease`, answering ``(state, tail, total)``: the session as
+        leased with no messages, its messages from index *known* on, and how many it holds
+        in all (``-1`` when its stored indexes are not ``0 … total - 1``). ``None`` as
+        ``acquire_lease``."""
+        ...
+
+    async def session_row(self, session_id: str) -> SessionState | None:
+        """:meth:`Store.load_session` without its messages (``messages`` empty,
+        ``saved_messages`` 0): whose it is, its status and lease, never a session to save."""
+        ...
+
+
+def lease_tail_role(store: object) -> LeaseTailStore | None:
+    """*store* as a :class:`LeaseTailStore` when its class plays the role, else ``None``
+    (:func:`_plays`)."""
+    return cast(LeaseTailStore, store) if _plays(store, LeaseTailStore) else None
+
+
+@runtime_checkable
 class ClaimAuditStore(Protocol):
     """An optional role: a write's claim and the audit records that must be stored before
     its effect, in one transaction (the SQLite and PostgreSQL stores). The gate uses it where

@@ -138,6 +138,22 @@ class MemoryStore:
             self._sessions[session_id] = taken
             return self._with_messages(taken)
 
+    async def session_row(self, session_id: str) -> SessionState | None:
+        with self._lock:
+            state = self._sessions.get(session_id)
+            return None if state is None else dataclasses.replace(state, messages=[],
+                                                                  saved_messages=0)
+
+    async def acquire_lease_after(self, session_id: str, owner: str, until: float, *,
+                                  now: float, known: int, replace: str | None = None
+                                  ) -> tuple[SessionState, list[dict[str, Any]], int] | None:
+        taken = await self.acquire_lease(session_id, owner, until, now=now, replace=replace)
+        if taken is None:
+            return None
+        messages = taken.messages  # copied under the lock
+        row = dataclasses.replace(taken, messages=[], saved_messages=0)
+        return row, [dict(m) for m in messages[known:]], len(messages)
+
     async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
         with self._lock:
             state = self._sessions.get(session_id)

@@ -85,6 +85,7 @@ from ._rows import (
     session_rows,
     settled_state,
     settlement_conflict,
+    tail_total,
 )
 
 try:
@@ -333,11 +334,13 @@ class PostgresStore:
         return dataclasses.replace(state, messages=messages, saved_messages=len(messages))
 
     async def load_session(self, session_id: str) -> SessionState | None:
+        row = await self.session_row(session_id)
+        return None if row is None else await self._with_messages(row)
+
+    async def session_row(self, session_id: str) -> SessionState | None:
         rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
                                  "WHERE session_id = %s", (session_id,))
-        if not rows:
-            return None
-        return await self._with_messages(_session(rows[0]))
+        return _session(rows[0]) if rows else None
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
         if status is None:
@@ -377,6 +380,27 @@ class PostgresStore:
 
     async def acquire_lease(self, session_id: str, owner: str, until: float, *, now: float,
                             replace: str | None = None) -> SessionState | None:
+        leased = await self._leased(session_id, owner, until, now, replace)
+        return None if leased is None else await self._with_messages(leased)
+
+    async def acquire_lease_after(self, session_id: str, owner: str, until: float, *,
+                                  now: float, known: int, replace: str | None = None
+                                  ) -> tuple[SessionState, list[dict[str, Any]], int] | None:
+        leased = await self._leased(session_id, owner, until, now, replace)
+        if leased is None:
+            return None
+        rows = await self._fetch("SELECT idx, data FROM anfitrion_session_messages "
+                                 "WHERE session_id = %s AND idx >= %s ORDER BY idx",
+                                 (session_id, known))
+        (count, top), = await self._fetch("SELECT COUNT(*), MAX(idx) FROM "
+                                          "anfitrion_session_messages WHERE session_id = %s",
+                                          (session_id,))
+        return leased, message_rows(session_id, rows), \
+            tail_total(count, top, [r[0] for r in rows], known)
+
+    async def _leased(self, session_id: str, owner: str, until: float, now: float,
+                      replace: str | None) -> SessionState | None:
+        """The session leased to *owner* (``None``: another owner's live lease, or none)."""
         rows = await self._fetch(
             "UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
             "updated_at = %s, lease_owner = %s, lease_expires = %s WHERE session_id = %s AND "
@@ -384,9 +408,7 @@ class PostgresStore:
             "OR lease_expires IS NULL OR lease_expires < %s) "
             f"RETURNING {SESSION_COLUMNS}",
             (now_iso(), owner, until, session_id, owner, replace, now))
-        if not rows:
-            return None
-        return await self._with_messages(_session(rows[0]))
+        return _session(rows[0]) if rows else None
 
     async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
         count = await self._rowcount("UPDATE anfitrion_sessions SET lease_expires = %s "

@@ -421,6 +421,16 @@ def message_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Any]:
     return messages
 
 
+def tail_total(count: int, top: int | None, tail: Sequence[int], known: int) -> int:
+    """How many messages a session holds, from ``COUNT(*)`` and ``MAX(idx)`` of its rows and
+    the indexes of its *tail* (from *known* on); ``-1`` unless its indexes run ``0 … n - 1``
+    (a caller then reads it whole, as :meth:`~anfitrion.store.Store.load_session` does)."""
+    total = 0 if top is None else int(top) + 1
+    if int(count) != total or list(tail) != list(range(known, max(total, known))):
+        return -1
+    return total
+
+
 def approval_row(request_id: str, request: str, answer: str | None,
                  used: Any) -> StoredApproval:
     """One ``anfitrion_approvals`` row (request, answer, used) as the store returns it."""

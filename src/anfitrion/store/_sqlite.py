@@ -98,6 +98,7 @@ from ._rows import (
     session_rows,
     settled_state,
     settlement_conflict,
+    tail_total,
 )
 from ._sql import (
     APPROVAL,
@@ -352,15 +353,30 @@ class SQLiteStore:
     async def acquire_lease(self, session_id: str, owner: str, until: float, *, now: float,
                             replace: str | None = None) -> SessionState | None:
         def acquire(c: Conn) -> SessionState | None:
-            stamp = now_iso()
-            row = c.execute(
-                "UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
-                "updated_at = ?, lease_owner = ?, lease_expires = ? WHERE session_id = ? AND "
-                "(lease_owner IS NULL OR lease_owner = ? OR lease_owner = ? "
-                "OR lease_expires IS NULL OR lease_expires < ?) "
-                f"RETURNING {SESSION_COLUMNS}",
-                (stamp, owner, until, session_id, owner, replace, now)).fetchone()
+            row = _leased(c, session_id, owner, until, now, replace)
             return None if row is None else _with_messages(c, _session(row))
+        return await self._write(acquire)
+
+    async def session_row(self, session_id: str) -> SessionState | None:
+        row = await self._run(lambda c: c.execute(
+            f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions WHERE session_id = ?",
+            (session_id,)).fetchone())
+        return None if row is None else _session(row)
+
+    async def acquire_lease_after(self, session_id: str, owner: str, until: float, *,
+                                  now: float, known: int, replace: str | None = None
+                                  ) -> tuple[SessionState, list[dict[str, Any]], int] | None:
+        def acquire(c: Conn) -> tuple[SessionState, list[dict[str, Any]], int] | None:
+            row = _leased(c, session_id, owner, until, now, replace)
+            if row is None:
+                return None
+            rows = c.execute("SELECT idx, data FROM anfitrion_session_messages "
+                             "WHERE session_id = ? AND idx >= ? ORDER BY idx",
+                             (session_id, known)).fetchall()
+            count, top = c.execute("SELECT COUNT(*), MAX(idx) FROM anfitrion_session_messages "
+                                   "WHERE session_id = ?", (session_id,)).fetchone()
+            return _session(row), message_rows(session_id, rows), \
+                tail_total(count, top, [r[0] for r in rows], known)
         return await self._write(acquire)
 
     async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
@@ -1099,6 +1115,18 @@ def _reserve_effect(c: Conn, effect: EffectKey, me: tuple[str, str],
                   (me[0], me[1], now, int(move is EffectMove.REPEAT), *effect_arguments(effect),
                    effect.key))
     return None
+
+
+def _leased(c: Conn, session_id: str, owner: str, until: float, now: float,
+            replace: str | None) -> Any:
+    """The session's row, leased to *owner* (``None``: another owner's live lease, or none)."""
+    return c.execute(
+        "UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
+        "updated_at = ?, lease_owner = ?, lease_expires = ? WHERE session_id = ? AND "
+        "(lease_owner IS NULL OR lease_owner = ? OR lease_owner = ? "
+        "OR lease_expires IS NULL OR lease_expires < ?) "
+        f"RETURNING {SESSION_COLUMNS}",
+        (now_iso(), owner, until, session_id, owner, replace, now)).fetchone()
 
 
 def _with_messages(c: Conn, state: SessionState) -> SessionState:
