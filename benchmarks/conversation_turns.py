@@ -6,7 +6,9 @@ closes it. With ``--runtimes 2`` the two runtimes alternate, so each finds the c
 changed by the other. Prints the CPU per request (this process, the store's thread included)
 as the conversation passes 10, 100, 500 and 1,000 calls.
 
-    PYTHONPATH=src .venv/bin/python benchmarks/conversation_turns.py [--runtimes 2]
+    PYTHONPATH=src .venv/bin/python benchmarks/conversation_turns.py [--runtimes 2] [--keep 0]
+
+(``--keep 0`` for a source tree from before ``Runtime(keep_released=…)``.)
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from anfitrion.policy import Decision
 from anfitrion.store._sqlite import SQLiteStore
 
 
-def _runtime(store: SQLiteStore) -> Runtime:
+def _runtime(store: SQLiteStore, keep: int) -> Runtime:
     tools = Toolbox()
 
     @tools.tool(effect=Effect.WRITE)
@@ -30,15 +32,16 @@ def _runtime(store: SQLiteStore) -> Runtime:
         """Echo the text."""
         return text
 
-    return Runtime(tools=tools, store=store,
+    kept = {"keep_released": keep} if keep else {}  # (a tree before it took none)
+    return Runtime(tools=tools, store=store, **kept,
                    policy=Policy([lambda call, ctx: Decision.allow("bench", "allow")]))
 
 
-async def main(runtimes: int, marks: list[int]) -> None:
+async def main(runtimes: int, marks: list[int], keep: int) -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = SQLiteStore(Path(folder) / "turns.db")
         await store.migrate()
-        them = [_runtime(store) for _ in range(runtimes)]
+        them = [_runtime(store, keep) for _ in range(runtimes)]
         opened = await them[0].open("alice")
         await opened.close()
         done = 0
@@ -59,5 +62,7 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtimes", type=int, default=2)
     parser.add_argument("--marks", default="10,100,500,1000")
+    parser.add_argument("--keep", type=int, default=32,
+                        help="Runtime(keep_released=…), as the gateway's (0: none kept)")
     args = parser.parse_args()
-    asyncio.run(main(args.runtimes, [int(m) for m in args.marks.split(",")]))
+    asyncio.run(main(args.runtimes, [int(m) for m in args.marks.split(",")], args.keep))

@@ -82,8 +82,8 @@ log = logging.getLogger("anfitrion.runtime")
 DEFAULT_LEASE_SECONDS = 60.0
 
 WARM_SESSIONS = 32
-"""How many released sessions a runtime keeps to continue from what it holds (the least
-recently released go first)."""
+"""How many released sessions the MCP gateway's runtime keeps to continue from what it holds
+(the least recently released go first): ``Runtime(keep_released=…)``."""
 
 
 async def reap_dead_leases(store: SessionStore) -> list[str]:
@@ -167,6 +167,11 @@ class Runtime:
         shadow_policy: a second policy evaluated beside *policy* on every call, its decision
             recorded (``call.shadow_decided``) and never enforced; default: the ``[shadow]``
             policy *policy*'s file names, if any.
+        keep_released: how many sessions this runtime keeps after releasing them (closed or
+            suspended), so that resuming one here reads only what was stored since
+            (docs/store.md, *Suspend and resume*; the MCP gateway keeps
+            :data:`WARM_SESSIONS`). Resuming such a session continues the very objects its
+            closed :class:`GatedSession` held: do not use that one after closing it.
     """
 
     def __init__(self, tools: ToolSource | Iterable[Tool] | None = None, *,
@@ -175,7 +180,7 @@ class Runtime:
                  limits: GateLimits | None = None, audit: bool = True,
                  max_tool_calls: int | None = None,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS, app: str | None = None,
-                 shadow_policy: Policy | None = None) -> None:
+                 shadow_policy: Policy | None = None, keep_released: int = 0) -> None:
         if tools is None:
             tools = Toolbox()
         elif not isinstance(tools, ToolSource):
@@ -184,6 +189,8 @@ class Runtime:
             raise UserError("max_tool_calls must not be negative")
         if lease_seconds <= 0:
             raise UserError("lease_seconds must be positive")
+        if keep_released < 0:
+            raise UserError("keep_released must not be negative")
         self.tools: ToolSource = tools
         self.policy = policy or Policy.default()
         self.approver: Approver = approver or DenyAllApprover()
@@ -192,10 +199,11 @@ class Runtime:
         self.lease_seconds = lease_seconds
         self.app = app
         self.owner = mint_owner()
+        """This runtime's lease owner id."""
+        self.keep_released = keep_released
         self._warm: OrderedDict[str, Session] = OrderedDict()
         """Sessions this runtime stored and released, newest last (at most
-        :data:`WARM_SESSIONS`): the next lease of one reads only the messages it lacks."""
-        """This runtime's lease owner id."""
+        :attr:`keep_released`): the next lease of one reads only the messages it lacks."""
         self._recorder = AuditRecorder(
             self.store, checkpoints=Checkpointer.from_env(self.store)) if audit else None
         # the recorder's own entry point: no coroutine for an event that only joins its buffer
@@ -328,7 +336,8 @@ class Runtime:
             leased = await tails.acquire_lease_after(state.session_id, self.owner, until,
                                                      now=now, known=warm.message_count,
                                                      replace=replace)
-            if leased is None:
+            if leased is None:  # held elsewhere: kept for the next try, unchanged
+                self._warm[state.session_id] = warm
                 raise await self._held(state.session_id, doing, now)
             row, tail, total = leased
             if warm.catch_up(row, tail, total):
@@ -356,11 +365,12 @@ class Runtime:
 
     def _keep_warm(self, session: Session) -> None:
         """*session* was stored with its lease released: kept for its next lease here."""
-        if lease_tail_role(self.store) is None or not session.continuable():
+        if not self.keep_released or lease_tail_role(self.store) is None \
+                or not session.continuable():
             return
         self._warm.pop(session.id, None)
         self._warm[session.id] = session
-        while len(self._warm) > WARM_SESSIONS:
+        while len(self._warm) > self.keep_released:
             self._warm.popitem(last=False)
 
     def sync(self) -> SyncRuntime:

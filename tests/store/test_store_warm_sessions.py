@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from anfitrion import Effect, Policy, Runtime, Toolbox
+from anfitrion._runtime import WARM_SESSIONS
 from anfitrion._session import Session
+from anfitrion.exceptions import ConflictError
 from anfitrion.policy import Decision
 from anfitrion.store import Store, lease_tail_role
 from anfitrion.store._rows import tail_total
@@ -23,7 +25,7 @@ PROBES = [{"to": "ana@example.com"}, {"to": "mallory@evil.test"}, {"to": "bob@co
           {"to": "nobody@nowhere.test"}]
 
 
-def _runtime(store: Store) -> Runtime:
+def _runtime(store: Store, keep: int = WARM_SESSIONS) -> Runtime:
     tools = Toolbox()
 
     @tools.tool(effect=Effect.READ)
@@ -36,7 +38,7 @@ def _runtime(store: Store) -> Runtime:
         """Send a note."""
         return f"sent to {to}"
 
-    return Runtime(tools=tools, store=store,
+    return Runtime(tools=tools, store=store, keep_released=keep,
                    policy=Policy([lambda call, ctx: Decision.allow("test", "allow")]))
 
 
@@ -78,6 +80,54 @@ async def test_replicas_taking_turns_continue_what_they_hold_and_prove_the_same(
     await _same_as_a_full_read(store, last.session)
     assert last.session.flag({"to": "mallory@evil.test"})  # read from the inbox: unproven
     await last.close()
+
+
+async def test_a_runtime_keeps_none_unless_asked_and_a_closed_runs_transcript_stays(
+        store: Store) -> None:
+    """By default a resume reads the session whole into new objects, as it always did: what
+    an earlier run returned (its transcript) never grows under its reader."""
+    runtime = _runtime(store, keep=0)
+    first = await runtime.open("alice")
+    await first.submit("send", {"to": "ana@example.com"}, call_id="s1")
+    await first.close()
+    before = list(first.session.transcript)
+    again = await runtime.resume(first.id, force=True)
+    assert again.session is not first.session
+    await again.submit("send", {"to": "ana@example.com"}, call_id="s2")
+    await again.close()
+    assert list(first.session.transcript) == before
+
+
+async def test_a_lease_held_elsewhere_keeps_the_session_for_the_next_try(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    here, there = _runtime(store), _runtime(other_handle())
+    opened = await here.open("alice")
+    await opened.close()
+    busy = await there.resume(opened.id, force=True)  # another process holds it
+    with pytest.raises(ConflictError):
+        await here.resume(opened.id, force=True)
+    await busy.submit("send", {"to": "ana@example.com"}, call_id="s1")
+    await busy.close()
+    taken = await here.resume(opened.id, force=True)
+    assert taken.session is opened.session  # continued: the refusal did not drop it
+    await _same_as_a_full_read(store, taken.session)
+    await taken.close()
+
+
+async def test_the_oldest_released_session_goes_first(store: Store) -> None:
+    runtime = _runtime(store, keep=2)
+    sessions = []
+    for _ in range(3):
+        opened = await runtime.open("alice")
+        await opened.close()
+        sessions.append(opened)
+    assert list(runtime._warm) == [sessions[1].id, sessions[2].id]
+    oldest = await runtime.resume(sessions[0].id, force=True)
+    assert oldest.session is not sessions[0].session
+    newest = await runtime.resume(sessions[2].id, force=True)
+    assert newest.session is sessions[2].session
+    await oldest.close()
+    await newest.close()
 
 
 async def test_a_session_stored_anew_under_the_same_id_is_read_whole(

@@ -58,7 +58,7 @@ from .._gate import Gate, GateLimits
 from .._home import store_flag
 from .._owners import dead_local_owner
 from .._principal import Principal
-from .._runtime import GatedSession, Runtime, SubmissionStatus
+from .._runtime import WARM_SESSIONS, GatedSession, Runtime, SubmissionStatus
 from .._tools import OfferContext, Tool
 from ..exceptions import AnfitrionError, ConflictError, MissingDependencyError, UserError
 from ..policy import Policy
@@ -318,7 +318,7 @@ class Gateway:
         self.runtime = Runtime(_GatewayTools(self), policy=policy,
                                approver=DeferredApprover(), store=store, listeners=listeners,
                                limits=limits, audit=audit, max_tool_calls=max_tool_calls,
-                               app=GATEWAY_APP)
+                               app=GATEWAY_APP, keep_released=WARM_SESSIONS)
         self._default = _Client(self)  # calls made outside any MCP client session
         self.auth: OAuthSettings | None = None
         """``gateway.auth`` once :meth:`serve_http` serves as an OAuth resource server."""
