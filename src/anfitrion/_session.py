@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -299,18 +300,13 @@ class Session:
         Raises:
             StoreError: the stored data is not a session this release can read.
         """
-        try:
+        with _as_stored(state.session_id):
             d = migrate_session_data(state.data)
             session = cls(state.session_id, Principal.from_dict(d["principal"]),
                           app=d.get("app"))
             session._dumped = [dict(m) for m in state.messages]
             session._transcript = Transcript(load_messages(session._dumped))
             session._take_fields(d)
-        except StoreError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise StoreError(f"session {state.session_id!r}: the stored session cannot be "
-                             f"read ({type(exc).__name__}: {exc})") from exc
         session._take_row(state, state.saved_messages)
         transcript = session._transcript
         session._call_ids = {c.id for m in transcript if isinstance(m, Reply)
@@ -370,7 +366,7 @@ class Session:
         if not self.continuable() or total != known + len(tail) \
                 or state.version <= self._version:
             return False
-        try:
+        with _as_stored(self.id):
             d = migrate_session_data(state.data)
             if d.get("born") != self._born or d.get("app") != self.app \
                     or Principal.from_dict(d["principal"]) != self.principal \
@@ -380,11 +376,6 @@ class Session:
             messages = load_messages(dumped)
             fields = Session(self.id, self.principal, app=self.app)
             fields._take_fields(d)
-        except StoreError:
-            raise
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise StoreError(f"session {self.id!r}: the stored session cannot be read "
-                             f"({type(exc).__name__}: {exc})") from exc
         self._index_tail(messages)
         self._dumped.extend(dumped)
         self._turn, self._counters = fields._turn, fields._counters
@@ -412,6 +403,18 @@ class Session:
                         self._taint.add_result(part, replies)
                     else:
                         self._taint.add_principal_text(part.text)
+
+
+@contextmanager
+def _as_stored(session_id: str) -> Iterator[None]:
+    """Reading the stored session *session_id*: what does not read as one is a StoreError."""
+    try:
+        yield
+    except StoreError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StoreError(f"session {session_id!r}: the stored session cannot be read "
+                         f"({type(exc).__name__}: {exc})") from exc
 
 
 def _plan_limits(d: Mapping[str, Any]) -> list[list[str]]:

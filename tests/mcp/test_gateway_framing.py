@@ -100,6 +100,19 @@ def rpc(method: str, request_id: int | None, **params: Any) -> dict[str, Any]:
     return message
 
 
+async def initialized(http: httpx2.AsyncClient, url: str) -> dict[str, str]:
+    """An MCP session opened over raw HTTP (its ``initialize`` answered as one JSON body):
+    the headers each later request of it carries."""
+    opened = await http.post(url, json=rpc(
+        "initialize", 1, protocolVersion="2025-06-18", capabilities={},
+        clientInfo={"name": "t", "version": "1"}))
+    assert opened.headers["content-type"] == "application/json"
+    session = {"mcp-session-id": opened.headers["mcp-session-id"],
+               "mcp-protocol-version": "2025-06-18"}
+    await http.post(url, json=rpc("notifications/initialized", None), headers=session)
+    return session
+
+
 @pytest.mark.mcp_servers
 async def test_a_quiet_call_is_answered_as_json_and_a_logging_one_as_a_stream() -> None:
     """Over real HTTP: the quiet call's answer is one JSON body on a connection kept open; a
@@ -109,13 +122,7 @@ async def test_a_quiet_call_is_answered_as_json_and_a_logging_one_as_a_stream() 
     with anyio.fail_after(60):
         async with gateway_url(MemoryStore()) as (url, sock), \
                 httpx2.AsyncClient(headers=headers, timeout=30) as http:
-            opened = await http.post(url, json=rpc(
-                "initialize", 1, protocolVersion="2025-06-18", capabilities={},
-                clientInfo={"name": "t", "version": "1"}))
-            assert opened.headers["content-type"] == "application/json"
-            session = {"mcp-session-id": opened.headers["mcp-session-id"],
-                       "mcp-protocol-version": "2025-06-18"}
-            await http.post(url, json=rpc("notifications/initialized", None), headers=session)
+            session = await initialized(http, url)
             quiet = await http.post(url, json=rpc("tools/call", 2, name="text", arguments={}),
                                     headers=session)
             await http.post(url, json=rpc("logging/setLevel", 3, level="debug"),

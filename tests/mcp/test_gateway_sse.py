@@ -13,7 +13,7 @@ pytest.importorskip("mcp")
 import httpx2
 import mcp.server.streamable_http as transport
 from sse_starlette import EventSourceResponse
-from test_gateway_framing import TOKEN, gateway_url, rpc
+from test_gateway_framing import TOKEN, gateway_url, initialized, rpc
 
 from anfitrion.mcp import _gateway_sse
 from anfitrion.mcp._gateway_sse import SDK_NAME, PostEventStream, lean_post_streams
@@ -131,12 +131,7 @@ async def test_a_quiet_call_gets_keep_alives_and_its_client_hanging_up_ends_its_
     with anyio.fail_after(60):
         async with gateway_url(MemoryStore()) as (url, _sock), \
                 httpx2.AsyncClient(headers=HEADERS, timeout=30) as http:
-            opened = await http.post(url, json=rpc(
-                "initialize", 1, protocolVersion="2025-06-18", capabilities={},
-                clientInfo={"name": "t", "version": "1"}))
-            session = {"mcp-session-id": opened.headers["mcp-session-id"],
-                       "mcp-protocol-version": "2025-06-18"}
-            await http.post(url, json=rpc("notifications/initialized", None), headers=session)
+            session = await initialized(http, url)
             assert getattr(transport, SDK_NAME) is PostEventStream
             async with httpx2.AsyncClient(headers=HEADERS, timeout=30) as caller, \
                     caller.stream("POST", url, json=rpc("tools/call", 2, name="slow",
