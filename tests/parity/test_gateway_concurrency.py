@@ -214,7 +214,7 @@ async def test_a_conversation_stored_by_another_process_after_the_lookup_is_take
             one, other = (Gateway(servers, store=store, policy=POLICY, principal=PRINCIPAL)
                           for _ in range(2))
             held = await other._open_session("gateway-race")  # stored, its lease held
-            real = store.load_session
+            real = store.session_row  # how a process looks a conversation up
             looked: list[str] = []
 
             async def before_the_other_stored_it(session_id: str) -> Any:
@@ -223,7 +223,7 @@ async def test_a_conversation_stored_by_another_process_after_the_lookup_is_take
                     return None
                 return await real(session_id)
 
-            monkeypatch.setattr(store, "load_session", before_the_other_stored_it)
+            monkeypatch.setattr(store, "session_row", before_the_other_stored_it)
 
             async def release_soon() -> None:
                 await anyio.sleep(0.3)
