@@ -306,7 +306,7 @@ class Session:
                           app=d.get("app"))
             session._dumped = [dict(m) for m in state.messages]
             session._transcript = Transcript(load_messages(session._dumped))
-            session._take_fields(d)
+            session._take_fields(_stored_fields(d))
         session._take_row(state, state.saved_messages)
         transcript = session._transcript
         session._call_ids = {c.id for m in transcript if isinstance(m, Reply)
@@ -316,19 +316,10 @@ class Session:
                                                   plan_limits=_plan_limits(d))
         return session
 
-    def _take_fields(self, d: Mapping[str, Any]) -> None:
-        """The stored fields of session data *d* (migrated), but the transcript's."""
-        settled_msg = load_messages([{"kind": "user", "parts": d.get("settled", [])}])[0]
-        self._turn = int(d.get("turn", 0))
-        self._counters = {str(k): int(v) for k, v in d.get("counters", {}).items()}
-        self._invalid_by_tool = {str(k): int(v)
-                                 for k, v in d.get("invalid_by_tool", {}).items()}
-        self._recent = [(str(a), str(b)) for a, b in d.get("recent_calls", [])]
-        self._pending = {str(k): str(v) for k, v in d.get("pending", {}).items()}
-        self._retries = {(str(t), str(g)): str(c) for t, g, c in d.get("retries", [])}
-        self._settled = {p.call_id: p for p in settled_msg.parts if isinstance(p, ToolResult)}
-        born = d.get("born")
-        self._born = born if isinstance(born, str) and born else None
+    def _take_fields(self, fields: Mapping[str, Any]) -> None:
+        """The attributes :func:`_stored_fields` read from stored data."""
+        for name, value in fields.items():
+            setattr(self, name, value)
 
     def _take_row(self, state: SessionState, messages: int) -> None:
         self.status = state.status
@@ -374,14 +365,10 @@ class Session:
                 return False
             dumped = [dict(m) for m in tail]
             messages = load_messages(dumped)
-            fields = Session(self.id, self.principal, app=self.app)
-            fields._take_fields(d)
+            fields = _stored_fields(d)  # all read before anything changes
         self._index_tail(messages)
         self._dumped.extend(dumped)
-        self._turn, self._counters = fields._turn, fields._counters
-        self._invalid_by_tool, self._recent = fields._invalid_by_tool, fields._recent
-        self._pending, self._retries = fields._pending, fields._retries
-        self._settled = fields._settled
+        self._take_fields(fields)
         for result in self._settled.values():
             self._taint.add_result(result, self._turn)
         self._take_row(state, total)
@@ -415,6 +402,23 @@ def _as_stored(session_id: str) -> Iterator[None]:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StoreError(f"session {session_id!r}: the stored session cannot be read "
                          f"({type(exc).__name__}: {exc})") from exc
+
+
+def _stored_fields(d: Mapping[str, Any]) -> dict[str, Any]:
+    """The attributes a session takes from its stored data *d* (migrated), but the
+    transcript's, by attribute name."""
+    settled = load_messages([{"kind": "user", "parts": d.get("settled", [])}])[0]
+    born = d.get("born")
+    return {
+        "_turn": int(d.get("turn", 0)),
+        "_counters": {str(k): int(v) for k, v in d.get("counters", {}).items()},
+        "_invalid_by_tool": {str(k): int(v) for k, v in d.get("invalid_by_tool", {}).items()},
+        "_recent": [(str(a), str(b)) for a, b in d.get("recent_calls", [])],
+        "_pending": {str(k): str(v) for k, v in d.get("pending", {}).items()},
+        "_retries": {(str(t), str(g)): str(c) for t, g, c in d.get("retries", [])},
+        "_settled": {p.call_id: p for p in settled.parts if isinstance(p, ToolResult)},
+        "_born": born if isinstance(born, str) and born else None,
+    }
 
 
 def _plan_limits(d: Mapping[str, Any]) -> list[list[str]]:

@@ -111,7 +111,11 @@ from ._sql import (
     EFFECT_TAKE_OVER,
     EFFECTS,
     EFFECTS_ORDER,
+    LEASE,
+    MESSAGE_SPAN,
+    MESSAGES_FROM,
     SESSION_COLUMNS,
+    SESSION_ROW,
     SETTLE,
     UNSETTLED_CALLS,
     UNSETTLED_EFFECTS,
@@ -338,8 +342,7 @@ class PostgresStore:
         return None if row is None else await self._with_messages(row)
 
     async def session_row(self, session_id: str) -> SessionState | None:
-        rows = await self._fetch(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
-                                 "WHERE session_id = %s", (session_id,))
+        rows = await self._fetch(_SESSION_ROW, (session_id,))
         return _session(rows[0]) if rows else None
 
     async def list_sessions(self, status: str | None = None) -> Sequence[SessionState]:
@@ -389,25 +392,16 @@ class PostgresStore:
         leased = await self._leased(session_id, owner, until, now, replace)
         if leased is None:
             return None
-        rows = await self._fetch("SELECT idx, data FROM anfitrion_session_messages "
-                                 "WHERE session_id = %s AND idx >= %s ORDER BY idx",
-                                 (session_id, known))
-        (count, top), = await self._fetch("SELECT COUNT(*), MAX(idx) FROM "
-                                          "anfitrion_session_messages WHERE session_id = %s",
-                                          (session_id,))
+        rows = await self._fetch(_MESSAGES_FROM, (session_id, known))
+        (count, top), = await self._fetch(_MESSAGE_SPAN, (session_id,))
         return leased, message_rows(session_id, rows), \
             tail_total(count, top, [r[0] for r in rows], known)
 
     async def _leased(self, session_id: str, owner: str, until: float, now: float,
                       replace: str | None) -> SessionState | None:
         """The session leased to *owner* (``None``: another owner's live lease, or none)."""
-        rows = await self._fetch(
-            "UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
-            "updated_at = %s, lease_owner = %s, lease_expires = %s WHERE session_id = %s AND "
-            "(lease_owner IS NULL OR lease_owner = %s OR lease_owner = %s "
-            "OR lease_expires IS NULL OR lease_expires < %s) "
-            f"RETURNING {SESSION_COLUMNS}",
-            (now_iso(), owner, until, session_id, owner, replace, now))
+        rows = await self._fetch(_LEASE, (now_iso(), owner, until, session_id, owner, replace,
+                                          now))
         return _session(rows[0]) if rows else None
 
     async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
@@ -979,6 +973,10 @@ async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerStat
 
 
 _APPROVAL = for_postgres(APPROVAL)
+_SESSION_ROW = for_postgres(SESSION_ROW)
+_LEASE = for_postgres(LEASE)
+_MESSAGES_FROM = for_postgres(MESSAGES_FROM)
+_MESSAGE_SPAN = for_postgres(MESSAGE_SPAN)
 _CLAIMABLE = for_postgres(CLAIMABLE_SESSIONS) + " FOR UPDATE SKIP LOCKED"
 _SETTLE = for_postgres(SETTLE)
 _VOTES = for_postgres(VOTES)

@@ -20,7 +20,11 @@ __all__ = [
     "EFFECTS_ORDER",
     "EFFECT_INSERT",
     "EFFECT_TAKE_OVER",
+    "LEASE",
+    "MESSAGES_FROM",
+    "MESSAGE_SPAN",
     "SESSION_COLUMNS",
+    "SESSION_ROW",
     "SETTLE",
     "UNSETTLED_CALLS",
     "UNSETTLED_EFFECTS",
@@ -62,6 +66,19 @@ CLAIM_CANDIDATES = 32
 
 SESSION_COLUMNS = ("session_id, principal_id, status, data, version, updated_at, lease_owner, "
                    "lease_expires")
+SESSION_ROW = f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions WHERE session_id = ?"
+LEASE = (
+    "UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
+    "updated_at = ?, lease_owner = ?, lease_expires = ? WHERE session_id = ? AND "
+    "(lease_owner IS NULL OR lease_owner = ? OR lease_owner = ? "
+    "OR lease_expires IS NULL OR lease_expires < ?) "
+    f"RETURNING {SESSION_COLUMNS}")
+"""A session leased to an owner (updated_at, owner, until, session id, owner, replace, now):
+no row if another owner's lease is live."""
+MESSAGES_FROM = ("SELECT idx, data FROM anfitrion_session_messages "
+                 "WHERE session_id = ? AND idx >= ? ORDER BY idx")
+MESSAGE_SPAN = ("SELECT COUNT(*), MAX(idx) FROM anfitrion_session_messages "
+                "WHERE session_id = ?")
 CLAIMABLE_SESSIONS = (
     f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
     "(s.lease_owner IS NULL OR s.lease_expires < ?) AND ("

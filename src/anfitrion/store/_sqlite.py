@@ -108,7 +108,11 @@ from ._sql import (
     EFFECT_TAKE_OVER,
     EFFECTS,
     EFFECTS_ORDER,
+    LEASE,
+    MESSAGE_SPAN,
+    MESSAGES_FROM,
     SESSION_COLUMNS,
+    SESSION_ROW,
     SETTLE,
     UNSETTLED_CALLS,
     UNSETTLED_EFFECTS,
@@ -314,8 +318,7 @@ class SQLiteStore:
 
     async def load_session(self, session_id: str) -> SessionState | None:
         def load(c: Conn) -> SessionState | None:
-            row = c.execute(f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions "
-                            "WHERE session_id = ?", (session_id,)).fetchone()
+            row = c.execute(SESSION_ROW, (session_id,)).fetchone()
             return None if row is None else _with_messages(c, _session(row))
 
         return await self._run(load)
@@ -358,9 +361,7 @@ class SQLiteStore:
         return await self._write(acquire)
 
     async def session_row(self, session_id: str) -> SessionState | None:
-        row = await self._run(lambda c: c.execute(
-            f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions WHERE session_id = ?",
-            (session_id,)).fetchone())
+        row = await self._run(lambda c: c.execute(SESSION_ROW, (session_id,)).fetchone())
         return None if row is None else _session(row)
 
     async def acquire_lease_after(self, session_id: str, owner: str, until: float, *,
@@ -370,11 +371,8 @@ class SQLiteStore:
             row = _leased(c, session_id, owner, until, now, replace)
             if row is None:
                 return None
-            rows = c.execute("SELECT idx, data FROM anfitrion_session_messages "
-                             "WHERE session_id = ? AND idx >= ? ORDER BY idx",
-                             (session_id, known)).fetchall()
-            count, top = c.execute("SELECT COUNT(*), MAX(idx) FROM anfitrion_session_messages "
-                                   "WHERE session_id = ?", (session_id,)).fetchone()
+            rows = c.execute(MESSAGES_FROM, (session_id, known)).fetchall()
+            count, top = c.execute(MESSAGE_SPAN, (session_id,)).fetchone()
             return _session(row), message_rows(session_id, rows), \
                 tail_total(count, top, [r[0] for r in rows], known)
         return await self._write(acquire)
@@ -1120,13 +1118,8 @@ def _reserve_effect(c: Conn, effect: EffectKey, me: tuple[str, str],
 def _leased(c: Conn, session_id: str, owner: str, until: float, now: float,
             replace: str | None) -> Any:
     """The session's row, leased to *owner* (``None``: another owner's live lease, or none)."""
-    return c.execute(
-        "UPDATE anfitrion_sessions SET status = 'running', version = version + 1, "
-        "updated_at = ?, lease_owner = ?, lease_expires = ? WHERE session_id = ? AND "
-        "(lease_owner IS NULL OR lease_owner = ? OR lease_owner = ? "
-        "OR lease_expires IS NULL OR lease_expires < ?) "
-        f"RETURNING {SESSION_COLUMNS}",
-        (now_iso(), owner, until, session_id, owner, replace, now)).fetchone()
+    return c.execute(LEASE, (now_iso(), owner, until, session_id, owner, replace,
+                             now)).fetchone()
 
 
 def _with_messages(c: Conn, state: SessionState) -> SessionState:
