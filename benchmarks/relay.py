@@ -13,7 +13,9 @@ Targets (each a real process tree on loopback):
   PostgreSQL schema behind ``haproxy`` (round robin, no affinity);
 - ``gateway-base``: with ``--baseline DIR``, the same gateway run from another source tree
   (``DIR/anfitrion``, e.g. ``git archive <commit> src | tar -x -C /tmp/base`` and
-  ``--baseline /tmp/base/src``), interleaved with this one: before and after in one run.
+  ``--baseline /tmp/base/src``), interleaved with this one: before and after in one run
+  (with ``--replicas`` too: ``replicas-1-base`` and ``replicas-2-base``, on a schema of their
+  own).
 
 Passes are interleaved (round by round, every target at every client count), each a fixed
 number of seconds after every client has connected and made one call. Per target and client
@@ -225,6 +227,16 @@ async def start_targets(procs: Processes, stack: AsyncExitStack, replicas: bool,
         second = await start_gateway(procs, "replica-b", url, replica=True)
         targets.append(await start_balanced(procs, "replicas-1", [first]))
         targets.append(await start_balanced(procs, "replicas-2", [first, second]))
+        if baseline is not None:  # the same pair from the other tree, on a schema of its own
+            url = stack.enter_context(pg_schema())
+            await approve(gateway_config(tmp, "replica-base"), url)
+            source = str(Path(baseline).resolve())
+            first = await start_gateway(procs, "replica-base-a", url, replica=True,
+                                        source=source)
+            second = await start_gateway(procs, "replica-base-b", url, replica=True,
+                                         source=source)
+            targets.append(await start_balanced(procs, "replicas-1-base", [first]))
+            targets.append(await start_balanced(procs, "replicas-2-base", [first, second]))
     return targets
 
 

@@ -18,7 +18,8 @@ from typing import Any
 from ._canonical import float_free_bytes
 
 __all__ = ["CHECKPOINT", "GENESIS", "PRUNED", "batch_body", "batch_hash", "chain_batch",
-           "chain_hash", "chain_rows", "chain_texts", "legacy_batch_hash", "pack_batch"]
+           "chain_hash", "chain_rows", "chain_texts", "head_free_parts", "legacy_batch_hash",
+           "pack_batch"]
 
 GENESIS = "0" * 64
 """The previous hash of the first record."""
@@ -178,13 +179,28 @@ def chain_rows(seq: int, prev_hash: str, rows: Sequence[tuple[str, str, float, s
     together after the record *seq* whose hash is *prev_hash*, as the stores write them now:
     each record's ``(seq, prev_hash, hash)`` — format 3 for two records or more, format 1
     for one."""
-    if len(rows) == 1:
+    before, between, after = head_free_parts(rows)
+    digest = _sha256(before + b"%d" % (seq + 1) + between + _quoted(prev_hash).encode("ascii")
+                     + after).hexdigest()
+    return [(seq + i, prev_hash, digest) for i in range(1, len(rows) + 1)]
+
+
+def head_free_parts(rows: Sequence[tuple[str, str, float, str | bytes]]
+                    ) -> tuple[bytes, bytes, bytes]:
+    """The hashed text of *rows* appended together (:func:`chain_rows`) without the two
+    things only the chain's head decides: *before*, *between* and *after* such that the text
+    is ``before + str(first seq) + between + JSON-quoted prev_hash + after``.
+
+    A store that chains the rows where the head is (PostgreSQL: in the statement that locks
+    it, one round trip, whichever process wrote last) finishes the text and hashes it there;
+    this is the one definition of formats 1 and 3 both sides use."""
+    if len(rows) == 1:  # format 1: seq|"type"|"session_id"|at|"prev_hash"\n + data
         type, session_id, at, text = rows[0]
         body = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
-        digest = _sha256(_header(seq + 1, type, session_id, at, prev_hash) + body).hexdigest()
-        return [(seq + 1, prev_hash, digest)]
-    digest = chain_batch(seq, prev_hash, batch_body(rows))
-    return [(seq + i, prev_hash, digest) for i in range(1, len(rows) + 1)]
+        return b"", b"|" + _prefix(type, session_id) + b"|%b|" % repr(float(at)).encode(
+            "ascii"), b"\n" + body
+    # format 3: batch|first seq|"prev_hash"\n + the batch's body
+    return b"batch|", b"|", b"\n" + batch_body(rows)
 
 
 def batch_hash(records: Sequence[tuple[int, str, str, float, Mapping[str, Any]]],

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import math
 import sqlite3
 from pathlib import Path
@@ -19,6 +20,8 @@ from pathlib import Path
 import anyio
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from anfitrion._audit import verify_chain
 from anfitrion._canonical import canonical_json, standard_json
@@ -26,8 +29,11 @@ from anfitrion._chain import (
     GENESIS,
     batch_body,
     batch_hash,
+    chain_batch,
     chain_hash,
+    chain_rows,
     chain_texts,
+    head_free_parts,
     legacy_batch_hash,
     pack_batch,
 )
@@ -269,3 +275,28 @@ def test_an_edit_in_a_batch_names_the_batch(url: str) -> None:
     assert (report.kind, report.broken_at) == ("edited", 3)
     assert report.problem == ("records 3–5 (one batch, one hash): its content does not match "
                               "its hash (edited)")
+
+
+_NAMES = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_NAMES, _NAMES, st.floats(allow_nan=False, allow_infinity=False),
+                          st.dictionaries(_NAMES, _NAMES, max_size=3)), min_size=1, max_size=4),
+       st.integers(0, 10**12), st.sampled_from([GENESIS, "ab" * 32, "f" * 64]))
+def test_the_head_free_parts_finish_into_each_format_s_own_hash(
+        records: list[tuple[str, str, float, dict[str, str]]], seq: int, prev: str) -> None:
+    """What a store that hashes where the head is locked gets (:func:`head_free_parts`,
+    finished with the head's seq and hash) is the hash each format defines on its own: the
+    one record's header (format 1), the batch's (format 3)."""
+    rows = [(type, sid, at, canonical_json(data)) for type, sid, at, data in records]
+    before, between, after = head_free_parts(rows)
+    finished = hashlib.sha256(before + str(seq + 1).encode() + between
+                              + json.dumps(prev).encode() + after).hexdigest()
+    if len(rows) == 1:
+        type, sid, at, data = records[0]
+        assert finished == chain_hash(seq + 1, type, sid, at, data, prev)
+    else:
+        assert finished == chain_batch(seq, prev, batch_body(rows))
+    assert [(s, p, finished) for s, p, _ in chain_rows(seq, prev, rows)] == chain_rows(
+        seq, prev, rows)

@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import anyio
 
 from .._approvals import ApprovalAnswer, ApprovalRequest, ApprovalVote
-from .._chain import chain_rows
+from .._chain import chain_rows, head_free_parts
 from .._conversation import ToolResult
 from .._effects import EffectKey
 from ..exceptions import ConflictError, MissingDependencyError, StoreError, map_exceptions
@@ -162,7 +162,6 @@ class PostgresStore:
         self._audit_queue: list[_AuditAppend] = []
         self._audit_writing: asyncio.Future[None] | None = None  # done when writes stop
         self._audit_task: asyncio.Task[None] | None = None
-        self._audit_head: tuple[int, str] | None = None  # as this process last wrote it
         self._listener = Listener(conninfo)
 
     @classmethod
@@ -309,20 +308,14 @@ class PostgresStore:
                 for kind, session_id, at, fields in entries]
         settles = [(settled_state(result).value, dump_result(result), now, session_id,
                     call_id, token) for session_id, call_id, result, token in settlements]
-        try:
-            async with self._connection(transaction=True) as conn:
-                for settle in settles:
-                    cur = await conn.execute(_SETTLE, settle)
-                    if cur.rowcount != 1:
-                        raise ConflictError(settlement_conflict(settle[3], settle[4]))
-                await _save_session(conn, state, data, new, now)
-                chained = await _chain_on(conn, rows, self._audit_head) if rows else None
-        except BaseException:
-            if rows:
-                self._audit_head = None  # not known any more: the next append locks the head
-            raise
-        if chained:
-            self._audit_head = (chained[-1][0], chained[-1][6])
+        async with self._connection(transaction=True) as conn:
+            for settle in settles:
+                cur = await conn.execute(_SETTLE, settle)
+                if cur.rowcount != 1:
+                    raise ConflictError(settlement_conflict(settle[3], settle[4]))
+            await _save_session(conn, state, data, new, now)
+            if rows:  # last: the head stays locked only for this statement and the commit
+                await _chain_on(conn, rows)
         messages = state.messages or await self._messages(state.session_id)
         return SessionState(state.session_id, state.principal_id, state.status, state.data,
                             state.version + 1, datetime.fromisoformat(now), messages,
@@ -544,20 +537,14 @@ class PostgresStore:
         token = new_claim_token()
         args = (session_id, call_id, LedgerState.CLAIMED.value, digest, now_iso(), token)
         sql = _CLAIM_RETRY if retry_unknown else _CLAIM
-        chained = None
-        try:
-            async with self._connection(transaction=True) as conn:
-                claim = await _claim_on(conn, (session_id, call_id), sql, args, effect=effect,
-                                        repeat_of=repeat_of, owner=owner,
-                                        retry_unknown=retry_unknown)
-                rows = [(kind, sid, at, dump_json(fields))
-                        for kind, sid, at, fields in audit(claim)]
-                chained = await _chain_on(conn, rows, self._audit_head) if rows else None
-        except BaseException:
-            self._audit_head = None  # not known any more: the next append locks the head
-            raise
-        if chained:
-            self._audit_head = (chained[-1][0], chained[-1][6])
+        async with self._connection(transaction=True) as conn:
+            claim = await _claim_on(conn, (session_id, call_id), sql, args, effect=effect,
+                                    repeat_of=repeat_of, owner=owner,
+                                    retry_unknown=retry_unknown)
+            rows = [(kind, sid, at, dump_json(fields))
+                    for kind, sid, at, fields in audit(claim)]
+            if rows:
+                await _chain_on(conn, rows)
         return claim
 
     async def effect_state(self, key: str) -> EffectEntry | None:
@@ -665,19 +652,16 @@ class PostgresStore:
     async def _write_audit_batch(self, pool: AsyncConnectionPool) -> None:
         batch, self._audit_queue = self._audit_queue, []
         try:
-            chained = await _chain_audit(pool, [r for job in batch for r in job.rows],
-                                         self._audit_head)
+            chained = await _chain_audit(pool, [r for job in batch for r in job.rows])
         # BLE001 - the writer task's top: each waiting job gets the error; re-raised if not
         # an Exception (a cancellation)
         except BaseException as exc:
-            self._audit_head = None
             for job in batch:
                 if not job.future.done():
                     job.future.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
             return
-        self._audit_head = (chained[-1][0], chained[-1][6])
         start = 0
         for job in batch:
             if not job.future.done():
@@ -688,7 +672,6 @@ class PostgresStore:
     async def append_audit_at_head(self, type: str, session_id: str, at: float,
                                    data_for: Callable[[int, str], Mapping[str, Any]]
                                    ) -> AuditRecord:
-        self._audit_head = None  # the head moves under this process's cached one
         async with self._connection(transaction=True) as conn:
             seq, prev = await _locked_head(conn)
             text = dump_json(data_for(seq, prev))
@@ -698,7 +681,6 @@ class PostgresStore:
     async def prune_audit(self, before: float, at: float,
                           data_for: Callable[[PrunePlan], Mapping[str, Any]]
                           ) -> PrunePlan | None:
-        self._audit_head = None
         async with self._connection(transaction=True) as conn:
             head = await _locked_head(conn)  # one prune at a time, and no append meanwhile
             cur = await conn.execute("SELECT min(seq) FROM anfitrion_audit")
@@ -811,7 +793,6 @@ class PostgresStore:
         await self._listener.close()
         pool, self._pool, self._loop = self._pool, None, None
         self._migrated = False
-        self._audit_head = None
         if pool is not None:
             await pool.close()
 
@@ -830,23 +811,31 @@ def _chain(head: tuple[int, str], rows: Sequence[tuple[str, str, float, str]]
             in zip(rows, chain_rows(head[0], head[1], rows), strict=True)]
 
 
-# The whole append in one statement, if the head is still the one the rows were chained to:
-# the UPDATE takes the head's row lock and re-checks it, and the rows go in only if it moved.
-_APPEND_AFTER = (
-    "WITH moved AS (UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
-    "WHERE id = 1 AND seq = %s AND hash = %s RETURNING id) "
+# The whole append in one statement, in one writer order across every process: the head is
+# locked (``FOR UPDATE``: in READ COMMITTED, a statement that waited reads the head as the
+# other writer left it), the batch's hash is finished there from the parts no head decides
+# (:func:`anfitrion._chain.head_free_parts`), the head moved and the rows inserted. One round
+# trip, whoever wrote last; the head's lock is held from here to the commit.
+_APPEND = (
+    "WITH head AS (SELECT seq, hash FROM anfitrion_audit_head WHERE id = 1 FOR UPDATE), "
+    "chained AS (SELECT seq AS base, hash AS prev, encode(sha256(%b || convert_to("
+    "(seq + 1)::text, 'UTF8') || %b || convert_to(to_json(hash)::text, 'UTF8') || %b), "
+    "'hex') AS digest FROM head), "
+    "moved AS (UPDATE anfitrion_audit_head AS h SET seq = c.base + %s, hash = c.digest "
+    "FROM chained AS c WHERE h.id = 1 RETURNING c.base, c.prev, c.digest) "
     "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, prev_hash, hash) "
-    "SELECT * FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::float8[], %b::text[], "
-    "%b::text[], %b::text[]) WHERE EXISTS (SELECT FROM moved)")
+    "SELECT m.base + r.n, r.type, r.session_id, r.at, r.data, m.prev, m.digest "
+    "FROM moved AS m, unnest(%b::text[], %b::text[], %b::float8[], %b::text[]) "
+    "WITH ORDINALITY AS r(type, session_id, at, data, n) "
+    "RETURNING seq, prev_hash, hash")
 
 
-async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str, float, str]],
-                       head: tuple[int, str] | None) -> list[tuple[int, str, str, float, str,
-                                                                   str, str]]:
+async def _chain_audit(pool: AsyncConnectionPool, rows: Sequence[tuple[str, str, float, str]]
+                       ) -> list[tuple[int, str, str, float, str, str, str]]:
     """Append *rows* after the chain head on a connection of its own (:func:`_chain_on`)."""
     with _pg_errors():
         async with pool.connection() as conn:
-            return await _chain_on(conn, rows, head)
+            return await _chain_on(conn, rows)
 
 
 async def _claim_on(conn: _Conn, call: tuple[str, str], sql: str, args: tuple[Any, ...], *,
@@ -873,36 +862,19 @@ async def _claim_on(conn: _Conn, call: tuple[str, str], sql: str, args: tuple[An
     return Claim(ClaimState(state), load_result(result), args[5] if claimed else None)
 
 
-async def _chain_on(conn: _Conn, rows: Sequence[tuple[str, str, float, str]],
-                    head: tuple[int, str] | None) -> list[tuple[int, str, str, float, str,
-                                                                str, str]]:
-    """Append *rows* after the chain head, in one writer order across every process.
-
-    With the head this process last wrote (*head*), one statement appends the rows if the
-    head has not moved since: one round trip. Otherwise (another process appended, or no head
-    known) the head is locked (``SELECT … FOR UPDATE``) and the rows appended after it in the
-    same transaction (a savepoint, inside a caller's transaction), which always succeeds.
-    """
-    if head is not None:
-        chained = _chain(head, rows)
-        cur = await conn.execute(_APPEND_AFTER, (
-            chained[-1][0], chained[-1][6], head[0], head[1],
-            *(list(column) for column in zip(*chained, strict=True))))
-        if cur.rowcount == len(chained):
-            return chained
-    async with conn.transaction():
-        cur = await conn.execute("SELECT seq, hash FROM anfitrion_audit_head "
-                                 "WHERE id = 1 FOR UPDATE")
-        found = await cur.fetchone()
-        assert found is not None
-        chained = _chain((int(found[0]), str(found[1])), rows)
-        async with conn.cursor() as many:
-            await many.executemany(
-                "INSERT INTO anfitrion_audit (seq, type, session_id, at, data, "
-                "prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s)", chained)
-        await conn.execute("UPDATE anfitrion_audit_head SET seq = %s, hash = %s "
-                           "WHERE id = 1", (chained[-1][0], chained[-1][6]))
-    return chained
+async def _chain_on(conn: _Conn, rows: Sequence[tuple[str, str, float, str]]
+                    ) -> list[tuple[int, str, str, float, str, str, str]]:
+    """Append *rows* (type, session, at, canonical data text) after the chain head, in one
+    statement (:data:`_APPEND`); each row as ``(seq, type, session, at, text, prev_hash,
+    hash)``."""
+    before, between, after = head_free_parts(rows)
+    cur = await conn.execute(_APPEND, (before, between, after, len(rows),
+                                       *(list(column) for column in zip(*rows, strict=True))))
+    found = sorted(await cur.fetchall())
+    if len(found) != len(rows):  # pragma: no cover - the head row always exists (migration 1)
+        raise StoreError("PostgreSQL store: the audit chain's head is missing")
+    return [(int(seq), kind, session_id, at, text, str(prev), str(digest))
+            for (seq, prev, digest), (kind, session_id, at, text) in zip(found, rows, strict=True)]
 
 
 async def _locked_head(conn: _Conn) -> tuple[int, str]:
