@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -45,6 +46,25 @@ async def test_saving_with_a_stale_version_conflicts(store: Store) -> None:
     assert loaded is not None
     assert loaded.status == "suspended"
     assert loaded.version == 2
+
+
+async def test_a_stale_save_with_nothing_new_leaves_the_stored_messages(store: Store) -> None:
+    """A save whose version is stale changes nothing: not even the stored messages from its
+    *saved_messages* on, which it would replace (nothing new: the one-statement save, as a
+    lease given back is written)."""
+    first = await store.save_session(SessionState("s1", "alice", "running", {},
+                                                  messages=[{"n": 0}, {"n": 1}]))
+    ahead = await store.save_session(dataclasses.replace(
+        first, messages=[*first.messages, {"n": 2}]))
+    assert ahead.version == first.version + 1
+    for stale in (dataclasses.replace(first, status="completed", lease_owner=None),
+                  dataclasses.replace(first, status="completed", messages=[])):
+        with pytest.raises(ConflictError):
+            await store.save_session(stale)
+    loaded = await store.load_session("s1")
+    assert loaded is not None
+    assert (loaded.status, loaded.version) == ("running", ahead.version)
+    assert [dict(m) for m in loaded.messages] == [{"n": 0}, {"n": 1}, {"n": 2}]
 
 
 async def test_sessions_are_listed_by_status(store: Store) -> None:

@@ -85,7 +85,7 @@ from ._rows import (
     session_rows,
     settled_state,
     settlement_conflict,
-    tail_total,
+    tail_rows,
 )
 
 try:
@@ -112,11 +112,10 @@ from ._sql import (
     EFFECTS,
     EFFECTS_ORDER,
     LEASE,
-    MESSAGE_SPAN,
-    MESSAGES_FROM,
     SESSION_COLUMNS,
     SESSION_ROW,
     SETTLE,
+    TAIL_AND_SPAN,
     UNSETTLED_CALLS,
     UNSETTLED_EFFECTS,
     VOTES,
@@ -308,7 +307,10 @@ class PostgresStore:
                 for kind, session_id, at, fields in entries]
         settles = [(settled_state(result).value, dump_result(result), now, session_id,
                     call_id, token) for session_id, call_id, result, token in settlements]
-        async with self._connection(transaction=True) as conn:
+        # a save that writes nothing but the session's row (a lease given back) is one
+        # statement: no transaction to open and commit around it
+        alone = not settles and not rows and not new and state.version > 0
+        async with self._connection(transaction=not alone) as conn:
             for settle in settles:
                 cur = await conn.execute(_SETTLE, settle)
                 if cur.rowcount != 1:
@@ -385,10 +387,9 @@ class PostgresStore:
         leased = await self._leased(session_id, owner, until, now, replace)
         if leased is None:
             return None
-        rows = await self._fetch(_MESSAGES_FROM, (session_id, known))
-        (count, top), = await self._fetch(_MESSAGE_SPAN, (session_id,))
-        return leased, message_rows(session_id, rows), \
-            tail_total(count, top, [r[0] for r in rows], known)
+        messages, total = tail_rows(session_id, await self._fetch(
+            _TAIL_AND_SPAN, (session_id, session_id, known)), known)
+        return leased, messages, total
 
     async def _leased(self, session_id: str, owner: str, until: float, now: float,
                       replace: str | None) -> SessionState | None:
@@ -913,24 +914,40 @@ async def _save_session(conn: _Conn, state: SessionState, data: str,
             "VALUES (%s, %s, %s, %s, 1, %s, %s, %s) ON CONFLICT DO NOTHING",
             (state.session_id, state.principal_id, state.status, data, now,
              state.lease_owner, state.lease_expires))
+        if cur.rowcount != 1:
+            raise ConflictError(f"session {state.session_id!r} was changed concurrently")
+        if state.messages:
+            await conn.execute("DELETE FROM anfitrion_session_messages "
+                               "WHERE session_id = %s AND idx >= %s",
+                               (state.session_id, state.saved_messages))
     else:
-        cur = await conn.execute(
-            "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, "
-            "data = %s, version = version + 1, updated_at = %s, lease_owner = %s, "
-            "lease_expires = %s WHERE session_id = %s AND version = %s",
-            (state.principal_id, state.status, data, now, state.lease_owner,
-             state.lease_expires, state.session_id, state.version))
-    if cur.rowcount != 1:
-        raise ConflictError(f"session {state.session_id!r} was changed concurrently")
-    if state.messages:  # only what changed: messages after the saved ones
-        await conn.execute("DELETE FROM anfitrion_session_messages "
-                           "WHERE session_id = %s AND idx >= %s",
-                           (state.session_id, state.saved_messages))
+        update = (state.principal_id, state.status, data, now, state.lease_owner,
+                  state.lease_expires, state.session_id, state.version)
+        if state.messages:  # only what changed: messages after the saved ones
+            cur = await conn.execute(_UPDATE_SESSION_CUT,
+                                     (*update, state.session_id, state.saved_messages))
+            saved = ((await cur.fetchone()) or (0,))[0]
+        else:
+            saved = (await conn.execute(_UPDATE_SESSION, update)).rowcount
+        if saved != 1:
+            raise ConflictError(f"session {state.session_id!r} was changed concurrently")
     if new:
         async with conn.cursor() as many:
             await many.executemany(
                 "INSERT INTO anfitrion_session_messages (session_id, idx, data) "
                 "VALUES (%s, %s, %s)", new)
+
+
+_UPDATE_SESSION = (
+    "UPDATE anfitrion_sessions SET principal_id = %s, status = %s, data = %s, "
+    "version = version + 1, updated_at = %s, lease_owner = %s, lease_expires = %s "
+    "WHERE session_id = %s AND version = %s")
+# The compare-and-set update and, only if it applied, the stored messages from the saved
+# ones on removed: one statement (one round trip), whose count is the update's.
+_UPDATE_SESSION_CUT = (
+    f"WITH saved AS ({_UPDATE_SESSION} RETURNING 1), "
+    "cut AS (DELETE FROM anfitrion_session_messages WHERE session_id = %s AND idx >= %s "
+    "AND EXISTS (SELECT FROM saved)) SELECT count(*) FROM saved")
 
 
 async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerState,
@@ -947,8 +964,7 @@ async def _advance(conn: _Conn, session_id: str, call_id: str, state: LedgerStat
 _APPROVAL = for_postgres(APPROVAL)
 _SESSION_ROW = for_postgres(SESSION_ROW)
 _LEASE = for_postgres(LEASE)
-_MESSAGES_FROM = for_postgres(MESSAGES_FROM)
-_MESSAGE_SPAN = for_postgres(MESSAGE_SPAN)
+_TAIL_AND_SPAN = for_postgres(TAIL_AND_SPAN)
 _CLAIMABLE = for_postgres(CLAIMABLE_SESSIONS) + " FOR UPDATE SKIP LOCKED"
 _SETTLE = for_postgres(SETTLE)
 _VOTES = for_postgres(VOTES)

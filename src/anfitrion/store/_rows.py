@@ -421,6 +421,15 @@ def message_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Any]:
     return messages
 
 
+def tail_rows(session_id: str, rows: Sequence[Sequence[Any]], known: int
+              ) -> tuple[list[Any], int]:
+    """The messages and :func:`tail_total` of a ``TAIL_AND_SPAN`` answer (its first row the
+    span, then the tail's rows from *known* on)."""
+    (_, _, count, top), *tail = rows
+    return (message_rows(session_id, [(r[0], r[1]) for r in tail]),
+            tail_total(count, top, [r[0] for r in tail], known))
+
+
 def tail_total(count: int, top: int | None, tail: Sequence[int], known: int) -> int:
     """How many messages a session holds, from ``COUNT(*)`` and ``MAX(idx)`` of its rows and
     the indexes of its *tail* (from *known* on); ``-1`` unless its indexes run ``0 … n - 1``

@@ -21,11 +21,10 @@ __all__ = [
     "EFFECT_INSERT",
     "EFFECT_TAKE_OVER",
     "LEASE",
-    "MESSAGES_FROM",
-    "MESSAGE_SPAN",
     "SESSION_COLUMNS",
     "SESSION_ROW",
     "SETTLE",
+    "TAIL_AND_SPAN",
     "UNSETTLED_CALLS",
     "UNSETTLED_EFFECTS",
     "VOTES",
@@ -75,10 +74,13 @@ LEASE = (
     f"RETURNING {SESSION_COLUMNS}")
 """A session leased to an owner (updated_at, owner, until, session id, owner, replace, now):
 no row if another owner's lease is live."""
-MESSAGES_FROM = ("SELECT idx, data FROM anfitrion_session_messages "
-                 "WHERE session_id = ? AND idx >= ? ORDER BY idx")
-MESSAGE_SPAN = ("SELECT COUNT(*), MAX(idx) FROM anfitrion_session_messages "
-                "WHERE session_id = ?")
+TAIL_AND_SPAN = (
+    "SELECT -1, NULL, COUNT(*), MAX(idx) FROM anfitrion_session_messages WHERE session_id = ? "
+    "UNION ALL SELECT idx, data, NULL, NULL FROM anfitrion_session_messages "
+    "WHERE session_id = ? AND idx >= ? ORDER BY 1")
+"""A session's messages from an index on (session id, session id, index), after one row of
+``COUNT(*)`` and ``MAX(idx)`` of all of them (index ``-1``): one statement
+(:func:`~anfitrion.store._rows.tail_rows` reads it)."""
 CLAIMABLE_SESSIONS = (
     f"SELECT {SESSION_COLUMNS} FROM anfitrion_sessions s WHERE "
     "(s.lease_owner IS NULL OR s.lease_expires < ?) AND ("

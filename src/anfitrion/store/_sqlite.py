@@ -98,7 +98,7 @@ from ._rows import (
     session_rows,
     settled_state,
     settlement_conflict,
-    tail_total,
+    tail_rows,
 )
 from ._sql import (
     APPROVAL,
@@ -109,11 +109,10 @@ from ._sql import (
     EFFECTS,
     EFFECTS_ORDER,
     LEASE,
-    MESSAGE_SPAN,
-    MESSAGES_FROM,
     SESSION_COLUMNS,
     SESSION_ROW,
     SETTLE,
+    TAIL_AND_SPAN,
     UNSETTLED_CALLS,
     UNSETTLED_EFFECTS,
     VOTES,
@@ -371,10 +370,9 @@ class SQLiteStore:
             row = _leased(c, session_id, owner, until, now, replace)
             if row is None:
                 return None
-            rows = c.execute(MESSAGES_FROM, (session_id, known)).fetchall()
-            count, top = c.execute(MESSAGE_SPAN, (session_id,)).fetchone()
-            return _session(row), message_rows(session_id, rows), \
-                tail_total(count, top, [r[0] for r in rows], known)
+            messages, total = tail_rows(session_id, c.execute(
+                TAIL_AND_SPAN, (session_id, session_id, known)).fetchall(), known)
+            return _session(row), messages, total
         return await self._write(acquire)
 
     async def renew_lease(self, session_id: str, owner: str, until: float) -> bool:
