@@ -37,6 +37,7 @@ from pg_schema import pg_schema_url
 
 from anfitrion import _answers as answers
 from anfitrion import _resolutions as resolutions
+from anfitrion._audit import verify_chain
 from anfitrion.mcp._haproxy import haproxy_config
 from anfitrion.mcp._toolset import McpServers
 from anfitrion.store import LedgerState, open_store
@@ -461,10 +462,16 @@ async def test_ten_parallel_calls_in_one_http_session_through_two_replicas(
             try:
                 states = [s for s in await store.list_sessions()
                           if s.data.get("counters", {}).get("tool_calls")]
+                records = await store.audit_records()
             finally:
                 await store.close()
     ((state,),) = [states]
     assert state.data["counters"]["tool_calls"] == 20
+    # both processes appended records at once: one chain, every batch where the head was
+    report = verify_chain(records)
+    assert report.ok, report.problem
+    assert [r.seq for r in records] == list(range(1, len(records) + 1))
+    assert sum(r.type == "execution.claimed" for r in records) >= 6
 
 
 async def test_sigterm_drains_a_replica_and_hands_its_waiting_call_over(
