@@ -60,7 +60,7 @@ class SuiteOperator:
         operator's own rules to leave out (to judge what a rule exempts by running without
         it)."""
         mode = reads or self.reads
-        plan = PLAN_BEFORE_TAINT if mode == "sinks+plan" else None
+        plan = PLAN_BEFORE_TAINT if mode.endswith("+plan") else None
         mode = mode.removesuffix("+plan")
         dropped = set(without)
         rules = [r for r in self.rules if getattr(r, "rule_id", None) not in dropped]
