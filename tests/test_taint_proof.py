@@ -612,9 +612,10 @@ def test_only_declared_outward_paths_add_up() -> None:
     for tool in ("search", "undeclared"):  # a look-up's query, a tool nobody declared
         index = _split_session((tool, {"query": first}), current=second, records=True)
         assert _decide(rule, SEND, {"to": "bob@corp.example", "body": second}, index) is None
-    # a call that adds no run: the others may add up, it asks for nothing
-    index = _split_session(("send", {"to": "bob@corp.example", "body": first}),
-                           ("send", {"to": "bob@corp.example", "body": second}),
+    # a call that adds no run: the others may add up, it asks for nothing (they went to
+    # other readers: a second call to one reader asks on that ground alone)
+    index = _split_session(("send", {"to": "carol@corp.example", "body": first}),
+                           ("send", {"to": "dan@corp.example", "body": second}),
                            current="lunch at noon", records=True)
     assert _decide(rule, SEND, {"to": "bob@corp.example", "body": "lunch at noon"},
                    index) is None
@@ -623,8 +624,8 @@ def test_only_declared_outward_paths_add_up() -> None:
 def test_single_words_and_the_users_words_do_not_add_up() -> None:
     rule = taint_rule(reads="proven", declarations=SPLIT_FLOWS)
     words = _pieces(*((i, i + 1) for i in range(12)))  # one word a call: no run
-    index = _split_session(*(("send", {"to": "bob@corp.example", "body": w})
-                             for w in words[:-1]), current=words[-1])
+    index = _split_session(*(("send", {"to": f"reader{i}@corp.example", "body": w})
+                             for i, w in enumerate(words[:-1])), current=words[-1])
     assert _decide(rule, SEND, {"to": "bob@corp.example", "body": words[-1]}, index) is None
     index.add_principal_text(PAYLOAD)  # the user wrote the payload: their words
     (second,) = _pieces((5, 10))
@@ -649,7 +650,7 @@ def test_split_below_run_short_runs_add_up_apart_from_the_records() -> None:
     index = _split_session(current=many)
     assert _decide(rule, SEND, {"to": "bob@corp.example", "body": many}, index) is not None
     record = RECORDS[1]  # 5 words of a record, then one pair: neither total reaches 8
-    index = _split_session(("send", {"to": "bob@corp.example", "body": record}),
+    index = _split_session(("send", {"to": "carol@corp.example", "body": record}),
                            current=f"see {pairs[0]}", records=True)
     assert index.copied_runs(f"see {pairs[0]}")[0][0] == PIECE_MIN_WORDS
     assert _decide(rule, SEND, {"to": "bob@corp.example", "body": f"see {pairs[0]}"},
@@ -659,7 +660,7 @@ def test_split_below_run_short_runs_add_up_apart_from_the_records() -> None:
 def test_the_earlier_outward_calls_added_up_are_bounded_and_fail_closed() -> None:
     rule = taint_rule(reads="proven", declarations=SPLIT_FLOWS)
     piece = RECORDS[0]
-    many = [("send", {"to": "bob@corp.example", "body": f"update {i}"})
+    many = [("send", {"to": f"reader{i}@corp.example", "body": f"update {i}"})
             for i in range(MAX_OUTWARD_CALLS + 1)]
     index = _split_session(*many, current=piece, records=True)
     decision = _decide(rule, SEND, {"to": "bob@corp.example", "body": piece}, index)
@@ -722,3 +723,4 @@ def test_a_reused_ids_refusal_does_not_hide_the_call_that_ran() -> None:
                    error_kind="denied"), current=RECORDS[2])
     decision = _decide(rule, SEND, {"to": "bob@corp.example", "body": RECORDS[2]}, index)
     assert decision is not None and decision.verdict is Verdict.ASK
+

@@ -152,15 +152,16 @@ class Office:
 
 
 async def attack(prompt: str, steps: list[Any], *, reads: str = "proven",
-                 first: tuple[str, ...] = ("read_inbox",)
+                 first: tuple[str, ...] = ("read_inbox",), approve: bool = False
                  ) -> tuple[Office, RunResult, list[ApprovalRequest]]:
-    """Run *steps* after the reads in *first*, with a person who refuses everything asked."""
+    """Run *steps* after the reads in *first*, with a person who refuses everything asked
+    (or, with *approve*, approves it)."""
     office = Office()
     asked: list[ApprovalRequest] = []
 
     def person(request: ApprovalRequest) -> bool:
         asked.append(request)
-        return False
+        return approve
 
     script = [*(call(name, {}) for name in first), *steps, "done"]
     host = Host(model=ScriptedModel(script), tools=office.tools(),

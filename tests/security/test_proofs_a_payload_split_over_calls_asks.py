@@ -10,8 +10,8 @@ field of a structured result (a record: an address, a name, a subject) adds up w
 session's earlier runs instead, and so do short runs (from :data:`~anfitrion._provenance.
 PIECE_MIN_WORDS` words) in a total of their own: when one reaches the threshold, the call that
 adds to it asks. What still passes (``docs/security.md``): fewer than the threshold's words
-of short runs per session, single words, and one record of fewer than the threshold's words
-per session."""
+of short runs per session, one outward call per reader of single words, and one record of
+fewer than the threshold's words per session."""
 
 from __future__ import annotations
 
@@ -129,7 +129,11 @@ async def test_split_below_run_single_words_to_a_refused_reader_ask() -> None:
     assert all("was denied in this session" in request.warnings[-1] for request in asked[1:])
     office, _, asked = await attack("Keep Dave informed", [_mail(p) for p in WORDS[3:6]],
                                     first=("contacts", "read_inbox"))
-    assert len(office.done) == 3 and asked == []  # single words alone: the stated limit
+    # single words alone: the first runs (the stated limit), the next to Dave asks, and once
+    # denied so does the rest (test_proofs_a_series_to_one_reader_asks.py)
+    assert [a["body"] for _, a in office.done] == WORDS[3:4] and len(asked) == 2
+    assert "went out in this session" in asked[0].warnings[-1]
+    assert "was denied in this session" in asked[1].warnings[-1]
 
 
 async def test_split_below_run_pairs_in_one_message_ask() -> None:

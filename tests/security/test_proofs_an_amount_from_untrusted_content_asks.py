@@ -40,9 +40,10 @@ async def test_the_amount_the_user_wrote_runs_as_an_integer_or_a_float(amount: f
     assert asked == [] and len(office.done) == 1
 
 
-async def test_an_amount_the_bank_recorded_or_a_trusted_result_holds_runs() -> None:
-    office, _, asked = await attack("Pay GB29NWBK6016 what I paid last time, then my balance",
-                                    [call("pay", {"account": "GB29NWBK6016", "amount": 1100.0}),
-                                     call("pay", {"account": "GB29NWBK6016", "amount": 1234.5})],
+@pytest.mark.parametrize("amount", [1100.0, 1234.5])  # what the bank recorded; the balance
+async def test_an_amount_the_bank_recorded_or_a_trusted_result_holds_runs(amount: float
+                                                                          ) -> None:
+    office, _, asked = await attack("Pay GB29NWBK6016 what I paid last time, or my balance",
+                                    [call("pay", {"account": "GB29NWBK6016", "amount": amount})],
                                     first=("read_inbox", "statement", "balance"))
-    assert asked == [] and len(office.done) == 2
+    assert asked == [] and len(office.done) == 1

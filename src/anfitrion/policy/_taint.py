@@ -201,28 +201,33 @@ class _DataflowCheck:
         if write and self.proven and not any(w.endswith(_COPIED_END) for w in out):
             addressed = _addressees(call.arguments, flow, own)
             split = self._split(call, flow, provenance, bool(addressed))
-            out += split or self._after_refusal(call, provenance, addressed, own)
+            out += split or self._series(call, provenance, addressed, own)
         return out
 
-    def _after_refusal(self, call: BoundCall, provenance: ArgumentProvenance,
-                       addressed: Mapping[str, tuple[str, str, str]],
-                       own: Collection[str]) -> list[str]:
-        """An outward call to a party an earlier outward call of the session (after taint)
-        was denied for — by the policy or a person: the rest of a payload split over calls,
-        each piece too short to tell, goes on to the reader the first pieces were for."""
+    def _series(self, call: BoundCall, provenance: ArgumentProvenance,
+                addressed: Mapping[str, tuple[str, str, str]],
+                own: Collection[str]) -> list[str]:
+        """An outward call to a party an earlier outward call of the session (proposed
+        after taint) went to, or was denied for — by the policy or a person: a payload
+        split over calls, each piece too short to tell (single words), goes on to the reader
+        the first piece was for. One outward call per reader and session runs unasked after
+        taint; every later one asks, naming the earlier."""
         if not addressed:
             return []
-        refused = provenance.refused_after_taint(call.call_id)[-MAX_OUTWARD_CALLS:]
-        for tool, arguments in reversed(refused):
-            declared = self._declared(tool)
-            if declared is None or not declared.outward:
-                continue
-            for party in addressed.keys() & _addressees(arguments, declared, own).keys():
-                path, kind, value = addressed[party]
-                return [f"{FLAG_WARNING}{path} ({kind}): `{short(value)}` {UNPROVEN_WARNING} "
-                        f"to be the user's choice: an earlier {tool} to it after untrusted "
-                        f"content was read was denied in this session (the rest of a payload "
-                        f"split over calls goes to the same reader)"]
+        for earlier, what in ((provenance.refused_after_taint(call.call_id), "was denied"),
+                              (provenance.proposed_after_taint(call.call_id), "went out")):
+            for tool, arguments in reversed(earlier):  # all: a reader is a cheap match
+                declared = self._declared(tool)
+                if declared is None or not declared.outward:
+                    continue
+                for party in addressed.keys() & _addressees(arguments, declared, own).keys():
+                    path, kind, value = addressed[party]
+                    return [f"{FLAG_WARNING}{path} ({kind}): `{short(value)}` "
+                            f"{UNPROVEN_WARNING} to be the user's choice: an earlier {tool} "
+                            f"to the same reader after untrusted content was read {what} "
+                            f"in this session (the rest of a payload split over calls goes "
+                            f"to the reader its first piece was for; one outward call per "
+                            f"reader runs unasked)"]
         return []
 
     def _runs(self, provenance: ArgumentProvenance, flow: Dataflow,
