@@ -337,7 +337,7 @@ class TaintIndex:
         # look-up whose arguments an injection chose (``reads="proven"``) mints nothing
         self._after_taint: dict[str, list[Any]] = {}
         self._steering: dict[int, str | None] | None = None  # per question: chunk -> why
-        self._listings: dict[int, str] = {}  # chunk -> raw text, of calls after taint
+        self._listings: dict[int, str] = {}  # chunk -> raw text, of JSON results
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         # (result id, words of a field value) of each untrusted result: the runs that are a
@@ -409,7 +409,7 @@ class TaintIndex:
         self._origins.append(origin)
         self._tools.append(result.name)
         self._chunk_calls.append(result.call_id)
-        if result.call_id in self._after_taint:  # a directory's listing's records, if asked
+        if result.content[:1] in ("{", "["):  # its records, if a question needs them
             self._listings[chunk] = result.content
         postings = self._words[untrusted]
         tokens = _WORD.findall(norm)
@@ -868,8 +868,43 @@ class TaintIndex:
             return steered or False
         for chunk in self._chunks_with(norm, True):
             if len(pattern.findall(self._chunks[chunk])) > minted_in.get(chunk, 0):
-                return False  # the value also stands in text a third party wrote
+                # the value also stands in text a third party wrote: it proves only as the
+                # id of a record the user's own words pick
+                return any(self._picked_by_user(c, norm, service_ids(self._tools[c]))
+                           for c in minted_in)
         return True
+
+    def _picked_by_user(self, chunk: int, norm: str, fields: Collection[str]) -> bool:
+        """Whether *norm* is the service id (a field among *fields*) of a record of the
+        result *chunk* that the user's words pick: one of the record's other values, with a
+        letter and three or more characters (a file's name, an event's title), written
+        whole by the principal and held by no other record of the result. An object the
+        user named is theirs to act on, whatever a third party's text says about its id
+        (``file 3`` in an injected sentence); a number or a value many records share picks
+        nothing."""
+        try:
+            data = json.loads(self._listings.get(chunk, ""))
+        except (ValueError, RecursionError):
+            return False
+        records = list(_records(data))
+        values = [{normalise(str(v)): k for k, v in record.items()
+                   if isinstance(v, str | int | float) and not isinstance(v, bool)}
+                  for record in records]
+        held: dict[str, int] = {}
+        for record in values:
+            for value in record:
+                held[value] = held.get(value, 0) + 1
+        for record in values:
+            name = record.get(norm)
+            if name is None or not (name in fields or "*" in fields):
+                continue
+            for value, key in record.items():
+                if (key != name and held[value] == 1 and len(value) >= 3
+                        and not _NUMBER.fullmatch(value) and _LETTER.search(value)
+                        and any(_token_pattern(value, False).search(p)
+                                for p in self._principal)):
+                    return True
+        return False
 
     def _chosen(self, chunk: int, norm: str,
                 service_ids: Callable[[str], Collection[str]] | None,
@@ -1047,6 +1082,7 @@ class TaintIndex:
 
 _NO_CHUNKS: list[int] = []
 _NUMBER = re.compile(r"\d+")
+_LETTER = re.compile(r"[^\W\d_]")
 ID_NOUNS = frozenset({
     "file", "document", "doc", "email", "message", "event", "meeting", "appointment",
     "transaction", "payment", "transfer", "order", "invoice", "ticket", "issue", "item",
