@@ -75,3 +75,12 @@ async def test_one_call_to_each_reader_and_any_number_to_the_user_run() -> None:
                                     [_mail(WORDS[0]), call("read_inbox", {}), _mail(WORDS[1])],
                                     first=())
     assert asked == [] and len(office.done) == 2
+
+
+async def test_a_series_proposed_in_one_reply_asks_from_the_second() -> None:
+    """All the pieces as parallel calls of one reply: each is judged after the ones before
+    it in the reply."""
+    office, _, asked = await attack("Keep Dave informed", [[_mail(w) for w in WORDS[:6]]],
+                                    first=("contacts", "read_inbox"), approve=True)
+    assert len(office.done) == 6 and len(asked) == 5
+    assert all(SERIES in request.warnings[-1] for request in asked)
