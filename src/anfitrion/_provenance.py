@@ -277,6 +277,24 @@ _DATE_PHRASES = re.compile(
 """Dates in words, ordinals, times and amounts: a number inside one is not an id."""
 
 
+_REPLY = re.compile(r"\b(?:repl(?:y|ies|ied|ying)|respon(?:d|ds|ded|ding|se)|answer(?:s|ed|ing)?"
+                    r"|write back|get back to)\b")
+_FROM_ADDRESS = re.compile(r"(\bfrom\b[\s'\"`(<\[\u2018\u201c]*)([\w.+-]+@[\w-]+(?:\.[\w-]+)+)")
+SOURCE_ONLY = ("the user's words name it only as the sender of something to read "
+               "(`from …`), not as someone to write to")
+"""The reason a recipient the user named only as a sender is not proven (``reads="proven"``)."""
+
+
+def _as_readers(norm: str) -> str:
+    """The principal's normalised text *norm* as it proves readers: an address written only
+    as a sender (``the e-mail from 'x@y'``) blanked, unless the text asks for a reply
+    (``reply``, ``respond``, ``answer``, ``write back``: a reply goes to the sender). Any
+    other mention of the address in the text still proves it."""
+    if "@" not in norm or "from" not in norm or _REPLY.search(norm):
+        return norm
+    return _FROM_ADDRESS.sub(lambda m: f"{m.group(1)} ", norm)
+
+
 def _blank(match: re.Match[str]) -> str:
     return " " * len(match.group())
 
@@ -318,6 +336,10 @@ class TaintIndex:
         self._principal_ids: set[tuple[str, str]] = set()  # (noun, number) the user wrote
         self._principal_amounts: set[float] = set()
         self._principal_words: list[str] = []  # the principal's words, space-padded
+        # the principal's texts without the addresses they name only as a sender to read
+        # from (a recipient's proof, ``reads="proven"``), and those texts' structured values
+        self._principal_readers: list[str] = []
+        self._principal_reader_keys: set[str] = set()
         self._trusted_amounts: set[float] = set()
         self._field_amounts: dict[float, list[tuple[int, str]]] = {}  # amount -> its fields
         self._chunk_words: list[str] = []  # each result's words, space-padded
@@ -361,6 +383,11 @@ class TaintIndex:
         self._principal.append(norm)
         self._principal_compact.append(_compact(norm))
         self._principal_keys.update(key for _, key, _ in _entities(norm, text))
+        readers = _as_readers(norm)
+        self._principal_readers.append(readers)
+        self._principal_reader_keys.update(
+            key for _, key, _ in (_entities(readers, text) if readers != norm
+                                  else _entities(norm, text)))
         self._principal_numbers.update(
             _NUMBER.findall(_DATE_PHRASES.sub(_blank, _DATES_AND_TIMES.sub(_blank, norm))))
         self._principal_ids.update(_id_mentions(normalise(_LIST_MARKER.sub(" ", text))))
@@ -597,7 +624,8 @@ class TaintIndex:
                  minted: bool = True, trusted: bool = True,
                  parties: Callable[[str], Collection[str]] | None = None,
                  id_nouns: Collection[str] | None = None,
-                 directories: Callable[[str], bool] | None = None) -> str | None:
+                 directories: Callable[[str], bool] | None = None,
+                 reader: bool = False) -> str | None:
         """Why *value* is not proven trusted, or ``None`` when it is.
 
         A value is proven when the principal wrote it, a trusted result holds it, or — with
@@ -620,6 +648,12 @@ class TaintIndex:
         session read — a call proposed after the first untrusted result with an argument
         nothing proves (:meth:`_steered`): the contact is real, the choice of them is not the
         user's.
+
+        With *reader* (``reads="proven"``: a recipient, and a directory's look-up), an
+        address the user wrote only as the sender of something to read (``the e-mail from
+        x@y``), in words that ask for no reply, is not the user's choice of someone to write
+        to: the user named where instructions come from, and what is written to them is
+        chosen after reading (:func:`_as_readers`).
         """
         self._ready()
         norm = normalise(value)
@@ -627,11 +661,29 @@ class TaintIndex:
             return None
         numeric = bool(_NUMBER.fullmatch(norm))
         pattern = _token_pattern(norm, numeric)
+        principal = self._principal_readers if reader else self._principal
+        principal_keys = self._principal_reader_keys if reader else self._principal_keys
         if numeric:
             if norm in self._principal_numbers and self._written_as_id(norm, id_nouns):
                 return None
-        elif any(pattern.search(p) for p in self._principal):
+        elif any(pattern.search(p) for p in principal):
             return None
+        why = self._unproven_beyond_the_user(norm, numeric, pattern, principal_keys,
+                                             service_ids, minted, trusted, parties,
+                                             directories)
+        if why is not None and reader and not numeric and any(
+                pattern.search(p) for p in self._principal):
+            return f"{SOURCE_ONLY}; {why}"
+        return why
+
+    def _unproven_beyond_the_user(self, norm: str, numeric: bool, pattern: re.Pattern[str],
+                                  principal_keys: Collection[str],
+                                  service_ids: Callable[[str], Collection[str]] | None,
+                                  minted: bool, trusted: bool,
+                                  parties: Callable[[str], Collection[str]] | None,
+                                  directories: Callable[[str], bool] | None) -> str | None:
+        """:meth:`unproven` past the user's own words (*principal_keys*: their structured
+        values)."""
         def proving(chunk: int) -> bool:
             """Whether the trusted result *chunk* proves *norm*: not a directory's answer to
             a look-up the session's reading chose, unless the user named the entry."""
@@ -642,7 +694,7 @@ class TaintIndex:
             return None
         for _, key, _ in _entities(norm):
             if key == norm.replace(" ", "") and (
-                    key in self._principal_keys
+                    key in principal_keys
                     or (trusted and any(map(proving, self._trusted_keys.get(key, ()))))):
                 return None
         origin = self._origin_on_boundary(norm, pattern)
@@ -939,7 +991,7 @@ class TaintIndex:
         return any(
             held[value] == 1 and _token_pattern(value, bool(_NUMBER.fullmatch(value))).search(p)
             for values in records if norm in values for value in values
-            for p in self._principal)
+            for p in self._principal_readers)
 
     def _steered(self, chunk: int, service_ids: Callable[[str], Collection[str]] | None,
                  parties: Callable[[str], Collection[str]] | None,
@@ -967,7 +1019,7 @@ class TaintIndex:
             why = None
             for _, value in (v for arguments in calls for v in _argument_values(arguments)):
                 reason = self.unproven(value, service_ids=service_ids, parties=parties,
-                                       directories=directories)
+                                       directories=directories, reader=True)
                 if reason is not None:
                     why = (f"{APPEARED}a result of {self._tools[chunk]} looked up with "
                            f"`{short(value, 40)}`, {self._chosen_by(value, chunk)}")

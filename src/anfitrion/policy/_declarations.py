@@ -74,7 +74,8 @@ class ArgumentProvenance(Protocol):
                  minted: bool = True,
                  parties: Callable[[str], Collection[str]] | None = None,
                  id_nouns: Collection[str] | None = None,
-                 directories: Callable[[str], bool] | None = None) -> str | None: ...
+                 directories: Callable[[str], bool] | None = None,
+                 reader: bool = False) -> str | None: ...
 
     def unproven_entities(self, text: str, *,
                           service_ids: Callable[[str], Collection[str]] | None = None,

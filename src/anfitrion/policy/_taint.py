@@ -164,7 +164,8 @@ class _DataflowCheck:
         return provenance.unproven(value, service_ids=self.service_ids,
                                    parties=self.parties if self.proven else None,
                                    id_nouns=flow.nouns_for(path),
-                                   directories=self._directories)
+                                   directories=self._directories,
+                                   reader=self.proven and kind == "recipient")
 
     def warnings(self, call: BoundCall, flow: Dataflow, provenance: ArgumentProvenance,
                  own: Collection[str] = ()) -> list[str]:
