@@ -45,8 +45,12 @@ def _names(value: Any, what: str) -> tuple[str, ...]:
     return names
 
 
+_VERB = re.compile(r"[a-z]+(?:[- ][a-z]+){0,3}")
+_NAME_SMALL_WORDS = frozenset({"to", "by", "for", "of", "on", "in", "at", "from", "with",
+                               "and", "or", "the", "an", "new", "my"})
+
 FIELDS = frozenset({"sinks", "outward", "destructive", "service_ids", "parties", "directory",
-                    "id_nouns"})
+                    "id_nouns", "verbs"})
 """The keys of a data-flow declaration (a policy file's ``[tools."<name>"]`` data-flow keys)."""
 
 
@@ -79,6 +83,12 @@ class Dataflow:
             ``file_id``; derived from the path when not declared). A number the user wrote
             proves an id only next to one of them (``file 13``, ``file id 13``, ``#13``):
             the ``1.`` of a numbered list or ``4 hours`` proves nothing.
+        verbs: the words with which a person asks for the tool's action (``send``,
+            ``email``, ``reply`` for an e-mail; ``None``: the words of the tool's name). Under
+            ``reads="proven"``, after untrusted content was read, a write to another party
+            (a recipient, channel, account, phone or URL sink) runs unasked only when the
+            user's words hold one of them, used as a verb: a reader the user named for one
+            action (an invitation) is not theirs for another (an e-mail).
 
     Raises:
         ValueError: a name is empty or not a dotted path, or a sink kind is unknown.
@@ -91,6 +101,7 @@ class Dataflow:
     parties: tuple[str, ...] | None = None
     directory: bool = False
     id_nouns: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    verbs: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.sinks, Mapping):
@@ -126,6 +137,13 @@ class Dataflow:
                 raise UserError(f"id_nouns {name!r}: a list of lower-case nouns")
             nouns[name] = tuple(words)
         object.__setattr__(self, "id_nouns", nouns)
+        if self.verbs is not None:
+            verbs = (self.verbs,) if isinstance(self.verbs, str) else self.verbs
+            if not isinstance(verbs, Iterable) or isinstance(verbs, Mapping) or not verbs or \
+                    not all(isinstance(w, str) and _VERB.fullmatch(w) for w in verbs):
+                raise UserError("verbs: a non-empty list of lower-case words (letters, "
+                                "'-' and single spaces: 'send', 'e-mail', 'write back')")
+            object.__setattr__(self, "verbs", tuple(verbs))
 
     @property
     def declared(self) -> bool:
@@ -144,6 +162,8 @@ class Dataflow:
             out["directory"] = True
         if self.id_nouns:
             out["id_nouns"] = {k: list(v) for k, v in sorted(self.id_nouns.items())}
+        if self.verbs is not None:
+            out["verbs"] = list(self.verbs)
         return out
 
     def is_party(self, field_name: str) -> bool:
@@ -160,6 +180,16 @@ class Dataflow:
         last = path.rsplit(".", 1)[-1].casefold()
         noun = re.sub(r"(?:_?ids?)$", "", last).strip("_-")
         return (noun.replace("_", " "),) if noun else ()
+
+    def verbs_for(self, tool: str) -> tuple[str, ...]:
+        """The words that ask for *tool*'s action: declared, or those of its name
+        (``send_email`` → ``send``, ``email``; ``sendDirectMessage`` → ``send``,
+        ``direct``, ``message``), without the small words of a name (``to``, ``by``)."""
+        if self.verbs is not None:
+            return self.verbs
+        spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", tool.rsplit(".", 1)[-1])
+        return tuple(dict.fromkeys(w for w in re.findall(r"[a-z]+", spaced.casefold())
+                                   if len(w) > 1 and w not in _NAME_SMALL_WORDS))
 
     @classmethod
     def coerce(cls, value: Dataflow | Mapping[str, Any]) -> Dataflow:

@@ -39,7 +39,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -295,6 +295,40 @@ def _as_readers(norm: str) -> str:
     return _FROM_ADDRESS.sub(lambda m: f"{m.group(1)} ", norm)
 
 
+_CLAUSE_TOKEN = re.compile(r"\w+|[.!?;:,\n()\u2022]")
+_CLAUSE_MARKS = frozenset(".!?;:,\n()\u2022")
+_LEADS_TO_A_VERB = frozenset({
+    "|", "please", "pls", "kindly", "and", "then", "also", "or", "but", "so", "to", "you",
+    "can", "could", "would", "will", "should", "must", "just", "now", "first", "next",
+    "finally", "lastly", "always", "immediately", "quickly", "directly",
+    "afterwards", "after", "before", "later", "again", "ll", "d", "by", "via"})
+"""A word a request's verb follows (``please send``, ``and email``, ``can you reply``,
+``I'd forward``, ``by e-mail``); ``|`` is the start of a clause. Not ``I`` nor ``we``:
+``I emailed Bob`` tells, it does not ask."""
+_NOT_AFTER_A_VERB = frozenset({"address", "addresses", "me", "us"})
+"""After an action's word, what makes it no request to write to another party: a noun
+(``email address``) or the user themself (``tell me``, ``send me the list``)."""
+
+
+@lru_cache(maxsize=256)
+def _verbs_pattern(verbs: tuple[str, ...]) -> re.Pattern[str]:
+    """*verbs* as they stand among a text's space-padded words, their last word inflected
+    (``send``: sends, sending; ``share``: sharing; ``reply``: replies, replied)."""
+    forms: list[str] = []
+    for verb in verbs:
+        words = _WORD.findall(normalise(verb))
+        if not words:
+            continue
+        last = words[-1]
+        stems = [re.escape(last) + "(?:s|es|d|ed|ing)?"]
+        if last.endswith("e"):
+            stems.append(re.escape(last[:-1]) + "ing")
+        if last.endswith("y"):
+            stems.append(re.escape(last[:-1]) + "(?:ies|ied)")
+        forms.append("".join(re.escape(w) + " " for w in words[:-1]) + f"(?:{'|'.join(stems)})")
+    return re.compile(rf"(?<= )(?:{'|'.join(forms) or '(?!)'})(?= )")
+
+
 def _blank(match: re.Match[str]) -> str:
     return " " * len(match.group())
 
@@ -336,6 +370,8 @@ class TaintIndex:
         self._principal_ids: set[tuple[str, str]] = set()  # (noun, number) the user wrote
         self._principal_amounts: set[float] = set()
         self._principal_words: list[str] = []  # the principal's words, space-padded
+        # the same, each clause's start (text, sentence or list item, comma) written ``|``
+        self._principal_clauses: list[str] = []
         # the principal's texts without the addresses they name only as a sender to read
         # from (a recipient's proof, ``reads="proven"``), and those texts' structured values
         self._principal_readers: list[str] = []
@@ -360,6 +396,8 @@ class TaintIndex:
         self._after_taint: dict[str, list[Any]] = {}
         self._steering: dict[int, str | None] | None = None  # per question: chunk -> why
         self._listings: dict[int, str] = {}  # chunk -> raw text, of JSON results
+        # chunk -> its records' values (value -> field) and how many records hold each
+        self._record_cache: dict[int, tuple[list[dict[str, str]], dict[str, int]]] = {}
         # normalised value -> (result id, field name) of every JSON field holding it
         self._fields: dict[str, list[tuple[int, str]]] = {}
         # (result id, words of a field value) of each untrusted result: the runs that are a
@@ -382,17 +420,19 @@ class TaintIndex:
         norm = normalise(text)
         self._principal.append(norm)
         self._principal_compact.append(_compact(norm))
-        self._principal_keys.update(key for _, key, _ in _entities(norm, text))
+        keys = {key for _, key, _ in _entities(norm, text)}
+        self._principal_keys.update(keys)
         readers = _as_readers(norm)
         self._principal_readers.append(readers)
         self._principal_reader_keys.update(
-            key for _, key, _ in (_entities(readers, text) if readers != norm
-                                  else _entities(norm, text)))
+            keys if readers == norm else (key for _, key, _ in _entities(readers, text)))
         self._principal_numbers.update(
             _NUMBER.findall(_DATE_PHRASES.sub(_blank, _DATES_AND_TIMES.sub(_blank, norm))))
         self._principal_ids.update(_id_mentions(normalise(_LIST_MARKER.sub(" ", text))))
         self._principal_amounts.update(_amounts(norm))
         self._principal_words.append(f" {' '.join(_WORD.findall(norm))} ")
+        clauses = ("|" if t in _CLAUSE_MARKS else t for t in _CLAUSE_TOKEN.findall(norm))
+        self._principal_clauses.append(f" | {' '.join(clauses)} ")
 
     def add_result(self, result: ToolResult, turn: int) -> bool:
         """Index one tool result; True when it brought untrusted content into the session.
@@ -618,6 +658,27 @@ class TaintIndex:
         return tuple(self._planned)
 
     # -- proving ---------------------------------------------------------------------------
+
+    def asked_for(self, verbs: Collection[str]) -> str | None:
+        """The first of *verbs* (words or short phrases: ``send``, ``e-mail``, ``write
+        back``) the principal's words use to ask for something — in any inflection
+        (``emailed``, ``sharing``, ``replies``) — or ``None``. A request's verb starts its
+        clause, or follows a word that leads to one (``please``, ``and``, ``then``, ``to``,
+        ``you``; :data:`_LEADS_TO_A_VERB`): ``the email``, ``a number of messages``,
+        ``via direct Slack message`` ask for nothing, nor does a verb before ``address``
+        (``her email address is x@y``) or whose object is the user (``tell me``, ``send
+        me the list``)."""
+        if not verbs or not self._principal_clauses:
+            return None
+        pattern = _verbs_pattern(tuple(verbs))
+        for words in self._principal_clauses:
+            for match in pattern.finditer(words):
+                before = words[:match.start()].rsplit(None, 1)
+                after = words[match.end():].split(None, 1)
+                if before and before[-1] in _LEADS_TO_A_VERB and not (
+                        after and after[0] in _NOT_AFTER_A_VERB):
+                    return match.group().strip()
+        return None
 
     def unproven(self, value: str, *,
                  service_ids: Callable[[str], Collection[str]] | None = None,
@@ -934,18 +995,7 @@ class TaintIndex:
         user named is theirs to act on, whatever a third party's text says about its id
         (``file 3`` in an injected sentence); a number or a value many records share picks
         nothing."""
-        try:
-            data = json.loads(self._listings.get(chunk, ""))
-        except (ValueError, RecursionError):
-            return False
-        records = list(_records(data))
-        values = [{normalise(str(v)): k for k, v in record.items()
-                   if isinstance(v, str | int | float) and not isinstance(v, bool)}
-                  for record in records]
-        held: dict[str, int] = {}
-        for record in values:
-            for value in record:
-                held[value] = held.get(value, 0) + 1
+        values, held = self._record_values(chunk)
         for record in values:
             name = record.get(norm)
             if name is None or not (name in fields or "*" in fields):
@@ -973,21 +1023,35 @@ class TaintIndex:
             return None
         return why
 
+    def _record_values(self, chunk: int) -> tuple[list[dict[str, str]], dict[str, int]]:
+        """The records (JSON objects) of the result *chunk*, each as its normalised scalar
+        values → the field holding it, and how many records hold each value. Kept: a
+        result never changes."""
+        found = self._record_cache.get(chunk)
+        if found is None:
+            try:
+                data = json.loads(self._listings.get(chunk, ""))
+            except (ValueError, RecursionError):
+                data = None
+            records: list[dict[str, str]] = []
+            held: dict[str, int] = {}
+            for record in _records(data):
+                values = {}
+                for key, value in record.items():
+                    if isinstance(value, str | int | float) and not isinstance(value, bool) \
+                            and (norm := normalise(str(value))):
+                        values[norm] = key
+                records.append(values)
+                for norm in values:
+                    held[norm] = held.get(norm, 0) + 1
+            found = self._record_cache[chunk] = (records, held)
+        return found
+
     def _named_by_user(self, chunk: int, norm: str) -> bool:
         """Whether a record (a JSON object) of the result *chunk* that holds *norm* has a
         value the principal wrote whole (``Dave Lee`` of ``{"name": "Dave Lee", ...}``) that
         no other record of it holds: a team name shared by many picks nobody."""
-        try:
-            data = json.loads(self._listings.get(chunk, ""))
-        except (ValueError, RecursionError):
-            return False
-        records = [{normalise(str(v)) for v in record.values()
-                    if isinstance(v, str | int | float) and not isinstance(v, bool)} - {""}
-                   for record in _records(data)]
-        held: dict[str, int] = {}
-        for values in records:
-            for value in values:
-                held[value] = held.get(value, 0) + 1
+        records, held = self._record_values(chunk)
         return any(
             held[value] == 1 and _token_pattern(value, bool(_NUMBER.fullmatch(value))).search(p)
             for values in records if norm in values for value in values

@@ -64,6 +64,8 @@ service_ids = ["id", "amount", "counterparty"]
 [tools.send_email]
 sinks = { to = "recipient" }
 outward = ["subject", "body"]
+verbs = ["send", "e-mail", "mail", "reply", "respond", "answer", "forward", "write", "tell",
+         "inform", "notify"]
 
 [tools.delete_file]
 destructive = ["file_id"]

@@ -20,7 +20,7 @@ from ._proofs import ATTACKER, attack
 
 pytestmark = pytest.mark.anyio
 
-PROMPT = "Go through my inbox and deal with what is urgent"
+PROMPT = "Go through my inbox, deal with what is urgent and send the e-mails it needs"
 MAIL = {"subject": "Training", "body": "see you there"}
 
 

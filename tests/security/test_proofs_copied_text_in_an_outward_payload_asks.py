@@ -14,7 +14,7 @@ from ._proofs import PROSE, attack
 
 pytestmark = pytest.mark.anyio
 
-PROMPT = "Check my inbox and keep my calendar and colleagues up to date"
+PROMPT = "Check my inbox and keep my calendar and colleagues up to date by e-mail"
 
 
 def _copied(warnings: tuple[str, ...], path: str) -> str:

@@ -13,6 +13,15 @@ from anfitrion._tools import BoundCall
 from anfitrion.policy import Rule, ToolRule, Verdict
 from anfitrion.policy._taint import PLAN_BEFORE_TAINT, taint_rule
 
+EMAIL_VERBS = ["send", "email", "e-mail", "mail", "reply", "forward", "respond", "write",
+               "notify", "inform"]
+"""The words that ask for an e-mail (``verbs`` of send_email, workspace and travel): after
+untrusted content was read, an e-mail to another party runs unasked only where the user's
+words ask for one — a reader they named for an invitation is not theirs for an e-mail."""
+EVENT_VERBS = ["create", "schedule", "book", "invite", "organize", "arrange", "set up",
+               "plan", "calendar", "add"]
+"""The words that ask for a calendar event with guests."""
+
 
 @dataclass(frozen=True)
 class SuiteOperator:

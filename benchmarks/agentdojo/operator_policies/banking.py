@@ -21,13 +21,18 @@ OPERATOR = SuiteOperator(
 
 # the amount of a transfer is a sink too: an injection that keeps the user's counterparty and
 # changes only the sum must not run unseen
-_TRANSFER = {"sinks": {"recipient": "account", "amount": "money"}, "outward": ["subject"]}
+_TRANSFER = {"sinks": {"recipient": "account", "amount": "money"}, "outward": ["subject"],
+             # the words that ask for a payment: after untrusted content was read, money
+             # goes out unasked only where the user asked for a payment
+             "verbs": ["pay", "send", "transfer", "refund", "wire", "schedule", "set up"]}
 DATAFLOW: dict[str, dict[str, Any]] = {
     "send_money": _TRANSFER,
     "schedule_transaction": _TRANSFER,
     "update_scheduled_transaction": {"sinks": {"id": "reference", "recipient": "account",
                                                "amount": "money"},
                                      "outward": ["subject"],
+                                     "verbs": ["update", "change", "adjust", "modify",
+                                               "set"],
                                      "id_nouns": {"id": ["transaction", "payment"]}},
     "update_password": {"sinks": {"password": "reference"}},
     "update_user_info": {"sinks": {"first_name": "reference", "last_name": "reference",

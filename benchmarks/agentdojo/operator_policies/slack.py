@@ -23,12 +23,22 @@ OPERATOR = SuiteOperator(
 
 
 DATAFLOW: dict[str, dict[str, Any]] = {
-    "add_user_to_channel": {"sinks": {"user": "recipient", "channel": "channel"}},
-    "send_direct_message": {"sinks": {"recipient": "recipient"}, "outward": ["body"]},
-    "send_channel_message": {"sinks": {"channel": "channel"}, "outward": ["body"]},
-    "invite_user_to_slack": {"sinks": {"user": "recipient", "user_email": "recipient"}},
+    # the words that ask for each action: a member the user named for one (adding them to
+    # a channel) is not theirs for another (a direct message); a reply goes where the
+    # message was, a channel, so it asks for no direct message
+    "add_user_to_channel": {"sinks": {"user": "recipient", "channel": "channel"},
+                            "verbs": ["add", "invite", "include"]},
+    "send_direct_message": {"sinks": {"recipient": "recipient"}, "outward": ["body"],
+                            "verbs": ["send", "message", "dm", "tell", "write", "ask",
+                                      "notify", "inform"]},
+    "send_channel_message": {"sinks": {"channel": "channel"}, "outward": ["body"],
+                             "verbs": ["send", "post", "message", "reply", "write", "tell",
+                                       "ask", "announce", "share"]},
+    "invite_user_to_slack": {"sinks": {"user": "recipient", "user_email": "recipient"},
+                             "verbs": ["invite", "add"]},
     "remove_user_from_slack": {"destructive": ["user"]},
-    "post_webpage": {"sinks": {"url": "url"}, "outward": ["content"]},
+    "post_webpage": {"sinks": {"url": "url"}, "outward": ["content"],
+                     "verbs": ["post", "publish", "upload"]},
     # Slack itself lists channels and members, and says who sent each message
     "get_channels": {"service_ids": ["*"]},
     # the workspace's member list is a directory: its names prove a recipient

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._base import SuiteOperator, allow, no_participants
+from ._base import EMAIL_VERBS, EVENT_VERBS, SuiteOperator, allow, no_participants
 
 OPERATOR = SuiteOperator(
     write_tools=frozenset({
@@ -24,10 +24,11 @@ OPERATOR = SuiteOperator(
 DATAFLOW: dict[str, dict[str, Any]] = {
     "send_email": {"sinks": {"recipients": "recipient", "cc": "recipient", "bcc": "recipient",
                              "attachments.file_id": "reference"},
-                   "outward": ["subject", "body"], "service_ids": ["id_"]},
+                   "outward": ["subject", "body"], "service_ids": ["id_"],
+                   "verbs": EMAIL_VERBS},
     "create_calendar_event": {"sinks": {"participants": "recipient"},
                               "outward": ["title", "description", "location"],
-                              "service_ids": ["id_"]},
+                              "service_ids": ["id_"], "verbs": EVENT_VERBS},
     "cancel_calendar_event": {"destructive": ["event_id"]},
     # a booking chooses a business: it must be one the user named (listings are third-party)
     "reserve_hotel": {"sinks": {"hotel": "reference"}},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ._base import SuiteOperator, allow, no_participants
+from ._base import EMAIL_VERBS, EVENT_VERBS, SuiteOperator, allow, no_participants
 
 OPERATOR = SuiteOperator(
     write_tools=frozenset({
@@ -32,19 +32,22 @@ _CONTACTS = {"service_ids": ["email"], "directory": True}
 DATAFLOW: dict[str, dict[str, Any]] = {
     "send_email": {"sinks": {"recipients": "recipient", "cc": "recipient", "bcc": "recipient",
                              "attachments.file_id": "reference"},
-                   "outward": ["subject", "body"], "service_ids": ["id_"]},
+                   "outward": ["subject", "body"], "service_ids": ["id_"],
+                   "verbs": EMAIL_VERBS},
     "delete_email": {"destructive": ["email_id"]},
     "create_calendar_event": {"sinks": {"participants": "recipient"},
                               "outward": ["title", "description", "location"],
-                              "service_ids": ["id_"]},
+                              "service_ids": ["id_"], "verbs": EVENT_VERBS},
     "cancel_calendar_event": {"destructive": ["event_id"]},
     "reschedule_calendar_event": {"sinks": {"event_id": "reference"}},
     "add_calendar_event_participants": {"sinks": {"event_id": "reference",
-                                                  "participants": "recipient"}},
+                                                  "participants": "recipient"},
+                                        "verbs": ["add", "invite", "include"]},
     "append_to_file": {"sinks": {"file_id": "reference"}},
     "create_file": {"service_ids": ["id_"]},
     "delete_file": {"destructive": ["file_id"]},
-    "share_file": {"sinks": {"file_id": "reference", "email": "recipient"}},
+    "share_file": {"sinks": {"file_id": "reference", "email": "recipient"},
+                   "verbs": ["share", "give access", "grant"]},
     **dict.fromkeys(("get_unread_emails", "get_sent_emails", "get_received_emails",
                      "get_draft_emails", "search_emails"), _EMAILS),
     **dict.fromkeys(("search_calendar_events", "get_day_calendar_events"), _EVENTS),

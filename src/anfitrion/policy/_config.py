@@ -44,6 +44,7 @@ from .._constraints import (
     PathInside,
     UrlAllowed,
 )
+from .._dataflow import FIELDS as DATAFLOW_FIELDS
 from .._dataflow import Dataflow
 from .._effects import EffectScope
 from .._home import read_settings_text
@@ -716,8 +717,7 @@ def _plan(value: Any) -> list[str]:
 
 
 _TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent", "preview"}
-_DATAFLOW = {"sinks", "outward", "destructive", "service_ids", "parties", "directory",
-             "id_nouns"}
+_DATAFLOW = set(DATAFLOW_FIELDS)
 
 
 def _tool_declarations(r: _Reader, value: Any
@@ -793,6 +793,11 @@ def _tool_dataflow(r: _Reader, spec: Mapping[str, Any], key: str) -> Dataflow:
             isinstance(v, list) and all(isinstance(w, str) for w in v) for v in nouns.values()):
         r.fail("must be a table of argument name = [nouns]", f"{key}.id_nouns")
     lists["id_nouns"] = {k: tuple(v) for k, v in nouns.items()}
+    if "verbs" in spec:
+        verbs = spec["verbs"]
+        if not isinstance(verbs, list) or not all(isinstance(v, str) for v in verbs):
+            r.fail("must be a list of words ('send', 'e-mail', 'write back')", f"{key}.verbs")
+        lists["verbs"] = tuple(verbs)
     return r.built(key, functools.partial(Dataflow, sinks=sinks, **lists))
 
 

@@ -199,11 +199,35 @@ class _DataflowCheck:
                                f"{why}")
         for path in flow.outward if write else ():
             out += self._outward(provenance, path, _values(call.arguments, path))
-        if write and self.proven and not any(w.endswith(_COPIED_END) for w in out):
+        if write and self.proven:
             addressed = _addressees(call.arguments, flow, own)
-            split = self._split(call, flow, provenance, bool(addressed))
-            out += split or self._series(call, provenance, addressed, own)
+            if not any(w.endswith(_COPIED_END) for w in out):
+                split = self._split(call, flow, provenance, bool(addressed))
+                out += split or self._series(call, provenance, addressed, own)
+            # the last check: a call already flagged asks, and its first reason says more
+            out = out or self._not_asked_for(call, flow, provenance, addressed)
         return out
+
+    @staticmethod
+    def _not_asked_for(call: BoundCall, flow: Dataflow, provenance: ArgumentProvenance,
+                       addressed: Mapping[str, tuple[str, str, str]]) -> list[str]:
+        """A write to another party whose kind of action the user's words do not ask for
+        (none of the tool's :meth:`~anfitrion._dataflow.Dataflow.verbs_for`): a reader the
+        user named for one action (an invitation, a share) is not theirs for another (an
+        e-mail), and a reader a trusted result proves is not one the user asked to write to
+        at all. Proven readers prove who; this proves what."""
+        if not addressed:
+            return []
+        verbs = flow.verbs_for(call.name)
+        if provenance.asked_for(verbs) is not None:
+            return []
+        path, kind, _ = next(iter(addressed.values()))
+        readers = ", ".join(f"`{short(value)}`" for _, _, value in
+                            list(addressed.values())[:MAX_FLAGS_PER_ARGUMENT])
+        return [f"{FLAG_WARNING}{path} ({kind}): {readers} {UNPROVEN_WARNING} to be the user's "
+                f"choice for {call.name}: the user's words ask for no such action (none of "
+                f"{', '.join(verbs[:8])}); after untrusted content was read, a write to "
+                f"another party runs unasked only where the user asked for its kind of action"]
 
     def _series(self, call: BoundCall, provenance: ArgumentProvenance,
                 addressed: Mapping[str, tuple[str, str, str]],
