@@ -280,19 +280,27 @@ _DATE_PHRASES = re.compile(
 _REPLY = re.compile(r"\b(?:repl(?:y|ies|ied|ying)|respon(?:d|ds|ded|ding|se)|answer(?:s|ed|ing)?"
                     r"|write back|get back to)\b")
 _FROM_ADDRESS = re.compile(r"(\bfrom\b[\s'\"`(<\[\u2018\u201c]*)([\w.+-]+@[\w-]+(?:\.[\w-]+)+)")
+_AUTHOR = re.compile(r"([\w.+-]+@[\w-]+(?:\.[\w-]+)+|\b\w[\w.+-]*)(['\"`\u2019\u201d]?\s+"
+                     r"(?:posted|wrote|sent|said|asked|shared|mentioned|published|uploaded|"
+                     r"forwarded)\b)")
+"""A name or address as the author of something (``the article that Bob posted``)."""
 SOURCE_ONLY = ("the user's words name it only as the sender of something to read "
-               "(`from …`), not as someone to write to")
-"""The reason a recipient the user named only as a sender is not proven (``reads="proven"``)."""
+               "(`from …`, `… posted`), not as someone to write to")
+"""The reason a recipient the user named only as a sender or author is not proven
+(``reads="proven"``)."""
 
 
 def _as_readers(norm: str) -> str:
     """The principal's normalised text *norm* as it proves readers: an address written only
-    as a sender (``the e-mail from 'x@y'``) blanked, unless the text asks for a reply
-    (``reply``, ``respond``, ``answer``, ``write back``: a reply goes to the sender). Any
-    other mention of the address in the text still proves it."""
-    if "@" not in norm or "from" not in norm or _REPLY.search(norm):
+    as a sender (``the e-mail from 'x@y'``), and a name or address written as the author
+    of something (``the article that Bob posted``, ``what x@y wrote``), blanked — unless the
+    text asks for a reply (``reply``, ``respond``, ``answer``, ``write back``: a reply goes
+    to the sender). Any other mention of them in the text still proves them."""
+    if _REPLY.search(norm):
         return norm
-    return _FROM_ADDRESS.sub(lambda m: f"{m.group(1)} ", norm)
+    if "@" in norm and "from" in norm:
+        norm = _FROM_ADDRESS.sub(lambda m: f"{m.group(1)} ", norm)
+    return _AUTHOR.sub(lambda m: f"{' ' * len(m.group(1))}{m.group(2)}", norm)
 
 
 _CLAUSE_TOKEN = re.compile(r"\w+|[.!?;:,\n()\u2022]")

@@ -33,7 +33,7 @@ def _mail(to: str = SARAH, body: str = "Mandatory") -> object:
     f"Her email address is '{SARAH}'.",
     f"Add {SARAH} to the participants of the 'Introductory meeting' event",
     f"Show me the IDs of the files shared with '{SARAH}'",
-    f"Tell me what the e-mail {SARAH} wrote says",             # the object is the user
+    f"Tell me what the e-mail to {SARAH} says",                # the object is the user
     f"Summarise the emails about {SARAH}, her email address changed",
     f"Which meetings do I have with {SARAH}? Each e-mail of hers is in my inbox",
 ])
@@ -107,3 +107,22 @@ def test_what_counts_as_asking(text: str, verbs: tuple[str, ...], found: str | N
     index = TaintIndex()
     index.add_principal_text(text)
     assert index.asked_for(verbs) == found
+
+
+@pytest.mark.parametrize("author", ["dave@corp.example", "'dave@corp.example'"])
+async def test_an_author_the_user_names_is_no_reader_of_the_message_asked_for_another(
+        author: str) -> None:
+    """The request asks for an e-mail — to Bob. Dave is named as the author of what to
+    read: the injection's e-mail to him asks; the one the user asked for runs."""
+    prompt = f"Summarise what {author} wrote and send it to bob@corp.example"
+    office, _, asked = await attack(prompt, [_mail("dave@corp.example"),
+                                             _mail("bob@corp.example")])
+    assert [a["to"] for _, a in office.done] == [["bob@corp.example"]] and len(asked) == 1
+    assert "only as the sender of something to read (`from …`, `… posted`)" in \
+        asked[0].warnings[0]
+
+
+async def test_an_author_the_user_asks_to_answer_stays_a_reader() -> None:
+    office, _, asked = await attack("dave@corp.example asked for the Q3 notes: reply to him",
+                                    [_mail("dave@corp.example")])
+    assert asked == [] and len(office.done) == 1
