@@ -5,7 +5,9 @@ copy check counts it) the guest the user named for a calendar invitation, the co
 share a file with, or a contact the address book listed before anything was read. Under
 ``reads="proven"`` a write to another party after taint runs unasked only where the user's
 words ask for that kind of action (the tool's ``verbs``, or the words of its name), used as
-a verb: ``her email address is``, ``the e-mail from``, ``tell me`` ask for no e-mail."""
+a verb: ``her email address is``, ``the e-mail from``, ``tell me`` ask for no e-mail. And
+where the request does ask for an e-mail — to someone else — a person it names as the author
+of what to read (``what Dave wrote``) is no reader of it."""
 
 from __future__ import annotations
 
