@@ -93,6 +93,9 @@ async def test_writes_to_no_other_party_need_no_words() -> None:
 @pytest.mark.parametrize(("text", "verbs", "found"), [
     ("Please e-mail Bob", ("e-mail",), "e mail"),
     ("Who did Bob keep emailing?", ("email",), None),  # a question about him
+    ("How much did I pay Bob?", ("pay",), None),        # the user tells, asks nothing
+    ("Did you send Bob the notes?", ("send",), "send"),  # the limit: a question to the
+                                                         # assistant reads as a request
     ("Keep Bob posted, emailing him daily", ("email",), "emailing"),
     ("and then emailing Bob", ("email",), "emailing"),
     ("Reply to her, and say I REPLIED", ("reply",), "reply"),
