@@ -717,7 +717,6 @@ def _plan(value: Any) -> list[str]:
 
 
 _TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent", "preview"}
-_DATAFLOW = set(DATAFLOW_FIELDS)
 
 
 def _tool_declarations(r: _Reader, value: Any
@@ -746,9 +745,9 @@ def _tool_declarations(r: _Reader, value: Any
         key = f"tools.{name}"
         if not TOOL_NAME.fullmatch(name):
             r.fail(f"{name!r} is not a tool name ([A-Za-z0-9_.-], 1 to 64 characters)", key)
-        spec = r.table(spec, key, _TOOL_EFFECT_KEYS | _DATAFLOW)
+        spec = r.table(spec, key, _TOOL_EFFECT_KEYS | DATAFLOW_FIELDS)
         effects[name] = _tool_effect(r, name, spec, key)
-        if _DATAFLOW & set(spec):
+        if DATAFLOW_FIELDS & set(spec):
             flows[name] = _tool_dataflow(r, spec, key)
     return effects, flows
 
