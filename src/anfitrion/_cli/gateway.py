@@ -35,7 +35,9 @@ def settle_heap() -> None:
     thread's CPU (docs/performance.md, issue 31). Once started, that heap is collected, then
     frozen (``gc.freeze``: out of every later collection's reach), and young collections run
     every :data:`YOUNG_COLLECTION_EVERY` allocations instead of 700. Everything made while
-    serving is still collected, cycles included."""
+    serving is still collected, cycles included — the servers' connections too: ``start``
+    only schedules them, so a connection replaced when its server restarts is freed like any
+    other object, never kept frozen."""
     gc.collect()
     gc.freeze()
     young, middle, old = gc.get_threshold()
