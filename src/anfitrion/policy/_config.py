@@ -717,6 +717,11 @@ def _plan(value: Any) -> list[str]:
 
 
 _TOOL_EFFECT_KEYS = {"effect", "effect_key", "effect_scope", "idempotent", "preview"}
+_DATAFLOW_LISTS = {"outward": "names", "destructive": "names", "service_ids": "names",
+                   "parties": "names", "verbs": "words ('send', 'e-mail', 'write back')"}
+"""The data-flow keys that are lists of strings, and what their strings are."""
+_UNSET_UNLESS_GIVEN = frozenset({"parties", "verbs"})
+"""Of those, the keys whose absence means "not declared" (``None``), not an empty list."""
 
 
 def _tool_declarations(r: _Reader, value: Any
@@ -779,11 +784,11 @@ def _tool_dataflow(r: _Reader, spec: Mapping[str, Any], key: str) -> Dataflow:
     if not isinstance(sinks, dict) or not all(isinstance(v, str) for v in sinks.values()):
         r.fail("must be a table of argument name = kind", f"{key}.sinks")
     lists: dict[str, Any] = {}
-    for name in ("outward", "destructive", "service_ids", "parties"):
+    for name, what in _DATAFLOW_LISTS.items():
         value = spec.get(name, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            r.fail("must be a list of names", f"{key}.{name}")
-        if name in spec or name != "parties":
+            r.fail(f"must be a list of {what}", f"{key}.{name}")
+        if name in spec or name not in _UNSET_UNLESS_GIVEN:
             lists[name] = tuple(value)
     if "directory" in spec:
         lists["directory"] = r.typed(spec, "directory", key, bool, "true or false")
@@ -792,11 +797,6 @@ def _tool_dataflow(r: _Reader, spec: Mapping[str, Any], key: str) -> Dataflow:
             isinstance(v, list) and all(isinstance(w, str) for w in v) for v in nouns.values()):
         r.fail("must be a table of argument name = [nouns]", f"{key}.id_nouns")
     lists["id_nouns"] = {k: tuple(v) for k, v in nouns.items()}
-    if "verbs" in spec:
-        verbs = spec["verbs"]
-        if not isinstance(verbs, list) or not all(isinstance(v, str) for v in verbs):
-            r.fail("must be a list of words ('send', 'e-mail', 'write back')", f"{key}.verbs")
-        lists["verbs"] = tuple(verbs)
     return r.built(key, functools.partial(Dataflow, sinks=sinks, **lists))
 
 
