@@ -6,7 +6,7 @@ from typing import Literal
 
 import pydantic
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from anfitrion import Effect, Principal, Provenance, Tool, Toolbox, ToolContext
@@ -331,13 +331,15 @@ json_scalars = (st.none() | st.booleans() | st.integers(-20, 20) | st.text(max_s
                 | st.floats(allow_nan=False, allow_infinity=False) | st.sampled_from(["a", "b"]))
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded worker's first example is slow
 @given(st.dictionaries(st.sampled_from(["s", "i", "n", "b", "e", "x"]), json_scalars, max_size=6))
 def test_the_fast_validation_path_agrees_with_json_schema(arguments: dict[str, object]) -> None:
     """The fast path may only accept what the full validator accepts."""
     import jsonschema
 
     tool = Tool.from_schema("flat", flat_schema, lambda a: a)
-    assert tool._fast_check is not None
+    fast = tool._schema.fast
+    assert fast is not None
     expected = jsonschema.Draft202012Validator(tool.input_schema).is_valid(arguments)
     try:
         tool.validate(arguments)
@@ -345,5 +347,24 @@ def test_the_fast_validation_path_agrees_with_json_schema(arguments: dict[str, o
     except ArgumentError:
         accepted = False
     assert accepted == expected
-    if tool._fast_check(arguments):
+    if fast(arguments):
         assert expected
+
+
+@settings(deadline=None)
+@given(st.dictionaries(st.sampled_from(["s", "i", "n", "b", "e", "x"]), json_scalars, max_size=6))
+def test_the_fast_path_of_an_open_schema_agrees_with_json_schema(
+        instance: dict[str, object]) -> None:
+    """A schema without ``additionalProperties`` (an MCP tool's output schema, as the SDKs
+    write it) allows any other property: its fast check says "valid" only where the full
+    validator does, and the errors found are the full validator's."""
+    import jsonschema
+
+    from anfitrion._tools import CheckedSchema
+
+    checked = CheckedSchema.of(flat_schema)
+    assert "additionalProperties" not in flat_schema and checked.fast is not None
+    expected = jsonschema.Draft202012Validator(flat_schema).is_valid(instance)
+    if checked.fast(instance):
+        assert expected
+    assert (not checked.errors(instance)) == expected

@@ -598,7 +598,9 @@ def _compile_fast(schema: Mapping[str, Any]) -> Callable[[dict[str, Any]], bool]
     if not set(schema) <= _ANNOTATIONS | {"type", "properties", "required",
                                           "additionalProperties"}:
         return None
-    if schema.get("type") != "object" or schema.get("additionalProperties") not in (False, True):
+    # absent additionalProperties is JSON Schema's default: any other property is allowed
+    if schema.get("type") != "object" or schema.get("additionalProperties", True) not in (
+            False, True):
         return None
     props = schema.get("properties", {})
     checks = {name: _fast_property(sub) for name, sub in props.items()}
@@ -618,6 +620,31 @@ def _compile_fast(schema: Mapping[str, Any]) -> Callable[[dict[str, Any]], bool]
                    if name in instance)
 
     return fast
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedSchema:
+    """A JSON Schema compiled once: the bounded validator (:data:`ArgumentValidator`) and, for
+    a flat object schema, a fast check that says "valid" only for certain — anything it is not
+    sure of goes to the validator, which decides and explains."""
+
+    validator: Any
+    fast: Callable[[dict[str, Any]], bool] | None
+
+    @classmethod
+    def of(cls, schema: Mapping[str, Any]) -> CheckedSchema:
+        return cls(ArgumentValidator(schema), _compile_fast(schema))
+
+    def errors(self, instance: Any) -> list[jsonschema.ValidationError]:
+        """Every error of *instance* (see :func:`schema_errors`), none when the fast check
+        passes it.
+
+        Raises:
+            SchemaBudgetExceeded: the check would take more than the bounds allow.
+        """
+        if self.fast is not None and type(instance) is dict and self.fast(instance):
+            return []
+        return schema_errors(self.validator, instance)
 
 
 def _error_path(error: jsonschema.ValidationError) -> str:
@@ -686,8 +713,7 @@ class Tool:
     sensitive: frozenset[str] = frozenset()
     metadata: Mapping[str, Any] = field(default_factory=dict)
     dataflow: Dataflow | None = None
-    _schema_validator: Any = field(init=False, repr=False)
-    _fast_check: Callable[[dict[str, Any]], bool] | None = field(init=False, repr=False)
+    _schema: CheckedSchema = field(init=False, repr=False)
     _convert: Callable[[dict[str, Any]], dict[str, Any]] | None = field(default=None, repr=False)
     definition_hash: str = field(init=False)
     _definition: ToolDefinition = field(init=False, repr=False)
@@ -720,8 +746,7 @@ class Tool:
             properties = schema.get("properties")
             check_effect_template(self.name, self.effect_key,
                                   properties if isinstance(properties, Mapping) else {})
-        object.__setattr__(self, "_schema_validator", ArgumentValidator(schema))
-        object.__setattr__(self, "_fast_check", _compile_fast(schema))
+        object.__setattr__(self, "_schema", CheckedSchema.of(schema))
         object.__setattr__(self, "definition_hash", digest(self.definition_dict()))
         object.__setattr__(self, "_definition",
                            ToolDefinition(self.name, self.description, self.input_schema))
@@ -751,14 +776,11 @@ class Tool:
         """
         if not isinstance(arguments, dict):
             raise ArgumentError(f"arguments must be a JSON object, got {type(arguments).__name__}")
-        if self._fast_check is not None and self._fast_check(arguments):
-            errors: list[jsonschema.ValidationError] = []
-        else:
-            try:
-                errors = schema_errors(self._schema_validator, arguments)
-            except (OverflowError, ValueError, SchemaBudgetExceeded) as exc:
-                # e.g. multipleOf with a 400-digit integer: an error result, not a crash
-                raise ArgumentError(f"arguments could not be checked: {exc}") from None
+        try:
+            errors = self._schema.errors(arguments)
+        except (OverflowError, ValueError, SchemaBudgetExceeded) as exc:
+            # e.g. multipleOf with a 400-digit integer: an error result, not a crash
+            raise ArgumentError(f"arguments could not be checked: {exc}") from None
         if errors:
             problems = [f"{_error_path(e) or '(root)'}: {_describe(e)}" for e in errors[:3]]
             more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""

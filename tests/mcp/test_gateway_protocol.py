@@ -73,7 +73,9 @@ async def test_structured_content_is_forwarded_and_checked_against_the_pinned_sc
             lie = await client.call_tool("proto.structured_lie", {})
     assert good.structured_content == {"sum": 3}
     assert lie.is_error
-    assert "structured content" in lie.content[0].text  # type: ignore[union-attr]
+    # the gate's check, against the approved schema (the SDK's own is not made)
+    assert "does not match the approved output schema at sum" in \
+        lie.content[0].text  # type: ignore[union-attr]
     assert lie.structured_content is None
     decided = [r for r in await store.audit_records() if r.type == "result.returned"]
     assert any(r.data["result"]["is_error"] for r in decided)

@@ -428,7 +428,10 @@ async def test_structured_content_must_match_the_pinned_output_schema(
         assert json.loads(good.result.content) == {"n": 1}
         bad = await through_gate(tools, "mal.structured_lie", {}, store, call_id="call-2")
         assert bad.result.is_error
-        assert "n" in bad.result.content
+        # checked once, by the gate, against the approved schema (the SDK's own check of the
+        # server's latest listing is not made: it would answer first, with its own words)
+        assert "does not match the approved output schema at n" in bad.result.content
+        assert "Invalid structured content" not in bad.result.content
 
 
 async def test_resource_links_are_described_never_fetched_and_images_not_shown(

@@ -71,14 +71,13 @@ from .._conversation import Media, Provenance
 from .._media import Admission, MediaResult, MediaSettings
 from .._tools import (
     TOOL_NAME,
-    ArgumentValidator,
+    CheckedSchema,
     Effect,
     OfferContext,
     SchemaBudgetExceeded,
     Tool,
     ToolContext,
     check_input_schema,
-    schema_errors,
 )
 from ..exceptions import McpServerError, MissingDependencyError, ToolDefinitionError, ToolError
 from ..store import FileStore, Store
@@ -134,6 +133,20 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise MissingDependencyError("mcp", "mcp") from exc
 
 __all__ = ["UPSTREAM_CALL", "McpServers", "McpTool", "McpToolset", "ToolStatus", "UpstreamCall"]
+
+
+class _UpstreamSession(ClientSession):
+    """The SDK's client session, without its own check of a tool's structured result.
+
+    The gate checks it against the output schema the operator approved (the pin:
+    :meth:`McpToolset._result_text`), whose change takes the tool off the offer. The SDK would
+    check it a second time against the server's latest listing, and for a tool it has not
+    listed itself it would first ask the server for a listing: a round trip before every
+    answer the gate then checks anyway.
+    """
+
+    async def validate_tool_result(self, name: str, result: mt.CallToolResult) -> None:
+        return None
 
 log = logging.getLogger("anfitrion.mcp")
 _T = TypeVar("_T")
@@ -758,7 +771,7 @@ class McpToolset:
                     read, write = await stack.enter_async_context(
                         streamable_http_client(cfg.url, http_client=http))
                 callbacks = self.requests.callbacks(conn.calls)
-                session = await stack.enter_async_context(ClientSession(
+                session = await stack.enter_async_context(_UpstreamSession(
                     read, write, message_handler=conn.on_message,
                     logging_callback=partial(self.requests.on_log, conn.calls),
                     client_info=mt.Implementation(name="anfitrion", version=__version__),
@@ -1148,10 +1161,10 @@ class McpToolset:
             idempotent = hints.idempotent_hint is True
             if hints.open_world_hint is False:
                 provenance = Provenance.TRUSTED
-        output: Any = None
+        output: CheckedSchema | None = None
         if listed.output_schema is not None:
             check_input_schema(f"{name} (outputSchema)", listed.output_schema)
-            output = ArgumentValidator(listed.output_schema)
+            output = CheckedSchema.of(listed.output_schema)
         return McpTool(
             name=name, description=listed.description or "",
             input_schema=dict(listed.input_schema),
@@ -1184,7 +1197,7 @@ class McpToolset:
         return recheck
 
     def _handler(self, name: str, upstream: str, pinned_digest: str,
-                 output: Any) -> Any:
+                 output: CheckedSchema | None) -> Any:
         async def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
             return await self._call(name, upstream, pinned_digest, output, arguments,
                                     (context.session_id, context.turn))
@@ -1201,7 +1214,7 @@ class McpToolset:
             and conn.checked_for != turn
 
     async def _call(self, name: str, upstream: str, pinned_digest: str,
-                    output: Any, arguments: dict[str, Any],
+                    output: CheckedSchema | None, arguments: dict[str, Any],
                     turn: tuple[str, int] = ("", -1)) -> Any:
         try:
             conn = await self._ensure()
@@ -1291,7 +1304,7 @@ class McpToolset:
             raise McpServerError(self.id, f"tools/call answered {type(result).__name__}")
         return result
 
-    def _result_value(self, result: mt.CallToolResult, output: Any) -> Any:
+    def _result_value(self, result: mt.CallToolResult, output: CheckedSchema | None) -> Any:
         if is_oversized_marker(result):  # ran and answered, too large: done, said so
             marker = result.content[0]
             return marker.text if isinstance(marker, mt.TextContent) else ""
@@ -1299,7 +1312,8 @@ class McpToolset:
         value = self._result_text(result, output, admission)
         return MediaResult(value, tuple(admission.admitted)) if admission.admitted else value
 
-    def _result_text(self, result: mt.CallToolResult, output: Any, admission: Admission) -> Any:
+    def _result_text(self, result: mt.CallToolResult, output: CheckedSchema | None,
+                     admission: Admission) -> Any:
         limit = self.config.max_result_chars
         text, hidden = reveal_hidden(_content_text(result.content, limit, admission), limit)
         if hidden:
@@ -1316,7 +1330,7 @@ class McpToolset:
                 raise ToolError("the tool declares an output schema but returned no structured "
                                 "content")
             try:
-                error = next(iter(schema_errors(output, structured)), None)
+                error = next(iter(output.errors(structured)), None)
             except (SchemaBudgetExceeded, OverflowError, ValueError) as exc:
                 raise ToolError(f"the structured result could not be checked: {exc}") from None
             if error is not None:
