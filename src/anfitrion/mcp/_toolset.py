@@ -140,13 +140,14 @@ class _UpstreamSession(ClientSession):
 
     The gate checks it against the output schema the operator approved (the pin:
     :meth:`McpToolset._result_text`), whose change takes the tool off the offer. The SDK would
-    check it a second time against the server's latest listing, and for a tool it has not
-    listed itself it would first ask the server for a listing: a round trip before every
-    answer the gate then checks anyway.
+    check it a second time, against the server's latest listing, with the full validator; and
+    for a tool it has not listed itself it would first send a ``tools/list`` of its own (not
+    counted, not compared with the pins) before an answer the gate then checks anyway.
     """
 
     async def validate_tool_result(self, name: str, result: mt.CallToolResult) -> None:
         return None
+
 
 log = logging.getLogger("anfitrion.mcp")
 _T = TypeVar("_T")
