@@ -11,6 +11,13 @@ Targets (each a real process tree on loopback):
   durable SQLite store (``synchronous=full``); the tool is a write allowed by the policy;
 - ``replicas``: with ``--replicas``, ``anfitrion gateway --http --replica`` ×1 and ×2 on one
   PostgreSQL schema behind ``haproxy`` (round robin, no affinity);
+- ``gateway-normal``, ``gateway-tmpfs``, ``gateway-pg``, ``gateway-memory``: with
+  ``--store-variants``, the same gateway on other stores, to tell the store's share of a call
+  from the gate's: SQLite with ``synchronous=normal`` (commits not synced); SQLite durable in
+  ``/dev/shm`` (a sync costs nothing); PostgreSQL (one stateful gateway, not a replica); and,
+  an ablation no operator can choose, the in-memory store (the gate, the ledger and the audit
+  all kept, in memory; its pins approved as the gateway first sees them, by a
+  ``sitecustomize`` this script writes for that process only);
 - ``gateway-base``: with ``--baseline DIR``, the same gateway run from another source tree
   (``DIR/anfitrion``, e.g. ``git archive <commit> src | tar -x -C /tmp/base`` and
   ``--baseline /tmp/base/src``), interleaved with this one: before and after in one run
@@ -24,7 +31,7 @@ process(es) per call (``/proc``: the gateway or mcp-proxy, not its upstream chil
 
     bash benchmarks/install_mcp_proxy.sh      # mcp-proxy in its own venv (it pins mcp<2)
     .venv/bin/python benchmarks/relay.py --rounds 3 --seconds 3 [--replicas] [--json out.json]
-        [--baseline DIR]
+        [--baseline DIR] [--store-variants]
 """
 
 from __future__ import annotations
@@ -195,8 +202,48 @@ def pg_schema() -> Iterator[str]:
             admin.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
+MEMORY_PROBE = """\
+# written by benchmarks/relay.py for its gateway-memory target only: the in-memory store,
+# and each tool approved as the gateway first sees it (that store starts empty)
+import sys
+if "gateway" in sys.argv and "--store" in sys.argv:
+    sys.argv[sys.argv.index("--store") + 1] = "memory://"
+    from anfitrion.mcp import _pinning
+    _observe = _pinning.PinBook._observe
+    async def observe(self, key, server, tool, definition, *, auto_approve=False):
+        return await _observe(self, key, server, tool, definition, auto_approve=True)
+    _pinning.PinBook._observe = observe
+"""
+
+
+async def start_store_variants(procs: Processes, stack: AsyncExitStack) -> list[Target]:
+    """The gateway on other stores (``--store-variants``; see the module's docstring)."""
+    tmp, found = procs.tmp, []
+    shm = Path("/dev/shm") / f"relay-bench-{uuid.uuid4().hex[:8]}.db"
+    stack.callback(lambda: [p.unlink(missing_ok=True)
+                            for p in shm.parent.glob(shm.name + "*")])
+    probe = tmp / "memory-probe"
+    probe.mkdir()
+    (probe / "sitecustomize.py").write_text(MEMORY_PROBE)
+    (probe / "anfitrion").symlink_to(Path(__file__).resolve().parent.parent / "src"
+                                     / "anfitrion")
+    stores = {"gateway-normal": f"sqlite:///{tmp / 'normal.db'}?synchronous=normal",
+              "gateway-tmpfs": f"sqlite:///{shm}", "gateway-pg": stack.enter_context(pg_schema()),
+              "gateway-memory": f"sqlite:///{tmp / 'memory-unused.db'}"}
+    for name, url in stores.items():
+        if name == "gateway-memory":
+            gateway_config(tmp, name)  # its pins are approved in its own process
+        else:
+            await approve(gateway_config(tmp, name), url)
+        found.append(await start_gateway(procs, name, url, replica=False,
+                                         source=str(probe) if name == "gateway-memory"
+                                         else None))
+    return found
+
+
 async def start_targets(procs: Processes, stack: AsyncExitStack, replicas: bool,
-                        baseline: str | None = None) -> list[Target]:
+                        baseline: str | None = None, store_variants: bool = False
+                        ) -> list[Target]:
     tmp = procs.tmp
     targets = []
     port = free_port()
@@ -215,6 +262,8 @@ async def start_targets(procs: Processes, stack: AsyncExitStack, replicas: bool,
     sqlite = f"sqlite:///{tmp / 'gateway.db'}"
     await approve(gateway_config(tmp, "gateway"), sqlite)
     targets.append(await start_gateway(procs, "gateway", sqlite, replica=False))
+    if store_variants:
+        targets += await start_store_variants(procs, stack)
     if baseline is not None:
         base_sqlite = f"sqlite:///{tmp / 'gateway-base.db'}"
         await approve(gateway_config(tmp, "gateway-base"), base_sqlite)
@@ -342,6 +391,8 @@ async def main() -> None:
     parser.add_argument("--replicas", action="store_true",
                         help="also 1 and 2 --replica gateways on PostgreSQL behind haproxy")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--store-variants", action="store_true",
+                        help="also the gateway on other stores (normal, tmpfs, pg, memory)")
     parser.add_argument("--baseline", metavar="DIR",
                         help="also the gateway from the source tree DIR (holding anfitrion/)")
     args = parser.parse_args()
@@ -351,7 +402,8 @@ async def main() -> None:
         procs = Processes(Path(tmp))
         try:
             async with AsyncExitStack() as stack:
-                targets = await start_targets(procs, stack, args.replicas, args.baseline)
+                targets = await start_targets(procs, stack, args.replicas, args.baseline,
+                                              args.store_variants)
                 if args.only:
                     wanted = set(args.only.split(","))
                     targets = [t for t in targets if t.name in wanted]
