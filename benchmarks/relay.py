@@ -121,9 +121,11 @@ class Processes:
             _processes.end(process, signal.SIGTERM, wait=5)
 
 
-async def wait_http(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+async def wait_http(url: str, process: subprocess.Popen[bytes], log: Path, *,
+                    within: float = 60) -> None:
+    """Until *url* answers (any status), *within* seconds; the process's log if it exits."""
     async with httpx2.AsyncClient(timeout=2) as http:
-        with anyio.fail_after(60):
+        with anyio.fail_after(within):
             while True:
                 if process.poll() is not None:
                     raise RuntimeError(f"{log.name} exited:\n{log.read_text()[-3000:]}")

@@ -42,20 +42,6 @@ from mcp.client.streamable_http import streamable_http_client
 VALGRIND = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
 
 
-async def wait_up(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    """Up to ten minutes: under valgrind a Python process starts many times slower."""
-    async with httpx2.AsyncClient(timeout=10) as http:
-        with anyio.fail_after(600):
-            while True:
-                if process.poll() is not None:
-                    raise RuntimeError(f"{log.name} exited:\n{log.read_text()[-3000:]}")
-                try:
-                    await http.get(url)
-                    return
-                except httpx2.TransportError:
-                    await anyio.sleep(0.5)
-
-
 async def start(procs: r.Processes, name: str, source: str | None) -> tuple[
         subprocess.Popen[bytes], str, dict[str, str], Path]:
     out = procs.tmp / f"{name}.callgrind"
@@ -65,7 +51,8 @@ async def start(procs: r.Processes, name: str, source: str | None) -> tuple[
         argv = [*VALGRIND, f"--callgrind-out-file={out}", python, r.MCP_PROXY, "--port",
                 str(port), "--host", "127.0.0.1", "--", sys.executable, r.UPSTREAM]
         process = procs.spawn(name, argv)
-        await wait_up(f"http://127.0.0.1:{port}/mcp", process, procs.tmp / f"{name}.log")
+        await r.wait_http(f"http://127.0.0.1:{port}/mcp", process, procs.tmp / f"{name}.log",
+                          within=600)  # under valgrind, start-up is many times slower
         return process, f"http://127.0.0.1:{port}/mcp", {}, out
     config = r.gateway_config(procs.tmp, name)
     store = f"sqlite:///{procs.tmp / (name + '.db')}"
@@ -79,7 +66,8 @@ async def start(procs: r.Processes, name: str, source: str | None) -> tuple[
     if source is not None:
         env["PYTHONPATH"] = source
     process = procs.spawn(name, argv, env)
-    await wait_up(f"http://127.0.0.1:{port}/healthz", process, procs.tmp / f"{name}.log")
+    await r.wait_http(f"http://127.0.0.1:{port}/healthz", process,
+                      procs.tmp / f"{name}.log", within=600)
     return process, f"http://127.0.0.1:{port}/mcp", {"Authorization": f"Bearer {r.TOKEN}"}, out
 
 
