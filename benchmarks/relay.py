@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AsyncExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -161,21 +161,35 @@ async def approve(config: Path, store_url: str) -> None:
 
 
 async def start_gateway(procs: Processes, name: str, store_url: str, *, replica: bool,
-                        source: str | None = None) -> Target:
-    """``anfitrion gateway --http`` (from the source tree *source*, if given)."""
+                        source: str | None = None, launcher: Sequence[str] = (),
+                        within: float = 60) -> Target:
+    """``anfitrion gateway --http`` (from the source tree *source*, if given; run by
+    *launcher*, e.g. valgrind and an interpreter, if given)."""
     config = gateway_config(procs.tmp, name)
     port = free_port()
-    argv = [ANFITRION, "gateway", "--config", str(config), "--http", "--port", str(port),
-            "--store", store_url, "--policy", str(procs.tmp / "policy.toml"),
+    argv = [*launcher, ANFITRION, "gateway", "--config", str(config), "--http", "--port",
+            str(port), "--store", store_url, "--policy", str(procs.tmp / "policy.toml"),
             "--approval-wait", "1"]
     env = {"ANFITRION_GATEWAY_TOKEN": TOKEN,
            "ANFITRION_GATEWAY_KEY": "relay-bench-key-0123456789abcdef0123"}
     if source is not None:
         env["PYTHONPATH"] = source
     process = procs.spawn(name, argv + (["--replica"] if replica else []), env)
-    await wait_http(f"http://127.0.0.1:{port}/healthz", process, procs.tmp / f"{name}.log")
+    await wait_http(f"http://127.0.0.1:{port}/healthz", process, procs.tmp / f"{name}.log",
+                    within=within)
     return Target(name, f"http://127.0.0.1:{port}/mcp", [process.pid],
                   {"Authorization": f"Bearer {TOKEN}"})
+
+
+async def start_mcp_proxy(procs: Processes, *, launcher: Sequence[str] = (),
+                          within: float = 60) -> Target:
+    """``mcp-proxy`` serving the upstream server over stdio (run by *launcher*, if given)."""
+    port = free_port()
+    process = procs.spawn("mcp-proxy", [*launcher, MCP_PROXY, "--port", str(port), "--host",
+                                        "127.0.0.1", "--", sys.executable, UPSTREAM])
+    await wait_http(f"http://127.0.0.1:{port}/mcp", process, procs.tmp / "mcp-proxy.log",
+                    within=within)
+    return Target("mcp-proxy", f"http://127.0.0.1:{port}/mcp", [process.pid])
 
 
 async def start_balanced(procs: Processes, name: str, replicas: list[Target]) -> Target:
@@ -230,16 +244,13 @@ async def start_store_variants(procs: Processes, stack: AsyncExitStack) -> list[
     (probe / "anfitrion").symlink_to(Path(__file__).resolve().parent.parent / "src"
                                      / "anfitrion")
     stores = {"gateway-normal": f"sqlite:///{tmp / 'normal.db'}?synchronous=normal",
-              "gateway-tmpfs": f"sqlite:///{shm}", "gateway-pg": stack.enter_context(pg_schema()),
-              "gateway-memory": f"sqlite:///{tmp / 'memory-unused.db'}"}
+              "gateway-tmpfs": f"sqlite:///{shm}", "gateway-pg": stack.enter_context(pg_schema())}
     for name, url in stores.items():
-        if name == "gateway-memory":
-            gateway_config(tmp, name)  # its pins are approved in its own process
-        else:
-            await approve(gateway_config(tmp, name), url)
-        found.append(await start_gateway(procs, name, url, replica=False,
-                                         source=str(probe) if name == "gateway-memory"
-                                         else None))
+        await approve(gateway_config(tmp, name), url)
+        found.append(await start_gateway(procs, name, url, replica=False))
+    # the probe swaps this URL for memory:// and approves the pins in the gateway's process
+    found.append(await start_gateway(procs, "gateway-memory", f"sqlite:///{tmp / 'unused.db'}",
+                                     replica=False, source=str(probe)))
     return found
 
 
@@ -253,11 +264,7 @@ async def start_targets(procs: Processes, stack: AsyncExitStack, replicas: bool,
     await wait_http(f"http://127.0.0.1:{port}/mcp", process, tmp / "upstream.log")
     targets.append(Target("direct", f"http://127.0.0.1:{port}/mcp"))
     if Path(MCP_PROXY).exists():
-        port = free_port()
-        process = procs.spawn("mcp-proxy", [MCP_PROXY, "--port", str(port), "--host",
-                                            "127.0.0.1", "--", sys.executable, UPSTREAM])
-        await wait_http(f"http://127.0.0.1:{port}/mcp", process, tmp / "mcp-proxy.log")
-        targets.append(Target("mcp-proxy", f"http://127.0.0.1:{port}/mcp", [process.pid]))
+        targets.append(await start_mcp_proxy(procs))
     else:
         print(f"mcp-proxy not found at {MCP_PROXY}: bash benchmarks/install_mcp_proxy.sh",
               file=sys.stderr)

@@ -42,33 +42,18 @@ from mcp.client.streamable_http import streamable_http_client
 VALGRIND = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
 
 
-async def start(procs: r.Processes, name: str, source: str | None) -> tuple[
-        subprocess.Popen[bytes], str, dict[str, str], Path]:
+async def start(procs: r.Processes, name: str, source: str | None) -> tuple[r.Target, Path]:
+    """*name* under callgrind, collection off; its target and callgrind's output file."""
     out = procs.tmp / f"{name}.callgrind"
-    port = r.free_port()
+    launcher = [*VALGRIND, f"--callgrind-out-file={out}"]
+    # under valgrind, start-up is many times slower
     if name == "mcp-proxy":
         python = str(Path(r.MCP_PROXY).with_name("python"))
-        argv = [*VALGRIND, f"--callgrind-out-file={out}", python, r.MCP_PROXY, "--port",
-                str(port), "--host", "127.0.0.1", "--", sys.executable, r.UPSTREAM]
-        process = procs.spawn(name, argv)
-        await r.wait_http(f"http://127.0.0.1:{port}/mcp", process, procs.tmp / f"{name}.log",
-                          within=600)  # under valgrind, start-up is many times slower
-        return process, f"http://127.0.0.1:{port}/mcp", {}, out
-    config = r.gateway_config(procs.tmp, name)
+        return await r.start_mcp_proxy(procs, launcher=[*launcher, python], within=600), out
     store = f"sqlite:///{procs.tmp / (name + '.db')}"
-    await r.approve(config, store)
-    argv = [*VALGRIND, f"--callgrind-out-file={out}", sys.executable, "-c",
-            "from anfitrion._cli.main import main; main()", "gateway", "--config",
-            str(config), "--http", "--port", str(port), "--store", store, "--policy",
-            str(procs.tmp / "policy.toml"), "--approval-wait", "1"]
-    env = {"ANFITRION_GATEWAY_TOKEN": r.TOKEN,
-           "ANFITRION_GATEWAY_KEY": "relay-bench-key-0123456789abcdef0123"}
-    if source is not None:
-        env["PYTHONPATH"] = source
-    process = procs.spawn(name, argv, env)
-    await r.wait_http(f"http://127.0.0.1:{port}/healthz", process,
-                      procs.tmp / f"{name}.log", within=600)
-    return process, f"http://127.0.0.1:{port}/mcp", {"Authorization": f"Bearer {r.TOKEN}"}, out
+    await r.approve(r.gateway_config(procs.tmp, name), store)
+    return await r.start_gateway(procs, name, store, replica=False, source=source,
+                                 launcher=[*launcher, sys.executable], within=600), out
 
 
 def collect(pid: int, on: bool) -> None:
@@ -79,16 +64,18 @@ def collect(pid: int, on: bool) -> None:
 async def measure(procs: r.Processes, name: str, source: str | None, calls: int,
                   clients: int, warm: int) -> float:
     """Instructions per call of the relaying process *name*."""
-    process, url, headers, out = await start(procs, name, source)
+    target, out = await start(procs, name, source)
+    process = next(p for p in procs.started if p.pid == target.pids[0])
+    counted = calls // clients * clients
     tool = "echo" if name == "mcp-proxy" else "b.echo"
     tag = uuid.uuid4().hex[:8]
     async with AsyncExitStack() as stack:
         sessions = []
         for _ in range(clients):
             http = await stack.enter_async_context(httpx2.AsyncClient(
-                timeout=httpx2.Timeout(600), headers=headers))
+                timeout=httpx2.Timeout(600), headers=target.headers))
             read, write = await stack.enter_async_context(
-                streamable_http_client(url, http_client=http))
+                streamable_http_client(target.url, http_client=http))
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
             sessions.append(session)
@@ -107,7 +94,7 @@ async def measure(procs: r.Processes, name: str, source: str | None, calls: int,
             for i, session in enumerate(sessions):
                 tg.start_soon(run, i, session, calls // clients, "measured")
         collect(process.pid, False)
-        print(f"  {name}: {calls // clients * clients} calls in "
+        print(f"  {name}: {counted} calls in "
               f"{time.perf_counter() - started:.0f} s under valgrind", file=sys.stderr)
     process.send_signal(signal.SIGTERM)
     await anyio.to_thread.run_sync(lambda: process.wait(timeout=300))
@@ -115,7 +102,7 @@ async def measure(procs: r.Processes, name: str, source: str | None, calls: int,
     found = re.search(r"^totals:\s*(\d+)", text, re.M)
     if found is None:
         raise RuntimeError(f"{name}: no totals in {out}")
-    return int(found.group(1)) / (calls // clients * clients)
+    return int(found.group(1)) / counted
 
 
 async def main() -> None:
