@@ -6,6 +6,7 @@ definition-swap test)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import anyio
@@ -14,6 +15,8 @@ import pytest
 pytest.importorskip("mcp")
 from gateway_helpers import approve_all, gateway_client, protocol_server
 
+from anfitrion import Principal, ToolContext
+from anfitrion.exceptions import ToolError
 from anfitrion.mcp._pinning import NAMESPACE, PinBook, tool_key
 from anfitrion.store import MemoryStore
 
@@ -71,11 +74,51 @@ async def test_a_pin_revoked_in_the_store_stops_the_calls_within_a_second() -> N
                           approved_at=None)
             await store.put_record(NAMESPACE, key, record)
             revoked_at = anyio.current_time()
+            served = 1
             while not (result := await client.call_tool("proto.count", {})).is_error:
                 assert anyio.current_time() - revoked_at < 1.0, "still served after a second"
+                served += 1
                 await anyio.sleep(0.02)
-            assert "unknown tool" in _text(result)
+            # refused at resolve (the offer already lacks it) or, when the watcher's fresh
+            # listing lands between the offer and the call, by the tool itself: either way
+            # the refusal says the approval is gone, and nothing reached the server
+            assert "unknown tool" in _text(result) or \
+                "it is not approved (its approval was withdrawn)" in _text(result), \
+                _text(result)
+            await PinBook(store).approve("proto.count", by="operator")
+            while (again := await client.call_tool("proto.count", {})).is_error:
+                await anyio.sleep(0.02)  # until the watcher offers it again
+            assert json.loads(_text(again))["count"] == served + 1
             tg.cancel_scope.cancel()
+
+
+async def test_a_call_whose_approval_is_withdrawn_after_its_offer_is_refused_saying_so(
+) -> None:
+    """The window the test above can land in: the gate resolved the tool from an offer made
+    before the revocation, and the listing made right before the call (the watcher marked it
+    stale) no longer offers it. The tool refuses, sends nothing, and says why."""
+    store = MemoryStore()
+    await approve_all([protocol_server(trusted=True)], store)
+    with anyio.fail_after(60):
+        async with gateway_client([protocol_server(trusted=True)], store,
+                                  gateway_options={"listing_ttl": 300}) as (gateway, client):
+            toolset = gateway.servers.toolsets["proto"]
+            assert not (await client.call_tool("proto.count", {})).is_error
+            offered = (await gateway.offered())["proto.count"]
+            key = tool_key("proto", "count")
+            record = dict(await store.get_record(NAMESPACE, key) or {})
+            record.update(approved_digest=None, approved_definition=None, approved_by=None,
+                          approved_at=None)
+            await store.put_record(NAMESPACE, key, record)
+            toolset.mark_stale()  # what the pin watcher does
+            with pytest.raises(ToolError) as refused:
+                await offered.handler({}, ToolContext(Principal("tester"), "s", "c", offered.name))
+            assert "it is not approved (its approval was withdrawn)" in str(refused.value)
+            assert "Nothing was run" in str(refused.value)
+            toolset.mark_stale()
+            await PinBook(store).approve("proto.count", by="operator")
+            again = await client.call_tool("proto.count", {})
+            assert json.loads(_text(again))["count"] == 2
 
 
 async def test_a_call_naming_a_tool_the_offer_lacks_lists_again() -> None:

@@ -149,7 +149,7 @@ async def test_rug_pull_without_list_changed_is_caught_at_the_next_turn(
         second = await through_gate(tools, "mal.rug", {"a": 1, "b": 2}, store,
                                     call_id="call-2", turn=2)
         assert second.result.is_error
-        assert "blocked" in second.result.content
+        assert "its definition is no longer the one a person approved" in second.result.content
         pin = await toolset.pins.get("tool/mal/rug")
         assert pin is not None
         assert pin.state is PinState.CHANGED

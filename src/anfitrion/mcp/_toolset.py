@@ -1189,13 +1189,31 @@ class McpToolset:
                 (await self._ensure()).checked_for = turn
             except McpServerError as exc:
                 return f"{exc}; it could not be listed again to check its definition"
-            current = self._offered.get(name)
-            if current is None or current.pinned_digest != pinned_digest:
-                return (f"{name} is blocked: its definition is no longer the one a person "
-                        "approved (it changed while the call waited for approval); an "
-                        "operator must review it (anfitrion mcp review)")
-            return None
+            why = self._not_offered(name, pinned_digest)
+            if why is None:
+                return None
+            return (f"{name} is blocked: {why}; this changed while the call waited for "
+                    "approval. Nothing was run; an operator must review it (anfitrion mcp "
+                    "review)")
         return recheck
+
+    def _not_offered(self, name: str, pinned_digest: str) -> str | None:
+        """Why the tool *name*, offered with *pinned_digest*, may not run now (after the last
+        listing), or ``None`` if it may: told apart so that an operator reading the refusal
+        knows whether to review a change, approve again, or look at the server."""
+        current = self._offered.get(name)
+        if current is not None:
+            if current.pinned_digest == pinned_digest:
+                return None
+            return "its definition is no longer the one offered with the call"
+        status = next((s for s in self.statuses if s.name == name), None)
+        if status is None:
+            return "the server no longer lists it"
+        if status.state == PinState.NEW.value:
+            return "it is not approved (its approval was withdrawn)"
+        if status.state == PinState.CHANGED.value:
+            return "its definition is no longer the one a person approved"
+        return status.problem or f"it is {status.state}"
 
     def _handler(self, name: str, upstream: str, pinned_digest: str,
                  output: CheckedSchema | None) -> Any:
@@ -1224,11 +1242,9 @@ class McpToolset:
                 conn = await self._ensure()
         except McpServerError as exc:
             raise ToolError(f"{exc}. Nothing was run.") from exc
-        current = self._offered.get(name)
-        if current is None or current.pinned_digest != pinned_digest:
-            raise ToolError(f"{name} is blocked: its definition is no longer the one a person "
-                            "approved. Nothing was run; an operator must review it "
-                            "(anfitrion mcp review).")
+        if (why := self._not_offered(name, pinned_digest)) is not None:
+            raise ToolError(f"{name} is blocked: {why}. Nothing was run; an operator must "
+                            "review it (anfitrion mcp review).")
         conn = await self._caller_connection(conn)
         session = conn.session
         assert session is not None
