@@ -27,6 +27,16 @@ def _text(result: Any) -> str:
     return str(result.content[0].text)
 
 
+async def _withdraw(store: MemoryStore, name: str) -> None:
+    """A tool's approval withdrawn, written straight into the store (as another process
+    would)."""
+    key = tool_key(*name.split(".", 1))
+    record = dict(await store.get_record(NAMESPACE, key) or {})
+    record.update(approved_digest=None, approved_definition=None, approved_by=None,
+                  approved_at=None)
+    await store.put_record(NAMESPACE, key, record)
+
+
 async def test_calls_reuse_one_listing_while_it_is_fresh() -> None:
     store = MemoryStore()
     await approve_all([protocol_server(trusted=True)], store)
@@ -68,11 +78,7 @@ async def test_a_pin_revoked_in_the_store_stops_the_calls_within_a_second() -> N
             tg.start_soon(gateway._watch_offer, 0.1)
             assert not (await client.call_tool("proto.count", {})).is_error
             await anyio.sleep(0.3)  # the watcher has seen the pins once
-            key = tool_key("proto", "count")
-            record = dict(await store.get_record(NAMESPACE, key) or {})
-            record.update(approved_digest=None, approved_definition=None, approved_by=None,
-                          approved_at=None)
-            await store.put_record(NAMESPACE, key, record)
+            await _withdraw(store, "proto.count")
             revoked_at = anyio.current_time()
             served = 1
             while not (result := await client.call_tool("proto.count", {})).is_error:
@@ -105,11 +111,7 @@ async def test_a_call_whose_approval_is_withdrawn_after_its_offer_is_refused_say
             toolset = gateway.servers.toolsets["proto"]
             assert not (await client.call_tool("proto.count", {})).is_error
             offered = (await gateway.offered())["proto.count"]
-            key = tool_key("proto", "count")
-            record = dict(await store.get_record(NAMESPACE, key) or {})
-            record.update(approved_digest=None, approved_definition=None, approved_by=None,
-                          approved_at=None)
-            await store.put_record(NAMESPACE, key, record)
+            await _withdraw(store, "proto.count")
             toolset.mark_stale()  # what the pin watcher does
             with pytest.raises(ToolError) as refused:
                 await offered.handler({}, ToolContext(Principal("tester"), "s", "c", offered.name))
@@ -124,11 +126,7 @@ async def test_a_call_whose_approval_is_withdrawn_after_its_offer_is_refused_say
 async def test_a_call_naming_a_tool_the_offer_lacks_lists_again() -> None:
     store = MemoryStore()
     await approve_all([protocol_server(trusted=True)], store)
-    key = tool_key("proto", "text")
-    record = dict(await store.get_record(NAMESPACE, key) or {})
-    unapproved = {**record, "approved_digest": None, "approved_definition": None,
-                  "approved_by": None, "approved_at": None}
-    await store.put_record(NAMESPACE, key, unapproved)
+    await _withdraw(store, "proto.text")
     with anyio.fail_after(60):
         async with gateway_client([protocol_server(trusted=True)], store,
                                   gateway_options={"listing_ttl": 300}) as (_, client):
