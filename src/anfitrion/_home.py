@@ -9,8 +9,8 @@ The store a command, the MCP gateway (or :func:`default_store_url`) uses is, fir
 4. ``$ANFITRION_HOME``: the SQLite file ``anfitrion.db`` in that folder;
 5. the project file ``./anfitrion.toml``, when it has ``[store] url = "…"`` (a relative SQLite
    path is taken relative to the file's folder);
-6. ``anfitrion.db`` in the data folder, ``$XDG_DATA_HOME/anfitrion`` or
-   ``~/.local/share/anfitrion``.
+6. ``anfitrion.db`` in the data folder, ``$XDG_DATA_HOME/anfitrion`` (default
+   ``~/.local/share/anfitrion``).
 
 This module is the only place that answers it (``tests/cli/test_store_rule.py`` checks that no
 other module reads ``$ANFITRION_STORE``). The library's :class:`~anfitrion.Host` does not follow
@@ -183,7 +183,7 @@ def default_store_url() -> str:
     """The store URL the command line uses when no ``--store`` is given.
 
     ``$ANFITRION_STORE``, else ``anfitrion.db`` in ``$ANFITRION_HOME``, else the ``[store] url``
-    of ``./anfitrion.toml``, else ``anfitrion.db`` in ``~/.local/share/anfitrion``. Pass it to
+    of ``./anfitrion.toml``, else ``anfitrion.db`` in the data folder (:func:`home_dir`). Pass it to
     :class:`~anfitrion.Host` to share sessions and approvals with ``anfitrion approvals`` and
     ``anfitrion resume``.
 

@@ -143,7 +143,7 @@ def test_reconcile_asks_the_hook_with_the_real_arguments_and_settles_the_effect(
     assert len((tmp_path / "bank.jsonl").read_text().splitlines()) == 1
 
 
-def test_reconcile_all_loads_the_tools_of_the_app_each_session_records(
+def test_reconcile_all_settles_each_effect_with_the_apps_tools(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The hook says one refund happened and one did not (its sink line removed)."""
     url = f"sqlite:///{tmp_path / 'store.db'}"
@@ -152,7 +152,8 @@ def test_reconcile_all_loads_the_tools_of_the_app_each_session_records(
     anyio.run(_run_once, url, module, "c2", "p2", "s2", f"{module}:app")
     sink = tmp_path / "bank.jsonl"
     sink.write_text(sink.read_text().splitlines()[0] + "\n")  # p2 never reached the bank
-    out = CliRunner().invoke(_cli(), ["effects", "reconcile", "--all", "--store", url, "--json"])
+    out = CliRunner().invoke(_cli(), ["effects", "reconcile", "--all", "--tools",
+                                      f"{module}:app", "--store", url, "--json"])
     assert out.exit_code == 0, out.output
     outcomes = {json.loads(r["display"].split(":", 1)[1]): r["outcome"]
                 for r in json.loads(out.output)["reconciled"]}
@@ -160,6 +161,51 @@ def test_reconcile_all_loads_the_tools_of_the_app_each_session_records(
     # a failed effect did not happen: proposing it again runs it
     anyio.run(_run_once, url, module, "c3", "p2", "s2", f"{module}:app")
     assert len(sink.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize("recorded", [
+    "{evil}:app",                  # a module of the attacker's, beside the operator's code
+    "{evil}",                      # no attribute: the import alone would run it
+    "{evil}:app.__call__",         # a dotted attribute
+    " anfitrion:demo",             # look-alikes of the one app a row may name
+    "anfitrion:demo ",
+    "anfitrion:dem\u043e",
+    "ANFITRION:DEMO",
+])
+def test_a_store_row_never_chooses_the_code_reconcile_imports(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded: str) -> None:
+    """The attacker can write the store (a shared database, a session row) but not the
+    operator's command line. Whatever app a session row names, ``effects reconcile`` without
+    ``--tools`` imports nothing it names: it refuses, naming the ``--tools`` to pass, and the
+    effect stays unsettled. Only the demo, spelled exactly, is loaded on a row's word."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    module = _tools_module(tmp_path, monkeypatch)
+    evil = f"evil_{uuid.uuid4().hex[:8]}"
+    ran = tmp_path / "imported"
+    (tmp_path / f"{evil}.py").write_text(
+        f"from pathlib import Path\nPath({str(ran)!r}).write_text('ran')\n"
+        f"from {module} import app\n")
+    app = recorded.format(evil=evil)
+    anyio.run(_run_once, url, module, "c1", "p1", "s1", app)
+    runner = CliRunner()
+    [effect] = json.loads(runner.invoke(_cli(), ["effects", "list", "--store", url,
+                                                 "--json"]).output)["effects"]
+    one = runner.invoke(_cli(), ["effects", "reconcile", effect["key"], "--store", url])
+    assert one.exit_code != 0
+    assert "--tools" in one.output and "never imported" in one.output, one.output
+    every = runner.invoke(_cli(), ["effects", "reconcile", "--all", "--store", url, "--json"])
+    assert every.exit_code == 0, every.output
+    [skipped] = json.loads(every.output)["reconciled"]
+    assert skipped["outcome"] == "no_tool" and "never imported" in skipped["detail"]
+    assert not ran.exists()
+    entry = anyio.run(_with_store, url, lambda s: s.effect_state(effect["key"]))
+    assert entry.state is LedgerState.UNKNOWN and entry.resolved_by is None
+    # the operator names the code: then it is theirs to run
+    if app.startswith(evil + ":app"):
+        named = runner.invoke(_cli(), ["effects", "reconcile", effect["key"], "--tools",
+                                       f"{evil}:app", "--store", url])
+        assert named.exit_code == 0, named.output
+        assert ran.exists()
 
 
 def test_an_effect_the_hook_cannot_settle_stays_for_a_person(

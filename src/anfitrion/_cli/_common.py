@@ -30,7 +30,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 STORE_HELP = ("Store URL: sqlite:///PATH, postgresql://… or memory:// (default: "
               "--config's gateway.store, else $ANFITRION_STORE, else anfitrion.db in "
               "$ANFITRION_HOME, else [store] url in ./anfitrion.toml, else "
-              "~/.local/share/anfitrion/anfitrion.db).")
+              "anfitrion/anfitrion.db in $XDG_DATA_HOME or ~/.local/share).")
 CONFIG_HELP = "An MCP gateway config (mcp.json): use the store of its gateway.store."
 
 

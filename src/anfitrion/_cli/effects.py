@@ -8,7 +8,9 @@ proposes that effect.
 
 from __future__ import annotations
 
+import inspect
 import json
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -122,19 +124,35 @@ def resolve(key: str, outcome: str | None, note: str, store_url: str | None) -> 
     click.echo(f"resolved {entry.key[:16]} as {outcome} by {who}")
 
 
+def _takes_store(factory: Callable[..., Any]) -> bool:
+    """Whether *factory* is an app's ``(store) -> Host`` (as ``anfitrion resume`` takes it),
+    given the command's store, rather than a function of no arguments."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return "store" in parameters
+
+
 class _Tools:
     """The tools each effect's session belongs to: ``--tools`` for all (a Toolbox, a Host,
-    or a function returning one, as ``anfitrion chat --tools`` loads it), else the app its
-    session records (a Host or a function ``(store) -> Host``, as ``anfitrion resume`` loads
-    it), each loaded once."""
+    or a function returning one, as ``anfitrion chat --tools`` loads it), else the demo's
+    when its session is a demo session; each loaded once.
+
+    Like ``anfitrion resume``, it never imports a module a store row names: a row is data,
+    and whoever can write the store must not choose the code an operator's command runs. A
+    session recording another app is refused, naming the ``--tools`` to pass."""
 
     def __init__(self, store: Store, reference: str | None) -> None:
         self.store, self.reference = store, reference
-        self._sources: dict[str, ToolSource] = {}
+        self._given: ToolSource | None = None
+        self._demo: ToolSource | None = None
 
     async def source(self, session_id: str) -> ToolSource:
         if self.reference is not None:
-            return self._load(self.reference, app=False)
+            if self._given is None:
+                self._given = self._imported(self.reference)
+            return self._given
         state = await self.store.load_session(session_id)
         app = state.data.get("app") if state is not None else None
         if app == GATEWAY_APP:
@@ -145,27 +163,26 @@ class _Tools:
                             f"({shown(str(app))}): pass --tools MODULE:ATTR naming its tools")
         if not isinstance(app, str) or not app:
             raise UserError(f"session {session_id} records no app: pass --tools MODULE:ATTR")
-        return self._load(app, app=True)
-
-    def _load(self, reference: str, *, app: bool) -> ToolSource:
-        from .._host import Host
-
-        if reference in self._sources:
-            return self._sources[reference]
-        if app and reference == DEMO_APP:
+        if app != DEMO_APP:  # never imported on a row's word (see the class)
+            raise UserError(f"session {session_id} belongs to app {shown(app)!r}: pass "
+                            f"--tools {shown(app)} if that is its code (a module a store row "
+                            "names is never imported on its own)")
+        if self._demo is None:
             from .._demo import demo_parts
 
-            self._sources[reference] = demo_parts(self.store)[1]
-            return self._sources[reference]
+            self._demo = demo_parts(self.store)[1]
+        return self._demo
+
+    def _imported(self, reference: str) -> ToolSource:
+        from .._host import Host
+
         found: Any = import_reference(reference)
         if callable(found) and not isinstance(found, (Host, ToolSource)):
-            found = found(store=self.store) if app else found()
+            found = found(store=self.store) if _takes_store(found) else found()
         if isinstance(found, Host):
             found = found.tools
         if not isinstance(found, ToolSource):
-            what = f"app {shown(reference)!r}" if app else f"--tools {reference!r}"
-            raise UserError(f"{what} is not a Host, a Toolbox or a tool source")
-        self._sources[reference] = found
+            raise UserError(f"--tools {reference!r} is not a Host, a Toolbox or a tool source")
         return found
 
     async def tool(self, entry: EffectEntry, context: OfferContext) -> Tool | None:
@@ -184,8 +201,11 @@ class _Tools:
 @click.argument("key", required=False)
 @click.option("--all", "every", is_flag=True, help="Every unsettled effect instead of KEY.")
 @click.option("--tools", "tools_ref", default=None, metavar="MODULE:ATTR",
-              help="The tools (a Toolbox, a Host, or a function returning one), importable "
-                   "from the current folder. Default: the app each effect's session records.")
+              help="The tools (a Toolbox, a Host, or a function returning one, given store=… "
+                   "if it takes it), importable "
+                   "from the current folder. Default: the demo's tools, for a demo "
+                   "session; any other app must be named here (a store row never names "
+                   "the code to import).")
 @click.option("--note", default="", help="Why you ran it (kept in the audit log).")
 @policy_option
 @store_option

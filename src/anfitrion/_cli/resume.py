@@ -118,7 +118,9 @@ def _check_app(session_id: str, recorded: object, given: str | None) -> str:
 @store_option
 @click.option("--app", "app", default=None, metavar="MODULE:ATTR",
               help="The app the session belongs to: a Host, or a function (store) -> Host "
-                   "(anfitrion:demo for the demo). Default: the one the session records.")
+                   "(anfitrion:demo for the demo). Default: the demo, for a demo session; any "
+                   "other app must be named here (a store row never names the code to "
+                   "import).")
 @click.option("--model", default=None, help="Deprecated: --model scripted:demo is "
               "--app anfitrion:demo.")
 @click.option("--ready", is_flag=True,
