@@ -62,7 +62,7 @@ READERS = [("audit", "verify"), ("audit", "show"), ("approvals", "list"),
            ("approvals", "list", "--json"), ("approvals", "show", "0123456789ab"),
            ("db", "status"), ("effects", "list"), ("resume", "0123456789ab"),
            ("approvals", "approve", "0123456789ab"), ("serve", "--port", "1"),
-           ("sessions", "list"), ("sessions", "show", "0123456789ab")]
+           ("sessions", "list"), ("sessions", "show", "0123456789ab"), ("auth", "status")]
 
 
 def test_read_only_commands_refuse_a_missing_store_and_create_nothing(tmp_path: Path) -> None:

@@ -43,11 +43,13 @@ def _server(config: McpConfig, server: str) -> ServerConfig:
 
 
 def _run(store_url: str | None, config: McpConfig | None,
-         work: Callable[[Store], Awaitable[T]]) -> T:
-    """*work* on the store by the one store rule (the config's ``gateway.store`` second)."""
+         work: Callable[[Store], Awaitable[T]], *, create: bool = False) -> T:
+    """*work* on the store by the one store rule (the config's ``gateway.store`` second). A
+    missing store is made only by *create* (``login``, which writes the tokens); reading or
+    deleting refuses it, creating nothing (``no store at …``)."""
     gateway_store = config.gateway.store if config is not None else None
     return run_with_store(resolve_url(store_url, gateway_store=gateway_store), work,
-                          create=True)
+                          create=create)
 
 
 _config_option = click.option("--config", "config_path", required=True,
@@ -100,7 +102,7 @@ def login(server: str, config_path: str, store_url: str | None, principal: str,
         return await connect_account(OAuthAccess.from_env(store, principal, authorizer), target,
                                      store)
 
-    tools = _run(store_url, config, work)
+    tools = _run(store_url, config, work, create=True)
     click.echo(f"{principal} is connected to {server} ({tools} tools listed).")
 
 

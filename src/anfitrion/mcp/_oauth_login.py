@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 import webbrowser
 from collections.abc import Callable
 from typing import cast
@@ -13,7 +14,10 @@ from urllib.parse import parse_qs, quote, urlsplit
 import anyio
 import httpx2
 from anyio.abc import SocketListener, SocketStream
-from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
+from mcp.client.auth.utils import (
+    build_oauth_authorization_server_metadata_discovery_urls,
+    issuers_match,
+)
 from mcp.shared.auth import AuthorizationCodeResult, OAuthMetadata
 from pydantic import ValidationError
 
@@ -22,6 +26,8 @@ from ._config import ServerConfig
 from ._oauth import CLIENT, TOKENS, CredentialError, OAuthAccess, StoredTokens
 
 __all__ = ["LoopbackAuthorizer", "connect_account", "revoke_account"]
+
+log = logging.getLogger("anfitrion.mcp.oauth")
 
 MAX_REQUEST_BYTES = 16 * 1024
 _TEXT = b"anfitrion: done, you can close this window.\n"
@@ -107,14 +113,22 @@ def _result(query: dict[str, str]) -> AuthorizationCodeResult:
 
 
 async def _metadata(client: httpx2.AsyncClient, issuer: str, url: str) -> OAuthMetadata | None:
+    """The metadata of the authorization server *issuer*, or ``None``: none found, unreadable,
+    or naming another issuer (RFC 8414 §3.3, as the SDK checks at login) — a revocation
+    endpoint is taken only from the issuer the tokens came from, never sent them otherwise."""
     for candidate in build_oauth_authorization_server_metadata_discovery_urls(issuer, url):
         response = await client.get(candidate)
         if response.status_code != 200:
             continue
         try:
-            return OAuthMetadata.model_validate_json(response.content)
+            found = OAuthMetadata.model_validate_json(response.content)
         except ValidationError:
             return None
+        if not issuers_match(str(found.issuer), issuer):
+            log.warning("the authorization server at %s names another issuer (%s): its "
+                        "metadata is not used", issuer, str(found.issuer)[:200])
+            return None
+        return found
     return None
 
 
