@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -45,7 +44,6 @@ from ._canonical import canonical_json
 from ._events import EventType, HostEvent
 from ._identity import identity_key, identity_problem, same_identity
 from ._json import parse_json_strict
-from ._redaction import redact
 from .exceptions import InputError, JsonError
 from .store import (
     AnswerStore,
@@ -240,13 +238,15 @@ async def answer(store: AnswerStore, request_id: str, seen_digest: str | None, *
         return Outcome(None, Refusal.STALE, request=request)
     if request.expired(now):
         return Outcome(None, Refusal.EXPIRED, request=request)
-    entitled, grounds = await entitlements.check(
-        store, request, reviewer.name if reviewer is not None else approver)
+    who = reviewer.name if reviewer is not None else approver
+    entitled, grounds = await entitlements.check(store, request, who)
+    if entitled and edited_arguments is not None:  # the call as it will run, too
+        entitled, edited_grounds = await entitlements.check(
+            store, replace(request, arguments=dict(edited_arguments)), who)
+        if not entitled:
+            grounds = f"the edited call: {edited_grounds}"
     if not entitled:
-        await store.append_audit("approval.refused", request.session_id, time.time(), {
-            "call_id": redact(request.call_id, 80), "tool": redact(request.tool_name, 80),
-            "approval_request": request.id,
-            "approver": redact(approver, 80), "via": via, "detail": redact(grounds)})
+        await entitlements.audit_refusal(store, request, approver, via, grounds)
         return Outcome(None, Refusal.NOT_ENTITLED, grounds, request)
     if request.quorum is not None:
         if edited_arguments is not None:

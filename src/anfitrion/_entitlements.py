@@ -10,9 +10,13 @@ call:
 - ``max_amount`` of one numeric ``amount_argument``: the call's value must be present, a
   number, and at most that (a call without it is not covered).
 
-The grant that covered an answer is named in its audit record; a refusal is audited
-(``approval.refused``). Revoking a reviewer (``anfitrion reviewers revoke``) stops their answers
-and votes at once — the check reads the store on every answer — and is audited.
+An approval with edits ("approve with edits") must be covered for the call as edited too,
+and again when the edited call is approved on resume: an edit cannot carry a call past the
+editor's limit. An approver in the host's process (a terminal, a callback) is held to the same
+grants: its approval of a call it is not entitled to is not recorded, and the request waits for
+a reviewer who is. The grant that covered an answer is named in its audit record; a refusal is
+audited (``approval.refused``). Revoking a reviewer (``anfitrion reviewers revoke``) stops
+their answers and votes at once — the check reads the store on every answer — and is audited.
 
 Entitlements live in the store (``RecordStore`` namespace ``reviewer_entitlements``), so every
 door and every process sees the same ones. The name checked is the identity the door
@@ -35,7 +39,7 @@ from ._redaction import redact
 from .exceptions import UserError
 from .store import AuditedRecordStore, RecordStore
 
-__all__ = ["NAMESPACE", "Grant", "check", "grant", "identity_of", "revoke"]
+__all__ = ["NAMESPACE", "Grant", "audit_refusal", "check", "grant", "identity_of", "revoke"]
 
 NAMESPACE = "reviewer_entitlements"
 DOORS = ("web", "api", "mcp", "webhook", "cli", "inbox")
@@ -114,6 +118,16 @@ async def check(store: RecordStore, request: ApprovalRequest, who: str) -> tuple
             return True, f"entitled: {name} ({grant_.describe()})"
         gaps.append(gap)
     return False, f"{name} is not entitled to answer this call: {'; '.join(gaps) or 'no grant'}"
+
+
+async def audit_refusal(store: AuditedRecordStore, request: ApprovalRequest, approver: str,
+                        via: str, grounds: str) -> None:
+    """The audit record of an answer refused for want of an entitlement
+    (``approval.refused``)."""
+    await store.append_audit("approval.refused", request.session_id, time.time(), {
+        "call_id": redact(request.call_id, 80), "tool": redact(request.tool_name, 80),
+        "approval_request": request.id, "approver": redact(approver, 80), "via": via,
+        "detail": redact(grounds)})
 
 
 async def grant(store: AuditedRecordStore, name: str, given: Grant, *, by: str) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 import pydantic
 
+from . import _entitlements as entitlements
 from ._approvals import (
     NO_APPROVER,
     ApprovalAnswer,
@@ -879,6 +880,13 @@ class Gate:
             answer = None  # a quorum is gathered from people's votes (anfitrion._answers)
         if answer is None:
             return CallOutcome(rec.call, "approve", None, rec.decision, request)
+        if answer.approved:  # held to the reviewers' grants like any door (_entitlements)
+            entitled, grounds = await entitlements.check(self.store, request, answer.approver)
+            if not entitled:
+                await entitlements.audit_refusal(
+                    self.store, request, answer.approver,
+                    "edit" if rec.edit_of is not None else "approver", grounds)
+                return CallOutcome(rec.call, "approve", None, rec.decision, request)
         if not await self.store.answer_approval(answer):
             return _refused(rec, "the answer did not match the request", request)
         # recorded once, when given (here, by the approver in process); an answer given

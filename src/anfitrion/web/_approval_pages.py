@@ -251,7 +251,8 @@ class ApprovalPages:
             return _refused(who, request_id, Refusal.INVALID, str(exc))
         outcome = await propose_edit(self.store, request_id, form.get("digest", ""), arguments,
                                      approver=f"web:{who.name}",
-                                     note=form.get("note", "").strip())
+                                     note=form.get("note", "").strip(),
+                                     reviewer=self.sign_in.reviewer(who))
         if outcome.answer is None:
             return _refused(who, request_id, outcome.refusal or Refusal.INVALID, outcome.detail)
         return await self._after(request_id, outcome.answer)
