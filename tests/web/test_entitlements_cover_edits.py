@@ -64,7 +64,8 @@ def _refusals(store: MemoryStore) -> list[dict[str, Any]]:
     return anyio.run(read)
 
 
-@pytest.mark.parametrize("amount", [1_000_000, 101, 100.5, 1e300, "50", True, None, [50], {"value": 50}])
+@pytest.mark.parametrize("amount", [1_000_000, 101, 100.5, 1e300, "50", True, None, [50],
+                                    {"value": 50}])
 def test_an_edit_past_the_editors_limit_is_refused_at_the_inbox(amount: object) -> None:
     """Bob may approve payments up to 100. The agent proposes 50; bob approves "with edits",
     raising the amount (or making it something the limit cannot judge)."""
