@@ -36,7 +36,7 @@ from ._provenance import TaintIndex
 from ._redaction import redact
 from ._session import RECENT_PROPOSALS_KEPT, Session
 from ._tools import BoundCall, Tool
-from .exceptions import ArgumentError, JsonError, StoreError, UserError
+from .exceptions import ArgumentError, ConfigError, JsonError, StoreError, UserError
 from .policy import Decision, Policy, PolicyContext, Verdict, arguments_digest
 from .store import AuditRecord, AuditStore, SessionState, Store
 
@@ -277,6 +277,11 @@ class _Replay:
             return
         if tool is None:
             self.skip("the tool is not among the tools given")
+            return
+        try:  # as the gate sees it: the new policy's [tools] declarations applied
+            tool = self.policy.declared(tool)
+        except ConfigError as exc:
+            self.skip(f"the policy's declaration does not fit the tool: {exc}")
             return
         try:
             tool.validate(parsed)

@@ -74,3 +74,22 @@ def test_a_toolbox_that_cannot_be_imported_is_a_usage_error(project: Path) -> No
                     "--tool", "x", "--principal", "alice")
     assert result.exit_code == 2
     assert "cannot load 'no_such_module:toolbox'" in result.output
+
+
+@pytest.mark.parametrize(("declared", "verdict"), [("write", "ask"), ("read", "allow")])
+def test_check_sees_the_tool_as_the_policy_declares_it(project: Path, declared: str,
+                                                       verdict: str) -> None:
+    """``[tools."NAME"] effect`` changes what the gate decides; ``policy check`` must show that
+    decision, not the one for the tool as its code declares it."""
+    (project / "anfitrion.toml").write_text(
+        f'[defaults]\nread = "allow"\nwrite = "ask"\n\n[tools."fetch_page"]\n'
+        f'effect = "{declared}"\n')
+    result = invoke("policy", "check", "--toolbox", "my_project_tools:toolbox",
+                    "--tool", "fetch_page", "--args", '{"url": "https://example.org"}',
+                    "--principal", "alice", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["decision"]["verdict"] == verdict
+    bare = invoke("policy", "check", "--tool", "fetch_page", "--effect",
+                  "read" if declared == "write" else "write", "--principal", "alice", "--json")
+    assert bare.exit_code == 0, bare.output
+    assert json.loads(bare.output)["decision"]["verdict"] == verdict  # as in the gate

@@ -147,6 +147,19 @@ def test_policy_replay_exits_3_when_something_would_newly_be_allowed(project: Pa
     assert change["examples"][0]["arguments_preview"]["to"] == "[email]"  # redacted, as kept
 
 
+def test_policy_replay_sees_the_tools_as_the_new_policy_declares_them(project: Path) -> None:
+    """A new policy that declares a write tool a read (``[tools."send_email"] effect``) opens
+    it: replay must report the write as newly allowed (exit 3), as the gate would decide it."""
+    url = record(project)
+    (project / "declared.toml").write_text('[tools."send_email"]\neffect = "read"\n\n'
+                                           '[taint]\nenabled = false\n')
+    done = anfitrion("policy", "replay", "--policy", "declared.toml", "--store", url,
+                     "--toolbox", "mytools:toolbox", "--json")
+    assert done.returncode == 3, done.stdout + done.stderr
+    [change] = json.loads(done.stdout)["changes"]
+    assert (change["from"], change["to"], change["tool"]) == ("ask", "allow", "send_email")
+
+
 def test_policy_replay_refuses_a_forged_audit_log_loudly(project: Path) -> None:
     url = record(project)
     with sqlite3.connect(project / "a.db") as db:

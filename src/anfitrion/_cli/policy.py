@@ -105,6 +105,10 @@ def check(tool_name: str, args_json: str, principal_id: str, policy_path: str | 
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--tool") from None
     if tool is not None and problem is None:
+        try:  # as the gate sees it: the policy's [tools] declarations applied
+            tool = policy.declared(tool)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
         try:
             tool.validate(arguments)
         except ArgumentError as exc:
