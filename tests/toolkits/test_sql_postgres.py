@@ -162,3 +162,48 @@ async def test_rows_and_bytes_are_capped(pg: dict[str, str]) -> None:
 async def test_percent_signs_in_a_query_are_literal(pg: dict[str, str]) -> None:
     result = await run(postgres(pg["dsn"]), "SELECT '100%' AS p, 'a%sb' AS q")
     assert result["rows"] == [["100%", "a%sb"]]
+
+
+@pytest.fixture
+def counted(pg: dict[str, str]) -> Iterator[str]:
+    """A volatile function that counts its calls in its session and fails on the second one:
+    the side effect an operator's function may have (a read-only transaction refuses writes,
+    nextval included, so the count lives in a session setting)."""
+    name = f"anf_counted_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg["dsn"], autocommit=True) as conn:
+        conn.execute(f"""
+            CREATE FUNCTION {name}() RETURNS int VOLATILE LANGUAGE plpgsql AS $$
+            DECLARE n int := coalesce(nullif(current_setting('anf.calls', true), ''), '0')::int
+                             + 1;
+            BEGIN
+                PERFORM set_config('anf.calls', n::text, false);
+                IF n > 1 THEN RAISE EXCEPTION 'called % times', n; END IF;
+                RETURN n;
+            END $$""")
+    try:
+        yield name
+    finally:
+        with psycopg.connect(pg["dsn"], autocommit=True) as conn:
+            conn.execute(f"DROP FUNCTION IF EXISTS {name}()")
+
+
+@pytest.mark.anyio
+async def test_a_query_returning_no_rows_runs_once_and_still_names_its_columns(
+        pg: dict[str, str], counted: str) -> None:
+    """Naming the columns of an empty result must not run the query a second time: an
+    operator's function with side effects (or a slow query) would run twice."""
+    t = postgres(pg["dsn"])
+    with pytest.raises(ToolError, match="called 2 times"):  # the counter counts
+        await run(t, f"SELECT {counted}() FROM generate_series(1, 2)")
+    result = await run(t, f"SELECT n AS calls, 'x' AS \"Other col\" "
+                          f"FROM (SELECT {counted}() AS n) AS once WHERE n < 0")
+    assert result["columns"] == ["calls", "Other col"]
+    assert result["rows"] == []
+    assert result["row_count"] == 0
+
+
+@pytest.mark.anyio
+async def test_an_empty_result_of_a_table_names_its_columns(pg: dict[str, str]) -> None:
+    result = await run(postgres(pg["dsn"]), f"SELECT * FROM {pg['table']} WHERE id < 0")
+    assert result["columns"] == ["id", "note"]
+    assert result["rows"] == []

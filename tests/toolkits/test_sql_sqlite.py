@@ -169,3 +169,22 @@ async def test_sql_query_is_offered_as_a_read_and_needs_no_approval(db: Path,
     assert run_.results[0].content == '{"columns": ["count(*)"], "rows": [[50]], "row_count": 1}'
     assert run_.results[1].error_kind == "invalid_arguments"
     assert rows(db) == 50
+
+
+@pytest.mark.anyio
+async def test_a_query_returning_no_rows_runs_once_and_still_names_its_columns(
+        db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cursor describes an empty result: nothing runs the query again to name columns."""
+    ran: list[str] = []
+    connect = sqlite3.connect
+
+    def traced(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = connect(*args, **kwargs)
+        conn.set_trace_callback(ran.append)
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", traced)
+    query = "SELECT id, customer AS who FROM orders WHERE id < 0"
+    result = await run(sqlite(db), query)
+    assert result == {"columns": ["id", "who"], "rows": [], "row_count": 0}
+    assert ran.count(query) == 1

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import re
 import sqlite3
 import time
@@ -49,9 +50,11 @@ from .._tools import Effect, Tool
 from ..exceptions import ArgumentError, MissingDependencyError, ToolError, ToolNotExecuted
 
 if TYPE_CHECKING:
-    from psycopg import AsyncCursor
+    from psycopg import AsyncConnection, AsyncCursor
 
 __all__ = ["postgres", "split_statements", "sqlite"]
+
+log = logging.getLogger("anfitrion.toolkits.sql")
 
 MAX_QUERY_CHARS = 20_000
 READ_KEYWORDS = frozenset({"select", "with", "values", "table", "explain"})
@@ -508,9 +511,34 @@ class _PostgresQuery:
             item = [_jsonable(v) for v in row]
             rows.append(item)
             size += len(json.dumps(item, ensure_ascii=False).encode("utf-8")) + 1
-        if not rows:  # stream() keeps no description of an empty result: run it again (same
-            # snapshot, see REPEATABLE READ) only to name the columns
-            await cur.execute(query.encode("utf-8"), prepare=True)
-        columns = [d.name for d in cur.description or ()]
+        columns = [d.name for d in cur.description or ()] if rows else \
+            await _described_columns(cur.connection)
         await cur.execute("SELECT current_user::text, session_user::text")
         return rows, columns, await cur.fetchone()
+
+
+async def _described_columns(conn: AsyncConnection[Any]) -> list[str]:
+    """The column names of the result the last ``stream()`` produced, asked of its portal.
+
+    stream() keeps no description of an empty result; running the query again to get one would
+    run an operator's function with side effects (or a slow query) twice. Describing the
+    unnamed portal that execution left open in this transaction runs nothing.
+    """
+    import psycopg
+    from psycopg import pq
+
+    try:  # psycopg's own way to run a protocol step (as its server-side cursors do)
+        from psycopg.generators import execute
+
+        async with conn.lock:
+            conn.pgconn.send_describe_portal(b"")
+            results = await conn.wait(execute(conn.pgconn))
+    except (ImportError, AttributeError):  # a psycopg without them: no names, never a rerun
+        log.warning("this psycopg cannot describe an empty result: its columns are not named")
+        return []
+    described = results[-1] if results else None
+    if described is None or described.status != pq.ExecStatus.COMMAND_OK:
+        raise psycopg.OperationalError("the server did not describe the result's columns")
+    return [(described.fname(i) or b"").decode(conn.info.encoding)
+            for i in range(described.nfields)]
+
