@@ -147,6 +147,28 @@ async def test_an_effect_proposed_twice_is_allowed_once(session: GatedSession) -
     assert isinstance(second, PermissionResultDeny) and "used before" in second.message
 
 
+@pytest.mark.parametrize("answer", [True, None], ids=["ask", "inbox"])
+async def test_a_call_without_a_tool_use_id_is_denied_without_asking(
+        session: GatedSession, answer: bool | None) -> None:
+    """No id to bind an approval to: the call is denied at once, not asked again under a new
+    id each time (no request raised, nobody asked)."""
+    asked: list[ApprovalRequest] = []
+
+    async def ask(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return bool(answer)
+
+    g = ClaudeGate(session, schemas={"send_mail": MAIL_SCHEMA},
+                   effects={"send_mail": "write"}, ask=None if answer is None else ask)
+    mail = {"to": "ana@example.org", "body": "hi"}
+    for _ in range(2):
+        decision = await g.can_use_tool("send_mail", mail, ToolPermissionContext())
+        assert isinstance(decision, PermissionResultDeny)
+        assert "no tool use id" in decision.message and not decision.interrupt
+    assert asked == []
+    assert await session.runtime.store.list_approvals(pending_only=False) == []
+
+
 async def test_an_untrusted_result_escalates_what_follows(session: GatedSession) -> None:
     g = gate(session)
     first = await g.can_use_tool("WebFetch", {"url": "https://news.example/today"}, ctx("t1"))

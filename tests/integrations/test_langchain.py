@@ -215,26 +215,32 @@ async def test_a_policy_that_flips_on_resume_does_not_undo_a_reject(lc_tools: li
     assert ran.calls == []
 
 
-async def test_parallel_answers_are_matched_by_request_not_position(lc_tools: list[BaseTool],
-                                                                    ran: Ran) -> None:
-    agent, _ = _agent(lc_tools, calls(("send_mail", {"to": "ana@example.org", "body": "1"}, "a"),
-                                      ("send_mail", {"to": "eve@evil.example", "body": "2"},
-                                       "b")))
+async def test_an_answer_given_to_another_calls_interrupt_is_refused(lc_tools: list[BaseTool],
+                                                                     ran: Ran) -> None:
+    """Each interrupt answers only the request its call waits on: swapped answers record
+    nothing and run nothing; the right ones, given after, still count."""
+    agent, runtime = _agent(lc_tools, calls(
+        ("send_mail", {"to": "ana@example.org", "body": "1"}, "a"),
+        ("send_mail", {"to": "eve@evil.example", "body": "2"}, "b")))
     result = await agent.ainvoke({"messages": [("user", "two mails")]}, THREAD)
     pauses = result["__interrupt__"]
     assert len(pauses) == 2
     by_call = {p.value["tool_call_id"]: p for p in pauses}
-    # each interrupt gets the *other* call's answer: the request id decides, not the slot
-    answers_given = {by_call["a"].id: reject(by_call["b"].value, approver="bob"),
-                     by_call["b"].id: approve(by_call["a"].value, approver="bob")}
-    result = await agent.ainvoke(Command(resume=answers_given), THREAD)
-    assert ran.of("send_mail") in ([], [{"to": "ana@example.org", "body": "1"}])
-    # an answer delivered to the slot of a call that no longer waits is not seen there: the
-    # call it names asks again, with the same request — never decided by another's answer
-    for pause in result.get("__interrupt__", ()):
-        assert pause.value["request_id"] == by_call["a"].value["request_id"]
-        result = await agent.ainvoke(Command(resume=approve(pause.value, approver="bob")),
-                                     THREAD)
+    swapped = {by_call["a"].id: reject(by_call["b"].value, approver="bob"),
+               by_call["b"].id: approve(by_call["a"].value, approver="bob")}
+    result = await agent.ainvoke(Command(resume=swapped), THREAD)
+    assert ran.calls == []
+    for pause in pauses:
+        found = await runtime.store.get_approval(pause.value["request_id"])
+        assert found is not None and found.answer is None
+    asked_again = {p.value["tool_call_id"]: p for p in result["__interrupt__"]}
+    for call_id, pause in by_call.items():
+        again = asked_again[call_id]
+        assert again.value["request_id"] == pause.value["request_id"]
+        assert "does not wait on it" in again.value["refused"]
+    right = {asked_again["a"].id: approve(asked_again["a"].value, approver="bob"),
+             asked_again["b"].id: reject(asked_again["b"].value, approver="bob")}
+    result = await agent.ainvoke(Command(resume=right), THREAD)
     assert ran.of("send_mail") == [{"to": "ana@example.org", "body": "1"}]
     contents = {m.tool_call_id: m for m in _tool_messages(result)}
     assert contents["a"].content == "sent to ana@example.org"

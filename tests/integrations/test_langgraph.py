@@ -23,8 +23,8 @@ from .fakes import THREAD, Ran, calls
 pytestmark = pytest.mark.anyio
 
 
-def _graph(tools: list[BaseTool], *replies: AIMessage,
-           policy: Policy | None = None) -> tuple[Any, Runtime]:
+def _graph(tools: list[BaseTool], *replies: AIMessage, policy: Policy | None = None,
+           principal: Any = "user") -> tuple[Any, Runtime]:
     runtime = Runtime(gated_tools(tools, reads={"get_weather"}, trusted={"get_weather"}),
                       approver=DeferredApprover(), policy=policy)
     pending = [*replies, AIMessage("done")]
@@ -35,7 +35,7 @@ def _graph(tools: list[BaseTool], *replies: AIMessage,
 
     builder = StateGraph(MessagesState)
     builder.add_node("model", model)
-    builder.add_node("tools", ToolGate(runtime).tool_node(tools))
+    builder.add_node("tools", ToolGate(runtime, principal=principal).tool_node(tools))
     builder.add_edge(START, "model")
     builder.add_conditional_edges("model", tools_condition, ["tools", END])
     builder.add_edge("tools", "model")
@@ -92,6 +92,65 @@ async def test_an_edit_in_the_framework_is_validated_and_runs_the_edited_call(
                                                       approver="bob")), THREAD)
     assert ran.of("send_mail") == [{"to": "ana@example.org", "body": "hello"}]
     assert "a person edited the arguments" in _tool_messages(result)["c1"].content
+
+
+THREAD_A = {"configurable": {"thread_id": "ta"}}
+THREAD_B = {"configurable": {"thread_id": "tb"}}
+
+
+def _user_of_thread(request: Any) -> str:
+    return {"ta": "alice", "tb": "bob"}[request.runtime.config["configurable"]["thread_id"]]
+
+
+@pytest.mark.parametrize("answer", [
+    lambda value: approve(value, approver="alice"),
+    lambda value: edit(value, {"to": "mallory@evil.example", "body": "hi"}, approver="alice"),
+], ids=["approve", "edit"])
+async def test_a_resume_answering_another_threads_request_is_refused(
+        lc_tools: list[BaseTool], ran: Ran, answer: Any) -> None:
+    """Alice can resume her own thread only: naming Bob's pending request (his thread, his
+    session) there records nothing; Bob's request waits for Bob, and Alice's call asks again."""
+    graph, runtime = _graph(lc_tools, calls(("send_mail", {"to": "ana@example.org",
+                                                           "body": "hi"}, "c1")),
+                            principal=_user_of_thread)
+    alices = await graph.ainvoke({"messages": [("user", "Mail Ana")]}, THREAD_A)
+    bobs = await graph.ainvoke({"messages": [("user", "Mail Ana")]}, THREAD_B)
+    alice_value, bob_value = alices["__interrupt__"][0].value, bobs["__interrupt__"][0].value
+    assert alice_value["request_id"] != bob_value["request_id"]
+
+    result = await graph.ainvoke(Command(resume=answer(bob_value)), THREAD_A)
+    for value in (bob_value, alice_value):
+        found = await runtime.store.get_approval(value["request_id"])
+        assert found is not None and found.answer is None
+    assert ran.calls == []
+    again = result["__interrupt__"][0].value
+    assert again["request_id"] == alice_value["request_id"]
+    assert "does not wait on it" in again["refused"]
+
+    result = await graph.ainvoke(Command(resume=approve(bob_value, approver="bob")), THREAD_B)
+    assert _tool_messages(result)["c1"].content == "sent to ana@example.org"
+    assert ran.of("send_mail") == [{"to": "ana@example.org", "body": "hi"}]
+
+
+async def test_a_resume_answering_an_earlier_request_of_the_thread_is_refused(
+        lc_tools: list[BaseTool], ran: Ran) -> None:
+    """An answer to a request of the thread answered before (another call's) does not
+    answer the call that waits now."""
+    graph, runtime = _graph(lc_tools,
+                            calls(("send_mail", {"to": "ana@example.org", "body": "1"}, "c1")),
+                            calls(("send_mail", {"to": "eve@evil.example", "body": "2"}, "c2")))
+    result = await graph.ainvoke({"messages": [("user", "two mails")]}, THREAD)
+    first = result["__interrupt__"][0].value
+    result = await graph.ainvoke(Command(resume=approve(first, approver="bob")), THREAD)
+    second = result["__interrupt__"][0].value
+    assert second["tool_call_id"] == "c2"
+
+    result = await graph.ainvoke(Command(resume=approve(first, approver="bob")), THREAD)
+    again = result["__interrupt__"][0].value
+    assert again["request_id"] == second["request_id"] and "refused" in again
+    found = await runtime.store.get_approval(second["request_id"])
+    assert found is not None and found.answer is None
+    assert ran.of("send_mail") == [{"to": "ana@example.org", "body": "1"}]
 
 
 def test_a_sibling_call_that_ran_before_the_interrupt_is_not_run_again(

@@ -16,7 +16,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults
 from pydantic_ai.toolsets import FunctionToolset
 
-from anfitrion import DeferredApprover, Runtime
+from anfitrion import DeferredApprover, Runtime, UserError
 from anfitrion import _answers as answers
 from anfitrion._audit import verify_chain
 from anfitrion._runtime import GatedSession
@@ -184,6 +184,51 @@ async def test_an_approval_of_changed_arguments_is_refused(
     found = await session.runtime.store.get_approval(meta[REQUEST_ID])
     assert found is not None and found.answer is None  # no approval was recorded
     assert await chain_ok(session)
+
+
+async def test_an_answer_naming_another_sessions_request_is_refused(
+        session: GatedSession) -> None:
+    """Alice answers for her own session only: deferred requests naming Bob's pending request
+    (same call id, his session) record nothing, and Bob's call still waits for Bob."""
+    mail = {"to": "ana@example.org", "body": "hi"}
+    alice_world, bob_world = World(), World()
+    bob_session = await session.runtime.open("bob")
+    alice_bot = agent(alice_world, session, scripted([("send_mail", mail, "c1")]))
+    bob_bot = agent(bob_world, bob_session, scripted([("send_mail", mail, "c1")]))
+    alices, bobs = await alice_bot.run("Mail Ana"), await bob_bot.run("Mail Ana")
+    forged = DeferredToolRequests(approvals=alices.output.approvals,
+                                  metadata={"c1": bobs.output.metadata["c1"]})
+    gated = alice_world.gated
+    assert gated is not None
+    with pytest.raises(UserError, match="does not wait on"):
+        await gated.answer(forged, {"c1": True}, approver="alice")
+    with pytest.raises(UserError, match="does not wait on"):
+        await gated.results(forged)
+    for result in (alices, bobs):
+        found = await session.runtime.store.get_approval(result.output.metadata["c1"][REQUEST_ID])
+        assert found is not None and found.answer is None
+    assert alice_world.sent == bob_world.sent == []
+
+
+async def test_an_answer_naming_an_earlier_request_of_the_session_is_refused(
+        world: World, session: GatedSession) -> None:
+    model = scripted([("send_mail", {"to": "ana@example.org", "body": "1"}, "c1")],
+                     [("send_mail", {"to": "eve@evil.example", "body": "2"}, "c2")])
+    bot = agent(world, session, model)
+    first = await bot.run("Mail Ana, then Eve")
+    gated = world.gated
+    assert gated is not None
+    results = await gated.answer(first.output, {"c1": True}, approver="bob")
+    second = await bot.run(message_history=first.all_messages(), deferred_tool_results=results)
+    assert world.sent == ["ana@example.org"]
+    (waiting,) = second.output.approvals
+    forged = DeferredToolRequests(approvals=[waiting],
+                                  metadata={"c2": first.output.metadata["c1"]})
+    with pytest.raises(UserError, match="does not wait on"):
+        await gated.answer(forged, {"c2": True}, approver="bob")
+    found = await session.runtime.store.get_approval(second.output.metadata["c2"][REQUEST_ID])
+    assert found is not None and found.answer is None
+    assert world.sent == ["ana@example.org"]
 
 
 async def test_an_effect_proposed_twice_runs_once(world: World,

@@ -12,7 +12,8 @@ the tool returned, with its provenance, so taint sees it.
 A call that needs a person: with ``ask`` (your own prompt, the SDK's HITL), the gate asks it and
 records the answer through :func:`anfitrion._answers.answer` (``via="claude-agent-sdk"``);
 without, the call is denied for now and its request waits in the inbox — once answered there,
-the same call (same tool use id, same input) is allowed.
+the same call (same tool use id, same input) is allowed. A permission request without a tool
+use id (the SDK always sends one) is denied.
 
 Example:
     >>> gate = ClaudeGate(session, effects={"Read": "read"})  # doctest: +SKIP
@@ -51,6 +52,9 @@ __all__ = ["ClaudeGate"]
 VIA = "claude-agent-sdk"
 ANY_OBJECT: Mapping[str, Any] = {"type": "object", "additionalProperties": True}
 Ask = Callable[[ApprovalRequest], Awaitable[bool]]
+NO_TOOL_USE_ID = ("denied: the permission request carries no tool use id, which anfitrion binds "
+                  "approvals and the execution ledger to (update claude-agent-sdk: it always "
+                  "sends one)")
 
 
 def _wire_schema(sdk_tool: SdkMcpTool[Any]) -> Mapping[str, Any]:
@@ -112,8 +116,15 @@ class ClaudeGate:
 
     async def can_use_tool(self, tool_name: str, tool_input: dict[str, Any],
                            context: ToolPermissionContext) -> PermissionResult:
-        """The SDK's permission callback: the gate decides, for exactly these arguments."""
-        call_id = context.tool_use_id or None
+        """The SDK's permission callback: the gate decides, for exactly these arguments.
+
+        A call without a tool use id is denied before the gate sees it: the SDK always gives
+        one (its wire protocol requires it), and approvals, the ledger and reported results
+        are bound to it — under a made-up id a person's answer could never reach the call,
+        and every try would raise a new request."""
+        call_id = context.tool_use_id
+        if not call_id:
+            return PermissionResultDeny(message=NO_TOOL_USE_ID)
         checked: dict[str, Any] = {}
 
         def hand_over(arguments: dict[str, Any]) -> str:
@@ -121,7 +132,7 @@ class ClaudeGate:
             return "allowed; Claude Code runs the tool"
 
         submission = await submit(self.session, tool_name, tool_input, call_id,
-                                               execute=hand_over)
+                                  execute=hand_over)
         if submission.status is SubmissionStatus.WAITING and self.ask is not None:
             request = submission.request
             assert request is not None
@@ -129,7 +140,7 @@ class ClaudeGate:
             await answers.answer(self.session.runtime.store, request.id, request.digest,
                                  approved=approved, approver=self.approver, via=VIA)
             submission = await submit(self.session, tool_name, tool_input, call_id,
-                                                   execute=hand_over)
+                                      execute=hand_over)
         if submission.status is SubmissionStatus.EXECUTED:
             return PermissionResultAllow(updated_input=checked)
         if submission.status is SubmissionStatus.WAITING:

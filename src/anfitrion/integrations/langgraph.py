@@ -11,8 +11,11 @@ A call that must wait for a person raises LangGraph's ``interrupt()`` carrying t
 request (id, digest, description). The graph resumes with ``Command(resume=approve(value))``;
 the answer is recorded through :func:`anfitrion._answers.answer` (``via="langgraph"``) bound to
 the digest it names, so the same request can be answered in the inbox or the CLI instead, and
-an answer for other arguments is refused. One LangGraph thread is one anfitrion session
-(``langgraph-<thread_id>``): taint and argument provenance carry across the graph's turns.
+an answer for other arguments is refused. A resume value answers only the request its call
+waits on in its thread: one naming another request (another thread's, another call's, one
+answered before) is refused — nothing is recorded, and the call's next interrupt says why
+(``refused``). One LangGraph thread is one anfitrion session (``langgraph-<thread_id>``):
+taint and argument provenance carry across the graph's turns.
 
 Example:
     >>> runtime = Runtime(gated_tools(tools, reads={"get_weather"}))  # doctest: +SKIP
@@ -42,7 +45,7 @@ from .._runtime import GatedSession, Runtime, Submission, SubmissionStatus
 from .._session import Session
 from .._tools import Effect, OfferContext, Tool
 from ..exceptions import JsonError, MissingDependencyError, ToolError, UserError
-from ._offered import belongs_to
+from ._offered import belongs_to, pending_request
 
 try:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -345,14 +348,14 @@ class ToolGate:
         ran: list[Result] = []
         token = _AGENT_TOOLS.set(_offered_by(request))
         try:
-            submission = await self._submit(request, call, handler, ran, lock)
+            submission, refused = await self._submit(request, call, handler, ran, lock)
             while submission.status is SubmissionStatus.WAITING:
                 asked = submission.request
                 assert asked is not None
                 # the first time, this suspends the graph; on resume it returns the answer
-                value = interrupt(approval_value(asked))
-                await self._record(value, asked.id)
-                submission = await self._submit(request, call, handler, ran, lock)
+                value = interrupt(approval_value(asked, refused=refused))
+                submission, refused = await self._submit(request, call, handler, ran, lock,
+                                                         value)
         except _Escape as escape:
             raise escape.bubble from None
         finally:
@@ -361,23 +364,28 @@ class ToolGate:
 
     async def _submit(self, request: ToolCallRequest, call: _Call,
                       handler: Callable[[ToolCallRequest], Awaitable[Result]],
-                      ran: list[Result], lock: asyncio.Lock | None) -> Submission:
+                      ran: list[Result], lock: asyncio.Lock | None,
+                      resumed: Any = None) -> tuple[Submission, str | None]:
+        """Submit the call (after recording the answers *resumed* carries): the submission,
+        and why those answers were refused, if they were."""
         if lock is not None:
             async with lock:
-                return await self._submit_locked(request, call, handler, ran)
-        return await self._submit_locked(request, call, handler, ran)
+                return await self._submit_locked(request, call, handler, ran, resumed)
+        return await self._submit_locked(request, call, handler, ran, resumed)
 
     async def _submit_locked(self, request: ToolCallRequest, call: _Call,
                              handler: Callable[[ToolCallRequest], Awaitable[Result]],
-                             ran: list[Result]) -> Submission:
+                             ran: list[Result], resumed: Any
+                             ) -> tuple[Submission, str | None]:
         gated = await self._open(call.session_id, self.principal_of(request))
         try:
+            refused = await self._record(gated, call, resumed)
             _note_principal_text(gated, request.state)
             await _note_outside_results(gated, request.state)
             replayed = _replay(gated, call, request.state)
             if replayed is not None:
                 await self._close(gated)
-                return replayed
+                return replayed, refused
             waited_on = gated.pending.get(call.id)
             store = self.runtime.store
 
@@ -405,7 +413,7 @@ class ToolGate:
             await self._release(gated)
             raise
         await self._close(gated)
-        return submission
+        return submission, refused
 
     async def _close(self, gated: GatedSession) -> None:
         await gated.close()
@@ -462,10 +470,33 @@ class ToolGate:
             await self.runtime.store.renew_lease(gated.id, self.runtime.owner, 0.0)
         await self.runtime.flush()
 
-    async def _record(self, value: Any, waiting: str) -> None:
-        """Record the answers a resume value carries, each bound to the digest it names."""
+    async def _record(self, gated: GatedSession, call: _Call, value: Any) -> str | None:
+        """Record the answers a resume value carries, each bound to the digest it names; or
+        refuse them all: returns why (the call's next interrupt carries it), else ``None``.
+
+        The value resumes this call's interrupt in this thread, so its answers may answer only
+        the request this call waits on in the thread's session (:func:`pending_request`, as
+        for every framework). One naming another request — another thread's (another session
+        or principal), another call's, one answered before — is refused, whoever could send
+        the value: nothing is recorded, and the call asks again. Not raised: LangGraph keeps a
+        resume value its node consumed and hands it back each time the node runs again, so an
+        exception would leave the thread unable to continue.
+        """
+        given = _answers_in(value)
+        if not given:
+            return None
+        found = await pending_request(gated, call.id)
+        waiting = found[0].id if found is not None else None
+        for item in given:
+            named = item["request_id"]
+            if named != waiting:
+                return (f"the answer to approval request {named[:80]!r} was refused: call "
+                        f"{call.id[:80]!r} ({call.name[:80]!r}) of this thread does not wait on it "
+                        "(a request of another thread, of another call, or answered before). "
+                        "Nothing was recorded and nothing ran; answer the request this "
+                        "interrupt carries")
         store = self.runtime.store
-        for item in _answers_in(value):
+        for item in given:
             request_id, seen = item["request_id"], item.get("digest")
             if not isinstance(seen, str):
                 continue  # an answer must name the digest the person saw
@@ -481,21 +512,24 @@ class ToolGate:
                                                approver=approver, note=note, via=self.via)
             else:
                 continue
-            if outcome.refusal is answers.Refusal.STALE and request_id == waiting:
+            if outcome.refusal is answers.Refusal.STALE:
                 # approved for other arguments than the call now has: never run it
                 await answers.withdraw(store, request_id, "an answer for another call (digest "
                                        "mismatch) came through " + self.via, via=self.via)
+        return None
 
 
-def approval_value(request: Any) -> dict[str, Any]:
-    """What an approval ``interrupt()`` carries: the request, bound to its digest."""
+def approval_value(request: Any, *, refused: str | None = None) -> dict[str, Any]:
+    """What an approval ``interrupt()`` carries: the request, bound to its digest, and
+    (``refused``) why the answers the previous resume value carried were not recorded."""
     return {"type": APPROVAL, "request_id": request.id, "digest": request.digest,
             "session_id": request.session_id, "tool_call_id": request.call_id,
             "tool": request.tool_name, "arguments": dict(request.arguments),
             "effect": request.effect, "reason": request.reason,
             "warnings": list(request.warnings), "description": request.describe(),
             "expires_at": request.expires_at.isoformat(timespec="seconds"),
-            "decisions": ["approve", "reject", "edit"]}
+            "decisions": ["approve", "reject", "edit"],
+            **({"refused": refused} if refused is not None else {})}
 
 
 def _thread_session(request: ToolCallRequest) -> str:

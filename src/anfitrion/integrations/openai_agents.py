@@ -1,7 +1,7 @@
 """OpenAI Agents SDK agents behind the gate: gated function tools, approvals as interruptions.
 
-:func:`gate_tools` returns each :class:`~agents.FunctionTool` of an agent as a gated one. Its
-``on_invoke_tool`` submits the model's argument text, exactly as sent, through
+:meth:`AgentsGate.tools` returns each :class:`~agents.FunctionTool` of an agent as a gated
+one. Its ``on_invoke_tool`` submits the model's argument text, exactly as sent, through
 :meth:`GatedSession.submit` — resolve, strict parse and schema validation, policy, approval bound
 to the call's digest, the execution ledger, shaping, audit — with the original tool as
 ``execute=`` (the SDK's own validation of a decorated function runs after ours). Its

@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .. import _answers as answers
-from .._approvals import declined_text
+from .._approvals import ApprovalRequest, declined_text
 from .._runtime import GatedSession, Submission, SubmissionStatus
 from .._tools import Effect
-from ..exceptions import MissingDependencyError
-from ._offered import AgentTools, approve_in_framework, belongs_to, submit
+from ..exceptions import MissingDependencyError, UserError
+from ._offered import AgentTools, approve_in_framework, belongs_to, pending_request, submit
 
 try:
     from pydantic_ai import RunContext
@@ -140,18 +140,26 @@ class GatedToolset(WrapperToolset[Any]):
         *approvals*: call id → ``True`` (approve), ``False`` or a reason (deny). Each answer
         is bound to the digest the request carried; an approval is used only if the call still
         has those arguments when the run resumes.
+
+        Raises:
+            UserError: a deferred call names a request that no call of this session waits on
+                (another session's, another call's, one answered before); then no answer is
+                recorded.
         """
-        results: dict[str, bool | ToolDenied] = {}
-        metadata: dict[str, dict[str, Any]] = {}
+        chosen = []
         for call in requests.approvals:
             verdict = approvals.get(call.tool_call_id)
             meta = requests.metadata.get(call.tool_call_id, {})
-            if verdict is None or REQUEST_ID not in meta:
-                continue
+            if verdict is not None and REQUEST_ID in meta:
+                request = await self._waited_on(call.tool_call_id, meta)
+                chosen.append((call, verdict, meta, request))
+        results: dict[str, bool | ToolDenied] = {}
+        metadata: dict[str, dict[str, Any]] = {}
+        for call, verdict, meta, request in chosen:
             approved = verdict is True
             note = verdict if isinstance(verdict, str) else ""
             outcome = await answers.answer(
-                self.session.runtime.store, meta[REQUEST_ID], meta.get(REQUEST_DIGEST),
+                self.session.runtime.store, request.id, meta.get(REQUEST_DIGEST),
                 approved=approved, approver=approver, note=note, via=VIA)
             if outcome.answer is None and outcome.refusal is not answers.Refusal.ANSWERED:
                 assert outcome.refusal is not None
@@ -161,14 +169,34 @@ class GatedToolset(WrapperToolset[Any]):
             metadata[call.tool_call_id] = {**meta, APPROVER: approver}
         return DeferredToolResults(approvals=dict(results), metadata=metadata)
 
+    async def _waited_on(self, call_id: str, meta: Mapping[str, Any]) -> ApprovalRequest:
+        """The request *call_id* waits on in this session, which *meta* must name."""
+        found = await pending_request(self.session, call_id)
+        named = meta.get(REQUEST_ID)
+        if found is None or found[0].id != named:
+            raise UserError(
+                f"deferred call {call_id[:80]!r} names approval request {str(named)[:80]!r}, "
+                f"which it does not wait on in session {self.session.id!r} (a request of "
+                "another session, of another call, or answered before): no answer was "
+                "recorded")
+        return found[0]
+
     async def results(self, requests: DeferredToolRequests) -> DeferredToolResults:
         """The answers anfitrion holds for *requests* (given in the inbox, the CLI, the API),
-        as results to run the agent with; calls still waiting are left out."""
+        as results to run the agent with; calls still waiting are left out.
+
+        Raises:
+            UserError: a deferred call names a request that no call of this session waits on
+                (its answer is never read for this session).
+        """
         store = self.session.runtime.store
         results: dict[str, bool | ToolDenied] = {}
         for call in requests.approvals:
             meta = requests.metadata.get(call.tool_call_id, {})
-            found = await store.get_approval(meta[REQUEST_ID]) if REQUEST_ID in meta else None
+            if REQUEST_ID not in meta:
+                continue
+            request = await self._waited_on(call.tool_call_id, meta)
+            found = await store.get_approval(request.id)
             if found is None or found.answer is None or found.answer.withdrawn:
                 continue
             given = found.answer
