@@ -4,6 +4,8 @@ callbacks refused, the digest binding kept."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import time
 import uuid
@@ -22,6 +24,7 @@ from anfitrion import DeferredApprover, Effect, Host, Toolbox
 from anfitrion.channels import Reviewers
 from anfitrion.channels._webhooks import (
     DELIVERY_HEADER,
+    SEEN_NAMESPACE,
     SIGNATURE_HEADER,
     ApprovalWebhook,
     signature_header,
@@ -400,3 +403,131 @@ def test_a_delivery_cut_short_by_the_end_of_its_event_loop_is_audited_as_failed(
     records = anyio.run(_delivery_types, store)
     assert [status for status, _ in records] == ["failed"]
     assert "stopped before it ended" in records[0][1]
+
+
+# Forged signature headers, as written by someone who read verify_signature: each keeps a valid
+# signature and timestamp, so only the shape of the header is wrong. ``{t}`` is the current
+# timestamp and ``{sig}`` the valid v1 for it; the header goes over HTTP in Latin-1, as
+# Starlette decodes it.
+_VALID_OTHER = "0" * 64
+MALFORMED_SIGNATURES = {
+    "superscript digit as t": "t=²,v1={sig}",
+    "superscript digit after t": "t={t}²,v1={sig}",
+    "superscript three and one": "t=³¹,v1={sig}",
+    "huge t": "t=" + "9" * 40 + ",v1={sig}",
+    "t past 12 digits": "t=1" + "0" * 12 + ",v1={sig}",
+    "t with a leading zero": "t=0{t},v1={sig}",
+    "t with a plus sign": "t=+{t},v1={sig}",
+    "negative t": "t=-{t},v1={sig}",
+    "fractional t": "t={t}.0,v1={sig}",
+    "hex t": "t=0x1,v1={sig}",
+    "empty t": "t=,v1={sig}",
+    "no t": "v1={sig}",
+    "repeated t": "t={t},t={t},v1={sig}",
+    "repeated t, second other": "t={t},t=1,v1={sig}",
+    "missing v1": "t={t}",
+    "empty v1": "t={t},v1=",
+    "short v1": "t={t},v1={sig_short}",
+    "long v1": "t={t},v1={sig}0",
+    "v1 of Latin-1 letters": "t={t},v1=" + "é" * 64,
+    "v1 of non-hex ASCII": "t={t},v1=" + "z" * 64,
+    "empty part in the middle": "t={t},,v1={sig}",
+    "leading comma": ",t={t},v1={sig}",
+    "trailing comma": "t={t},v1={sig},",
+    "semicolon separator": "t={t};v1={sig}",
+    "space separator": "t={t} v1={sig}",
+    "colon instead of equals": "t:{t},v1:{sig}",
+    "double equals": "t=={t},v1=={sig}",
+    "spaces around equals": "t = {t},v1 = {sig}",
+    "uppercase keys": "T={t},V1={sig}",
+    "part without equals": "t={t},v1={sig},junk",
+    "Latin-1 key": "t={t},v1={sig},ü=1",
+    "only commas": ",,,",
+    "empty header": "",
+    "over-long header": "t={t}" + ",v1=" + _VALID_OTHER * 1 + ("," + "v1=" + _VALID_OTHER) * 60
+                        + ",v1={sig}",
+}
+
+
+def _malformed(template: str, request: Any) -> tuple[bytes, dict[str, Any]]:
+    raw = json.dumps(_decision(request)).encode()
+    delivery, stamp = uuid.uuid4().hex, int(time.time())
+    sig = signature_header([SECRET], stamp, delivery, raw).partition(",v1=")[2]
+    header = template.format(t=stamp, sig=sig, sig_short=sig[:63])
+    return raw, {"content-type": "application/json", DELIVERY_HEADER: delivery,
+                 SIGNATURE_HEADER: header.encode("latin-1")}
+
+
+@pytest.mark.parametrize("template", list(MALFORMED_SIGNATURES.values()),
+                         ids=list(MALFORMED_SIGNATURES))
+async def test_a_callback_with_a_malformed_signature_header_is_refused_and_answers_nothing(
+        inbox: Any, template: str) -> None:
+    """A forged header is a 401 with a reason, never a crash (500), and spends no delivery id."""
+    client, request, store = inbox
+    raw, headers = _malformed(template, request)
+    response = await _post(client, raw, headers)
+    assert response.status_code == 401, response.text
+    assert response.json()["error"] == "bad_signature"
+    assert (await store.get_approval(request.id)).answer is None
+    assert await store.list_records(SEEN_NAMESPACE) == []
+
+
+@pytest.mark.parametrize("delivery", ["abcdefgh²", "abcdefgh12\u00a0", "é" * 16, "a" * 65, ""])
+async def test_a_callback_with_a_malformed_delivery_id_is_refused(inbox: Any,
+                                                                   delivery: str) -> None:
+    client, request, store = inbox
+    raw, stamp = json.dumps(_decision(request)).encode(), int(time.time())
+    signed = f"{stamp}.{delivery}.".encode("latin-1") + raw  # as the bytes on the wire read
+    header = f"t={stamp},v1={hmac.new(SECRET.encode(), signed, hashlib.sha256).hexdigest()}"
+    response = await _post(client, raw, {"content-type": "application/json",
+                                         DELIVERY_HEADER: delivery.encode("latin-1"),
+                                         SIGNATURE_HEADER: header})
+    assert response.status_code == 401, response.text
+    assert (await store.get_approval(request.id)).answer is None
+
+
+@pytest.mark.parametrize("shape", ["t={t},v1={sig}", "v1={sig},t={t}", "t={t}, v1={sig}",
+                                   "t={t},v1={upper}", "t={t},v1={other},v1={sig}",
+                                   "t={t},v0={other},v1={sig}"])
+def test_a_well_formed_signature_header_in_any_order_or_with_several_v1_holds(
+        shape: str) -> None:
+    """The refusals above stop at malformed headers: order, rotation, a space after a comma,
+    uppercase hex and an unknown scheme next to v1 (Stripe's rule) still verify."""
+    now, body = 1_764_614_400, b'{"decision": "approve"}'
+    sig = signature_header([SECRET], now, "delivery-1", body).partition(",v1=")[2]
+    header = shape.format(t=now, sig=sig, upper=sig.upper(), other=_VALID_OTHER)
+    assert verify_signature([SECRET], header, "delivery-1", body, now=now) is None
+
+
+@pytest.mark.parametrize("digits", ["١٧٦٤٦١٤٤٠٠", "１７６４６１４４００", "𝟏𝟕𝟔𝟒𝟔𝟏𝟒𝟒𝟎𝟎"])
+def test_a_timestamp_in_other_scripts_digits_is_refused(digits: str) -> None:
+    """int() reads Arabic-Indic, fullwidth and mathematical digits as the same number: a
+    signature for t=1764614400 must not verify under another spelling of it."""
+    now, body = 1_764_614_400, b"{}"
+    assert int(digits) == now
+    sig = signature_header([SECRET], now, "delivery-1", body).partition(",v1=")[2]
+    problem = verify_signature([SECRET], f"t={digits},v1={sig}", "delivery-1", body, now=now)
+    assert problem == "the signature header is missing or malformed"
+
+
+@settings(max_examples=500, deadline=None)
+@given(header=st.text(max_size=300), delivery=st.text(max_size=80))
+def test_verifying_any_header_text_returns_a_reason_and_never_raises(header: str,
+                                                                      delivery: str) -> None:
+    problem = verify_signature([SECRET], header, delivery, b"{}", now=1_764_614_400)
+    assert isinstance(problem, str)
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(st.tuples(st.sampled_from(["t", "v1", "T", "v0", "", " t", "v1 "]),
+                                st.sampled_from(["=", "==", ":", ""]),
+                                st.one_of(st.text(max_size=70),
+                                          st.sampled_from(["1764614400", "²", "0" * 64,
+                                                           "é" * 64, ""]))),
+                      max_size=6),
+       separator=st.sampled_from([",", ";", ", ", " ", ",,"]))
+def test_verifying_header_shaped_text_returns_a_reason_and_never_raises(
+        parts: list[tuple[str, str, str]], separator: str) -> None:
+    header = separator.join(k + eq + v for k, eq, v in parts)
+    problem = verify_signature([SECRET], header, "delivery-1", b"{}", now=1_764_614_400)
+    assert isinstance(problem, str)

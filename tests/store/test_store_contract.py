@@ -175,6 +175,34 @@ async def test_concurrent_claims_from_many_handles_let_exactly_one_run(
     assert answers.count(ClaimState.UNKNOWN) == 11
 
 
+async def test_a_record_is_created_once_and_never_overwritten_by_a_second_create(
+        store: Store) -> None:
+    assert await store.create_record("seen", "k", {"at": 1}) is True
+    assert await store.create_record("seen", "k", {"at": 2}) is False
+    assert await store.get_record("seen", "k") == {"at": 1}
+    assert await store.create_record("other", "k", {"at": 3}) is True
+    await store.put_record("seen", "k", {"at": 4})  # put still replaces
+    assert await store.create_record("seen", "k", {"at": 5}) is False
+    assert await store.list_records("seen") == [("k", {"at": 4})]
+
+
+async def test_handles_racing_to_create_one_record_let_exactly_one_create_it(
+        store: Store, other_handle: Callable[[], Store]) -> None:
+    handles = [store] + [other_handle() for _ in range(3)]
+    created: list[tuple[int, bool]] = []
+
+    async def create(i: int, handle: Store) -> None:
+        created.append((i, await handle.create_record("seen", "key", {"by": i})))
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            for i in range(12):
+                tg.start_soon(create, i, handles[i % len(handles)])
+    assert sorted(ok for _, ok in created) == [False] * 11 + [True]
+    winner = next(i for i, ok in created if ok)
+    assert await handles[1].get_record("seen", "key") == {"by": winner}
+
+
 async def test_two_approvers_answering_at_once_record_exactly_one_answer(
         store: Store, other_handle: Callable[[], Store]) -> None:
     request = _request()

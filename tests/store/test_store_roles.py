@@ -39,7 +39,7 @@ def test_the_roles_split_the_store_protocol_with_no_method_in_two_roles() -> Non
             seen[name] = role
     assert {base for base in Store.__bases__ if base is not Protocol} == set(ROLES)
     assert _methods(Store) == {"close"}  # the store adds nothing but closing to its roles
-    assert len(seen) == 29
+    assert len(seen) == 30
 
 
 async def test_every_backend_implements_every_role(store: Store) -> None:

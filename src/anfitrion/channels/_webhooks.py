@@ -9,7 +9,9 @@
 ``f"{t}.{delivery_id}."`` followed by the exact request body. ``t`` is Unix seconds. A receiver
 recomputes it over the raw body (never a re-serialisation), compares in constant time, refuses a
 ``t`` more than five minutes away from its clock, and refuses a delivery id it has seen. While
-a secret is rotated, several ``v1=`` may be sent; one valid one suffices.
+a secret is rotated, several ``v1=`` may be sent; one valid one suffices. A header of another
+shape (a ``t`` not in ASCII digits or repeated, an empty part, no ``v1``) is refused, never read
+as best it can be.
 
 **Out**: :class:`ApprovalWebhook` is a :class:`~anfitrion._events.HostEvent` listener (give it to
 ``Runtime(listeners=...)``, or declare ``[[approvals.webhooks]]`` in the policy file). On every
@@ -68,7 +70,16 @@ TOLERANCE_SECONDS = 300
 MIN_SECRET_CHARS = WebhookTarget.MIN_SECRET_CHARS
 SEEN_NAMESPACE = "webhook.callbacks"
 """Store records: the delivery ids of callbacks already accepted."""
-_DELIVERY_ID = re.compile(r"^[A-Za-z0-9_-]{8,64}$")
+_DELIVERY_ID = re.compile(r"[A-Za-z0-9_-]{8,64}")
+MAX_SIGNATURE_HEADER_CHARS = 2048
+"""Longer signature headers are refused unread (room for some thirty ``v1=``)."""
+# ASCII only, whole parts only: str.isdigit() and int() also take "²" and "١٧٦٤" (the first
+# crashed int(), the second read as a valid timestamp), and hmac.compare_digest raises on
+# non-ASCII text.
+_PART = re.compile(r"([a-z][a-z0-9]{0,15})=([\x21-\x7e]+)", re.ASCII)
+_TIMESTAMP = re.compile(r"0|[1-9][0-9]{0,11}", re.ASCII)
+_SIGNATURE = re.compile(r"[0-9a-fA-F]{64}", re.ASCII)
+_MALFORMED = "the signature header is missing or malformed"
 
 
 def sign(secret: str, timestamp: int, delivery_id: str, body: bytes) -> str:
@@ -84,28 +95,57 @@ def signature_header(secrets: Sequence[str], timestamp: int, delivery_id: str,
                                          for s in secrets)])
 
 
-def verify_signature(secrets: Sequence[str], header: str, delivery_id: str, body: bytes, *,
-                     now: float, tolerance: int = TOLERANCE_SECONDS) -> str | None:
-    """Why the signature does not hold, or ``None`` when it does (format: module docstring)."""
-    if not _DELIVERY_ID.match(delivery_id):
-        return "the delivery id is missing or malformed"
+def _parse_signature_header(header: str) -> tuple[int, list[str]] | None:
+    """The timestamp and the ``v1`` signatures of *header*, or ``None`` if it is malformed.
+
+    Well formed: comma-separated ``key=value`` parts (spaces or tabs around a part allowed),
+    exactly one ``t`` in ASCII decimal without sign or leading zero (at most 12 digits), at
+    least one ``v1`` of 64 hex digits; another lowercase key is ignored (a future scheme sent
+    next to ``v1``). Anything else — an empty part, a repeated ``t``, a non-ASCII character, a
+    header over :data:`MAX_SIGNATURE_HEADER_CHARS` — makes the whole header malformed.
+    """
+    if len(header) > MAX_SIGNATURE_HEADER_CHARS:
+        return None
     timestamp: int | None = None
     given: list[str] = []
     for part in header.split(","):
-        key, _, value = part.strip().partition("=")
-        if key == "t" and value.isdigit() and len(value) <= 12 and timestamp is None:
+        match = _PART.fullmatch(part.strip(" \t"))
+        if match is None:
+            return None
+        key, value = match.groups()
+        if key == "t":
+            if timestamp is not None or not _TIMESTAMP.fullmatch(value):
+                return None
             timestamp = int(value)
-        elif key == "v1" and len(value) == 64:
-            given.append(value)
+        elif key == "v1":
+            if not _SIGNATURE.fullmatch(value):
+                return None
+            given.append(value.lower())
     if timestamp is None or not given:
-        return "the signature header is missing or malformed"
+        return None
+    return timestamp, given
+
+
+def verify_signature(secrets: Sequence[str], header: str, delivery_id: str, body: bytes, *,
+                     now: float, tolerance: int = TOLERANCE_SECONDS) -> str | None:
+    """Why the signature does not hold, or ``None`` when it does (format: module docstring).
+
+    Never raises on what a sender controls: a malformed *header* or *delivery_id* is a reason.
+    Well formed: comma-separated ``key=value`` parts, one ``t`` in ASCII decimal, one or more
+    ``v1`` of 64 hex digits, other lowercase keys ignored; nothing else."""
+    if not _DELIVERY_ID.fullmatch(delivery_id):
+        return "the delivery id is missing or malformed"
+    parsed = _parse_signature_header(header)
+    if parsed is None:
+        return _MALFORMED
+    timestamp, given = parsed
     if abs(now - timestamp) > tolerance:
         return "the signed timestamp is too old or in the future (replay?)"
     valid = False
     for secret in secrets:
         expected = sign(secret, timestamp, delivery_id, body)
         for candidate in given:  # every pair compared: no early exit on a match
-            valid |= hmac.compare_digest(expected, candidate.lower())
+            valid |= hmac.compare_digest(expected, candidate)
     return None if valid else "the signature does not match"
 
 
@@ -306,7 +346,6 @@ class CallbackVerifier:
         self.store = store
         self.tolerance = tolerance
         self._clock = clock
-        self._lock = asyncio.Lock()
 
     async def check(self, headers: Mapping[str, str], body: bytes) -> str | None:
         """Why the callback is refused, or ``None`` when it may be acted on (and its delivery
@@ -317,8 +356,8 @@ class CallbackVerifier:
                                    delivery_id, body, now=now, tolerance=self.tolerance)
         if problem is not None:
             return problem
-        async with self._lock:  # check-and-record, one at a time in this process
-            if await self.store.get_record(SEEN_NAMESPACE, delivery_id) is not None:
-                return "this delivery id was used already (replay)"
-            await self.store.put_record(SEEN_NAMESPACE, delivery_id, {"at": now})
+        # one insert-if-absent in the store, not a read then a write: two inbox processes
+        # sharing the store must not both take the same replayed callback
+        if not await self.store.create_record(SEEN_NAMESPACE, delivery_id, {"at": now}):
+            return "this delivery id was used already (replay)"
         return None

@@ -382,6 +382,14 @@ class RecordStore(Protocol):
 
     async def put_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> None: ...
 
+    async def create_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> bool:
+        """Store *value* under *key* unless a record is there already (insert if absent).
+
+        True if this call created it; False, writing nothing, if the key was taken. Atomic
+        across every handle on the store (processes sharing a SQLite file or a database):
+        of callers racing for one key, exactly one gets True."""
+        ...
+
     async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]: ...
 
 

@@ -447,6 +447,14 @@ class MemoryStore:
         with self._lock:
             self._records.setdefault(namespace, {})[key] = dict(value)
 
+    async def create_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> bool:
+        with self._lock:
+            records = self._records.setdefault(namespace, {})
+            if key in records:
+                return False
+            records[key] = dict(value)
+            return True
+
     async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]:
         with self._lock:
             return sorted((k, dict(v)) for k, v in self._records.get(namespace, {}).items())

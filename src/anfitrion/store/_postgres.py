@@ -751,6 +751,12 @@ class PostgresStore:
             "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
             (namespace, key, dump_json(value)))
 
+    async def create_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> bool:
+        created = await self._rowcount(
+            "INSERT INTO anfitrion_records (namespace, key, value) VALUES (%s, %s, %s) "
+            "ON CONFLICT (namespace, key) DO NOTHING", (namespace, key, dump_json(value)))
+        return created == 1
+
     async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]:
         rows = await self._fetch("SELECT key, value FROM anfitrion_records WHERE namespace = %s "
                                  "ORDER BY key", (namespace,))

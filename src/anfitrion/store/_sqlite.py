@@ -637,6 +637,13 @@ class SQLiteStore:
             "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
             (namespace, key, text)))
 
+    async def create_record(self, namespace: str, key: str, value: Mapping[str, Any]) -> bool:
+        text = dump_json(value)
+        created = await self._write(lambda c: c.execute(
+            "INSERT INTO anfitrion_records (namespace, key, value) VALUES (?, ?, ?) "
+            "ON CONFLICT (namespace, key) DO NOTHING", (namespace, key, text)).rowcount)
+        return bool(created == 1)
+
     async def list_records(self, namespace: str) -> Sequence[tuple[str, Mapping[str, Any]]]:
         rows = await self._run(lambda c: c.execute(
             "SELECT key, value FROM anfitrion_records WHERE namespace = ? ORDER BY key",
