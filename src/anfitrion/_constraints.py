@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import importlib
 import ipaddress
+import math
 import os
 import posixpath
 import re
 import unicodedata
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from .exceptions import UserError
@@ -49,6 +50,7 @@ __all__ = [
     "UrlAllowed",
     "ambiguous_path",
     "canonical_host",
+    "clearly_refuses",
 ]
 
 
@@ -571,3 +573,112 @@ class EmailDomain:
 
     def __repr__(self) -> str:
         return f"EmailDomain({list(self.domains.entries)!r})"
+
+
+# -- what a constraint can judge -----------------------------------------------------------
+
+_EXACT = 2**53
+"""Integers beyond this are not exact as doubles (JSON's interoperable range, RFC 8259)."""
+
+
+def _plain_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and abs(value) <= _EXACT)
+
+
+def _kind(value: Any) -> str | None:
+    """A JSON scalar's kind, ``None`` for anything else or a number not judged exactly."""
+    if value is None or isinstance(value, (bool, str)):
+        return type(value).__name__
+    return "number" if _plain_number(value) else None
+
+
+def _judges_one_of(constraint: Any, value: Any) -> bool:
+    # only a value of an allowed kind; a string only when no spelling of it is allowed
+    kind = _kind(value)
+    if kind is None or kind not in {_kind(v) for v in constraint.values}:
+        return False
+    return not isinstance(value, str) or _folded(value) not in {
+        _folded(v) for v in constraint.values if isinstance(v, str)}
+
+
+def _judges_none_of(constraint: Any, value: Any) -> bool:
+    # it refuses spellings of a value too; only the value itself is clearly one of them
+    return _kind(value) is not None and OneOf(constraint.values).check(value) is None
+
+
+def _judges_text(constraint: Any, value: Any) -> bool:
+    return isinstance(value, str) and unicodedata.normalize("NFKC", value) == value
+
+
+def _judges_matches(constraint: Any, value: Any) -> bool:
+    # its look-alikes too are outside (a tool may read "ＥＸＴ-1" as "EXT-1")
+    if not isinstance(value, str):
+        return False
+    folded = unicodedata.normalize("NFKC", value)
+    return (max(len(value), len(folded)) <= constraint.input_cap
+            and constraint.check(folded) is not None)
+
+
+def _judges_not_matches(constraint: Any, value: Any) -> bool:
+    # the pattern itself matches (a look-alike only matching after NFKC is not judged)
+    return (isinstance(value, str) and len(value) <= constraint.input_cap
+            and re.fullmatch(constraint.pattern, value) is not None)
+
+
+def _judges_path(constraint: Any, value: Any) -> bool:
+    # a plain path, comparable with the root: one any root of the same kind would accept
+    absolute = constraint.base is not None or posixpath.isabs(constraint.root)
+    anywhere = PathInside("/" if absolute else ".", base=constraint.base,
+                          resolve_symlinks=constraint.resolve_symlinks)
+    return anywhere.check(value) is None
+
+
+def _judges_url(constraint: Any, value: Any) -> bool:
+    # a plain URL: one the constraint would accept if its own scheme and host were allowed
+    if not isinstance(value, str):
+        return False
+    try:
+        parts = urllib.parse.urlsplit(value)
+        host = canonical_host(parts.hostname or "")
+        return host is not None and UrlAllowed(
+            [host], schemes=[parts.scheme.lower()]).check(value) is None
+    except (ValueError, UserError):
+        return False
+
+
+def _judges_email(constraint: Any, value: Any) -> bool:
+    # a plain address: one the constraint would accept if its own domain were allowed
+    if not isinstance(value, str):
+        return False
+    host = canonical_host(value.rpartition("@")[2])
+    try:
+        return host is not None and EmailDomain([host]).check(value) is None
+    except UserError:
+        return False
+
+
+_JUDGES: Mapping[type, Callable[[Any, Any], bool]] = {
+    NumberRange: lambda constraint, value: _plain_number(value),
+    LengthRange: _judges_text,
+    OneOf: _judges_one_of,
+    NoneOf: _judges_none_of,
+    Matches: _judges_matches,
+    NotMatches: _judges_not_matches,
+    PathInside: _judges_path,
+    UrlAllowed: _judges_url,
+    EmailDomain: _judges_email,
+}
+"""What each built-in constraint can judge (its refusal of anything else keeps the quorum)."""
+
+
+def clearly_refuses(constraint: Constraint, value: Any) -> bool:
+    """Whether *constraint* refuses *value* and *value* is one it can judge: a plain value of
+    the kind it checks (a finite, exactly representable number for a range; a string no
+    spelling of which it allows; a plain URL, address or path). A refusal of anything else
+    (``"5000"`` for a number, a look-alike, an operator's own constraint) is not clear: a
+    rule that relaxes on a refusal (a quorum's ``arguments``) must not relax on it."""
+    if constraint.check(value) is None:
+        return False
+    judges = _JUDGES.get(type(constraint))
+    return judges is not None and judges(constraint, value)

@@ -324,15 +324,18 @@ class Policy:
         return cls([taint_rule(), SecretArguments()])
 
     def _copy(self, **changes: Any) -> Policy:
-        options: dict[str, Any] = {"defaults": self.defaults, "budgets": self.budgets,
-                                   "approvals": self.approvals, "clock": self.clock,
-                                   "principals": self.principals, "source": self.source,
-                                   "declarations": self.declarations}
-        options.update(changes)
-        rules = options.pop("rules", self.rules)
-        copy = Policy(rules, **options)
-        copy.content_sha256, copy.shadow = self.content_sha256, self.shadow
-        copy.lint_silences = self.lint_silences
+        """This policy with *changes* (``rules=``, or any other setting by its name).
+
+        A public attribute is a setting and is carried over — all of them, so a setting added
+        later cannot be forgotten here; a private one is derived from the rules or a cache,
+        and the constructor builds it afresh for the copy's rules.
+        """
+        copy = Policy(changes.pop("rules", self.rules))
+        for name, value in vars(self).items():
+            if not name.startswith("_") and name != "rules":
+                setattr(copy, name, changes.pop(name, value))
+        if changes:
+            raise TypeError(f"not a policy setting: {', '.join(sorted(changes))}")
         return copy
 
     def with_rules(self, *rules: Rule) -> Policy:
