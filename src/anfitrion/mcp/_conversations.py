@@ -70,9 +70,9 @@ class Conversations:
         if given:
             return cls(given.encode() if isinstance(given, str) else given)
         stored = await store.get_record(*_RECORDS)
-        if stored is None:
-            await store.put_record(*_RECORDS, {"key": secrets.token_hex(32)})
-            stored = await store.get_record(*_RECORDS)  # another process may have won
+        if stored is None:  # made once: of processes starting together, one key wins for all
+            await store.create_record(*_RECORDS, {"key": secrets.token_hex(32)})
+            stored = await store.get_record(*_RECORDS)
         value = stored.get("key") if stored is not None else None
         if not isinstance(value, str) or len(value) < 32:
             raise UserError("the gateway's conversation key in the store is unreadable: "
