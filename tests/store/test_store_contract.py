@@ -13,7 +13,14 @@ from anfitrion._approvals import ApprovalAnswer, ApprovalRequest
 from anfitrion._audit import verify_chain
 from anfitrion._conversation import Provenance, ToolResult
 from anfitrion.exceptions import ConflictError
-from anfitrion.store import ClaimState, LedgerState, SessionState, Store, session_audit_role
+from anfitrion.store import (
+    ClaimState,
+    LedgerState,
+    SessionState,
+    Store,
+    open_store,
+    session_audit_role,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -448,3 +455,20 @@ async def test_claim_resumable_takes_a_session_whose_lease_lapsed(store: Store) 
     assert taken.lease_owner == "me:1:z" and taken.lease_expires is not None
     assert taken.lease_expires > now
     assert await store.claim_resumable("me:1:z", 30) is None
+
+
+def test_a_store_used_on_one_event_loop_closes_on_another(store_url: str) -> None:
+    """``run_sync()`` runs each call on a loop of its own: a store used there, then closed on
+    a new loop (an application's shutdown), closes cleanly, and can be used again after."""
+    import asyncio
+
+    store = open_store(store_url)
+    asyncio.run(store.put_record("loops", "k", {"n": 1}))
+    asyncio.run(store.close())  # the pool's loop has ended
+    assert asyncio.run(store.get_record("loops", "k")) == {"n": 1}
+    asyncio.run(_use_and_close(store))
+
+
+async def _use_and_close(store: Store) -> None:
+    assert await store.get_record("loops", "k") == {"n": 1}
+    await store.close()

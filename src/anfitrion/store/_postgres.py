@@ -792,15 +792,21 @@ class PostgresStore:
         return [credential_row(r) for r in rows]
 
     async def close(self) -> None:
-        """Close the pool once the audit appends queued so far are written."""
+        """Close the pool once the audit appends queued so far are written.
+
+        A pool (or a writer) made on an event loop that has ended — ``run_sync()`` starts one
+        per call — cannot be awaited from this one: it is dropped, and its connections close
+        with it, as the listener's are (:meth:`Listener.close`)."""
+        running = asyncio.get_running_loop()
         writing = self._audit_writing
-        if writing is not None:
+        if writing is not None and writing.get_loop() is running:
             with anyio.CancelScope(shield=True):
                 await asyncio.wait([writing])
         await self._listener.close()
-        pool, self._pool, self._loop = self._pool, None, None
+        pool, loop = self._pool, self._loop
+        self._pool = self._loop = None
         self._migrated = False
-        if pool is not None:
+        if pool is not None and loop is running:
             await pool.close()
 
 
