@@ -9,13 +9,20 @@ import binascii
 import re
 from collections.abc import Iterator
 
-__all__ = ["MAX_TOKENS", "MAX_TOKEN_CHARS", "MIN_TOKEN_CHARS", "SCAN_CHARS", "encoded_forms"]
+__all__ = ["MAX_DECODED_CHARS", "MAX_TOKEN_CHARS", "MIN_TOKEN_CHARS", "SCAN_CHARS", "TRUNCATED",
+           "encoded_forms"]
 
 SCAN_CHARS = 262_144
 """Only this much of one string is scanned: the gate caps a call's raw arguments at 256 KiB, so
 an argument is always scanned whole (linear-time patterns, run only where their anchor is)."""
-MAX_TOKENS = 16
-"""At most this many base64/hex tokens of one string are decoded."""
+MAX_DECODED_CHARS = 4 * SCAN_CHARS
+"""At most this many characters of candidate tokens of one string are decoded: every token of
+a string the gate lets through, and the paths in it tried from several slashes; more is
+reported (:data:`TRUNCATED`), never passed over."""
+TRUNCATED = "truncated"
+"""The encoding :func:`encoded_forms` gives, once and last, with an empty text, when the
+string holds more candidate text than it decodes: a caller fails closed on it (a count of
+tokens let decoy words hide an encoded secret behind them)."""
 MAX_TOKEN_CHARS = 8192
 MIN_TOKEN_CHARS = 12
 """A base64 token shorter than this decodes to fewer than eight bytes: not worth a look."""
@@ -53,6 +60,10 @@ def _decode_token(token: str) -> list[tuple[str, str]]:
     urlsafe = "-" in bare or "_" in bare
     if len(bare) % 4 == 1 or (urlsafe and ("+" in bare or "/" in bare)):
         return found
+    if bare.isalpha() and (bare.islower() or bare.isupper()):
+        # a word: the base64 of eight or more characters of text is of one case and no digit
+        # about once in 10^5 (and then not by the writer's choice), so not tried
+        return found
     try:
         data = base64.b64decode(bare + "=" * (-len(bare) % 4),
                                 altchars=b"-_" if urlsafe else None, validate=True)
@@ -64,19 +75,26 @@ def _decode_token(token: str) -> list[tuple[str, str]]:
     return found
 
 
-def encoded_forms(text: str, *, max_tokens: int = MAX_TOKENS) -> Iterator[tuple[str, str]]:
+def encoded_forms(text: str, *, max_chars: int = MAX_DECODED_CHARS
+                  ) -> Iterator[tuple[str, str]]:
     """``(encoding, decoded text)`` for the base64 (standard or URL-safe, padded or not),
     base32 and hex tokens of *text* that decode to printable UTF-8 of eight or more characters.
 
-    Bounded: at most *max_tokens* candidates, each of at most :data:`MAX_TOKEN_CHARS`; a token
-    holding ``/`` (a path) is also tried from after each slash and segment by segment.
+    Bounded by the characters decoded, not the tokens: at most *max_chars* of candidates, each
+    of at most :data:`MAX_TOKEN_CHARS`; a token holding ``/`` (a path) is also tried from after
+    each slash and segment by segment. When more is left, ``(TRUNCATED, "")`` comes last.
     """
-    tried = 0
+    spent = 0
+    seen: set[str] = set()  # a repeated word is decoded once
     for match in _TOKEN.finditer(text[:SCAN_CHARS]):
         for candidate in _candidates(match.group()[:MAX_TOKEN_CHARS]):
-            if tried >= max_tokens:
+            if candidate in seen:
+                continue
+            seen.add(candidate)
+            spent += len(candidate)
+            if spent > max_chars:
+                yield TRUNCATED, ""
                 return
-            tried += 1
             yield from _decode_token(candidate)
 
 

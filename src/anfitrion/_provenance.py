@@ -44,7 +44,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ._conversation import Message, Provenance, Reply, ToolResult, UserMessage
-from ._encodings import encoded_forms
+from ._encodings import TRUNCATED, encoded_forms
 from ._json import json_strings, walk_json
 
 __all__ = [
@@ -53,7 +53,7 @@ __all__ = [
     "EGRESS_WARNING",
     "HOST_WRITTEN_ERRORS",
     "ID_NOUNS",
-    "MAX_DECODED_PER_URL",
+    "MAX_DECODED_URL_CHARS",
     "MAX_FLAGS_PER_ARGUMENT",
     "MAX_OUTWARD_CALLS",
     "PIECE_MIN_WORDS",
@@ -97,10 +97,11 @@ MAX_OUTWARD_CALLS = 64
 copies a run asks on that ground alone (fail closed, bounded work)."""
 MAX_COPY_WORDS = 20000
 """A longer outward payload is reported as too long to check for copied text (fail closed)."""
-MAX_DECODED_PER_URL = 24
-"""At most this many base64/base32/hex candidates of one URL argument are decoded."""
 MAX_URL_CHARS = 8192
 """A longer URL argument is possible exfiltration on its length alone (not scanned)."""
+MAX_DECODED_URL_CHARS = 4 * MAX_URL_CHARS
+"""At most this many characters of base64/base32/hex candidates of one URL argument are
+decoded; a URL holding more is reported as too much to check (fail closed)."""
 MAX_URL_PIECES = 128
 """A URL with more distinct pieces of eight or more characters is not scanned either."""
 HOST_WRITTEN_ERRORS: frozenset[str | None] = frozenset({
@@ -1179,7 +1180,9 @@ class TaintIndex:
         # encodings are case-sensitive: decode the URL as written, not case-folded
         written = " ".join(unquote(p) for p in (spelled.netloc, spelled.path, spelled.query,
                                                   spelled.fragment) if p)
-        for encoding, decoded in encoded_forms(written, max_tokens=MAX_DECODED_PER_URL):
+        for encoding, decoded in encoded_forms(written, max_chars=MAX_DECODED_URL_CHARS):
+            if encoding == TRUNCATED:
+                return "the URL holds more encoded text than can be checked"
             text = self._conversation_part(normalise(decoded))
             if text is not None:
                 return f"the URL carries {encoding}-encoded `{short(text)}` from the conversation"

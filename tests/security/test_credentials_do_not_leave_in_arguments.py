@@ -124,6 +124,14 @@ def _nested(secret: str) -> Any:
      + base64.urlsafe_b64encode(s.encode()).decode().rstrip("=")),
     ("hex", lambda s: s.encode().hex()),
     ("upper-case hex", lambda s: s.encode().hex().upper()),
+    # decoys first: a budget counted in tokens let 16 long words hide what follows
+    ("base64 behind decoy words", lambda s: "internationalization " * 40
+     + base64.b64encode(s.encode()).decode()),
+    ("base64 behind decoy tokens", lambda s: " ".join(
+        base64.b64encode(f"decoy number {i:04d}".encode()).decode() for i in range(64))
+     + " " + base64.b64encode(s.encode()).decode()),
+    ("hex behind decoy paths", lambda s: "/".join(["Q29uZmlndXJhdGlvbg"] * 40) + "/"
+     + s.encode().hex()),
 ])
 @pytest.mark.parametrize("kind", ["a private key", "an OpenAI API key", "an AWS access key id",
                                   "a password in a URL"])
@@ -221,8 +229,25 @@ def test_a_hostile_argument_is_scanned_in_bounded_work(monkeypatch: pytest.Monke
     rule = SecretArguments()
     huge = ("QUFBQUFBQUFBQUFB/" * 20_000) + "x" * 200_000
     monkeypatch.setattr(_encodings, "_decode_token", counting)
-    assert rule(_bound({"q": huge}), CONTEXT) is None
-    assert len(decoded) <= _encodings.MAX_TOKENS * 4  # a few forms of one value, each capped
+    decision = rule(_bound({"q": huge}), CONTEXT)
+    # more than it decodes: it asks (fail closed), having decoded a bounded amount
+    assert decision is not None and decision.verdict is Verdict.ASK
+    assert "more encoded text than can be decoded" in " ".join(decision.warnings)
+    assert sum(map(len, decoded)) <= _encodings.MAX_DECODED_CHARS * 4  # a few forms, each capped
+
+
+def test_long_words_and_an_attachment_are_scanned_whole_without_a_question() -> None:
+    """The fail-closed budget is counted in characters: prose full of long words and a
+    base64 attachment (slashes and all) are decoded whole, and nothing is asked."""
+    import random
+
+    rng = random.Random(7)
+    prose = " ".join(rng.choice(["internationalization", "responsibilities",
+                                 "characteristically", "Configuration_Management"])
+                     for _ in range(5_000))
+    attachment = base64.b64encode(rng.randbytes(48_000)).decode()
+    assert attachment.count("/") > 500
+    assert SecretArguments()(_bound({"body": prose, "attachment": attachment}), CONTEXT) is None
 
 
 def test_an_allow_from_a_rule_with_its_own_reason_keeps_its_words_and_gains_the_warning() -> None:

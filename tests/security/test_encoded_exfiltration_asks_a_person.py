@@ -57,6 +57,9 @@ ENCODINGS: dict[str, Callable[[str], str]] = {
     "upper-cased": lambda s: "https://docs.corp.example/log?d=" + quote(s.upper()),
     "as written (already caught before)": lambda s: "https://docs.corp.example/log?d="
     + quote(s),
+    # decoys first: a budget counted in tokens (24) let them hide the payload behind
+    "base64 behind decoy parameters": lambda s: "https://docs.corp.example/log?"
+    + "&".join(f"utm_campaign{i}=springcollection{i}" for i in range(30)) + f"&d={_b64(s)}",
 }
 
 BENIGN = [
@@ -154,8 +157,9 @@ def test_decoding_a_hostile_url_is_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     index = TaintIndex()
     index.add_result(_result("get_profile", str(PROFILE)), turn=1)
     url = "https://docs.corp.example/" + "/".join(["QUFBQUFBQUFBQUFB"] * 400)
-    assert index.flag({"url": url}) == {}
-    assert len(tried) <= taint.MAX_DECODED_PER_URL
+    # more encoded text than it decodes: flagged (fail closed), after bounded work
+    assert "more encoded text than can be checked" in index.flag({"url": url})["url"]
+    assert sum(map(len, tried)) <= taint.MAX_DECODED_URL_CHARS
 
 
 @pytest.mark.parametrize(("url", "said"), [

@@ -29,7 +29,7 @@ from functools import partial
 from typing import Any
 from urllib.parse import unquote, unquote_plus
 
-from .._encodings import SCAN_CHARS, encoded_forms
+from .._encodings import SCAN_CHARS, TRUNCATED, encoded_forms
 from .._json import json_strings
 from .._redaction import PROSE_SECRET
 from .._tools import BoundCall
@@ -159,7 +159,7 @@ def _forms(value: str) -> Iterator[tuple[str, str]]:
             seen.add(form)
             yield how, form
     for encoding, decoded in encoded_forms(current):
-        yield f"{encoding}-encoded", decoded
+        yield (TRUNCATED, "") if encoding == TRUNCATED else (f"{encoding}-encoded", decoded)
 
 
 _strings = partial(json_strings, keys=" (its name)", root="(value)")
@@ -180,6 +180,10 @@ def credential_warnings(arguments: Mapping[str, Any], sensitive: Iterable[str] =
                             "scan for credentials")
             break
         for how, form in _forms(value):
+            if how == TRUNCATED:  # fail closed: what was not decoded may hide one
+                warnings.append(f"argument {path}: holds more encoded text than can be decoded "
+                                "and scanned for credentials")
+                break
             found = find_credentials(form)
             if found:
                 kind, hint = found[0]
