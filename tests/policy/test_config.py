@@ -135,6 +135,8 @@ path_outside = "secrets"
     ("one_of = []", "one_of", "at least one value"),
     ('one_of = "a"', "one_of", "must be a list"),
     ("max_input_length = 5", "max_input_length", "only goes with 'matches'"),
+    ('matches = "a+"\nmax_input_length = 0', "matches", "positive integer"),
+    ('not_matches = "a+"\nmax_input_length = 0', "not_matches", "positive integer"),
 ])
 def test_invalid_constraints_are_errors_naming_the_key(body: str, key: str,
                                                        message: str) -> None:

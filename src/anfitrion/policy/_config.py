@@ -241,11 +241,13 @@ def _constraints(r: _Reader, spec: Any, key: str, base_dir: str | None) -> list[
         out.append(r.built(f"{key}.none_of", lambda: NoneOf(refused)))
     if "matches" in spec:
         pattern = r.typed(spec, "matches", key, str, "a regular expression")
-        cap = r.typed(spec, "max_input_length", key, int, "an integer") or 1024
+        cap = r.typed(spec, "max_input_length", key, int, "an integer")
+        cap = 1024 if cap is None else cap  # 0 is refused by Matches, not read as unset
         out.append(r.built(f"{key}.matches", lambda: Matches(pattern, max_input_length=cap)))
     if "not_matches" in spec:
         negative = r.typed(spec, "not_matches", key, str, "a regular expression")
-        limit = r.typed(spec, "max_input_length", key, int, "an integer") or 1024
+        limit = r.typed(spec, "max_input_length", key, int, "an integer")
+        limit = 1024 if limit is None else limit
         out.append(r.built(f"{key}.not_matches",
                            lambda: NotMatches(negative, max_input_length=limit)))
     if "min" in spec or "max" in spec:
