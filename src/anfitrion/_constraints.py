@@ -218,10 +218,17 @@ class OneOf:
         return f"OneOf({list(self.values)!r})"
 
 
+def _visible(text: str) -> str:
+    """*text* without invisible format characters (zero-width spaces and joiners, soft hyphens,
+    bidi controls: Unicode category Cf)."""
+    return "".join(c for c in text if unicodedata.category(c) != "Cf")
+
+
 def _folded(value: Any) -> Any:
-    """A string as a denylist compares it: NFKC, case-folded, outer white space removed."""
+    """A string as a denylist compares it: NFKC, case-folded, invisible format characters
+    and outer white space removed."""
     if isinstance(value, str):
-        return unicodedata.normalize("NFKC", value).casefold().strip()
+        return _visible(unicodedata.normalize("NFKC", value).casefold()).strip()
     return value
 
 
@@ -229,8 +236,9 @@ class NoneOf:
     """The value is none of a fixed set of refused values: the negative of :class:`OneOf`.
 
     A denylist is easy to slip past with a variant spelling, so strings are compared after
-    Unicode NFKC normalisation, case folding and trimming (``" CEO@Example.com"`` is refused
-    when ``"ceo@example.com"`` is); numbers and booleans compare exactly, types included. An
+    Unicode NFKC normalisation, case folding, removing invisible format characters and trimming
+    (``" CEO@Example.com"`` and ``"ceo\u200b@example.com"`` are refused when
+    ``"ceo@example.com"`` is); numbers and booleans compare exactly, types included. An
     allowlist (:class:`OneOf`, :class:`EmailDomain`) is still the stronger rule.
     """
 
@@ -400,8 +408,9 @@ class NotMatches:
     negative of :class:`Matches`, with its pattern checks and input cap.
 
     What it cannot judge fails: a value that is not a string, or one longer than the cap. The
-    pattern is tried on the value and on its NFKC form, so full-width or compatibility look-alikes
-    of a refused value are refused too; add ``(?i)`` to the pattern to ignore case.
+    pattern is tried on the value, on its NFKC form and on that form without invisible format
+    characters, so full-width or compatibility look-alikes of a refused value, and the value with
+    zero-width characters inside, are refused too; add ``(?i)`` to the pattern to ignore case.
 
     Raises:
         ValueError: the pattern does not compile or uses a backtracking-prone construct.
@@ -417,7 +426,8 @@ class NotMatches:
             return "must be a string"
         if len(value) > self.input_cap:
             return f"is longer than {self.input_cap} characters"
-        for form in dict.fromkeys((value, unicodedata.normalize("NFKC", value))):
+        wide = unicodedata.normalize("NFKC", value)
+        for form in dict.fromkeys((value, wide, _visible(wide))):
             if self._matches.check(form) is None:
                 return f"matches the refused pattern {self.pattern}"
         return None
