@@ -38,7 +38,7 @@ KNOWN_UNMIRRORED = frozenset({
     "mcp/_sandbox_watch.py", "mcp/_secret_classes.py", "mcp/_server_requests.py",
     "mcp/_stderr.py", "mcp/_upstream_tasks.py", "models/_base.py", "models/_demo_script.py",
     "models/_scripted.py", "models/_sdk.py", "policy/_cedar_export.py", "policy/_core.py",
-    "policy/_decision.py", "policy/_declarations.py", "policy/_quorum.py", "policy/_taint.py",
+    "policy/_decision.py", "policy/_declarations.py", "policy/_taint.py",
     "store/_base.py", "store/_memory.py", "store/_postgres.py", "store/_retention.py",
     "store/_rows.py", "store/_sql.py", "store/_wakeups.py", "testing.py",
     "web/_approval_pages.py", "web/_connect.py", "web/_oidc.py", "web/_pages.py",
