@@ -104,3 +104,15 @@ def test_added_rules_come_after_the_policy_s_own_and_are_in_its_hash(policy: Pol
     rule = ToolRule("deploy", "deny")
     copy = policy.with_rules(rule)
     assert copy.rules == (*policy.rules, rule) and copy.sha256 != policy.sha256
+
+
+@pytest.mark.parametrize("media", [MediaSettings(send=False), MediaSettings(max_per_result=1),
+                                   MediaSettings(types=frozenset({"image/png"})),
+                                   MediaSettings(max_bytes=1024)])
+def test_the_hash_covers_the_media_settings(media: MediaSettings) -> None:
+    """A policy built in code that sends no images must not hash like one that does: the
+    audit log's policy_sha256 tells an auditor which policy decided."""
+    rules = [ToolRule("search", "allow")]
+    assert Policy(rules, media=media).sha256 != Policy(rules).sha256
+    assert Policy(rules, media=media).sha256 == Policy(rules, media=media).sha256
+    assert Policy(rules, media=MediaSettings()).sha256 == Policy(rules).sha256

@@ -299,7 +299,11 @@ class Policy:
         return self._sha256
 
     def describe(self) -> dict[str, Any]:
-        """What :attr:`sha256` covers, as plain JSON data."""
+        """What :attr:`sha256` covers, as plain JSON data (``media`` only when not the
+        default, so a policy that leaves it alone keeps the hash it had before media)."""
+        media = {} if self.media == MediaSettings() else {"media": {
+            "send": self.media.send, "types": sorted(self.media.types),
+            "max_bytes": self.media.max_bytes, "max_per_result": self.media.max_per_result}}
         return {
             "content": self.content_sha256,
             "rules": [_rule_description(rule, contract)
@@ -313,6 +317,7 @@ class Policy:
                                            "effect_scope": d.effect_scope,
                                            "idempotent": d.idempotent}, 0)
                              for name, d in sorted(self.declarations.items())},
+            **media,
         }
 
     @classmethod
