@@ -175,15 +175,20 @@ async def test_an_unreachable_receiver_never_blocks_the_gate_and_its_failure_is_
     assert len(waits) == 2  # bounded: no wait after the last attempt
 
 
-async def test_a_receiver_refusing_with_a_client_error_is_not_retried() -> None:
+@pytest.mark.parametrize("status", [400, 403, 301, 302, 307, 308])
+async def test_a_receiver_refusing_or_redirecting_is_not_retried(status: int) -> None:
+    """A client error or a redirect (never followed: the delivery goes to the configured URL
+    only) is the same answer on every try: one attempt, and the audit says why."""
     store, sent = MemoryStore(), []
-    with receiver([400]) as bridge:
+    with receiver([status] * 5) as bridge:
         hook = ApprovalWebhook(WebhookTarget(bridge.url, secret=SECRET), store, sleep=Waits())
         await _host(store, sent, [hook]).run("mail ana", principal="agent")
         with anyio.fail_after(30):
             (delivery,) = await hook.drain()
             await hook.aclose()
-    assert not delivery.delivered and delivery.attempts == 1 and "HTTP 400" in delivery.error
+    assert not delivery.delivered and delivery.attempts == 1
+    assert f"HTTP {status}" in delivery.error
+    assert len(bridge.received) == 1
 
 
 @pytest.fixture

@@ -288,6 +288,9 @@ class ApprovalWebhook:
                 outcome = Delivery(delivery_id, request.id, True, attempt, status)
                 await self._audit(request, outcome)
                 return outcome
+            if status is not None and 300 <= status < 400:
+                error = f"the receiver answered HTTP {status}: redirects are not followed"
+                break  # the same answer again: give the webhook's final URL
             if status is not None and 400 <= status < 500 and status not in (408, 429):
                 error = f"the receiver refused it with HTTP {status}"
                 break  # a permanent refusal: retrying sends the same thing again
