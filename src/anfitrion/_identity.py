@@ -17,8 +17,10 @@ __all__ = ["identity_key", "identity_problem", "same_identity"]
 
 
 def identity_key(name: str) -> str:
-    """The form *name* is compared in: NFKC, case-folded."""
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    """The form *name* is compared in: NFKC, case-folded, white space trimmed and runs of it
+    made one space (``" Alice  Smith"`` is ``"alice smith"``)."""
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", name).casefold())
+    return " ".join(folded.split())
 
 
 def same_identity(a: str, b: str) -> bool:

@@ -41,12 +41,12 @@ async def _vote(store: MemoryStore, request: ApprovalRequest, name: str) -> answ
 def _spellings(name: str) -> list[str]:
     full = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in name)
     return [name.upper(), name.title(), full, full.upper(), unicodedata.normalize("NFD", name),
-            name.swapcase()]
+            name.swapcase(), f" {name} ", f"{name.upper()}  "]
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(name=st.sampled_from(["alice", "bob", "zoë", "maría", "straße"]),
-       pick=st.integers(0, 5))
+       pick=st.integers(0, 7))
 def test_one_person_under_two_spellings_votes_once(name: str, pick: int) -> None:
     async def run() -> None:
         store = MemoryStore()
