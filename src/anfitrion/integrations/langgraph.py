@@ -45,7 +45,7 @@ from .._runtime import GatedSession, Runtime, Submission, SubmissionStatus
 from .._session import Session
 from .._tools import Effect, OfferContext, Tool
 from ..exceptions import JsonError, MissingDependencyError, ToolError, UserError
-from ._offered import belongs_to, pending_request
+from ._offered import belongs_to
 
 try:
     from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -475,8 +475,8 @@ class ToolGate:
         refuse them all: returns why (the call's next interrupt carries it), else ``None``.
 
         The value resumes this call's interrupt in this thread, so its answers may answer only
-        the request this call waits on in the thread's session (:func:`pending_request`, as
-        for every framework). One naming another request — another thread's (another session
+        the request this call waits on in the thread's session (the session's own record of
+        its waiting calls, as for every framework). One naming another request — another thread's (another session
         or principal), another call's, one answered before — is refused, whoever could send
         the value: nothing is recorded, and the call asks again. Not raised: LangGraph keeps a
         resume value its node consumed and hands it back each time the node runs again, so an
@@ -485,8 +485,7 @@ class ToolGate:
         given = _answers_in(value)
         if not given:
             return None
-        found = await pending_request(gated, call.id)
-        waiting = found[0].id if found is not None else None
+        waiting = gated.pending.get(call.id)
         for item in given:
             named = item["request_id"]
             if named != waiting:

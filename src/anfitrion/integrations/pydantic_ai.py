@@ -26,11 +26,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .. import _answers as answers
-from .._approvals import ApprovalRequest, declined_text
+from .._approvals import declined_text
 from .._runtime import GatedSession, Submission, SubmissionStatus
 from .._tools import Effect
 from ..exceptions import MissingDependencyError, UserError
-from ._offered import AgentTools, approve_in_framework, belongs_to, pending_request, submit
+from ._offered import AgentTools, approve_in_framework, belongs_to, submit
 
 try:
     from pydantic_ai import RunContext
@@ -151,15 +151,14 @@ class GatedToolset(WrapperToolset[Any]):
             verdict = approvals.get(call.tool_call_id)
             meta = requests.metadata.get(call.tool_call_id, {})
             if verdict is not None and REQUEST_ID in meta:
-                request = await self._waited_on(call.tool_call_id, meta)
-                chosen.append((call, verdict, meta, request))
+                chosen.append((call, verdict, meta, self._waited_on(call.tool_call_id, meta)))
         results: dict[str, bool | ToolDenied] = {}
         metadata: dict[str, dict[str, Any]] = {}
-        for call, verdict, meta, request in chosen:
+        for call, verdict, meta, request_id in chosen:
             approved = verdict is True
             note = verdict if isinstance(verdict, str) else ""
             outcome = await answers.answer(
-                self.session.runtime.store, request.id, meta.get(REQUEST_DIGEST),
+                self.session.runtime.store, request_id, meta.get(REQUEST_DIGEST),
                 approved=approved, approver=approver, note=note, via=VIA)
             if outcome.answer is None and outcome.refusal is not answers.Refusal.ANSWERED:
                 assert outcome.refusal is not None
@@ -169,17 +168,17 @@ class GatedToolset(WrapperToolset[Any]):
             metadata[call.tool_call_id] = {**meta, APPROVER: approver}
         return DeferredToolResults(approvals=dict(results), metadata=metadata)
 
-    async def _waited_on(self, call_id: str, meta: Mapping[str, Any]) -> ApprovalRequest:
-        """The request *call_id* waits on in this session, which *meta* must name."""
-        found = await pending_request(self.session, call_id)
+    def _waited_on(self, call_id: str, meta: Mapping[str, Any]) -> str:
+        """The id of the request *call_id* waits on in this session, which *meta* must name
+        (the session's own record of its waiting calls: no store read)."""
         named = meta.get(REQUEST_ID)
-        if found is None or found[0].id != named:
+        if named is None or self.session.pending.get(call_id) != named:
             raise UserError(
                 f"deferred call {call_id[:80]!r} names approval request {str(named)[:80]!r}, "
                 f"which it does not wait on in session {self.session.id!r} (a request of "
                 "another session, of another call, or answered before): no answer was "
                 "recorded")
-        return found[0]
+        return str(named)
 
     async def results(self, requests: DeferredToolRequests) -> DeferredToolResults:
         """The answers anfitrion holds for *requests* (given in the inbox, the CLI, the API),
@@ -195,8 +194,7 @@ class GatedToolset(WrapperToolset[Any]):
             meta = requests.metadata.get(call.tool_call_id, {})
             if REQUEST_ID not in meta:
                 continue
-            request = await self._waited_on(call.tool_call_id, meta)
-            found = await store.get_approval(request.id)
+            found = await store.get_approval(self._waited_on(call.tool_call_id, meta))
             if found is None or found.answer is None or found.answer.withdrawn:
                 continue
             given = found.answer
