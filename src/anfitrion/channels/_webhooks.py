@@ -130,9 +130,8 @@ def verify_signature(secrets: Sequence[str], header: str, delivery_id: str, body
                      now: float, tolerance: int = TOLERANCE_SECONDS) -> str | None:
     """Why the signature does not hold, or ``None`` when it does (format: module docstring).
 
-    Never raises on what a sender controls: a malformed *header* or *delivery_id* is a reason.
-    Well formed: comma-separated ``key=value`` parts, one ``t`` in ASCII decimal, one or more
-    ``v1`` of 64 hex digits, other lowercase keys ignored; nothing else."""
+    Never raises on what a sender controls: a malformed *header* (what is well formed:
+    :func:`_parse_signature_header`) or *delivery_id* is a reason."""
     if not _DELIVERY_ID.fullmatch(delivery_id):
         return "the delivery id is missing or malformed"
     parsed = _parse_signature_header(header)
