@@ -476,11 +476,11 @@ class ToolGate:
 
         The value resumes this call's interrupt in this thread, so its answers may answer only
         the request this call waits on in the thread's session (the session's own record of
-        its waiting calls, as for every framework). One naming another request — another thread's (another session
-        or principal), another call's, one answered before — is refused, whoever could send
-        the value: nothing is recorded, and the call asks again. Not raised: LangGraph keeps a
-        resume value its node consumed and hands it back each time the node runs again, so an
-        exception would leave the thread unable to continue.
+        its waiting calls, as for every framework). One naming another request — another
+        thread's (another session or principal), another call's, one answered before — is
+        refused, whoever could send the value: nothing is recorded, and the call asks again.
+        Not raised: LangGraph keeps a resume value its node consumed and hands it back each
+        time the node runs again, so an exception would leave the thread unable to continue.
         """
         given = _answers_in(value)
         if not given:
